@@ -1,0 +1,41 @@
+"""Deterministic batching: the batch of step `s` is a pure function of (seed, s).
+
+That is what makes a resumed run identical to an uninterrupted one: nothing about
+the input pipeline has to be checkpointed.
+"""
+
+from typing import Iterator, Mapping
+
+import numpy as np
+
+
+def train_batch_indices(num_examples: int, batch_size: int, seed: int, step: int) -> np.ndarray:
+  """Row indices of training step `step` (0-based): epochs of seeded permutations.
+
+  The last partial batch of an epoch is dropped, so every step sees a full batch.
+  """
+  if batch_size > num_examples:
+    raise ValueError(f"batch size {batch_size} exceeds the {num_examples} training examples")
+  steps_per_epoch = num_examples // batch_size
+  epoch, position = divmod(step, steps_per_epoch)
+  perm = np.random.default_rng([seed, epoch]).permutation(num_examples)
+  return perm[position * batch_size:(position + 1) * batch_size]
+
+
+def padded_batches(arrays: Mapping[str, np.ndarray], batch_size: int
+                   ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+  """Fixed-shape evaluation batches (the last one zero-padded) and their valid-row count.
+
+  A fixed shape means one compilation for the whole evaluation.
+  """
+  n = len(next(iter(arrays.values())))
+  for start in range(0, n, batch_size):
+    stop = min(start + batch_size, n)
+    batch = {}
+    for k, v in arrays.items():
+      chunk = v[start:stop]
+      if stop - start < batch_size:
+        pad = np.zeros((batch_size - (stop - start),) + v.shape[1:], v.dtype)
+        chunk = np.concatenate([chunk, pad])
+      batch[k] = chunk
+    yield batch, stop - start

@@ -1,0 +1,27 @@
+"""Inference engines over relaxed outputs (see DESIGN.md, "Output domains and inference")."""
+
+from energynets.inference.gbi import EnergyFn
+from energynets.inference.gbi import GBIConfig
+from energynets.inference.gbi import GBIResult
+from energynets.inference.gbi import GBIState
+from energynets.inference.gbi import GBITrace
+from energynets.inference.gbi import gbi_scan
+from energynets.inference.gbi import gbi_step
+from energynets.inference.gbi import gbi_while
+from energynets.inference.gbi import init_state
+from energynets.inference.gbi import make_objective
+from energynets.inference.gbi import validate_config
+
+__all__ = [
+    "EnergyFn",
+    "GBIConfig",
+    "GBIResult",
+    "GBIState",
+    "GBITrace",
+    "gbi_scan",
+    "gbi_step",
+    "gbi_while",
+    "init_state",
+    "make_objective",
+    "validate_config",
+]

@@ -1,0 +1,407 @@
+"""Gradient-based inference (GBI): batched minimization of an energy over an output domain.
+
+Prediction with an energy network is `argmin_y E(x, y)` over a relaxation of y
+(`energynets.domains`). GBI minimizes, per example,
+
+    objective(y) = energy(params, x, y) − τ · domain.entropy(y)        (τ = entropy_weight)
+
+with one of three update rules (`GBIConfig.method`):
+
+- `'projected'`: `y ← project(y − η d)` (Euclidean projected gradient);
+- `'mirror'`:    `y ← domain.mirror_step(y, d, η)` (entropic mirror descent, SPEN §2 and
+  E2E-SPEN Eq. 7);
+- `'logit'`:     optimize `z` with `y = domain.from_logits(z)`: `z ← z − η d`
+  (E2E-SPEN Eq. 8, the form it prefers for unrolled training);
+
+where `d` is the search direction produced by `GBIConfig.optimizer` from the gradient
+in the optimized coordinates (`y`, or `z` in logit mode): `'sgd'` (d = g), `'momentum'`
+(heavy ball `m ← μ m + g`, d = m; SPEN uses μ = 0.95, η = 0.1) or `'adam'` (SEAL's GBI
+baseline). In mirror mode the momentum/Adam direction replaces the gradient inside the
+mirror step. Optimizer state is elementwise plus a per-example step count, so no
+example's trajectory depends on which other examples share its batch.
+
+Two drivers share one step function:
+
+- `gbi_scan`: `lax.scan` over a fixed `T = num_steps`. Differentiable w.r.t. params, x,
+  y0 and the learned per-step sizes `GBIConfig.step_sizes`; returns every iterate for
+  the E2E per-iterate loss. Optionally `jax.checkpoint`s each step (`remat`).
+- `gbi_while`: `lax.while_loop` with per-example convergence (SPEN A.5: relative change
+  of the objective below `rel_tol`, or l∞ change of the iterate below `abs_tol`).
+  Converged examples are frozen; the loop ends when `stop_fraction` of the batch has
+  converged (SPEN §7.4 uses 90%) or at `max_steps`. Used at test time; the number of
+  steps each example took is reported.
+
+The energy contract: `energy(params, x, y) -> [B]`, one value per example, with
+examples independent (no batch statistics). The gradient w.r.t. y is `jax.grad` of the
+batch sum, which is then the per-example gradient. `y` may have any trailing shape
+(`[B, L]`, `[B, T, K]`, `[B, H, W]`, ...). `x` and `params` are arbitrary pytrees.
+
+jit: `GBIConfig` is a NamedTuple registered as a pytree whose only leaf is
+`step_sizes`; every other field is static metadata. It can therefore be passed either
+as a static argument (when `step_sizes is None` it is hashable) or as an ordinary
+argument, in which case the learned step sizes are traced and differentiable. Domains
+are static pytrees too; `energy` must be static (a function).
+"""
+
+import math
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from energynets import domains as domains_lib
+
+PyTree = Any
+EnergyFn = Callable[[PyTree, PyTree, jax.Array], jax.Array]
+
+METHODS = ("projected", "mirror", "logit")
+OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
+class GBIConfig(NamedTuple):
+  """Options of gradient-based inference.
+
+  Attributes:
+    method: `'projected' | 'mirror' | 'logit'` (see module docstring).
+    optimizer: `'sgd' | 'momentum' | 'adam'`.
+    learning_rate: η, used for every step unless `step_sizes` is given.
+    momentum: μ of the heavy-ball optimizer (SPEN A.5: 0.95).
+    b1, b2, adam_eps, adam_eps_root: Adam's constants; `adam_eps_root` sits inside
+      the square root so that differentiating through a zero second moment (e.g. a
+      coordinate with zero gradient) stays finite, as in optax.
+    entropy_weight: τ ≥ 0; the objective is `energy − τ · entropy` (E2E-SPEN §4.2
+      smoothing; SPEN A.4 "temperature"). Pair it with 'mirror' or 'logit': the
+      entropy's gradient is unbounded at the faces, so 'projected' iterates that reach
+      a face are kicked back (with heavy momentum this can cycle).
+    num_steps: T of `gbi_scan`.
+    rel_tol: per-example convergence when `|E_t − E_{t−1}| / max(|E_{t−1}|, tiny) < rel_tol`.
+    abs_tol: ... or when `max |y_t − y_{t−1}| < abs_tol` (l∞ over the example's y).
+    max_steps: hard cap of `gbi_while`.
+    stop_fraction: `gbi_while` stops once this fraction of the batch has converged.
+    step_sizes: optional `[T]` per-step learning rates (learned step sizes, E2E-SPEN
+      §6.1; the caller keeps them positive, e.g. via softplus). They replace
+      `learning_rate`. `gbi_while` uses `step_sizes[min(t, T−1)]`.
+    remat: `jax.checkpoint` each `gbi_scan` step (recompute the energy's internals in
+      the backward pass instead of storing them; E2E-SPEN §4.3).
+  """
+
+  method: str = "mirror"
+  optimizer: str = "momentum"
+  learning_rate: float = 0.1
+  momentum: float = 0.95
+  b1: float = 0.9
+  b2: float = 0.999
+  adam_eps: float = 1e-8
+  adam_eps_root: float = 1e-16
+  entropy_weight: float = 0.0
+  num_steps: int = 20
+  # Tolerances are not given in SPEN; these are assumptions, tune per task.
+  rel_tol: float = 1e-4
+  abs_tol: float = 1e-4
+  max_steps: int = 100
+  stop_fraction: float = 1.0
+  step_sizes: Optional[jax.Array] = None
+  remat: bool = False
+
+
+def _config_flatten(config: GBIConfig):
+  return (config.step_sizes,), config._replace(step_sizes=None)
+
+
+def _config_unflatten(static: GBIConfig, children) -> GBIConfig:
+  return static._replace(step_sizes=children[0])
+
+
+# Only step_sizes is a leaf: strings and Python numbers stay static under jit/vmap/grad.
+jax.tree_util.register_pytree_node(GBIConfig, _config_flatten, _config_unflatten)
+
+
+class OptState(NamedTuple):
+  """Per-example optimizer state; `mu`/`nu` have y's shape, `count` is `[B]` int32."""
+  mu: Optional[jax.Array]
+  nu: Optional[jax.Array]
+  count: jax.Array
+
+
+class GBIState(NamedTuple):
+  """The loop carry shared by both drivers.
+
+  `z` is the optimized variable: `y` itself for projected/mirror, the logits in logit
+  mode. `objective` and `grad` are evaluated at the current `z`, so a step needs one
+  energy+gradient evaluation and convergence tests compare consecutive iterates.
+  """
+  z: jax.Array
+  opt: OptState
+  objective: jax.Array  # [B]
+  grad: jax.Array       # like z
+
+
+class GBITrace(NamedTuple):
+  """Everything `gbi_scan` visited after `y0`.
+
+  Attributes:
+    ys: `[T, B, ...]`, the iterates `y_1 .. y_T` (`ys[-1]` is the returned `y_T`).
+    energies: `[T, B]`, the minimized objective at each of `ys`.
+    initial_energy: `[B]`, the objective at `y_0`.
+  """
+  ys: jax.Array
+  energies: jax.Array
+  initial_energy: jax.Array
+
+
+class GBIResult(NamedTuple):
+  """Output of `gbi_while`.
+
+  Attributes:
+    y: `[B, ...]`, the final (frozen at convergence) iterate, in the domain.
+    energy: `[B]`, the minimized objective (`energy − τ·entropy`) at `y`.
+    steps: `[B]` int32, update steps each example took before it was frozen.
+    converged: `[B]` bool, whether the example met a tolerance within `max_steps`.
+  """
+  y: jax.Array
+  energy: jax.Array
+  steps: jax.Array
+  converged: jax.Array
+
+
+def validate_config(config: GBIConfig) -> None:
+  """Raises `ValueError` on an unknown method/optimizer or an out-of-range option."""
+  if config.method not in METHODS:
+    raise ValueError(f"unknown GBI method {config.method!r}; expected one of {METHODS}")
+  if config.optimizer not in OPTIMIZERS:
+    raise ValueError(f"unknown GBI optimizer {config.optimizer!r}; expected one of "
+                     f"{OPTIMIZERS}")
+  if not 0.0 <= config.stop_fraction <= 1.0:
+    raise ValueError(f"stop_fraction must be in [0, 1]; got {config.stop_fraction}")
+  if config.num_steps < 0 or config.max_steps < 0:
+    raise ValueError("num_steps and max_steps must be non-negative")
+
+
+def make_objective(energy: EnergyFn, domain: domains_lib.Domain,
+                   config: GBIConfig) -> EnergyFn:
+  """`(params, x, y) -> [B]`: the energy, minus `τ·entropy` when τ is non-zero."""
+  tau = config.entropy_weight
+
+  def objective(params, x, y):
+    e = energy(params, x, y)
+    if e.shape != y.shape[:1]:
+      raise ValueError(f"energy must return one value per example, shape {y.shape[:1]}; "
+                       f"got {e.shape}")
+    if tau:
+      e = e - tau * domain.entropy(y)
+    return e
+
+  return objective
+
+
+# ---------------------------------------------------------------------------------------
+# Coordinates: the optimized variable z and the domain point y it stands for.
+
+
+def _to_z(y: jax.Array, domain, config: GBIConfig) -> jax.Array:
+  return domain.to_logits(y) if config.method == "logit" else y
+
+
+def _to_y(z: jax.Array, domain, config: GBIConfig) -> jax.Array:
+  return domain.from_logits(z) if config.method == "logit" else z
+
+
+def _value_and_grad(objective: EnergyFn, params, x, z, domain, config):
+  """Per-example objective `[B]` and its gradient w.r.t. z (via the batch sum)."""
+  def total(z_):
+    per_example = objective(params, x, _to_y(z_, domain, config))
+    return jnp.sum(per_example), per_example
+
+  (_, per_example), g = jax.value_and_grad(total, has_aux=True)(z)
+  return per_example, g
+
+
+# ---------------------------------------------------------------------------------------
+# Optimizers: gradient -> search direction, elementwise with a per-example count.
+
+
+def _init_opt(z: jax.Array, config: GBIConfig) -> OptState:
+  count = jnp.zeros(z.shape[:1], jnp.int32)
+  if config.optimizer == "sgd":
+    return OptState(None, None, count)
+  if config.optimizer == "momentum":
+    return OptState(jnp.zeros_like(z), None, count)
+  return OptState(jnp.zeros_like(z), jnp.zeros_like(z), count)
+
+
+def _expand(v: jax.Array, like: jax.Array) -> jax.Array:
+  """`[B] -> [B, 1, ..., 1]` broadcastable against `like`."""
+  return v.reshape(v.shape + (1,) * (like.ndim - v.ndim))
+
+
+def _direction(g: jax.Array, opt: OptState, config: GBIConfig) -> tuple[jax.Array, OptState]:
+  count = opt.count + 1
+  if config.optimizer == "sgd":
+    return g, OptState(None, None, count)
+  if config.optimizer == "momentum":
+    mu = config.momentum * opt.mu + g
+    return mu, OptState(mu, None, count)
+  mu = config.b1 * opt.mu + (1.0 - config.b1) * g
+  nu = config.b2 * opt.nu + (1.0 - config.b2) * jnp.square(g)
+  # Bias correction by each example's own count: frozen examples do not advance it.
+  t = _expand(count, g).astype(g.dtype)
+  mu_hat = mu / (1.0 - config.b1 ** t)
+  nu_hat = nu / (1.0 - config.b2 ** t)
+  d = mu_hat / (jnp.sqrt(nu_hat + config.adam_eps_root) + config.adam_eps)
+  return d, OptState(mu, nu, count)
+
+
+# ---------------------------------------------------------------------------------------
+# The step shared by both drivers.
+
+
+def init_state(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
+               domain: domains_lib.Domain, config: GBIConfig) -> GBIState:
+  """The carry at `y0` (objective and gradient already evaluated there)."""
+  objective = make_objective(energy, domain, config)
+  z = _to_z(y0, domain, config)
+  e, g = _value_and_grad(objective, params, x, z, domain, config)
+  return GBIState(z, _init_opt(z, config), e, g)
+
+
+def gbi_step(energy: EnergyFn, params: PyTree, x: PyTree, state: GBIState,
+             lr: jax.Array | float, domain: domains_lib.Domain,
+             config: GBIConfig) -> GBIState:
+  """One update of every example in the batch, then objective and gradient at the new point."""
+  d, opt = _direction(state.grad, state.opt, config)
+  if config.method == "projected":
+    z = domain.project(state.z - lr * d)
+  elif config.method == "mirror":
+    z = domain.mirror_step(state.z, d, lr)
+  else:  # logit
+    z = state.z - lr * d
+  objective = make_objective(energy, domain, config)
+  e, g = _value_and_grad(objective, params, x, z, domain, config)
+  return GBIState(z, opt, e, g)
+
+
+def _step_sizes(config: GBIConfig, length: int, dtype) -> jax.Array:
+  if config.step_sizes is None:
+    return jnp.full((length,), config.learning_rate, dtype)
+  return jnp.asarray(config.step_sizes, dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# Drivers.
+
+
+def gbi_scan(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
+             domain: domains_lib.Domain,
+             config: GBIConfig) -> tuple[jax.Array, GBITrace]:
+  """`T = config.num_steps` GBI steps by `lax.scan`; differentiable end to end.
+
+  Args:
+    energy: `(params, x, y [B, ...]) -> [B]`.
+    params: the energy's parameters (any pytree).
+    x: the energy's conditioning input (any pytree, e.g. precomputed features).
+    y0: `[B, ...]` starting point in the domain (`domain.uniform_init(shape)` or a
+      feed-forward net's output).
+    domain: a `energynets.domains` domain.
+    config: `GBIConfig`; with `step_sizes` its length must equal `num_steps`.
+
+  Returns:
+    `(y_T [B, ...], GBITrace)`. Gradients flow to params, x, y0 and step_sizes
+    (except through projection kinks, where the projected method's derivative is that
+    of the clip).
+  """
+  validate_config(config)
+  num_steps = config.num_steps
+  if config.step_sizes is not None and jnp.shape(config.step_sizes) != (num_steps,):
+    raise ValueError(f"step_sizes must have shape ({num_steps},) = (num_steps,); got "
+                     f"{jnp.shape(config.step_sizes)}")
+  state = init_state(energy, params, x, y0, domain, config)
+  lrs = _step_sizes(config, num_steps, y0.dtype)
+
+  def body(state, lr):
+    state = gbi_step(energy, params, x, state, lr, domain, config)
+    return state, (_to_y(state.z, domain, config), state.objective)
+
+  if config.remat:
+    body = jax.checkpoint(body)
+  final, (ys, energies) = jax.lax.scan(body, state, lrs)
+  y_final = _to_y(final.z, domain, config) if num_steps == 0 else ys[-1]
+  return y_final, GBITrace(ys, energies, state.objective)
+
+
+def _select(mask: jax.Array, new: PyTree, old: PyTree) -> PyTree:
+  """Per-example `where(mask, new, old)` over matching pytrees with leading axis B."""
+  return jax.tree.map(lambda n, o: jnp.where(_expand(mask, n), n, o), new, old)
+
+
+def _linf_change(a: jax.Array, b: jax.Array) -> jax.Array:
+  """`[B, ...] x2 -> [B]`."""
+  return jnp.max(jnp.abs(a - b).reshape(a.shape[0], -1), axis=-1)
+
+
+class _WhileCarry(NamedTuple):
+  t: jax.Array          # scalar int32, loop iterations so far
+  state: GBIState
+  steps: jax.Array      # [B] int32
+  converged: jax.Array  # [B] bool
+
+
+def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
+              domain: domains_lib.Domain, config: GBIConfig) -> GBIResult:
+  """GBI until per-example convergence, by `lax.while_loop` (not reverse-differentiable).
+
+  Each iteration updates only the not-yet-converged examples (converged examples keep
+  their y, optimizer state and step count). An example converges when the relative
+  objective change or the l∞ change of its y (in the domain, also in logit mode) falls
+  below `rel_tol` / `abs_tol`. The loop stops when at least
+  `ceil(stop_fraction · B)` examples have converged, or after `max_steps` iterations.
+  With `stop_fraction = 1` each example's result is independent of its batch-mates.
+
+  Args: as `gbi_scan`.
+
+  Returns:
+    `GBIResult(y [B, ...], energy [B], steps [B] int32, converged [B] bool)`.
+  """
+  validate_config(config)
+  batch = y0.shape[0]
+  # round() absorbs float fuzz such as 0.9 * 10 = 9.000000000000002.
+  needed = math.ceil(round(config.stop_fraction * batch, 9))
+  if config.step_sizes is not None:
+    lrs = jnp.asarray(config.step_sizes, y0.dtype)
+    if lrs.ndim != 1 or lrs.shape[0] == 0:
+      raise ValueError(f"step_sizes must be a non-empty [T] array; got {lrs.shape}")
+  else:
+    lrs = None
+  tiny = jnp.finfo(y0.dtype).tiny
+
+  def lr_at(t):
+    if lrs is None:
+      return config.learning_rate
+    return lrs[jnp.minimum(t, lrs.shape[0] - 1)]
+
+  def cond(carry: _WhileCarry):
+    return (carry.t < config.max_steps) & (jnp.sum(carry.converged) < needed)
+
+  def body(carry: _WhileCarry) -> _WhileCarry:
+    old = carry.state
+    new = gbi_step(energy, params, x, old, lr_at(carry.t), domain, config)
+    rel = jnp.abs(new.objective - old.objective) / jnp.maximum(jnp.abs(old.objective), tiny)
+    dy = _linf_change(_to_y(new.z, domain, config), _to_y(old.z, domain, config))
+    done_now = (rel < config.rel_tol) | (dy < config.abs_tol)
+    active = ~carry.converged
+    return _WhileCarry(
+        t=carry.t + 1,
+        state=_select(active, new, old),
+        steps=carry.steps + active.astype(jnp.int32),
+        converged=carry.converged | (active & done_now),
+    )
+
+  init = _WhileCarry(
+      t=jnp.zeros((), jnp.int32),
+      state=init_state(energy, params, x, y0, domain, config),
+      steps=jnp.zeros((batch,), jnp.int32),
+      converged=jnp.zeros((batch,), bool),
+  )
+  final = jax.lax.while_loop(cond, body, init)
+  return GBIResult(_to_y(final.state.z, domain, config), final.state.objective,
+                   final.steps, final.converged)
+

@@ -1,0 +1,448 @@
+"""Task metrics and differentiable surrogates.
+
+Two families live here:
+
+* Reporting metrics (numpy, exact, validated inputs): example-F1, micro-F1,
+  macro-F1 and Hamming loss for multi-label outputs, threshold tuning on the
+  validation split, and `evaluate_multilabel`, which builds the flat
+  `"<split>/<metric>"` results map of the design's results contract. They
+  follow the project's metric protocol (DESIGN.md, "Metric protocol").
+* Differentiable surrogates (jax.numpy): `soft_f1` and `soft_iou`, per example,
+  usable under `jit`, `vmap` and `grad` (SEAL/DVN scores, CD costs).
+
+Conventions (every number in a table depends on these, so they are fixed here):
+
+* Shapes: `y_true` and predictions are `[N, L]` (N examples, L labels).
+* `binarize` predicts a label when `prob >= threshold`.
+* Example-F1 of one example is `2|y ∧ ŷ| / (|y| + |ŷ|)`; an example with empty
+  gold *and* empty prediction scores 1; empty gold with a non-empty prediction
+  (or the reverse) scores 0. This equals scikit-learn's
+  `f1_score(average='samples', zero_division=1.0)`.
+* Micro-F1 is `2 TP / (2 TP + FP + FN)` over all label bits, and 1 when there
+  is no gold and no predicted positive at all (`zero_division=1.0`).
+* Macro-F1 is the unweighted mean over labels of the per-label F1; a label with
+  no gold and no predicted positive scores `zero_division`, by default 1 (it
+  was predicted perfectly, the same convention as the empty/empty example).
+  Equals `f1_score(average='macro', zero_division=zero_division)`.
+* Hamming loss is the fraction of wrong label bits (lower is better).
+* All rates are fractions in [0, 1]; tables multiply by 100.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "THRESHOLD_GRID",
+    "binarize",
+    "example_f1",
+    "micro_f1",
+    "macro_f1",
+    "hamming_loss",
+    "tune_threshold",
+    "multilabel_report",
+    "evaluate_multilabel",
+    "soft_f1",
+    "soft_iou",
+]
+
+# 0.05, 0.10, ..., 0.95. Rounded so each entry is the float nearest its
+# two-decimal value (0.1 == 0.1, not 0.30000000000000004-style drift), which
+# keeps the reported threshold printable and comparable with `==`.
+THRESHOLD_GRID: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(1, 20))
+
+# Scores within this distance are treated as tied in `tune_threshold`: equal
+# F1 values reached through different summation orders may differ in the last
+# ulps, and such noise must not override the documented tie rule.
+_TIE_ATOL = 1e-12
+
+_ArrayLike = Any  # np.ndarray, jax.Array, nested lists.
+
+
+# --------------------------------------------------------------------------
+# Input validation.
+# --------------------------------------------------------------------------
+
+
+def _first_index(mask: np.ndarray) -> tuple[int, ...]:
+  return tuple(int(i) for i in np.argwhere(mask)[0])
+
+
+def _as_2d(name: str, a: _ArrayLike) -> np.ndarray:
+  a = np.asarray(a)
+  if a.ndim != 2:
+    raise ValueError(f"{name} must be a 2-D array [N, L]; got shape {a.shape}")
+  if a.shape[0] == 0 or a.shape[1] == 0:
+    raise ValueError(f"{name} must have at least one example and one label; "
+                     f"got shape {a.shape}")
+  if not (a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer)
+          or np.issubdtype(a.dtype, np.floating)):
+    raise ValueError(f"{name} must be numeric or boolean; got dtype {a.dtype}")
+  return a
+
+
+def _check_binary(name: str, a: _ArrayLike) -> np.ndarray:
+  """Validates a {0,1} matrix [N, L] and returns it as a bool array."""
+  a = _as_2d(name, a)
+  if a.dtype == np.bool_:
+    return a
+  if np.issubdtype(a.dtype, np.floating):
+    nan = np.isnan(a)
+    if nan.any():
+      raise ValueError(f"{name} contains NaN (first at index {_first_index(nan)})")
+  bad = (a != 0) & (a != 1)
+  if bad.any():
+    idx = _first_index(bad)
+    raise ValueError(f"{name} must be binary (0/1); found {a[idx]!r} at index {idx}")
+  return a.astype(bool)
+
+
+def _check_probs(name: str, p: _ArrayLike) -> np.ndarray:
+  """Validates probabilities [N, L] in [0, 1] (no NaN) and returns them."""
+  p = _as_2d(name, p)
+  if p.dtype == np.bool_:
+    return p.astype(np.float32)
+  if np.issubdtype(p.dtype, np.floating):
+    nan = np.isnan(p)
+    if nan.any():
+      raise ValueError(f"{name} contains NaN (first at index {_first_index(nan)})")
+  bad = (p < 0) | (p > 1)
+  if bad.any():
+    idx = _first_index(bad)
+    raise ValueError(f"{name} must be probabilities in [0, 1]; found {p[idx]!r} "
+                     f"at index {idx}")
+  return p
+
+
+def _check_same_shape(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray):
+  if a.shape != b.shape:
+    raise ValueError(f"shape mismatch: {name_a} has shape {a.shape} but {name_b} "
+                     f"has shape {b.shape}")
+
+
+def _check_threshold(threshold: float) -> float:
+  t = float(threshold)
+  if not 0.0 <= t <= 1.0:  # Also rejects NaN.
+    raise ValueError(f"threshold must be in [0, 1]; got {threshold!r}")
+  return t
+
+
+def _check_grid(grid: Sequence[float]) -> np.ndarray:
+  g = np.asarray(grid, dtype=np.float64)
+  if g.ndim != 1 or g.size == 0:
+    raise ValueError(f"threshold grid must be a non-empty 1-D sequence; got shape "
+                     f"{g.shape}")
+  if np.isnan(g).any() or (g < 0).any() or (g > 1).any():
+    raise ValueError(f"threshold grid values must be in [0, 1]; got {list(grid)}")
+  return g
+
+
+# --------------------------------------------------------------------------
+# Reporting metrics (numpy). The `_*` kernels take validated bool arrays so
+# that `tune_threshold` validates once and then loops cheaply over the grid.
+# --------------------------------------------------------------------------
+
+
+def _example_f1_scores(y: np.ndarray, p: np.ndarray) -> np.ndarray:
+  """Per-example F1 [N] of bool arrays [N, L], empty/empty -> 1."""
+  tp = np.count_nonzero(y & p, axis=1)
+  denom = np.count_nonzero(y, axis=1) + np.count_nonzero(p, axis=1)
+  # denom == 0 only for empty gold and empty prediction: define as 1.
+  return np.where(denom == 0, 1.0, 2.0 * tp / np.maximum(denom, 1))
+
+
+def _micro_f1(y: np.ndarray, p: np.ndarray) -> float:
+  tp = np.count_nonzero(y & p)
+  denom = np.count_nonzero(y) + np.count_nonzero(p)  # = 2TP + FP + FN.
+  return 1.0 if denom == 0 else float(2.0 * tp / denom)
+
+
+def _macro_f1(y: np.ndarray, p: np.ndarray, zero_division: float) -> float:
+  tp = np.count_nonzero(y & p, axis=0)
+  denom = np.count_nonzero(y, axis=0) + np.count_nonzero(p, axis=0)
+  per_label = np.where(denom == 0, zero_division, 2.0 * tp / np.maximum(denom, 1))
+  return float(per_label.mean())
+
+
+def _hamming(y: np.ndarray, p: np.ndarray) -> float:
+  return float(np.count_nonzero(y != p) / y.size)
+
+
+def binarize(probs: _ArrayLike, threshold: float = 0.5) -> np.ndarray:
+  """Thresholds probabilities: a label is predicted when `prob >= threshold`.
+
+  Args:
+    probs: [N, L] probabilities in [0, 1].
+    threshold: scalar in [0, 1].
+
+  Returns:
+    [N, L] bool array.
+  """
+  return _check_probs("probs", probs) >= _check_threshold(threshold)
+
+
+def example_f1(y_true: _ArrayLike, y_pred: _ArrayLike) -> float:
+  """Example-based F1: mean over examples of `2|y ∧ ŷ| / (|y| + |ŷ|)`.
+
+  An example with empty gold and empty prediction scores 1; empty gold with a
+  non-empty prediction scores 0 (sklearn `average='samples'`,
+  `zero_division=1.0`).
+
+  Args:
+    y_true: [N, L] binary gold labels.
+    y_pred: [N, L] binary predictions.
+
+  Returns:
+    A float in [0, 1].
+  """
+  y = _check_binary("y_true", y_true)
+  p = _check_binary("y_pred", y_pred)
+  _check_same_shape("y_true", y, "y_pred", p)
+  return float(_example_f1_scores(y, p).mean())
+
+
+def micro_f1(y_true: _ArrayLike, y_pred: _ArrayLike) -> float:
+  """Micro-averaged F1, `2TP / (2TP + FP + FN)` over all label bits.
+
+  Returns 1 when there are no gold and no predicted positives at all.
+
+  Args:
+    y_true: [N, L] binary gold labels.
+    y_pred: [N, L] binary predictions.
+
+  Returns:
+    A float in [0, 1].
+  """
+  y = _check_binary("y_true", y_true)
+  p = _check_binary("y_pred", y_pred)
+  _check_same_shape("y_true", y, "y_pred", p)
+  return _micro_f1(y, p)
+
+
+def macro_f1(y_true: _ArrayLike, y_pred: _ArrayLike,
+             zero_division: float = 1.0) -> float:
+  """Macro-averaged F1: unweighted mean over the L labels of per-label F1.
+
+  A label with no gold and no predicted positive in the data has an undefined
+  F1; it scores `zero_division`. The project default is 1 (the label was
+  predicted perfectly, as for the empty/empty example in example-F1), which
+  matches sklearn `f1_score(average='macro', zero_division=1.0)`. Pass 0 to
+  reproduce sklearn's default behaviour (which scores such labels 0).
+
+  Args:
+    y_true: [N, L] binary gold labels.
+    y_pred: [N, L] binary predictions.
+    zero_division: score of a label that is absent from both gold and
+      prediction.
+
+  Returns:
+    A float in [0, 1].
+  """
+  y = _check_binary("y_true", y_true)
+  p = _check_binary("y_pred", y_pred)
+  _check_same_shape("y_true", y, "y_pred", p)
+  zero_division = float(zero_division)
+  if not 0.0 <= zero_division <= 1.0:
+    raise ValueError(f"zero_division must be in [0, 1]; got {zero_division}")
+  return _macro_f1(y, p, zero_division)
+
+
+def hamming_loss(y_true: _ArrayLike, y_pred: _ArrayLike) -> float:
+  """Hamming loss: the fraction of the N·L label bits that are wrong.
+
+  Args:
+    y_true: [N, L] binary gold labels.
+    y_pred: [N, L] binary predictions.
+
+  Returns:
+    A float in [0, 1]; lower is better.
+  """
+  y = _check_binary("y_true", y_true)
+  p = _check_binary("y_pred", y_pred)
+  _check_same_shape("y_true", y, "y_pred", p)
+  return _hamming(y, p)
+
+
+def tune_threshold(y_val: _ArrayLike, probs_val: _ArrayLike,
+                   grid: Sequence[float] = THRESHOLD_GRID) -> float:
+  """The grid threshold that maximizes example-F1 on validation data.
+
+  Ties (scores within 1e-12) go to the threshold closest to 0.5, the untuned
+  default, so tuning moves away from 0.5 only when that strictly helps; if two
+  tied values are equally close (e.g. 0.45 and 0.55) the smaller wins.
+
+  Call this on the validation split only; `evaluate_multilabel` does so and
+  then applies the result unchanged to test.
+
+  Args:
+    y_val: [N, L] binary validation labels.
+    probs_val: [N, L] validation probabilities in [0, 1].
+    grid: candidate thresholds, by default `THRESHOLD_GRID`.
+
+  Returns:
+    The chosen threshold, one of `grid`, as a Python float.
+  """
+  y = _check_binary("y_val", y_val)
+  probs = _check_probs("probs_val", probs_val)
+  _check_same_shape("y_val", y, "probs_val", probs)
+  g = _check_grid(grid)
+  scores = np.array([_example_f1_scores(y, probs >= t).mean() for t in g])
+  tied = scores >= scores.max() - _TIE_ATOL
+  # Round the distance so 0.45 and 0.55 count as equally close despite float
+  # representation error; then lexsort: primary key distance, secondary value.
+  dist = np.round(np.abs(g - 0.5), 9)
+  candidates = np.flatnonzero(tied)
+  order = np.lexsort((g[candidates], dist[candidates]))
+  return float(g[candidates[order[0]]])
+
+
+def multilabel_report(y_true: _ArrayLike, probs: _ArrayLike,
+                      threshold: float) -> dict[str, float]:
+  """All multi-label metrics at one threshold.
+
+  Args:
+    y_true: [N, L] binary gold labels.
+    probs: [N, L] probabilities in [0, 1].
+    threshold: decision threshold (`prob >= threshold` is positive).
+
+  Returns:
+    `{"example_f1", "micro_f1", "macro_f1", "hamming"}` -> float in [0, 1]
+    (macro-F1 with the default `zero_division=1`).
+  """
+  y = _check_binary("y_true", y_true)
+  p = _check_probs("probs", probs)
+  _check_same_shape("y_true", y, "probs", p)
+  pred = p >= _check_threshold(threshold)
+  return {
+      "example_f1": float(_example_f1_scores(y, pred).mean()),
+      "micro_f1": _micro_f1(y, pred),
+      "macro_f1": _macro_f1(y, pred, 1.0),
+      "hamming": _hamming(y, pred),
+  }
+
+
+def evaluate_multilabel(
+    *,
+    val: tuple[_ArrayLike, _ArrayLike],
+    test: tuple[_ArrayLike, _ArrayLike],
+    grid: Sequence[float] = THRESHOLD_GRID,
+) -> dict[str, float]:
+  """The multi-label part of the results contract (`results.json`).
+
+  The threshold is tuned on `val` only and applied unchanged to both splits.
+  The arguments are keyword-only so the two splits cannot be swapped by
+  position.
+
+  Args:
+    val: `(y, probs)` of the validation split, each [N_val, L].
+    test: `(y, probs)` of the test split, each [N_test, L].
+    grid: thresholds searched by `tune_threshold`.
+
+  Returns:
+    A flat map with, for each split `s` in ("validation", "test"):
+    `s/example_f1`, `s/micro_f1`, `s/macro_f1`, `s/hamming` at the tuned
+    threshold and `s/example_f1@0.5`, `s/micro_f1@0.5`, `s/macro_f1@0.5`,
+    `s/hamming@0.5` at 0.5; plus `"threshold"`, the tuned value. All values
+    are fractions in [0, 1].
+  """
+  splits = {}
+  for split, pair in (("validation", val), ("test", test)):
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+      raise ValueError(f"{split} must be a (y_true, probs) pair")
+    y = _check_binary(f"{split} y_true", pair[0])
+    p = _check_probs(f"{split} probs", pair[1])
+    _check_same_shape(f"{split} y_true", y, f"{split} probs", p)
+    splits[split] = (y, p)
+  if splits["validation"][0].shape[1] != splits["test"][0].shape[1]:
+    raise ValueError(
+        f"validation and test disagree on the number of labels: "
+        f"{splits['validation'][0].shape[1]} vs {splits['test'][0].shape[1]}")
+
+  threshold = tune_threshold(*splits["validation"], grid=grid)
+  results: dict[str, float] = {}
+  for split, (y, p) in splits.items():
+    for suffix, t in (("", threshold), ("@0.5", 0.5)):
+      for metric, value in multilabel_report(y, p, t).items():
+        results[f"{split}/{metric}{suffix}"] = value
+  results["threshold"] = threshold
+  return results
+
+
+# --------------------------------------------------------------------------
+# Differentiable surrogates (jax.numpy).
+# --------------------------------------------------------------------------
+
+
+def _soft_inputs(y_true, y_soft):
+  y_soft = jnp.asarray(y_soft)
+  # Compute in at least float32: bf16 sums over ~1000 labels lose the score.
+  dtype = jnp.promote_types(y_soft.dtype, jnp.float32)
+  y_true = jnp.asarray(y_true, dtype=dtype)
+  y_soft = y_soft.astype(dtype)
+  if y_true.shape != y_soft.shape:
+    raise ValueError(f"shape mismatch: y_true has shape {y_true.shape} but y_soft "
+                     f"has shape {y_soft.shape}")
+  return y_true, y_soft
+
+
+def _check_eps(eps) -> None:
+  # A traced eps cannot be checked; a concrete one must make empty/empty = 1.
+  if isinstance(eps, (int, float)) and not eps > 0:
+    raise ValueError(f"eps must be > 0 (it defines the empty/empty score); got {eps}")
+
+
+def soft_f1(y_true: _ArrayLike, y_soft: _ArrayLike, eps: float = 1e-7,
+            axis: int | tuple[int, ...] = -1) -> jnp.ndarray:
+  """Per-example soft F1, `(2 Σ y·ŷ + eps) / (Σ y + Σ ŷ + eps)`.
+
+  `eps` makes the empty/empty case (Σy = Σŷ = 0) score exactly 1, matching
+  `example_f1`; on binary inputs it differs from the exact F1 by at most
+  `eps / (|y| + |ŷ|)` otherwise. Near empty gold the score falls from 1 to ~0
+  within Σŷ ≈ eps, so its gradient there is of order 1/eps, as the discrete
+  metric's jump implies; keep eps small unless that steepness matters.
+
+  Pure jax.numpy: works under `jit`, `vmap` and `grad`.
+
+  Args:
+    y_true: [B, L] gold labels (binary or soft), any shape equal to `y_soft`.
+    y_soft: [B, L] relaxed prediction in [0, 1].
+    eps: positive smoothing constant.
+    axis: axes summed over (the label axis; e.g. `(-2, -1)` for [B, H, W]).
+
+  Returns:
+    [B] scores in [0, 1] (the input shape without `axis`).
+  """
+  _check_eps(eps)
+  y_true, y_soft = _soft_inputs(y_true, y_soft)
+  inter = jnp.sum(y_true * y_soft, axis=axis)
+  total = jnp.sum(y_true, axis=axis) + jnp.sum(y_soft, axis=axis)
+  return (2.0 * inter + eps) / (total + eps)
+
+
+def soft_iou(y_true: _ArrayLike, y_soft: _ArrayLike, eps: float = 1e-7,
+             axis: int | tuple[int, ...] = -1) -> jnp.ndarray:
+  """Per-example soft IoU, `(Σ y·ŷ + eps) / (Σ y + Σ ŷ − Σ y·ŷ + eps)`.
+
+  The product form of intersection over union: on binary inputs it is
+  `|y ∧ ŷ| / |y ∨ ŷ|` (up to eps), and since `y + ŷ − yŷ = 1 − (1−y)(1−ŷ) ≥ 0`
+  on [0, 1] the denominator never goes negative. Empty/empty scores 1 via
+  `eps`, as in `soft_f1`. Works under `jit`, `vmap` and `grad`.
+
+  Args:
+    y_true: [B, L] gold labels (binary or soft), any shape equal to `y_soft`.
+    y_soft: [B, L] relaxed prediction in [0, 1].
+    eps: positive smoothing constant.
+    axis: axes summed over (e.g. `(-2, -1)` for [B, H, W] masks).
+
+  Returns:
+    [B] scores in [0, 1] (the input shape without `axis`).
+  """
+  _check_eps(eps)
+  y_true, y_soft = _soft_inputs(y_true, y_soft)
+  inter = jnp.sum(y_true * y_soft, axis=axis)
+  union = jnp.sum(y_true, axis=axis) + jnp.sum(y_soft, axis=axis) - inter
+  return (inter + eps) / (union + eps)

@@ -1,0 +1,74 @@
+"""The objective interface every method implements (see DESIGN.md, "The objective interface").
+
+An `Objective` is a NamedTuple of pure functions, in the spirit of optax's
+`GradientTransformation`. The trainer knows nothing about a method beyond it:
+
+- `init(rng, example_batch) -> state`: every parameter group the method trains and
+  its optimizer state, as one pytree;
+- `update(state, batch, rng) -> (state, metrics)`: one full training step (all of
+  its alternations), so that one `jax.jit` covers it;
+- `predict(state, x) -> y_soft`: soft prediction in the output domain.
+
+A batch is a dict of arrays with a leading batch axis (`{"x": [B, D], "y": [B, L]}`
+for multi-label data).
+"""
+
+from typing import Any, Callable, Mapping, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+Batch = Mapping[str, jax.Array]
+State = Any
+Metrics = dict[str, jax.Array]
+
+
+class Objective(NamedTuple):
+  init: Callable[[jax.Array, Batch], State]
+  update: Callable[[State, Batch, jax.Array], tuple[State, Metrics]]
+  predict: Callable[[State, jax.Array], jax.Array]
+
+
+class ParamGroup(NamedTuple):
+  """Parameters trained by one optimizer, with that optimizer's state."""
+  params: Any
+  opt_state: optax.OptState
+
+
+def init_group(params: Any, optimizer: optax.GradientTransformation) -> ParamGroup:
+  return ParamGroup(params, optimizer.init(params))
+
+
+def apply_gradients(group: ParamGroup, grads: Any,
+                    optimizer: optax.GradientTransformation) -> ParamGroup:
+  updates, opt_state = optimizer.update(grads, group.opt_state, group.params)
+  return ParamGroup(optax.apply_updates(group.params, updates), opt_state)
+
+
+def minimize_step(
+    loss_fn: Callable[..., tuple[jax.Array, Metrics]],
+    optimizer: optax.GradientTransformation,
+    group: ParamGroup,
+    *args: Any,
+) -> tuple[ParamGroup, Metrics]:
+  """One optimizer step on `loss_fn(params, *args) -> (loss, metrics)`.
+
+  The returned metrics always carry `loss` and the global gradient norm, which the
+  trainer uses for logging and for its non-finite-loss guard.
+  """
+  (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(group.params, *args)
+  metrics = dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads))
+  return apply_gradients(group, grads, optimizer), metrics
+
+
+def l2_penalty(params: Any) -> jax.Array:
+  """½‖W‖² over weight matrices only (biases are not regularized, as in scikit-learn)."""
+  leaves = jax.tree_util.tree_leaves_with_path(params)
+  return 0.5 * sum(jnp.sum(jnp.square(leaf)) for path, leaf in leaves
+                   if _is_kernel(path))
+
+
+def _is_kernel(path) -> bool:
+  last = path[-1]
+  return getattr(last, "key", None) == "kernel"

@@ -1,0 +1,191 @@
+"""The training loop: method-agnostic, deterministic, resumable, guarded against NaN.
+
+`fit` drives any `Objective` through the sharded step of `step.py`. Batches and step
+keys are pure functions of `(seed, step)`, so a run killed and resumed from its
+latest checkpoint ends with the same parameters and metrics as an uninterrupted
+one. Validation runs every `eval_every` steps; the best state by `select_metric`
+is checkpointed separately and returned at the end.
+"""
+
+import dataclasses
+import datetime
+import os
+import time
+from typing import Any, Callable, Mapping
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import multihost_utils
+
+from energynets.data.batching import padded_batches, train_batch_indices
+from energynets.objectives.base import Objective
+from energynets.train import step as step_lib
+from energynets.train.checkpoint import Checkpointer
+from energynets.train.writers import MetricWriter
+
+
+class NonFiniteLossError(FloatingPointError):
+  """Training produced a NaN/Inf loss; the message names the step and the last good checkpoint."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FitResult:
+  state: Any              # the selected state (best on validation, else the last one)
+  final_step: int
+  selected_step: int
+  selected_value: float | None
+  history: list[dict]     # the validation records, in order
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopOptions:
+  steps: int
+  batch_size: int
+  seed: int = 0
+  log_every: int = 100
+  eval_every: int = 500
+  checkpoint_every: int = 1000
+  select_metric: str | None = "validation/example_f1"
+  select_mode: str = "max"
+  tensorboard: bool = True
+
+  @classmethod
+  def from_config(cls, cfg: Mapping[str, Any]) -> "LoopOptions":
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(cfg) - names - {"eval_batch_size", "num_devices"}
+    if unknown:
+      raise ValueError(f"unknown train options {sorted(unknown)}; known: {sorted(names)}")
+    return cls(**{k: v for k, v in cfg.items() if k in names})
+
+
+@jax.jit
+def _first_nonfinite(first: jax.Array, loss: jax.Array, step: jax.Array) -> jax.Array:
+  # Tracked on device so that checking every step costs no host sync.
+  return jnp.where((first < 0) & ~jnp.isfinite(loss), step, first)
+
+
+def predict_in_batches(predict: Callable, state: Any, x: np.ndarray, batch_size: int,
+                       mesh: jax.sharding.Mesh) -> np.ndarray:
+  """Runs a jitted `predict(state, x)` over all rows of `x`; returns numpy `[N, ...]`."""
+  step_lib.check_batch_size(batch_size, mesh)
+  outputs = []
+  rows = step_lib.process_slice(batch_size)
+  for batch, valid in padded_batches({"x": x}, batch_size):
+    local = {"x": batch["x"][rows]}
+    y = predict(state, step_lib.shard_batch(local, mesh)["x"])
+    if jax.process_count() > 1:
+      y = multihost_utils.process_allgather(y, tiled=True)
+    outputs.append(np.asarray(y)[:valid])
+  return np.concatenate(outputs)
+
+
+def _format_eta(seconds: float) -> str:
+  return str(datetime.timedelta(seconds=int(max(seconds, 0))))
+
+
+def fit(objective: Objective,
+        train_arrays: Mapping[str, np.ndarray],
+        options: LoopOptions,
+        workdir: str,
+        *,
+        evaluate: Callable[[Any], dict[str, float]] | None = None,
+        mesh: jax.sharding.Mesh | None = None) -> FitResult:
+  """Trains `objective` on `train_arrays` (`{"x": [N, ...], "y": [N, ...]}`) for `options.steps`.
+
+  `evaluate(state) -> {"validation/<metric>": value}` is called every `eval_every`
+  steps and at the end; `options.select_metric` picks the returned state.
+  """
+  mesh = mesh or step_lib.make_mesh()
+  step_lib.check_batch_size(options.batch_size, mesh)
+  if options.select_mode not in ("max", "min"):
+    raise ValueError(f"select_mode must be 'max' or 'min', got {options.select_mode!r}")
+  num_examples = len(next(iter(train_arrays.values())))
+  rows = step_lib.process_slice(options.batch_size)
+
+  def batch_at(step: int) -> dict[str, jax.Array]:
+    idx = train_batch_indices(num_examples, options.batch_size, options.seed, step)[rows]
+    return step_lib.shard_batch({k: v[idx] for k, v in train_arrays.items()}, mesh)
+
+  init_key, step_key = jax.random.split(jax.random.PRNGKey(options.seed))
+  state = step_lib.build_init(objective, mesh)(init_key, batch_at(0))
+  train_step = step_lib.build_train_step(objective, mesh)
+
+  os.makedirs(workdir, exist_ok=True)
+  latest = Checkpointer(os.path.join(workdir, "checkpoints"))
+  best = Checkpointer(os.path.join(workdir, "best"))
+  writer = MetricWriter(workdir, tensorboard=options.tensorboard)
+  better = (lambda a, b: a > b) if options.select_mode == "max" else (lambda a, b: a < b)
+
+  start, meta = 0, {"best_value": None, "best_step": None, "history": []}
+  if (resume_step := latest.latest_step()) is not None:
+    state, meta = latest.restore(resume_step, state)
+    start = resume_step
+    writer.truncate_after(start)
+    logging.info("resumed from %s at step %d", latest.directory, start)
+
+  first_bad = jnp.asarray(-1, jnp.int32)
+  last_good_step = start if resume_step is not None else None
+
+  def check_finite(step: int, metrics: Mapping[str, Any]) -> None:
+    bad = int(first_bad)
+    if bad >= 0:
+      where = (f"the last good checkpoint is step {last_good_step} in {latest.directory}"
+               if last_good_step is not None else "no checkpoint was written before it")
+      raise NonFiniteLossError(
+          f"non-finite loss at step {bad + 1} (loss at step {step}: {float(metrics['loss'])}); "
+          f"training stopped, {where}. Lower the learning rate, clip gradients, or check the "
+          "input data for NaN/Inf.")
+
+  def run_eval(step: int) -> None:
+    record = {k: float(v) for k, v in evaluate(state).items()}
+    writer.write(step, record)
+    meta["history"].append({"step": step, **record})
+    if options.select_metric is None:
+      return
+    if options.select_metric not in record:
+      raise KeyError(f"select_metric {options.select_metric!r} not among the evaluation "
+                     f"metrics {sorted(record)}")
+    value = record[options.select_metric]
+    if meta["best_value"] is None or better(value, meta["best_value"]):
+      meta["best_value"], meta["best_step"] = value, step
+      best.save(step, state, {"value": value})
+    logging.info("step %d | %s", step,
+                 " ".join(f"{k}={v:.4f}" for k, v in sorted(record.items())))
+
+  window_start, window_step = time.perf_counter(), start
+  metrics = None
+  for step in range(start, options.steps):
+    state, metrics = train_step(state, batch_at(step), jax.random.fold_in(step_key, step))
+    first_bad = _first_nonfinite(first_bad, metrics["loss"], jnp.asarray(step, jnp.int32))
+    done = step + 1
+    is_last = done == options.steps
+    if done % options.log_every == 0 or is_last:
+      check_finite(done, metrics)
+      now = time.perf_counter()
+      rate = (done - window_step) / max(now - window_start, 1e-9)
+      window_start, window_step = now, done
+      scalars = {f"train/{k}": float(v) for k, v in metrics.items()}
+      scalars["train/steps_per_sec"] = rate
+      writer.write(done, scalars)
+      logging.info("step %d/%d | loss %.4f | %.1f steps/s | ETA %s", done, options.steps,
+                   scalars["train/loss"], rate, _format_eta((options.steps - done) / rate))
+    if evaluate is not None and (done % options.eval_every == 0 or is_last):
+      check_finite(done, metrics)
+      run_eval(done)
+    if done % options.checkpoint_every == 0 or is_last:
+      check_finite(done, metrics)
+      latest.save(done, state, meta)
+      last_good_step = done
+  writer.close()
+
+  final_step = max(start, options.steps)
+  selected_step, selected_value = final_step, None
+  if options.select_metric is not None and meta["best_step"] is not None:
+    selected_step, selected_value = meta["best_step"], meta["best_value"]
+    if selected_step != final_step:
+      state, _ = best.restore(selected_step, state)
+  latest.close()
+  best.close()
+  return FitResult(state, final_step, selected_step, selected_value, list(meta["history"]))

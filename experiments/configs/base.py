@@ -1,0 +1,30 @@
+"""Shared defaults of every experiment config (not itself a config file)."""
+
+import ml_collections
+
+# Registered multi-label datasets a config variant may name; "mulan" means a MULAN
+# dataset given by path (--config.data.path=DIR).
+DATASETS = ("synthetic", "bibtex", "delicious", "yeast", "genbase", "cal500", "expr_fun",
+            "spo_fun", "mulan")
+
+
+def get_base_config(dataset: str) -> ml_collections.ConfigDict:
+  if dataset not in DATASETS:
+    raise ValueError(f"unknown dataset variant {dataset!r}; expected one of {DATASETS}")
+  config = ml_collections.ConfigDict()
+  config.method = "local"
+  config.data = ml_collections.ConfigDict(dict(
+      name=dataset, path="", data_dir="", split_seed=0, fold=0, resplit=False))
+  config.model = ml_collections.ConfigDict(dict(
+      hidden=(), activation="relu", dropout=0.0, input_dropout=0.0))
+  # l2 is the coefficient of ½‖W‖²; l2_c > 0 sets it to 1/(C·N_train) instead, the
+  # scikit-learn LogisticRegression(C) regularization.
+  config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0))
+  config.optimizer = ml_collections.ConfigDict(dict(
+      name="adam", learning_rate=1e-3, schedule="constant", warmup_steps=0,
+      weight_decay=0.0, momentum=0.9, clip_norm=0.0))
+  config.train = ml_collections.ConfigDict(dict(
+      steps=2000, batch_size=128, eval_batch_size=1024, seed=0, log_every=100,
+      eval_every=250, checkpoint_every=1000, select_metric="validation/example_f1",
+      select_mode="max", tensorboard=True, num_devices=0))
+  return config

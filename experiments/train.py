@@ -1,0 +1,152 @@
+"""Importable experiment driver: config -> dataset, objective, training, results.json.
+
+`train_and_evaluate(config, workdir)` is what `experiments/main.py` runs and what
+`experiments/compare.py` loops over; notebooks can call it too.
+"""
+
+import ast
+import importlib
+import json
+import os
+import subprocess
+import time
+from typing import Any
+
+from absl import logging
+import jax
+import ml_collections
+import numpy as np
+
+from energynets import data as data_lib
+from energynets import metrics
+from energynets import nets
+from energynets import objectives
+from energynets import train as train_lib
+from energynets.train.optimizers import make_optimizer
+
+METRIC_DEFINITIONS = {
+    "example_f1": "mean over examples of 2|y∧ŷ|/(|y|+|ŷ|); empty gold and empty prediction "
+                  "scores 1; at the validation-tuned threshold",
+    "example_f1@0.5": "example_f1 at threshold 0.5",
+    "micro_f1": "F1 of all label bits pooled, at the tuned threshold",
+    "macro_f1": "mean over labels of per-label F1, at the tuned threshold",
+    "hamming": "fraction of wrong label bits, at the tuned threshold",
+    "threshold": "grid 0.05..0.95 value maximizing validation example_f1 (ties: closest "
+                 "to 0.5); never tuned on test",
+    "scale": "fractions in [0, 1]",
+}
+
+
+def get_config(method: str, dataset: str, overrides: tuple[str, ...] | list[str] = ()
+               ) -> ml_collections.ConfigDict:
+  """`experiments/configs/<method>.py:<dataset>` with `key=value` overrides applied."""
+  module = importlib.import_module(f"experiments.configs.{method}")
+  config = module.get_config(dataset)
+  for item in overrides:
+    key, sep, value = item.partition("=")
+    if not sep:
+      raise ValueError(f"a config override must be key=value, got {item!r}")
+    try:
+      parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+      parsed = value  # a bare string such as optimizer.name=sgd
+    config.update_from_flattened_dict({key: parsed})
+  return config
+
+
+def load_data(config: ml_collections.ConfigDict) -> data_lib.MultiLabelDataset:
+  cfg = config.data
+  if cfg.name == "mulan":
+    if not cfg.path:
+      raise ValueError("the 'mulan' variant loads a MULAN dataset by path: pass "
+                       "--config.data.path=DIR (DIR holding <name>-train.arff, "
+                       "<name>-test.arff and <name>.xml)")
+    source = cfg.path
+  else:
+    source = cfg.name
+  return data_lib.load_dataset(source, data_dir=cfg.data_dir or None,
+                               split_seed=cfg.split_seed, fold=cfg.fold, resplit=cfg.resplit)
+
+
+def build_objective(config: ml_collections.ConfigDict,
+                    dataset: data_lib.MultiLabelDataset) -> objectives.Objective:
+  """The method named by `config.method`, built for `dataset`'s shapes."""
+  optimizer = make_optimizer(config.optimizer, config.train.steps)
+  if config.method == "local":
+    net = nets.MLP(hidden=tuple(config.model.hidden), num_outputs=dataset.num_labels,
+                   activation=config.model.activation, dropout=config.model.dropout,
+                   input_dropout=config.model.input_dropout)
+    l2 = config.loss.l2
+    if config.loss.l2_c > 0:
+      l2 = 1.0 / (config.loss.l2_c * len(dataset.train.x))
+    return objectives.local_bce(net, optimizer, l2=l2)
+  raise ValueError(f"unknown method {config.method!r}; known: 'local'")
+
+
+def code_revision() -> str:
+  here = os.path.dirname(os.path.abspath(__file__))
+  try:
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=here, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    return rev + ("+dirty" if dirty else "")
+  except (OSError, subprocess.CalledProcessError):
+    return "unknown"
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  """Trains, selects on validation, evaluates on test; writes and returns results.json."""
+  started = time.time()
+  dataset = load_data(config)
+  logging.info("dataset %s: train %s, validation %s, test %s, %d labels", dataset.name,
+               dataset.train.x.shape, dataset.validation.x.shape, dataset.test.x.shape,
+               dataset.num_labels)
+  objective = build_objective(config, dataset)
+  mesh = train_lib.make_mesh(config.train.num_devices or None)
+  predict = train_lib.build_predict(objective, mesh)
+  eval_bs = config.train.eval_batch_size
+
+  def soft_predictions(state, split):
+    return train_lib.predict_in_batches(predict, state, split.x, eval_bs, mesh)
+
+  def evaluate(state):
+    probs = soft_predictions(state, dataset.validation)
+    threshold = metrics.tune_threshold(dataset.validation.y, probs)
+    return {"validation/example_f1": metrics.example_f1(dataset.validation.y, probs >= threshold),
+            "validation/example_f1@0.5": metrics.example_f1(dataset.validation.y, probs >= 0.5)}
+
+  result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
+                         train_lib.LoopOptions.from_config(config.train), workdir,
+                         evaluate=evaluate, mesh=mesh)
+  results = metrics.evaluate_multilabel(
+      val=(dataset.validation.y, soft_predictions(result.state, dataset.validation)),
+      test=(dataset.test.y, soft_predictions(result.state, dataset.test)))
+  results = {k: float(v) for k, v in results.items()}
+  results["meta"] = {
+      "dataset": dataset.name,
+      "split": dataset.meta.get("split_rule"),
+      "split_seed": config.data.split_seed,
+      "fold": config.data.fold,
+      "seed": config.train.seed,
+      "selected_step": result.selected_step,
+      "final_step": result.final_step,
+      "train_seconds": time.time() - started,
+      "num_devices": mesh.size,
+      "code_revision": code_revision(),
+      "metric_definitions": METRIC_DEFINITIONS,
+      "dataset_meta": dataset.meta,
+      "config": config.to_dict(),
+  }
+  if jax.process_index() == 0:
+    with open(os.path.join(workdir, "results.json"), "w") as f:
+      json.dump(results, f, indent=2, sort_keys=True, default=_json_default)
+  return results
+
+
+def _json_default(value):
+  if isinstance(value, (np.integer, np.floating)):
+    return value.item()
+  if isinstance(value, (tuple, set)):
+    return list(value)
+  return str(value)

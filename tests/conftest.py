@@ -1,0 +1,41 @@
+"""Shared test set-up: data directory discovery and the `slow` marker."""
+
+import os
+import pathlib
+
+import pytest
+from absl import flags
+
+# absltest helpers (create_tempdir, ...) read absl flags; pytest never parses them.
+flags.FLAGS.mark_as_parsed()
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+# CI clones the repo with shared/ beside it; that is where the real datasets live.
+_SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+if "ENERGYNETS_DATA_DIR" not in os.environ and _SHARED_DATA.is_dir():
+  os.environ["ENERGYNETS_DATA_DIR"] = str(_SHARED_DATA)
+
+
+def pytest_addoption(parser):
+  parser.addoption("--runslow", action="store_true", default=False,
+                   help="run tests marked slow (long reproduction runs)")
+
+
+def pytest_collection_modifyitems(config, items):
+  if config.getoption("--runslow"):
+    return
+  skip_slow = pytest.mark.skip(reason="slow reproduction run; pass --runslow")
+  for item in items:
+    if "slow" in item.keywords:
+      item.add_marker(skip_slow)
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> pathlib.Path:
+  """The real-data directory; a missing one is an error, never a silent skip."""
+  path = os.environ.get("ENERGYNETS_DATA_DIR")
+  if not path or not pathlib.Path(path).is_dir():
+    pytest.fail("real data not found: set ENERGYNETS_DATA_DIR or place shared/data "
+                "beside the repository")
+  return pathlib.Path(path)
