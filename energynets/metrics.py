@@ -124,6 +124,14 @@ def _check_same_shape(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray):
                      f"has shape {b.shape}")
 
 
+def _check_gold_and_predicted(y_true: _ArrayLike, y_pred: _ArrayLike
+                              ) -> tuple[np.ndarray, np.ndarray]:
+  y = _check_binary("y_true", y_true)
+  p = _check_binary("y_pred", y_pred)
+  _check_same_shape("y_true", y, "y_pred", p)
+  return y, p
+
+
 def _check_threshold(threshold: float) -> float:
   t = float(threshold)
   if not 0.0 <= t <= 1.0:  # Also rejects NaN.
@@ -199,9 +207,7 @@ def example_f1(y_true: _ArrayLike, y_pred: _ArrayLike) -> float:
   Returns:
     A float in [0, 1].
   """
-  y = _check_binary("y_true", y_true)
-  p = _check_binary("y_pred", y_pred)
-  _check_same_shape("y_true", y, "y_pred", p)
+  y, p = _check_gold_and_predicted(y_true, y_pred)
   return float(_example_f1_scores(y, p).mean())
 
 
@@ -217,9 +223,7 @@ def micro_f1(y_true: _ArrayLike, y_pred: _ArrayLike) -> float:
   Returns:
     A float in [0, 1].
   """
-  y = _check_binary("y_true", y_true)
-  p = _check_binary("y_pred", y_pred)
-  _check_same_shape("y_true", y, "y_pred", p)
+  y, p = _check_gold_and_predicted(y_true, y_pred)
   return _micro_f1(y, p)
 
 
@@ -242,9 +246,7 @@ def macro_f1(y_true: _ArrayLike, y_pred: _ArrayLike,
   Returns:
     A float in [0, 1].
   """
-  y = _check_binary("y_true", y_true)
-  p = _check_binary("y_pred", y_pred)
-  _check_same_shape("y_true", y, "y_pred", p)
+  y, p = _check_gold_and_predicted(y_true, y_pred)
   zero_division = float(zero_division)
   if not 0.0 <= zero_division <= 1.0:
     raise ValueError(f"zero_division must be in [0, 1]; got {zero_division}")
@@ -261,9 +263,7 @@ def hamming_loss(y_true: _ArrayLike, y_pred: _ArrayLike) -> float:
   Returns:
     A float in [0, 1]; lower is better.
   """
-  y = _check_binary("y_true", y_true)
-  p = _check_binary("y_pred", y_pred)
-  _check_same_shape("y_true", y, "y_pred", p)
+  y, p = _check_gold_and_predicted(y_true, y_pred)
   return _hamming(y, p)
 
 

@@ -71,6 +71,17 @@ def format_table(rows: list[tuple[str, str, list[dict]]]) -> str:
   return "\n".join(lines)
 
 
+# What of each run's meta goes into the committed JSON (not the machine's paths).
+_SUMMARY_META = ("dataset", "split", "split_seed", "fold", "seed", "selected_step",
+                 "final_step", "train_seconds", "num_devices", "code_revision", "config")
+
+
+def _summary(results: dict) -> dict:
+  summary = {k: v for k, v in results.items() if k != "meta"}
+  summary["meta"] = {k: results["meta"][k] for k in _SUMMARY_META if k in results["meta"]}
+  return summary
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -100,8 +111,8 @@ def main(argv):
               "All rates are percentages on the test split; thresholds are tuned on "
               "validation (grid 0.05..0.95).\n\n" + table + "\n")
     with open(os.path.splitext(_OUT.value)[0] + ".json", "w") as f:
-      json.dump([{"dataset": d, "method": m, "runs": runs} for d, m, runs in rows], f,
-                indent=1, default=str)
+      json.dump([{"dataset": d, "method": m, "runs": [_summary(r) for r in runs]}
+                 for d, m, runs in rows], f, indent=1, default=str)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import time
-from typing import Any
+from typing import Any, Callable
 
 from absl import logging
 import jax
@@ -68,19 +68,71 @@ def load_data(config: ml_collections.ConfigDict) -> data_lib.MultiLabelDataset:
                                split_seed=cfg.split_seed, fold=cfg.fold, resplit=cfg.resplit)
 
 
+def _build_local(config, dataset, optimizer) -> objectives.Objective:
+  net = nets.MLP(hidden=tuple(config.model.hidden), num_outputs=dataset.num_labels,
+                 activation=config.model.activation, dropout=config.model.dropout,
+                 input_dropout=config.model.input_dropout)
+  l2 = config.loss.l2
+  if config.loss.l2_c > 0:
+    l2 = 1.0 / (config.loss.l2_c * len(dataset.train.x))
+  return objectives.local_bce(net, optimizer, l2=l2)
+
+
+# config.method -> builder(config, dataset, optimizer) -> Objective. A new method adds
+# one objective file in energynets/objectives, one builder here and one config.
+OBJECTIVE_BUILDERS: dict[str, Callable[..., objectives.Objective]] = {
+    "local": _build_local,
+}
+
+
 def build_objective(config: ml_collections.ConfigDict,
                     dataset: data_lib.MultiLabelDataset) -> objectives.Objective:
   """The method named by `config.method`, built for `dataset`'s shapes."""
+  if config.method not in OBJECTIVE_BUILDERS:
+    raise ValueError(f"unknown method {config.method!r}; known: {sorted(OBJECTIVE_BUILDERS)}")
   optimizer = make_optimizer(config.optimizer, config.train.steps)
-  if config.method == "local":
-    net = nets.MLP(hidden=tuple(config.model.hidden), num_outputs=dataset.num_labels,
-                   activation=config.model.activation, dropout=config.model.dropout,
-                   input_dropout=config.model.input_dropout)
-    l2 = config.loss.l2
-    if config.loss.l2_c > 0:
-      l2 = 1.0 / (config.loss.l2_c * len(dataset.train.x))
-    return objectives.local_bce(net, optimizer, l2=l2)
-  raise ValueError(f"unknown method {config.method!r}; known: 'local'")
+  return OBJECTIVE_BUILDERS[config.method](config, dataset, optimizer)
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
+  flat = {}
+  for key, value in tree.items():
+    if isinstance(value, dict):
+      flat.update(_flatten(value, f"{prefix}{key}."))
+    else:
+      flat[f"{prefix}{key}"] = value
+  return flat
+
+
+def stage_configs(config: ml_collections.ConfigDict
+                  ) -> list[tuple[str, ml_collections.ConfigDict]]:
+  """The training stages: `[(name, config)]`, one unnamed stage unless `stage_order` is set.
+
+  `config.stages.<name>` holds a stage's overrides of the top-level config (same nested
+  keys, e.g. `train.steps`, `optimizer.learning_rate`, `method`), applied in
+  `config.stage_order` (comma-separated). Overriding a key the config does not have is
+  an error, so a misspelled stage option cannot be silently ignored.
+  """
+  order = [n.strip() for n in str(config.get("stage_order", "") or "").split(",") if n.strip()]
+  if not order:
+    return [("", config)]
+  base = config.to_dict()
+  stages = base.pop("stages", {})
+  base.pop("stage_order")
+  unknown = [n for n in order if n not in stages]
+  if unknown:
+    raise ValueError(f"stage_order names {unknown}, which config.stages does not define "
+                     f"(defined: {sorted(stages)})")
+  result = []
+  for name in order:
+    stage = ml_collections.ConfigDict(base)
+    stage.lock()  # unknown keys raise instead of being added
+    try:
+      stage.update_from_flattened_dict(_flatten(stages[name]))
+    except (KeyError, AttributeError) as e:
+      raise ValueError(f"stage {name!r} overrides {e}, which the config does not have") from e
+    result.append((name, stage))
+  return result
 
 
 def code_revision() -> str:
@@ -96,32 +148,37 @@ def code_revision() -> str:
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-  """Trains, selects on validation, evaluates on test; writes and returns results.json."""
+  """Trains (stage by stage), selects on validation, evaluates on test; writes results.json."""
   started = time.time()
   dataset = load_data(config)
   logging.info("dataset %s: train %s, validation %s, test %s, %d labels", dataset.name,
                dataset.train.x.shape, dataset.validation.x.shape, dataset.test.x.shape,
                dataset.num_labels)
-  objective = build_objective(config, dataset)
   mesh = train_lib.make_mesh(config.train.num_devices or None)
-  predict = train_lib.build_predict(objective, mesh)
   eval_bs = config.train.eval_batch_size
+  stages = stage_configs(config)
+  state, stage_meta = None, []
+  for name, stage_config in stages:
+    objective = build_objective(stage_config, dataset)
+    predict = train_lib.build_predict(objective, mesh)
+    evaluate = _validation_evaluator(predict, dataset, eval_bs, mesh)
+    stage_dir = os.path.join(workdir, "stages", name) if name else workdir
+    if name:
+      logging.info("=== stage %r: method %s, %d steps", name, stage_config.method,
+                   stage_config.train.steps)
+    result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
+                           train_lib.LoopOptions.from_config(stage_config.train), stage_dir,
+                           evaluate=evaluate, mesh=mesh, previous_state=state)
+    state = result.state
+    stage_meta.append({"stage": name, "method": stage_config.method,
+                       "selected_step": result.selected_step, "final_step": result.final_step})
 
-  def soft_predictions(state, split):
+  def soft_predictions(split):
     return train_lib.predict_in_batches(predict, state, split.x, eval_bs, mesh)
 
-  def evaluate(state):
-    probs = soft_predictions(state, dataset.validation)
-    threshold = metrics.tune_threshold(dataset.validation.y, probs)
-    return {"validation/example_f1": metrics.example_f1(dataset.validation.y, probs >= threshold),
-            "validation/example_f1@0.5": metrics.example_f1(dataset.validation.y, probs >= 0.5)}
-
-  result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
-                         train_lib.LoopOptions.from_config(config.train), workdir,
-                         evaluate=evaluate, mesh=mesh)
   results = metrics.evaluate_multilabel(
-      val=(dataset.validation.y, soft_predictions(result.state, dataset.validation)),
-      test=(dataset.test.y, soft_predictions(result.state, dataset.test)))
+      val=(dataset.validation.y, soft_predictions(dataset.validation)),
+      test=(dataset.test.y, soft_predictions(dataset.test)))
   results = {k: float(v) for k, v in results.items()}
   results["meta"] = {
       "dataset": dataset.name,
@@ -129,8 +186,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       "split_seed": config.data.split_seed,
       "fold": config.data.fold,
       "seed": config.train.seed,
-      "selected_step": result.selected_step,
-      "final_step": result.final_step,
+      "selected_step": stage_meta[-1]["selected_step"],
+      "final_step": stage_meta[-1]["final_step"],
+      "stages": stage_meta,
       "train_seconds": time.time() - started,
       "num_devices": mesh.size,
       "code_revision": code_revision(),
@@ -142,6 +200,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     with open(os.path.join(workdir, "results.json"), "w") as f:
       json.dump(results, f, indent=2, sort_keys=True, default=_json_default)
   return results
+
+
+def _validation_evaluator(predict, dataset, eval_bs, mesh):
+  """`evaluate(state)` for the loop: validation example-F1, tuned and at 0.5."""
+
+  def evaluate(state):
+    probs = train_lib.predict_in_batches(predict, state, dataset.validation.x, eval_bs, mesh)
+    y = dataset.validation.y
+    threshold = metrics.tune_threshold(y, probs)
+    return {"validation/example_f1": metrics.example_f1(y, probs >= threshold),
+            "validation/example_f1@0.5": metrics.example_f1(y, probs >= 0.5)}
+
+  return evaluate
 
 
 def _json_default(value):

@@ -283,14 +283,17 @@ def sha256_of(path: str | os.PathLike) -> str:
   return h.hexdigest()
 
 
-def _file_record(path: pathlib.Path, expected: str | None) -> dict[str, str]:
+def _file_record(path: pathlib.Path, expected: str | None,
+                 relative_to: pathlib.Path | None = None) -> dict[str, str]:
+  """Path (relative to `relative_to`, so results name no machine's layout) and sha256."""
   if not path.is_file():
     raise DataError(path, None, "file not found")
   digest = sha256_of(path)
   if expected is not None and digest != expected:
     raise DataError(path, None, f"sha256 {digest} differs from the registry's {expected}: "
                     f"not the registered file (to use it anyway, load its folder by path)")
-  return {"path": str(path), "sha256": digest}
+  shown = path.relative_to(relative_to) if relative_to is not None else path
+  return {"path": str(shown), "sha256": digest}
 
 
 def _take(x: np.ndarray, y: np.ndarray, idx: np.ndarray) -> Split:
@@ -401,7 +404,7 @@ def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
     if not p.is_file():
       raise DataError(p, None, f"file not found (dataset {spec.name!r} needs "
                       f"{sorted(spec.files.values())})")
-  records = [_file_record(p, spec.sha256.get(p.name)) for p in files.values()]
+  records = [_file_record(p, spec.sha256.get(p.name), root.parent) for p in files.values()]
   meta: dict[str, Any] = {
       "dataset": spec.name, "source": "registry", "kind": spec.kind,
       "data_dir": str(root.parent), "files": records, "url": spec.url,

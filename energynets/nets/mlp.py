@@ -29,6 +29,12 @@ class MLP(nn.Module):
 
   Dropout is applied to the input of every dense layer after the first's input
   (i.e. to hidden activations) and, with `input_dropout`, to the input itself.
+
+  With `return_features=True` the call returns `(outputs, features)`, where
+  `features [B, hidden[-1]]` is exactly what the head sees (the last hidden layer
+  after its dropout; the possibly dropped-out input when `hidden=()`). A SPEN energy
+  needs both: the logits for its local term and the features for its conditional
+  global term, from one pass and with the same parameter names as a plain MLP.
   """
   hidden: Sequence[int]
   num_outputs: int
@@ -37,7 +43,8 @@ class MLP(nn.Module):
   input_dropout: float = 0.0
 
   @nn.compact
-  def __call__(self, x: jax.Array, *, train: bool = False) -> jax.Array:
+  def __call__(self, x: jax.Array, *, train: bool = False,
+               return_features: bool = False) -> jax.Array | tuple[jax.Array, jax.Array]:
     act = activation_by_name(self.activation)
     if self.input_dropout:
       x = nn.Dropout(self.input_dropout, deterministic=not train)(x)
@@ -45,4 +52,5 @@ class MLP(nn.Module):
       x = act(nn.Dense(width, name=f"hidden_{i}")(x))
       if self.dropout:
         x = nn.Dropout(self.dropout, deterministic=not train)(x)
-    return nn.Dense(self.num_outputs, name="head")(x)
+    outputs = nn.Dense(self.num_outputs, name="head")(x)
+    return (outputs, x) if return_features else outputs

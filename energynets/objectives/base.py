@@ -7,13 +7,17 @@ An `Objective` is a NamedTuple of pure functions, in the spirit of optax's
   its optimizer state, as one pytree;
 - `update(state, batch, rng) -> (state, metrics)`: one full training step (all of
   its alternations), so that one `jax.jit` covers it;
-- `predict(state, x) -> y_soft`: soft prediction in the output domain.
+- `predict(state, x) -> y_soft`: soft prediction in the output domain;
+- `init_from(prev_state, rng, example_batch) -> state` (optional): the first state of
+  a training stage that continues from the previous stage's final state (staged
+  training: pretrain features, clamp them and train the energy, fine-tune all). It
+  carries parameters over and starts fresh optimizer states.
 
 A batch is a dict of arrays with a leading batch axis (`{"x": [B, D], "y": [B, L]}`
 for multi-label data).
 """
 
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +32,7 @@ class Objective(NamedTuple):
   init: Callable[[jax.Array, Batch], State]
   update: Callable[[State, Batch, jax.Array], tuple[State, Metrics]]
   predict: Callable[[State, jax.Array], jax.Array]
+  init_from: Optional[Callable[[State, jax.Array, Batch], State]] = None
 
 
 class ParamGroup(NamedTuple):

@@ -35,4 +35,8 @@ def local_bce(net: nn.Module, optimizer: optax.GradientTransformation, *,
   def predict(state, x):
     return jax.nn.sigmoid(net.apply({"params": state["net"].params}, x, train=False))
 
-  return base.Objective(init, update, predict)
+  def init_from(prev_state, rng, batch):
+    del rng, batch  # a continued stage keeps the previous parameters
+    return {"net": base.init_group(prev_state["net"].params, optimizer)}
+
+  return base.Objective(init, update, predict, init_from)

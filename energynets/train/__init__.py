@@ -3,13 +3,14 @@
 from energynets.train.checkpoint import Checkpointer
 from energynets.train.loop import (FitResult, LoopOptions, NonFiniteLossError, fit,
                                    predict_in_batches)
-from energynets.train.step import (DATA_AXIS, batch_sharded, build_init, build_predict,
+from energynets.train.step import (DATA_AXIS, batch_sharded, build_init, build_init_from,
+                                   build_predict,
                                    build_train_step, check_batch_size, make_mesh, replicate,
                                    replicated, shard_batch)
 from energynets.train.writers import MetricWriter, quiet_library_logs
 
 __all__ = ["Checkpointer", "DATA_AXIS", "FitResult", "LoopOptions", "MetricWriter",
-           "NonFiniteLossError", "batch_sharded", "build_init", "build_predict",
+           "NonFiniteLossError", "batch_sharded", "build_init", "build_init_from", "build_predict",
            "build_train_step", "check_batch_size", "fit", "make_mesh", "predict_in_batches",
            "quiet_library_logs",
            "replicate", "replicated", "shard_batch"]

@@ -91,11 +91,14 @@ def fit(objective: Objective,
         workdir: str,
         *,
         evaluate: Callable[[Any], dict[str, float]] | None = None,
-        mesh: jax.sharding.Mesh | None = None) -> FitResult:
+        mesh: jax.sharding.Mesh | None = None,
+        previous_state: Any = None) -> FitResult:
   """Trains `objective` on `train_arrays` (`{"x": [N, ...], "y": [N, ...]}`) for `options.steps`.
 
   `evaluate(state) -> {"validation/<metric>": value}` is called every `eval_every`
   steps and at the end; `options.select_metric` picks the returned state.
+  `previous_state`: the selected state of the previous training stage; the first
+  state is then `objective.init_from(previous_state, ...)` instead of `init`.
   """
   mesh = mesh or step_lib.make_mesh()
   step_lib.check_batch_size(options.batch_size, mesh)
@@ -109,7 +112,10 @@ def fit(objective: Objective,
     return step_lib.shard_batch({k: v[idx] for k, v in train_arrays.items()}, mesh)
 
   init_key, step_key = jax.random.split(jax.random.PRNGKey(options.seed))
-  state = step_lib.build_init(objective, mesh)(init_key, batch_at(0))
+  if previous_state is None:
+    state = step_lib.build_init(objective, mesh)(init_key, batch_at(0))
+  else:
+    state = step_lib.build_init_from(objective, mesh)(previous_state, init_key, batch_at(0))
   train_step = step_lib.build_train_step(objective, mesh)
 
   os.makedirs(workdir, exist_ok=True)

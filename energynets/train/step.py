@@ -79,3 +79,12 @@ def build_init(objective: Objective, mesh: Mesh) -> Callable:
   """`init(rng, example_batch) -> state` placed replicated on the mesh."""
   repl = replicated(mesh)
   return jax.jit(objective.init, out_shardings=repl)
+
+
+def build_init_from(objective: Objective, mesh: Mesh) -> Callable:
+  """`init_from(prev_state, rng, example_batch) -> state`: a stage continuing the last."""
+  if objective.init_from is None:
+    raise ValueError("this objective cannot continue a previous training stage: it has no "
+                     "`init_from`; make it the first stage")
+  repl = replicated(mesh)
+  return jax.jit(objective.init_from, out_shardings=repl)

@@ -27,4 +27,9 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
       steps=2000, batch_size=128, eval_batch_size=1024, seed=0, log_every=100,
       eval_every=250, checkpoint_every=1000, select_metric="validation/example_f1",
       select_mode="max", tensorboard=True, num_devices=0))
+  # Staged training (see experiments/train.py:stage_configs): stage_order "a,b" runs
+  # config.stages.a then config.stages.b, each overriding keys of this config and
+  # continuing from the previous stage's selected state. Empty: one stage.
+  config.stage_order = ""
+  config.stages = ml_collections.ConfigDict()
   return config

@@ -1,0 +1,135 @@
+"""The SPEN energy for multi-label classification (Belanger & McCallum 2016, §3, A.2).
+
+    E(x, ȳ) = −Σ_i ȳ_i · ℓ_i(x)                        local term, ℓ = b_iᵀF(x) + a_i
+              + c2ᵀ g(C1 ȳ + c1)                         global (label) term, Eq. 5
+              [+ d2ᵀ g(D1 [ȳ; F(x)] + d1)]               conditional term, Eq. 6 (optional)
+
+for ȳ ∈ [0, 1]^L, one value per example and no batch statistics, so that every
+example's energy (and GBI trajectory) is independent of its batch-mates.
+
+Sign convention. The paper writes the local term as `+Σ ȳ_i b_iᵀF(x)` and predicts by
+minimizing E; a sign on learned weights is only a reparametrization. We write it as
+the *negative* of the local logits `ℓ` so that the feature network and local head are
+literally a per-label logistic-regression MLP: trained alone with BCE (stage 1 of the
+paper's staged training), a high logit means "label likely" and lowers the energy of
+ȳ_i = 1, so the pretrained head is the right local energy with no sign flip. The
+head's bias `a_i` (a label prior) is kept, as the MLP baseline has it.
+
+Parameters, by top-level name (the groups that staged training clamps or trains):
+
+- `local_net`: exactly `energynets.nets.MLP(feature_hidden, num_labels, ...)`, i.e.
+  F(x) (its hidden layers) and the local head (`head`). The params of a `local_bce`
+  state `{"net": ParamGroup}` built with the same MLP drop in unchanged.
+  `feature_hidden=()` makes F(x) = x and the local term linear in x (Yeast, and the
+  synthetic block-exclusivity task).
+- `global`: `measurements` (C1, c1: affine — the paper calls the bias critical for
+  modelling dissociativity between labels) and `weights` (c2; no bias, a constant
+  shift changes neither argmin nor margins).
+- `conditional` (only when `num_conditional > 0`): `measurements` (D1, d1) over
+  `[ȳ; F(x)]` and `weights` (d2).
+
+F(x) is computed once per input (`encode`) and reused by every GBI step
+(`energy_from_encoding`), as the paper does ("we improve efficiency by precomputing
+F(x)").
+"""
+
+from typing import NamedTuple, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from energynets.nets import MLP, activation_by_name
+
+
+class Encoding(NamedTuple):
+  """What the energy needs from x, computed once per input.
+
+  Attributes:
+    features: `[B, f]`, F(x): the last hidden layer of `local_net` (after its dropout),
+      or x itself when `feature_hidden=()`.
+    logits: `[B, L]`, the local logits ℓ(x) = head(F(x)).
+  """
+  features: jax.Array
+  logits: jax.Array
+
+
+class MeasurementEnergy(nn.Module):
+  """`[B, D] -> [B]`: `wᵀ g(M v + m)` with M affine (bias m) and w without bias."""
+  num_measurements: int
+  activation: str = "softplus"
+
+  @nn.compact
+  def __call__(self, v: jax.Array) -> jax.Array:
+    act = activation_by_name(self.activation)
+    h = act(nn.Dense(self.num_measurements, use_bias=True, name="measurements")(v))
+    return nn.Dense(1, use_bias=False, name="weights")(h)[..., 0]
+
+
+class SPENEnergy(nn.Module):
+  """The multi-label SPEN energy `E(x, ȳ) -> [B]` (see the module docstring).
+
+  Attributes:
+    num_labels: L.
+    feature_hidden: hidden sizes of the feature network F (paper: two layers;
+      `()` gives F(x) = x, a linear local term).
+    feature_activation: non-linearity of F (the MLP baseline uses ReLU).
+    num_measurements: rows of C1 (paper: 15 for Bibtex and Bookmarks, 5 for Delicious).
+    activation: g of the global and conditional terms, any name of
+      `energynets.nets.ACTIVATIONS` (the paper uses softplus, ReLU and HardTanh).
+    num_conditional: rows of D1; 0 (the default, as in the paper's experiments, which
+      found the x-independent term overfits less) disables the conditional term.
+    dropout: dropout on F's hidden layers, including F(x) itself (`MLP.dropout`).
+    input_dropout: dropout on x (`MLP.input_dropout`).
+  """
+  num_labels: int
+  feature_hidden: Sequence[int] = (150, 150)
+  feature_activation: str = "relu"
+  num_measurements: int = 15
+  activation: str = "softplus"
+  num_conditional: int = 0
+  dropout: float = 0.0
+  input_dropout: float = 0.0
+
+  def setup(self):
+    if self.num_labels < 1 or self.num_measurements < 1 or self.num_conditional < 0:
+      raise ValueError(f"bad SPENEnergy sizes: num_labels={self.num_labels}, "
+                       f"num_measurements={self.num_measurements}, "
+                       f"num_conditional={self.num_conditional}")
+    activation_by_name(self.activation)  # fail early on an unknown name
+    self.local_net = MLP(hidden=tuple(self.feature_hidden), num_outputs=self.num_labels,
+                         activation=self.feature_activation, dropout=self.dropout,
+                         input_dropout=self.input_dropout)
+    self.label_energy = MeasurementEnergy(self.num_measurements, self.activation,
+                                          name="global")
+    if self.num_conditional:
+      self.conditional_energy = MeasurementEnergy(self.num_conditional, self.activation,
+                                                  name="conditional")
+
+  def __call__(self, x: jax.Array, y: jax.Array, train: bool = False) -> jax.Array:
+    """`x [B, D], y [B, L] -> [B]`."""
+    return self.energy_from_encoding(self.encode(x, train=train), y)
+
+  def encode(self, x: jax.Array, train: bool = False) -> Encoding:
+    """F(x) and the local logits, from one pass of `local_net`."""
+    logits, features = self.local_net(x, train=train, return_features=True)
+    return Encoding(features, logits)
+
+  def local_logits(self, x: jax.Array, train: bool = False) -> jax.Array:
+    """`[B, L]`: what a `local_bce` MLP with these params would output."""
+    return self.local_net(x, train=train)
+
+  def energy_from_encoding(self, encoding: Encoding, y: jax.Array) -> jax.Array:
+    """`[B]`: the energy of `y [B, L]` given a precomputed `encode(x)` (GBI's inner call)."""
+    if y.shape[-1] != self.num_labels or y.ndim != 2:
+      raise ValueError(f"y must be [B, {self.num_labels}]; got {y.shape}")
+    energy = -jnp.sum(y * encoding.logits, axis=-1) + self.label_energy(y)
+    if self.num_conditional:
+      features = encoding.features.astype(y.dtype)
+      energy = energy + self.conditional_energy(jnp.concatenate([y, features], axis=-1))
+    return energy
+
+
+def param_groups(energy: SPENEnergy) -> tuple[str, ...]:
+  """The top-level parameter names of `energy`, the units that can be clamped."""
+  return ("local_net", "global") + (("conditional",) if energy.num_conditional else ())
