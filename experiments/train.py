@@ -18,6 +18,8 @@ import ml_collections
 import numpy as np
 
 from energynets import data as data_lib
+from energynets import energies
+from energynets import inference
 from energynets import metrics
 from energynets import nets
 from energynets import objectives
@@ -78,10 +80,35 @@ def _build_local(config, dataset, optimizer) -> objectives.Objective:
   return objectives.local_bce(net, optimizer, l2=l2)
 
 
+def _spen_energy(config, dataset) -> energies.SPENEnergy:
+  e = config.energy
+  return energies.SPENEnergy(
+      num_labels=dataset.num_labels, feature_hidden=tuple(e.feature_hidden),
+      feature_activation=e.feature_activation, num_measurements=e.num_measurements,
+      activation=e.activation, num_conditional=e.num_conditional, dropout=e.dropout,
+      input_dropout=e.input_dropout)
+
+
+def _build_spen_pretrain(config, dataset, optimizer) -> objectives.Objective:
+  return objectives.spen_pretrain(_spen_energy(config, dataset), optimizer, l2=config.loss.l2)
+
+
+def _build_ssvm(config, dataset, optimizer) -> objectives.Objective:
+  trainable = tuple(g for g in config.loss.trainable.split(",") if g) or None
+  return objectives.ssvm(
+      _spen_energy(config, dataset), optimizer,
+      loss_aug_gbi=inference.GBIConfig(**config.gbi),
+      predict_gbi=inference.GBIConfig(**config.predict_gbi),
+      surrogate=config.loss.surrogate, surrogate_eps=config.loss.surrogate_eps,
+      trainable=trainable, l2=config.loss.l2, init=config.loss.init)
+
+
 # config.method -> builder(config, dataset, optimizer) -> Objective. A new method adds
 # one objective file in energynets/objectives, one builder here and one config.
 OBJECTIVE_BUILDERS: dict[str, Callable[..., objectives.Objective]] = {
     "local": _build_local,
+    "spen_pretrain": _build_spen_pretrain,
+    "ssvm": _build_ssvm,
 }
 
 

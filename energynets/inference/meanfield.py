@@ -50,7 +50,6 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 SCHEDULES = ("parallel", "sequential")
@@ -98,6 +97,16 @@ def reduce_pairwise_tables(pairwise_tables: jax.Array,
   return unary, coupling
 
 
+def validate_options(*, num_iters: int, damping: float, schedule: str) -> None:
+  """Raise `ValueError` on options `mean_field_logits` cannot run."""
+  if schedule not in SCHEDULES:
+    raise ValueError(f"unknown mean-field schedule {schedule!r}; expected one of {SCHEDULES}")
+  if not 0.0 <= damping < 1.0:
+    raise ValueError(f"damping must lie in [0, 1), got {damping}")
+  if num_iters < 0:
+    raise ValueError(f"num_iters must be >= 0, got {num_iters}")
+
+
 def _parallel_sweep(unary, coupling, eta, damping):
   mu = jax.nn.sigmoid(eta)
   new = unary + jnp.einsum("bij,bj->bi", coupling, mu)
@@ -134,12 +143,7 @@ def mean_field_logits(unary: jax.Array, coupling: jax.Array, *, num_iters: int =
   Returns:
     `[B, L]` field; with `num_iters = 0` it is `init`.
   """
-  if schedule not in SCHEDULES:
-    raise ValueError(f"unknown mean-field schedule {schedule!r}; expected one of {SCHEDULES}")
-  if not 0.0 <= damping < 1.0:
-    raise ValueError(f"damping must lie in [0, 1), got {damping}")
-  if num_iters < 0:
-    raise ValueError(f"num_iters must be >= 0, got {num_iters}")
+  validate_options(num_iters=num_iters, damping=damping, schedule=schedule)
   coupling = jnp.broadcast_to(coupling, unary.shape + unary.shape[-1:])
   eta = jnp.zeros_like(unary) if init is None else init
   sweep = _parallel_sweep if schedule == "parallel" else _sequential_sweep
@@ -204,5 +208,4 @@ def exact_marginals(unary: jax.Array, coupling: jax.Array) -> jax.Array:
 
 def contraction_bound(coupling: jax.Array) -> jax.Array:
   """`‖W‖₂ / 4` per example: parallel mean field is a contraction when it is < 1."""
-  coupling = np.asarray(coupling) if not isinstance(coupling, jax.Array) else coupling
   return jnp.max(jnp.abs(jnp.linalg.eigvalsh(coupling)), axis=-1) / 4.0

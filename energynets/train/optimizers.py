@@ -16,7 +16,8 @@ def make_optimizer(cfg: Mapping[str, Any], total_steps: int) -> optax.GradientTr
         [optax.linear_schedule(0.0, lr, warmup), optax.constant_schedule(lr)],
         [warmup]) if warmup else optax.constant_schedule(lr)
   elif schedule_name == "cosine":
-    schedule = optax.warmup_cosine_decay_schedule(0.0, lr, warmup, max(total_steps, warmup + 1))
+    schedule = (optax.warmup_cosine_decay_schedule(0.0, lr, warmup, max(total_steps, warmup + 1))
+                if warmup else optax.cosine_decay_schedule(lr, max(total_steps, 1)))
   else:
     raise ValueError(f"unknown schedule {schedule_name!r}; expected 'constant' or 'cosine'")
 

@@ -1,6 +1,13 @@
 """MLP: the SPEN feature network (2 hidden layers) with a linear local head, BCE.
 
 --config=experiments/configs/mlp.py:<dataset>
+
+Chosen on bibtex (selection on validation; the runs are listed in
+benchmarks/results/baselines.md): dropout 0.5 on the input bag of words as well as on
+the hidden layers, width 1024, and checkpoint selection on validation example-F1 at
+0.5. The tuned-threshold validation F1 is flat (±1 point of noise on 488 examples)
+after ~1000 steps while predictions keep getting better calibrated, so selecting on it
+picks an early, under-confident checkpoint; selecting at 0.5 costs nothing tuned.
 """
 
 from experiments.configs import base
@@ -8,10 +15,12 @@ from experiments.configs import base
 
 def get_config(dataset: str = "synthetic"):
   config = base.get_base_config(dataset)
-  config.model.hidden = (512, 512)
+  config.model.hidden = (1024, 1024)
   config.model.dropout = 0.5
+  config.model.input_dropout = 0.5
   config.loss.l2 = 1e-5
   config.optimizer.learning_rate = 1e-3
   config.optimizer.schedule = "cosine"
   config.train.steps = 3000
+  config.train.select_metric = "validation/example_f1@0.5"
   return config

@@ -1,0 +1,350 @@
+"""`ssvm`: SPEN training with the structured SVM loss (Belanger & McCallum 2016, §4).
+
+Per example, with ŷ from loss-augmented inference,
+
+    ŷ = argmin_{ȳ ∈ [0,1]^L}  E(x, ȳ) − Δ(ȳ, y)                       (Eq. 9, by GBI)
+    ℓ = [ Δ(ŷ, y) − E(x, ŷ) + E(x, y) ]_+                             (Eq. 8)
+
+averaged over the batch, plus `l2 · ½‖W‖²` on the weight matrices of the trained
+parameter groups (SPEN A.5 uses l2 during SSVM training). Choices, with reasons:
+
+- Loss-augmented inference runs `gbi_scan` for a fixed `T = loss_aug_gbi.num_steps`
+  on the Box relaxation (the paper: momentum 0.95, η 0.1, entropic mirror descent).
+  Its inputs are `stop_gradient`-ed and so is ŷ: the loss is differentiated at a fixed
+  ŷ, the sub-gradient of Eq. 8 (Danskin), and nothing back-propagates through the
+  unroll. ŷ is the final relaxed iterate, not rounded ("we do not round the output of
+  (9)", §4).
+- Δ is a differentiable surrogate of the Hamming loss, summed over labels (§4: "such
+  as the squared loss or log loss"): `'squared'` Σ(ȳ−y)²; `'log'`
+  −Σ[y log ȳ + (1−y) log(1−ȳ)] with ȳ clipped to [ε, 1−ε], `ε = surrogate_eps`;
+  `'l1'` Σ|ȳ−y| (for binary y the exact multilinear extension of Hamming).
+  The log loss diverges at the wrong face, so loss-augmented inference with it is
+  unbounded below without the clip; the paper relies on mirror descent keeping
+  iterates interior, which bounds Δ only through the step count. The clip makes the
+  bound explicit (−log ε per label) and keeps every gradient finite; ε is not in the
+  paper and is an assumption (default 1e-3, i.e. at most ≈6.9 per label). Use the
+  `'mirror'` or `'logit'` GBI method with it.
+- The hinge is zero-truncated (`jax.nn.relu`, whose derivative at 0 is 0): exact
+  minimization would make the bracket non-negative already, GBI on a non-convex
+  energy does not.
+- Entropy smoothing (`GBIConfig.entropy_weight`) belongs to test-time inference
+  (`predict_gbi`, SPEN A.4: "only done at test time, not in the inner loop of
+  learning"); `loss_aug_gbi.entropy_weight` should normally stay 0.
+
+Staged training (SPEN §4, A.4) uses one state structure, `{"energy": ParamGroup}`,
+holding the whole `SPENEnergy` parameter dict:
+
+1. `spen_pretrain`: the local head and features (`local_net`) trained with per-label
+   BCE on the local logits; every other group frozen. (Equivalently, train
+   `local_bce(energy MLP)` and hand its state to stage 2's `init_from`.)
+2. `ssvm(..., trainable=("global",))`: features and local head clamped, global energy
+   trained (the paper's choice for small data).
+3. `ssvm(..., trainable=None)`: fine-tune everything with a small learning rate.
+
+Each stage's `init_from` carries the previous stage's parameters (an `{"energy": ...}`
+state, or a `local_bce` state `{"net": ...}` whose params become `local_net`) and
+starts a fresh optimizer state. Clamped groups are frozen twice over: their gradients
+are stopped inside the loss (so the backward pass skips the feature network) and the
+optimizer is an `optax.multi_transform` that gives them `set_to_zero` updates (so no
+momentum, weight decay or schedule can move them, and they carry no optimizer state).
+"""
+
+from typing import NamedTuple, Optional, Sequence
+
+import flax
+import jax
+import jax.numpy as jnp
+import optax
+
+from energynets import domains
+from energynets.energies.mlc import Encoding, SPENEnergy, param_groups
+from energynets.inference import gbi as gbi_lib
+from energynets.inference.gbi import GBIConfig, GBIResult
+from energynets.objectives import base
+
+SURROGATES = ("squared", "log", "l1")
+INITS = ("uniform", "local")
+DEFAULT_SURROGATE_EPS = 1e-3
+BOX = domains.Box()
+
+
+# ---------------------------------------------------------------------------------------
+# Task-loss surrogates Δ(ȳ, y).
+
+
+def task_loss(y_hat: jax.Array, y: jax.Array, surrogate: str = "squared",
+              eps: float = DEFAULT_SURROGATE_EPS) -> jax.Array:
+  """`[B, L] x2 -> [B]`: the differentiable surrogate Δ(ŷ, y), summed over labels."""
+  if surrogate == "squared":
+    v = jnp.square(y_hat - y)
+  elif surrogate == "l1":
+    v = jnp.abs(y_hat - y)
+  elif surrogate == "log":
+    p = jnp.clip(y_hat, eps, 1.0 - eps)
+    v = -(y * jnp.log(p) + (1.0 - y) * jnp.log1p(-p))
+  else:
+    raise ValueError(f"unknown surrogate {surrogate!r}; expected one of {SURROGATES}")
+  return jnp.sum(v, axis=-1)
+
+
+# ---------------------------------------------------------------------------------------
+# The energy as GBI sees it, and the two inference problems.
+
+
+def encoding_energy(energy: SPENEnergy) -> gbi_lib.EnergyFn:
+  """`(params, Encoding, y) -> [B]`: the energy over a precomputed `encode(x)`."""
+  def fn(params, encoding, y):
+    return energy.apply({"params": params}, encoding, y,
+                        method=SPENEnergy.energy_from_encoding)
+  return fn
+
+
+def encode(energy: SPENEnergy, params, x: jax.Array, train: bool = False,
+           rng: Optional[jax.Array] = None) -> Encoding:
+  rngs = {"dropout": rng} if rng is not None else None
+  return energy.apply({"params": params}, x, train=train, rngs=rngs,
+                      method=SPENEnergy.encode)
+
+
+def start_point(encoding: Encoding, init: str) -> jax.Array:
+  """GBI's `y0`: uniform (0.5) or the local classifier's `sigmoid(logits)`."""
+  if init == "uniform":
+    return BOX.uniform_init(encoding.logits.shape, encoding.logits.dtype)
+  if init == "local":
+    return jax.nn.sigmoid(encoding.logits)
+  raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
+
+
+def _loss_augmented(energy_fn, params, encoding, y, config, surrogate, eps, init):
+  """ŷ from `gbi_scan` on `E − Δ`, with no gradient path to anything."""
+  def augmented(p, inputs, y_bar):
+    enc, gold = inputs
+    return energy_fn(p, enc, y_bar) - task_loss(y_bar, gold, surrogate, eps)
+
+  params, encoding = jax.lax.stop_gradient((params, encoding))
+  y0 = start_point(encoding, init)
+  y_hat, _ = gbi_lib.gbi_scan(augmented, params, (encoding, y), y0, BOX, config)
+  return jax.lax.stop_gradient(y_hat)
+
+
+def loss_augmented_inference(energy: SPENEnergy, params, x: jax.Array, y: jax.Array,
+                             config: GBIConfig, *, surrogate: str = "squared",
+                             surrogate_eps: float = DEFAULT_SURROGATE_EPS,
+                             init: str = "uniform") -> jax.Array:
+  """`[B, L]`: ŷ ≈ argmin E(x, ŷ) − Δ(ŷ, y) over [0,1]^L (SPEN Eq. 9), not rounded."""
+  encoding = encode(energy, params, x)
+  return _loss_augmented(encoding_energy(energy), params, encoding, y, config, surrogate,
+                         surrogate_eps, init)
+
+
+def infer(energy: SPENEnergy, params, x: jax.Array, config: GBIConfig, *,
+          init: str = "uniform") -> GBIResult:
+  """Test-time prediction: `gbi_while` on `E − τ·entropy` (τ = `config.entropy_weight`).
+
+  Returns the whole `GBIResult` (y in [0,1]^L, objective, per-example step counts).
+  """
+  encoding = jax.lax.stop_gradient(encode(energy, params, x))
+  return gbi_lib.gbi_while(encoding_energy(energy), params, encoding,
+                           start_point(encoding, init), BOX, config)
+
+
+class Margins(NamedTuple):
+  """Per-example terms of the SSVM bracket, all `[B]`.
+
+  `margin = delta − energy_pred + energy_gold`; the loss is `mean(relu(margin))`.
+  """
+  margin: jax.Array
+  delta: jax.Array
+  energy_pred: jax.Array
+  energy_gold: jax.Array
+
+
+def _margins(energy_fn, params, encoding, y, y_hat, surrogate, eps) -> Margins:
+  delta = task_loss(y_hat, y, surrogate, eps)
+  e_pred = energy_fn(params, encoding, y_hat)
+  e_gold = energy_fn(params, encoding, y)
+  return Margins(delta - e_pred + e_gold, delta, e_pred, e_gold)
+
+
+def margins(energy: SPENEnergy, params, x: jax.Array, y: jax.Array, y_hat: jax.Array, *,
+            surrogate: str = "squared",
+            surrogate_eps: float = DEFAULT_SURROGATE_EPS) -> Margins:
+  """The SSVM bracket at a given ŷ (deterministic forward pass)."""
+  return _margins(encoding_energy(energy), params, encode(energy, params, x), y, y_hat,
+                  surrogate, surrogate_eps)
+
+
+# ---------------------------------------------------------------------------------------
+# Parameter groups: clamping and carrying parameters between stages.
+
+
+def masked_optimizer(optimizer: optax.GradientTransformation,
+                     trainable: Optional[Sequence[str]]) -> optax.GradientTransformation:
+  """`optimizer` on the top-level groups in `trainable`, zero updates on the rest."""
+  if trainable is None:
+    return optimizer
+  trainable = frozenset(trainable)
+  labels = lambda params: {k: "trained" if k in trainable else "frozen" for k in params}
+  return optax.multi_transform({"trained": optimizer, "frozen": optax.set_to_zero()},
+                               labels)
+
+
+def _clamp(params, trainable: Optional[frozenset]):
+  if trainable is None:
+    return params
+  return {k: v if k in trainable else jax.lax.stop_gradient(v) for k, v in params.items()}
+
+
+def _l2(params, trainable: Optional[frozenset]) -> jax.Array:
+  if trainable is not None:
+    params = {k: v for k, v in params.items() if k in trainable}
+  return base.l2_penalty(params)
+
+
+def _check_groups(energy: SPENEnergy, trainable) -> Optional[frozenset]:
+  if trainable is None:
+    return None
+  if isinstance(trainable, str):
+    raise TypeError(f"trainable must be a sequence of group names, not the string "
+                    f"{trainable!r}; write ({trainable!r},)")
+  known = param_groups(energy)
+  unknown = set(trainable) - set(known)
+  if unknown or not trainable:
+    raise ValueError(f"trainable must name some of {known}; got {tuple(trainable)}")
+  return frozenset(trainable)
+
+
+def init_params(energy: SPENEnergy, rng: jax.Array, x: jax.Array):
+  y = jnp.zeros(x.shape[:1] + (energy.num_labels,), x.dtype)
+  return flax.core.unfreeze(energy.init({"params": rng}, x, y)["params"])
+
+
+def _check_like(params, reference, what: str) -> None:
+  shapes = lambda t: jax.tree.map(lambda a: tuple(jnp.shape(a)), t)
+  if (jax.tree.structure(params) != jax.tree.structure(reference)
+      or shapes(params) != shapes(reference)):
+    raise ValueError(f"cannot carry {what} into this SPENEnergy: expected parameters "
+                     f"{shapes(reference)}, got {shapes(params)}")
+
+
+def carry_params(energy: SPENEnergy, prev_state, rng: jax.Array, x: jax.Array):
+  """The energy params that continue `prev_state`.
+
+  `prev_state` is either a SPEN state `{"energy": ParamGroup}` (all params carried) or
+  a `local_bce` state `{"net": ParamGroup}` of the same MLP (its params become
+  `local_net`; the other groups are freshly initialized from `rng`).
+  """
+  reference = jax.eval_shape(lambda: init_params(energy, rng, x))
+  if "energy" in prev_state:
+    params = flax.core.unfreeze(prev_state["energy"].params)
+    _check_like(params, reference, "the previous SPEN state")
+    return params
+  if "net" in prev_state:
+    local = flax.core.unfreeze(prev_state["net"].params)
+    _check_like(local, reference["local_net"], "the local_bce network as local_net")
+    return dict(init_params(energy, rng, x), local_net=local)
+  raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; expected "
+                   "'energy' (a SPEN stage) or 'net' (local_bce)")
+
+
+# ---------------------------------------------------------------------------------------
+# Objectives.
+
+
+def _objective(energy, optimizer, trainable, loss_fn, predict) -> base.Objective:
+  """init/update/init_from shared by both SPEN stages: state `{"energy": ParamGroup}`."""
+  opt = masked_optimizer(optimizer, trainable)
+
+  def init(rng, batch):
+    return {"energy": base.init_group(init_params(energy, rng, batch["x"]), opt)}
+
+  def update(state, batch, rng):
+    group, metrics = base.minimize_step(loss_fn, opt, state["energy"], batch, rng)
+    return {"energy": group}, metrics
+
+  def init_from(prev_state, rng, batch):
+    return {"energy": base.init_group(carry_params(energy, prev_state, rng, batch["x"]),
+                                      opt)}
+
+  return base.Objective(init, update, predict, init_from)
+
+
+def spen_pretrain(energy: SPENEnergy, optimizer: optax.GradientTransformation, *,
+                  l2: float = 0.0) -> base.Objective:
+  """Stage 1: `local_net` alone with per-label BCE on the local logits.
+
+  The loss is `local_bce`'s (BCE summed over labels, averaged over examples, plus
+  `l2 · ½‖W‖²` on `local_net`'s weight matrices); the global groups are frozen and
+  keep their initialization. Prediction is `sigmoid(local_logits)`, the MLP baseline.
+  """
+  trainable = frozenset({"local_net"})
+
+  def loss_fn(params, batch, rng):
+    params = _clamp(params, trainable)
+    logits = energy.apply({"params": params}, batch["x"], train=True, rngs={"dropout": rng},
+                          method=SPENEnergy.local_logits)
+    bce = optax.sigmoid_binary_cross_entropy(logits, batch["y"]).sum(-1).mean()
+    loss = bce + l2 * _l2(params, trainable) if l2 else bce
+    return loss, {"bce": bce}
+
+  def predict(state, x):
+    return jax.nn.sigmoid(energy.apply({"params": state["energy"].params}, x,
+                                       method=SPENEnergy.local_logits))
+
+  return _objective(energy, optimizer, trainable, loss_fn, predict)
+
+
+def ssvm(energy: SPENEnergy, optimizer: optax.GradientTransformation, *,
+         loss_aug_gbi: GBIConfig, predict_gbi: GBIConfig, surrogate: str = "squared",
+         surrogate_eps: float = DEFAULT_SURROGATE_EPS,
+         trainable: Optional[Sequence[str]] = None, l2: float = 0.0,
+         init: str = "uniform") -> base.Objective:
+  """Stages 2 and 3: the SSVM hinge with loss-augmented GBI (see the module docstring).
+
+  Args:
+    energy: the `SPENEnergy`.
+    optimizer: applied to the `trainable` groups (SPEN A.5: SGD, momentum 0.9).
+    loss_aug_gbi: GBI for Eq. 9 inside training, run by `gbi_scan` for `num_steps`.
+    predict_gbi: GBI for prediction, run by `gbi_while` to per-example convergence;
+      its `entropy_weight` is the test-time entropy temperature (SPEN A.4, §7.1).
+    surrogate: Δ, one of `SURROGATES` (`'squared'`, `'log'`, `'l1'`).
+    surrogate_eps: the clip of the `'log'` surrogate.
+    trainable: top-level groups that are updated (`param_groups(energy)` names, e.g.
+      `("global",)` to clamp the pretrained features and local head); `None`: all.
+    l2: weight of `½‖W‖²` on the trainable groups' weight matrices.
+    init: GBI start for both inference problems, `'uniform'` (0.5) or `'local'`
+      (`sigmoid` of the local logits; SPEN §7.4: saves about 5 test-time steps).
+
+  Returns:
+    An `Objective` with state `{"energy": ParamGroup}`; `update`'s metrics are `loss`,
+    `grad_norm`, `hinge` (mean truncated hinge), `active` (fraction of examples with a
+    positive bracket), `delta` (mean Δ(ŷ, y)) and `energy_gap` (mean E(x,ŷ) − E(x,y);
+    negative means some ŷ scores below the gold output).
+  """
+  if surrogate not in SURROGATES:
+    raise ValueError(f"unknown surrogate {surrogate!r}; expected one of {SURROGATES}")
+  if init not in INITS:
+    raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
+  gbi_lib.validate_config(loss_aug_gbi)
+  gbi_lib.validate_config(predict_gbi)
+  trainable = _check_groups(energy, trainable)
+  energy_fn = encoding_energy(energy)
+
+  def loss_fn(params, batch, rng):
+    params = _clamp(params, trainable)
+    y = batch["y"]
+    encoding = encode(energy, params, batch["x"], train=True, rng=rng)
+    y_hat = _loss_augmented(energy_fn, params, encoding, y, loss_aug_gbi, surrogate,
+                            surrogate_eps, init)
+    m = _margins(energy_fn, params, encoding, y, y_hat, surrogate, surrogate_eps)
+    hinge = jnp.mean(jax.nn.relu(m.margin))
+    loss = hinge + l2 * _l2(params, trainable) if l2 else hinge
+    return loss, {"hinge": hinge,
+                  "active": jnp.mean((m.margin > 0).astype(hinge.dtype)),
+                  "delta": jnp.mean(m.delta),
+                  "energy_gap": jnp.mean(m.energy_pred - m.energy_gold)}
+
+  def predict(state, x):
+    return infer(energy, state["energy"].params, x, predict_gbi, init=init).y
+
+  return _objective(energy, optimizer, trainable, loss_fn, predict)
