@@ -76,6 +76,7 @@ def main(argv):
   table = "\n".join(lines)
   print(table)
   if _OUT.value:
+    os.makedirs(os.path.dirname(os.path.abspath(_OUT.value)), exist_ok=True)
     command = "python -m benchmarks.br_vs_sklearn " + " ".join(
         shlex.quote(a) for a in sys.argv[1:])
     with open(_OUT.value, "w") as f:

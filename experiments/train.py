@@ -25,6 +25,7 @@ from energynets import nets
 from energynets import objectives
 from energynets import train as train_lib
 from energynets.train.optimizers import make_optimizer
+from experiments import plots
 
 METRIC_DEFINITIONS = {
     "example_f1": "mean over examples of 2|y∧ŷ|/(|y|+|ŷ|); empty gold and empty prediction "
@@ -43,7 +44,12 @@ def get_config(method: str, dataset: str, overrides: tuple[str, ...] | list[str]
                ) -> ml_collections.ConfigDict:
   """`experiments/configs/<method>.py:<dataset>` with `key=value` overrides applied."""
   module = importlib.import_module(f"experiments.configs.{method}")
-  config = module.get_config(dataset)
+  return apply_overrides(module.get_config(dataset), overrides)
+
+
+def apply_overrides(config: ml_collections.ConfigDict, overrides: tuple[str, ...] | list[str]
+                    ) -> ml_collections.ConfigDict:
+  """`key=value` overrides (values parsed as Python literals, else strings), in place."""
   for item in overrides:
     key, sep, value = item.partition("=")
     if not sep:
@@ -66,14 +72,24 @@ def load_data(config: ml_collections.ConfigDict) -> data_lib.MultiLabelDataset:
     source = cfg.path
   else:
     source = cfg.name
+  extra = {}
+  if cfg.num_train:
+    if cfg.name != "synthetic":
+      raise ValueError(f"data.num_train only applies to the synthetic task, not {cfg.name!r}")
+    extra["num_train"] = cfg.num_train
   return data_lib.load_dataset(source, data_dir=cfg.data_dir or None,
-                               split_seed=cfg.split_seed, fold=cfg.fold, resplit=cfg.resplit)
+                               split_seed=cfg.split_seed, fold=cfg.fold, resplit=cfg.resplit,
+                               **extra)
+
+
+def _mlp(config, dataset) -> nets.MLP:
+  return nets.MLP(hidden=tuple(config.model.hidden), num_outputs=dataset.num_labels,
+                  activation=config.model.activation, dropout=config.model.dropout,
+                  input_dropout=config.model.input_dropout)
 
 
 def _build_local(config, dataset, optimizer) -> objectives.Objective:
-  net = nets.MLP(hidden=tuple(config.model.hidden), num_outputs=dataset.num_labels,
-                 activation=config.model.activation, dropout=config.model.dropout,
-                 input_dropout=config.model.input_dropout)
+  net = _mlp(config, dataset)
   l2 = config.loss.l2
   if config.loss.l2_c > 0:
     l2 = 1.0 / (config.loss.l2_c * len(dataset.train.x))
@@ -95,12 +111,19 @@ def _build_spen_pretrain(config, dataset, optimizer) -> objectives.Objective:
 
 def _build_ssvm(config, dataset, optimizer) -> objectives.Objective:
   trainable = tuple(g for g in config.loss.trainable.split(",") if g) or None
-  return objectives.ssvm(
+  return objectives.ssvm_hinge(
       _spen_energy(config, dataset), optimizer,
       loss_aug_gbi=inference.GBIConfig(**config.gbi),
       predict_gbi=inference.GBIConfig(**config.predict_gbi),
       surrogate=config.loss.surrogate, surrogate_eps=config.loss.surrogate_eps,
       trainable=trainable, l2=config.loss.l2, init=config.loss.init)
+
+
+def _build_dmf(config, dataset, optimizer) -> objectives.Objective:
+  d = config.dmf
+  return objectives.deep_mean_field(_mlp(config, dataset), optimizer, num_iters=d.num_iters,
+                        rank=None if d.rank < 0 else d.rank, l2=config.loss.l2,
+                        train_unary=d.train_unary, features=d.features, damping=d.damping)
 
 
 # config.method -> builder(config, dataset, optimizer) -> Objective. A new method adds
@@ -109,6 +132,7 @@ OBJECTIVE_BUILDERS: dict[str, Callable[..., objectives.Objective]] = {
     "local": _build_local,
     "spen_pretrain": _build_spen_pretrain,
     "ssvm": _build_ssvm,
+    "dmf": _build_dmf,
 }
 
 
@@ -185,7 +209,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   eval_bs = config.train.eval_batch_size
   stages = stage_configs(config)
   state, stage_meta = None, []
+  num_train = len(dataset.train.x)
   for name, stage_config in stages:
+    if stage_config.train.batch_size > num_train:
+      # Full-batch training on a small dataset (e.g. br's 512 on genbase's 417 rows).
+      full = num_train - num_train % mesh.size
+      logging.warning("batch size %d exceeds the %d training examples of %s: using %d "
+                      "(full batch)", stage_config.train.batch_size, num_train, dataset.name,
+                      full)
+      stage_config = ml_collections.ConfigDict(stage_config.to_dict())
+      stage_config.train.batch_size = full
     objective = build_objective(stage_config, dataset)
     predict = train_lib.build_predict(objective, mesh)
     evaluate = _validation_evaluator(predict, dataset, eval_bs, mesh)
@@ -198,6 +231,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                            evaluate=evaluate, mesh=mesh, previous_state=state)
     state = result.state
     stage_meta.append({"stage": name, "method": stage_config.method,
+                       "batch_size": stage_config.train.batch_size,
                        "selected_step": result.selected_step, "final_step": result.final_step})
 
   def soft_predictions(split):
@@ -224,9 +258,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       "config": config.to_dict(),
   }
   if jax.process_index() == 0:
+    measurements = _measurement_kernel(state)
+    if measurements is not None:
+      figure = os.path.join(workdir, "measurement_matrix.png")
+      plots.plot_measurement_matrix(
+          measurements, figure, f"C1 of {config.method} on {dataset.name} "
+          f"({config.get('energy', {}).get('activation', '')})")
+      results["meta"]["figures"] = [os.path.basename(figure)]
     with open(os.path.join(workdir, "results.json"), "w") as f:
       json.dump(results, f, indent=2, sort_keys=True, default=_json_default)
   return results
+
+
+def _measurement_kernel(state) -> np.ndarray | None:
+  """C1ᵀ `[L, M]` of a SPEN energy's label-measurement term, if the state has one."""
+  try:
+    return np.asarray(state["energy"].params["global"]["measurements"]["kernel"])
+  except (KeyError, TypeError, AttributeError):
+    return None
 
 
 def _validation_evaluator(predict, dataset, eval_bs, mesh):

@@ -5,7 +5,6 @@ Oracles: single-example evaluations (batch independence), the closed-form local 
 differences for ∂E/∂y.
 """
 
-import contextlib
 
 from absl.testing import absltest
 from absl.testing import parameterized
@@ -17,16 +16,6 @@ from energynets.energies import SPENEnergy, param_groups
 from energynets.nets import MLP
 
 L, D, B = 5, 7, 4
-
-
-@contextlib.contextmanager
-def enable_x64():
-  previous = jax.config.jax_enable_x64
-  jax.config.update("jax_enable_x64", True)
-  try:
-    yield
-  finally:
-    jax.config.update("jax_enable_x64", previous)
 
 
 def _inputs(seed=0, batch=B, dtype=np.float32):
@@ -151,7 +140,7 @@ class SPENEnergyTest(parameterized.TestCase):
 
   @parameterized.parameters(("softplus", 0), ("softplus", 2), ("relu", 2), ("hardtanh", 0))
   def test_gradient_wrt_y_matches_finite_differences(self, activation, num_conditional):
-    with enable_x64():
+    with jax.enable_x64(True):
       energy = SPENEnergy(L, (6,), num_measurements=4, activation=activation,
                           num_conditional=num_conditional)
       params = jax.tree.map(lambda a: a.astype(jnp.float64), _randomize(_init(energy), 13))

@@ -6,7 +6,6 @@ scan trajectory (for the while loop), single-example runs (for batch independenc
 and float64 central finite differences (for gradients through the unroll).
 """
 
-import contextlib
 import itertools
 
 import jax
@@ -126,16 +125,6 @@ def mlp_params(seed=0, length=6, features=3, hidden=4, dtype=jnp.float32):
        "u": rs.randn(hidden), "b": rs.randn(length) * 0.5,
        "A": m @ m.T / length * 0.5}
   return jax.tree.map(lambda v: jnp.asarray(v, dtype), p)
-
-
-@contextlib.contextmanager
-def enable_x64():
-  previous = jax.config.jax_enable_x64
-  jax.config.update("jax_enable_x64", True)
-  try:
-    yield
-  finally:
-    jax.config.update("jax_enable_x64", previous)
 
 
 def in_domain(domain, y, atol=1e-5):
@@ -378,7 +367,7 @@ FD_CASES = [
 
 @pytest.mark.parametrize("domain_name,method,optimizer", FD_CASES, ids=lambda v: str(v))
 def test_scan_gradients_match_central_finite_differences(domain_name, method, optimizer):
-  with enable_x64():
+  with jax.enable_x64(True):
     rs = np.random.RandomState(9)
     if domain_name == "box":
       domain, energy, params = BOX, mlp_energy, mlp_params(seed=9, dtype=jnp.float64)

@@ -7,7 +7,6 @@ finite differences (gradients through the unroll), and the clamped MLP (the DMF 
 initialization and its unchanged parameters).
 """
 
-import contextlib
 import itertools
 
 from absl.testing import absltest
@@ -29,16 +28,6 @@ mean_field_logits = jax.jit(meanfield.mean_field_logits,
 exact_marginals = jax.jit(meanfield.exact_marginals)
 exact_log_partition = jax.jit(meanfield.exact_log_partition)
 free_energy = jax.jit(meanfield.mean_field_free_energy)
-
-
-@contextlib.contextmanager
-def enable_x64():
-  previous = jax.config.jax_enable_x64
-  jax.config.update("jax_enable_x64", True)
-  try:
-    yield
-  finally:
-    jax.config.update("jax_enable_x64", previous)
 
 
 def random_crf(seed, batch, labels, scale, dtype=jnp.float32):
@@ -76,7 +65,7 @@ class MeanFieldTest(parameterized.TestCase):
     np.testing.assert_allclose(np.asarray(mu), np.asarray(reference), atol=1e-6)
 
   def test_error_to_exact_marginals_is_small_for_weak_couplings_and_grows(self):
-    with enable_x64():
+    with jax.enable_x64(True):
       errors = []
       for scale in (0.01, 0.1, 0.5, 1.5):
         unary, w = random_crf(2, 8, 5, scale, jnp.float64)
@@ -103,7 +92,7 @@ class MeanFieldTest(parameterized.TestCase):
                                  rtol=1e-5)
 
   def test_general_pairwise_tables_reduce_to_unaries_and_a_coupling(self):
-    with enable_x64():
+    with jax.enable_x64(True):
       rs = np.random.RandomState(4)
       labels = 4
       tables = rs.randn(2, labels, labels, 2, 2)
@@ -122,7 +111,7 @@ class MeanFieldTest(parameterized.TestCase):
         np.testing.assert_allclose(diff, diff[0], atol=1e-10)
 
   def test_free_energy_bounds_log_partition_and_sequential_sweeps_decrease_it(self):
-    with enable_x64():
+    with jax.enable_x64(True):
       unary, w = random_crf(5, 4, 6, 0.8, jnp.float64)
       log_z = exact_log_partition(unary, w)
       values, eta = [], jnp.zeros_like(unary)
@@ -141,7 +130,7 @@ class MeanFieldTest(parameterized.TestCase):
 
   @parameterized.product(schedule=meanfield.SCHEDULES, damping=(0.0, 0.3))
   def test_gradient_through_the_unroll_matches_finite_differences(self, schedule, damping):
-    with enable_x64():
+    with jax.enable_x64(True):
       rs = np.random.RandomState(6)
       unary = jnp.asarray(rs.randn(2, 5))
       raw = jnp.asarray(rs.randn(2, 5, 5) * 0.5)
@@ -171,9 +160,9 @@ class MeanFieldTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "damping"):
       meanfield.mean_field(unary, w, damping=1.0)
     with self.assertRaisesRegex(ValueError, "rank"):
-      dmf_lib.dmf(MLP((), 3), optax.adam(1e-2), rank=-1)
+      dmf_lib.deep_mean_field(MLP((), 3), optax.adam(1e-2), rank=-1)
     with self.assertRaisesRegex(ValueError, "features"):
-      dmf_lib.dmf(MLP((), 3), optax.adam(1e-2), features="penultimate")
+      dmf_lib.deep_mean_field(MLP((), 3), optax.adam(1e-2), features="penultimate")
 
 
 # --- the DMF objective ----------------------------------------------------------------------
@@ -205,7 +194,7 @@ class DMFTest(parameterized.TestCase):
     cls.local, cls.local_state = _pretrained_local(cls.data)
 
   def _dmf(self, **kw):
-    return dmf_lib.dmf(MLP((16,), LABELS), optax.adam(kw.pop("lr", 3e-2)), **kw)
+    return dmf_lib.deep_mean_field(MLP((16,), LABELS), optax.adam(kw.pop("lr", 3e-2)), **kw)
 
   @parameterized.parameters(0, 2, None)
   def test_couplings_are_symmetric_zero_diagonal_with_the_documented_count(self, rank):

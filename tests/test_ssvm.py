@@ -8,7 +8,6 @@ fixed ŷ; and `jax.grad` of that hinge at the inferred ŷ (the training gradient
 not flow through inference).
 """
 
-import contextlib
 import itertools
 
 from absl.testing import absltest
@@ -28,16 +27,6 @@ from energynets.objectives import ssvm as ssvm_lib
 
 L = 4
 PREDICT = GBIConfig(max_steps=50)
-
-
-@contextlib.contextmanager
-def enable_x64():
-  previous = jax.config.jax_enable_x64
-  jax.config.update("jax_enable_x64", True)
-  try:
-    yield
-  finally:
-    jax.config.update("jax_enable_x64", previous)
 
 
 def _linear_energy(logits_dim=L):
@@ -160,7 +149,7 @@ class HingeTest(parameterized.TestCase):
     rs = np.random.RandomState(4)
     y = (rs.uniform(size=(8, L)) < 0.5).astype(np.float32)
     energy = _linear_energy()
-    obj = ssvm_lib.ssvm(energy, optax.sgd(0.1), loss_aug_gbi=GBIConfig(num_steps=20),
+    obj = ssvm_lib.ssvm_hinge(energy, optax.sgd(0.1), loss_aug_gbi=GBIConfig(num_steps=20),
                         predict_gbi=PREDICT)
     batch = _batch(2 * y - 1, y)  # logits = 5 (2y − 1): E(ŷ) − E(y) = 5‖ŷ − y‖₁ ≥ Δ
     state = obj.init(jax.random.key(0), batch)
@@ -173,7 +162,7 @@ class HingeTest(parameterized.TestCase):
     _assert_trees_equal(self, new["energy"].params, params)
 
   def test_hinge_gradient_matches_finite_differences(self):
-    with enable_x64():
+    with jax.enable_x64(True):
       rs = np.random.RandomState(5)
       energy = SPENEnergy(L, (6,), num_measurements=3, num_conditional=2)
       x = jnp.asarray(rs.randn(3, 5))
@@ -205,7 +194,7 @@ class HingeTest(parameterized.TestCase):
     energy = SPENEnergy(L, (5,), num_measurements=3)
     batch = _batch(rs.randn(6, 3), rs.uniform(size=(6, L)) < 0.5)
     aug = GBIConfig(num_steps=10)
-    obj = ssvm_lib.ssvm(energy, optax.sgd(1.0), loss_aug_gbi=aug, predict_gbi=PREDICT,
+    obj = ssvm_lib.ssvm_hinge(energy, optax.sgd(1.0), loss_aug_gbi=aug, predict_gbi=PREDICT,
                         surrogate="log")
     state = obj.init(jax.random.key(2), batch)
     params = state["energy"].params
@@ -238,7 +227,7 @@ class StagesTest(parameterized.TestCase):
 
   def test_clamped_groups_do_not_move(self):
     energy, batch = self._setup()
-    obj = ssvm_lib.ssvm(energy, optax.adamw(1e-2, weight_decay=0.5),
+    obj = ssvm_lib.ssvm_hinge(energy, optax.adamw(1e-2, weight_decay=0.5),
                         loss_aug_gbi=GBIConfig(num_steps=5), predict_gbi=PREDICT,
                         trainable=("global",), l2=0.1)
     state = obj.init(jax.random.key(0), batch)
@@ -260,11 +249,11 @@ class StagesTest(parameterized.TestCase):
     energy, _ = self._setup()
     kw = dict(loss_aug_gbi=GBIConfig(), predict_gbi=PREDICT)
     with self.assertRaisesRegex(ValueError, "trainable"):
-      ssvm_lib.ssvm(energy, optax.sgd(1.0), trainable=("globl",), **kw)
+      ssvm_lib.ssvm_hinge(energy, optax.sgd(1.0), trainable=("globl",), **kw)
     with self.assertRaisesRegex(TypeError, "string"):
-      ssvm_lib.ssvm(energy, optax.sgd(1.0), trainable="global", **kw)
+      ssvm_lib.ssvm_hinge(energy, optax.sgd(1.0), trainable="global", **kw)
     with self.assertRaisesRegex(ValueError, "trainable"):
-      ssvm_lib.ssvm(SPENEnergy(L, ()), optax.sgd(1.0), trainable=("conditional",), **kw)
+      ssvm_lib.ssvm_hinge(SPENEnergy(L, ()), optax.sgd(1.0), trainable=("conditional",), **kw)
 
   def test_pretrain_trains_local_net_only(self):
     energy, batch = self._setup()
@@ -286,7 +275,7 @@ class StagesTest(parameterized.TestCase):
     lb = local_bce(mlp, optax.adam(1e-2))
     lb_state = lb.init(jax.random.key(0), batch)
     lb_state, _ = jax.jit(lb.update)(lb_state, batch, jax.random.key(1))
-    obj = ssvm_lib.ssvm(energy, optax.adam(1e-2), loss_aug_gbi=GBIConfig(num_steps=3),
+    obj = ssvm_lib.ssvm_hinge(energy, optax.adam(1e-2), loss_aug_gbi=GBIConfig(num_steps=3),
                         predict_gbi=PREDICT, trainable=("global", "conditional"))
     init_from = jax.jit(obj.init_from)
     state = init_from(lb_state, jax.random.key(2), batch)
@@ -299,7 +288,7 @@ class StagesTest(parameterized.TestCase):
     _assert_trees_equal(self, state["energy"].opt_state, fresh["energy"].opt_state)
     # SPEN -> SPEN (fine-tuning): every parameter carried, optimizer restarted.
     trained, _ = jax.jit(obj.update)(state, batch, jax.random.key(3))
-    finetune = ssvm_lib.ssvm(energy, optax.adam(1e-3), loss_aug_gbi=GBIConfig(num_steps=3),
+    finetune = ssvm_lib.ssvm_hinge(energy, optax.adam(1e-3), loss_aug_gbi=GBIConfig(num_steps=3),
                              predict_gbi=PREDICT)
     cont = jax.jit(finetune.init_from)(trained, jax.random.key(4), batch)
     _assert_trees_equal(self, cont["energy"].params, trained["energy"].params)
@@ -324,9 +313,9 @@ class EndToEndTest(parameterized.TestCase):
     aug = GBIConfig(num_steps=10)
     stages = [
         (ssvm_lib.spen_pretrain(energy, optax.adam(3e-2)), 16, "bce"),
-        (ssvm_lib.ssvm(energy, optax.adam(1e-1), loss_aug_gbi=aug, predict_gbi=PREDICT,
+        (ssvm_lib.ssvm_hinge(energy, optax.adam(1e-1), loss_aug_gbi=aug, predict_gbi=PREDICT,
                        trainable=("global",)), 32, "loss"),
-        (ssvm_lib.ssvm(energy, optax.adam(1e-2), loss_aug_gbi=aug, predict_gbi=PREDICT,
+        (ssvm_lib.ssvm_hinge(energy, optax.adam(1e-2), loss_aug_gbi=aug, predict_gbi=PREDICT,
                        l2=1e-4), 32, "loss"),
     ]
     state = None

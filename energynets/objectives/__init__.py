@@ -2,8 +2,10 @@
 
 from energynets.objectives.base import (Objective, ParamGroup, apply_gradients, init_group,
                                         l2_penalty, minimize_step)
+from energynets.objectives.dmf import deep_mean_field
 from energynets.objectives.local import local_bce
-from energynets.objectives.ssvm import spen_pretrain, ssvm
+from energynets.objectives.ssvm import search_statistics, spen_pretrain, ssvm_hinge
 
-__all__ = ["Objective", "ParamGroup", "apply_gradients", "init_group", "l2_penalty",
-           "local_bce", "minimize_step", "spen_pretrain", "ssvm"]
+__all__ = ["Objective", "ParamGroup", "apply_gradients", "deep_mean_field", "init_group",
+           "l2_penalty", "local_bce", "minimize_step", "search_statistics", "spen_pretrain",
+           "ssvm_hinge"]

@@ -122,7 +122,7 @@ def mean_abs_coupling(coupling: jax.Array) -> jax.Array:
   return jnp.sum(jnp.abs(coupling)) / (coupling.shape[0] * num_labels * (num_labels - 1))
 
 
-def dmf(unary_net: nn.Module, optimizer: optax.GradientTransformation, *,
+def deep_mean_field(unary_net: nn.Module, optimizer: optax.GradientTransformation, *,
         num_iters: int = 5, rank: Optional[int] = 4, l2: float = 0.0,
         train_unary: bool = False, features: str = "probs", damping: float = 0.0,
         schedule: str = "parallel") -> base.Objective:

@@ -37,9 +37,9 @@ holding the whole `SPENEnergy` parameter dict:
 1. `spen_pretrain`: the local head and features (`local_net`) trained with per-label
    BCE on the local logits; every other group frozen. (Equivalently, train
    `local_bce(energy MLP)` and hand its state to stage 2's `init_from`.)
-2. `ssvm(..., trainable=("global",))`: features and local head clamped, global energy
+2. `ssvm_hinge(..., trainable=("global",))`: features and local head clamped, global energy
    trained (the paper's choice for small data).
-3. `ssvm(..., trainable=None)`: fine-tune everything with a small learning rate.
+3. `ssvm_hinge(..., trainable=None)`: fine-tune everything with a small learning rate.
 
 Each stage's `init_from` carries the previous stage's parameters (an `{"energy": ...}`
 state, or a `local_bce` state `{"net": ...}` whose params become `local_net`) and
@@ -146,6 +146,71 @@ def infer(energy: SPENEnergy, params, x: jax.Array, config: GBIConfig, *,
   encoding = jax.lax.stop_gradient(encode(energy, params, x))
   return gbi_lib.gbi_while(encoding_energy(energy), params, encoding,
                            start_point(encoding, init), BOX, config)
+
+
+def search_statistics(energy: SPENEnergy, params, x: jax.Array, y: jax.Array,
+                      config: GBIConfig, *, init: str = "uniform") -> dict[str, jax.Array]:
+  """How test-time GBI behaves on a batch (SPEN §7.4): steps taken and search error.
+
+  Runs exactly the test-time prediction, `infer(energy, params, x, config, init=init)`
+  (`gbi_while` on the Box from `init`, deterministic forward pass), and measures, with
+  ŷ the final *relaxed* iterate and E the energy (`SPENEnergy`, without the
+  `config.entropy_weight` term GBI may subtract):
+
+  - `gbi_steps_mean`: mean over examples of the update steps `gbi_while` took for the
+    example before it was frozen (it converged, the batch met `stop_fraction`, or
+    `max_steps` was hit);
+  - `gbi_steps_max`: the largest of those counts, which is also the number of
+    while-loop iterations the batch ran (the batch's cost, SPEN's "last reducer");
+  - `gbi_converged_fraction`: fraction of examples that met `rel_tol`/`abs_tol`
+    within the loop (below 1 when `stop_fraction < 1` or `max_steps` cut it short);
+  - `search_error`: fraction of examples with `E(x, ŷ) > E(x, y)`, y the gold label
+    vector; a strict float comparison with no tolerance. This is SPEN §7.4's upper
+    bound on optimization failures ("the energy returned by our optimization is
+    greater than the value of the energy evaluated at the ground truth", 8% on
+    Bibtex). Note that mirror/logit iterates never reach a face exactly (the Box
+    clips logits at `eps`), so an example whose gold vertex is the minimizer still
+    counts when ŷ only approaches it;
+  - `search_error_rounded`: the same with ŷ rounded at 0.5 (`ŷ ≥ 0.5`, the decoded
+    prediction);
+  - `energy_gap_mean`: mean of `E(x, ŷ) − E(x, y)` (negative: GBI beats the gold on
+    average).
+
+  Pure and jit-compatible (`energy` and `init` static; `config` static or a pytree);
+  returns 0-d arrays. `float(v)` each value for reporting.
+
+  Args:
+    energy: the `SPENEnergy`.
+    params: its parameters.
+    x: `[B, D]` inputs.
+    y: `[B, L]` gold labels in {0, 1}.
+    config: the test-time `GBIConfig` (e.g. the objective's `predict_gbi`).
+    init: GBI start, `'uniform'` (0.5) or `'local'` (sigmoid of the local logits).
+
+  Returns:
+    `{"gbi_steps_mean", "gbi_steps_max", "gbi_converged_fraction", "search_error",
+    "search_error_rounded", "energy_gap_mean"}`, all 0-d (`gbi_steps_max` int32, the
+    rest floating).
+  """
+  if init not in INITS:
+    raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
+  energy_fn = encoding_energy(energy)
+  encoding = jax.lax.stop_gradient(encode(energy, params, x))
+  result = gbi_lib.gbi_while(energy_fn, params, encoding, start_point(encoding, init),
+                             BOX, config)
+  y = jnp.asarray(y, result.y.dtype)
+  e_gold = energy_fn(params, encoding, y)
+  e_pred = energy_fn(params, encoding, result.y)
+  e_rounded = energy_fn(params, encoding, BOX.decode(result.y, 0.5))
+  fraction = lambda mask: jnp.mean(mask.astype(result.y.dtype))
+  return {
+      "gbi_steps_mean": jnp.mean(result.steps.astype(result.y.dtype)),
+      "gbi_steps_max": jnp.max(result.steps),
+      "gbi_converged_fraction": fraction(result.converged),
+      "search_error": fraction(e_pred > e_gold),
+      "search_error_rounded": fraction(e_rounded > e_gold),
+      "energy_gap_mean": jnp.mean(e_pred - e_gold),
+  }
 
 
 class Margins(NamedTuple):
@@ -294,7 +359,7 @@ def spen_pretrain(energy: SPENEnergy, optimizer: optax.GradientTransformation, *
   return _objective(energy, optimizer, trainable, loss_fn, predict)
 
 
-def ssvm(energy: SPENEnergy, optimizer: optax.GradientTransformation, *,
+def ssvm_hinge(energy: SPENEnergy, optimizer: optax.GradientTransformation, *,
          loss_aug_gbi: GBIConfig, predict_gbi: GBIConfig, surrogate: str = "squared",
          surrogate_eps: float = DEFAULT_SURROGATE_EPS,
          trainable: Optional[Sequence[str]] = None, l2: float = 0.0,

@@ -13,8 +13,9 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
     raise ValueError(f"unknown dataset variant {dataset!r}; expected one of {DATASETS}")
   config = ml_collections.ConfigDict()
   config.method = "local"
+  # num_train: synthetic only, training examples (0: the default 15k; SPEN also uses 1.5k).
   config.data = ml_collections.ConfigDict(dict(
-      name=dataset, path="", data_dir="", split_seed=0, fold=0, resplit=False))
+      name=dataset, path="", data_dir="", split_seed=0, fold=0, resplit=False, num_train=0))
   config.model = ml_collections.ConfigDict(dict(
       hidden=(), activation="relu", dropout=0.0, input_dropout=0.0))
   # l2 is the coefficient of ½‖W‖²; l2_c > 0 sets it to 1/(C·N_train) instead, the

@@ -1,6 +1,6 @@
 """SPEN (Belanger & McCallum 2016): SSVM training with loss-augmented GBI, in 3 stages.
 
---config=experiments/configs/spen.py:<dataset>
+--config=experiments/configs/spen_ssvm.py:<dataset>
 
 Stages (SPEN §4, A.4): `pretrain` the features and local head with per-label BCE (the
 MLP baseline, same network as experiments/configs/mlp.py), `energy`: clamp them and
@@ -27,6 +27,11 @@ def get_config(dataset: str = "synthetic"):
   if dataset == "yeast":
     config.energy.feature_hidden = ()
     config.energy.dropout = config.energy.input_dropout = 0.0
+  if dataset == "synthetic":
+    # §7.3: linear local energy (so the global term must capture every label
+    # interaction) and a global energy of 4 HardTanh measurements.
+    config.energy.update(dict(feature_hidden=(), dropout=0.0, input_dropout=0.0,
+                              num_measurements=4, activation="hardtanh"))
   # trainable: comma-separated parameter groups the stage updates ("" = all of them).
   config.loss = ml_collections.ConfigDict(dict(
       l2=1e-5, l2_c=0.0, surrogate="squared", surrogate_eps=1e-3, trainable="",
