@@ -43,13 +43,10 @@ COLUMNS = (
     ("macro-F1", "test/macro_f1", 100.0),
     ("Hamming", "test/hamming", 100.0),
     ("threshold", "threshold", 1.0),
-    ("train s", "meta/train_seconds", 1.0),
 )
 
 
 def _lookup(results: dict, key: str) -> float:
-  if key.startswith("meta/"):
-    return float(results["meta"][key[len("meta/"):]])
   return float(results[key])
 
 
@@ -61,10 +58,9 @@ def format_table(rows: list[tuple[str, str, list[dict]]]) -> str:
     cells = []
     for _, key, scale in COLUMNS:
       values = np.array([_lookup(r, key) * scale for r in runs])
-      digits = 0 if key == "meta/train_seconds" else 2
-      cell = f"{values.mean():.{digits}f}"
+      cell = f"{values.mean():.2f}"
       if len(values) > 1:
-        cell += f" ± {values.std(ddof=1):.{digits}f}"
+        cell += f" ± {values.std(ddof=1):.2f}"
       cells.append(cell)
     name = dataset if len(runs) == 1 else f"{dataset} ({len(runs)} folds)"
     lines.append(f"| {name} | {method} | " + " | ".join(cells) + " |")

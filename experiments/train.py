@@ -116,7 +116,9 @@ def _build_ssvm(config, dataset, optimizer) -> objectives.Objective:
       loss_aug_gbi=inference.GBIConfig(**config.gbi),
       predict_gbi=inference.GBIConfig(**config.predict_gbi),
       surrogate=config.loss.surrogate, surrogate_eps=config.loss.surrogate_eps,
-      trainable=trainable, l2=config.loss.l2, init=config.loss.init)
+      trainable=trainable, l2=config.loss.l2, init=config.loss.init,
+      loss_aug_init=tuple(s for s in config.loss.get("loss_aug_init", "").split(",") if s)
+      or None)
 
 
 def _build_dmf(config, dataset, optimizer) -> objectives.Objective:
@@ -191,8 +193,9 @@ def code_revision() -> str:
   try:
     rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
                          text=True, check=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=here, capture_output=True,
-                           text=True, check=True).stdout.strip()
+    # Untracked files (e.g. the results a benchmark is writing) do not make code dirty.
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                           capture_output=True, text=True, check=True).stdout.strip()
     return rev + ("+dirty" if dirty else "")
   except (OSError, subprocess.CalledProcessError):
     return "unknown"
@@ -250,6 +253,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       "selected_step": stage_meta[-1]["selected_step"],
       "final_step": stage_meta[-1]["final_step"],
       "stages": stage_meta,
+      # Wall time of this invocation: a resumed run counts only its own part.
       "train_seconds": time.time() - started,
       "num_devices": mesh.size,
       "code_revision": code_revision(),

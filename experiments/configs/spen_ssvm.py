@@ -33,9 +33,11 @@ def get_config(dataset: str = "synthetic"):
     config.energy.update(dict(feature_hidden=(), dropout=0.0, input_dropout=0.0,
                               num_measurements=4, activation="hardtanh"))
   # trainable: comma-separated parameter groups the stage updates ("" = all of them).
+  # loss_aug_init: comma-separated starts of loss-augmented GBI (uniform, local, gold;
+  # several: the most violating final iterate per example); "" = same as init.
   config.loss = ml_collections.ConfigDict(dict(
       l2=1e-5, l2_c=0.0, surrogate="squared", surrogate_eps=1e-3, trainable="",
-      init="uniform"))
+      init="uniform", loss_aug_init=""))
   config.gbi = ml_collections.ConfigDict(dict(
       method="mirror", optimizer="momentum", learning_rate=0.1, momentum=0.95,
       num_steps=20, entropy_weight=0.0))
