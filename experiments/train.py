@@ -37,6 +37,9 @@ METRIC_DEFINITIONS = {
     "threshold": "grid 0.05..0.95 value maximizing validation example_f1 (ties: closest "
                  "to 0.5); never tuned on test",
     "scale": "fractions in [0, 1]",
+    "gbi_steps_mean": "SPEN only: mean test-time GBI steps per example (gbi_while)",
+    "search_error": "SPEN only: fraction of test examples whose GBI output (relaxed) has "
+                    "higher energy than the gold labels (SPEN §7.4)",
 }
 
 
@@ -244,6 +247,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       val=(dataset.validation.y, soft_predictions(dataset.validation)),
       test=(dataset.test.y, soft_predictions(dataset.test)))
   results = {k: float(v) for k, v in results.items()}
+  diagnostics = DIAGNOSTICS.get(stages[-1][1].method)
+  if diagnostics is not None:
+    results.update(diagnostics(stages[-1][1], dataset, state))
   results["meta"] = {
       "dataset": dataset.name,
       "split": dataset.meta.get("split_rule"),
@@ -272,6 +278,30 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     with open(os.path.join(workdir, "results.json"), "w") as f:
       json.dump(results, f, indent=2, sort_keys=True, default=_json_default)
   return results
+
+
+def _ssvm_search_statistics(config, dataset, state) -> dict[str, float]:
+  """SPEN §7.4 on the test split: GBI steps per example and search error."""
+  energy = _spen_energy(config, dataset)
+  gbi_config = inference.GBIConfig(**config.predict_gbi)
+  stats = jax.jit(lambda p, x, y: objectives.search_statistics(
+      energy, p, x, y, gbi_config, init=config.loss.init))
+  params, x, y = state["energy"].params, dataset.test.x, dataset.test.y
+  batch = config.train.eval_batch_size
+  parts = [(len(x[i:i + batch]), stats(params, x[i:i + batch], y[i:i + batch]))
+           for i in range(0, len(x), batch)]
+  total = sum(n for n, _ in parts)
+  out = {f"test/{k}": sum(n * float(v[k]) for n, v in parts) / total
+         for k in ("gbi_steps_mean", "gbi_converged_fraction", "search_error",
+                   "search_error_rounded", "energy_gap_mean")}
+  out["test/gbi_steps_max"] = float(max(int(v["gbi_steps_max"]) for _, v in parts))
+  return out
+
+
+# config.method of the last stage -> extra test diagnostics added to results.json.
+DIAGNOSTICS: dict[str, Callable[..., dict[str, float]]] = {
+    "ssvm": _ssvm_search_statistics,
+}
 
 
 def _measurement_kernel(state) -> np.ndarray | None:

@@ -126,6 +126,10 @@ def test_every_config_trains_and_writes_results(method, tmp_path):
     assert 0.0 <= results[key] <= 1.0, (key, results[key])
   stages = [s.strip() for s in config.stage_order.split(",") if s.strip()] or [""]
   assert [s["stage"] for s in results["meta"]["stages"]] == stages
+  if method == "spen_ssvm":  # SPEN §7.4 search statistics and the C1 figure
+    assert 1 <= results["test/gbi_steps_mean"] <= config.predict_gbi.max_steps
+    assert 0.0 <= results["test/search_error"] <= 1.0
+    assert (tmp_path / "measurement_matrix.png").stat().st_size > 0
 
 
 def test_batch_larger_than_training_set_runs_full_batch(tmp_path):

@@ -108,6 +108,36 @@ class LossAugmentedInferenceTest(parameterized.TestCase):
       np.testing.assert_allclose(np.abs(y_hat[b] - cands[np.argmin(values)]).max(), 0,
                                  atol=0.05)
 
+  def test_several_starts_keep_the_most_violating_final_iterate(self):
+    rs = np.random.RandomState(4)
+    energy = SPENEnergy(L, (), num_measurements=3, activation="hardtanh")
+    x = jnp.asarray(rs.randn(16, 5), jnp.float32)
+    y = jnp.asarray(rs.uniform(size=(16, L)) > 0.5, jnp.float32)
+    params = _randomize(ssvm_lib.init_params(energy, jax.random.key(0), x), 5, scale=2.0)
+    config = GBIConfig(num_steps=15)
+
+    def run(starts):
+      return np.asarray(jax.jit(lambda p: ssvm_lib.loss_augmented_inference(
+          energy, p, x, y, config, init="local", loss_aug_init=starts))(params))
+
+    def objective(y_hat):
+      return np.asarray(energy.apply({"params": params}, x, jnp.asarray(y_hat))
+                        - ssvm_lib.task_loss(jnp.asarray(y_hat), y))
+
+    singles = {s: run(s) for s in ssvm_lib.LOSS_AUG_INITS}
+    np.testing.assert_array_equal(run(None), singles["local"])  # default: `init`
+    np.testing.assert_array_equal(run(("local",)), singles["local"])
+    best = run(ssvm_lib.LOSS_AUG_INITS)
+    values = np.stack([objective(v) for v in singles.values()])
+    np.testing.assert_allclose(objective(best), values.min(0), rtol=1e-5, atol=1e-5)
+    chosen = np.stack(list(singles.values()))[values.argmin(0), np.arange(len(best))]
+    np.testing.assert_allclose(best, chosen, atol=1e-6)
+    with self.assertRaisesRegex(ValueError, "loss-augmented init"):
+      run(("uniform", "random"))
+    with self.assertRaisesRegex(ValueError, "loss-augmented init"):
+      ssvm_lib.ssvm_hinge(energy, optax.sgd(1.0), loss_aug_gbi=config, predict_gbi=PREDICT,
+                          loss_aug_init=("gold", "nowhere"))
+
   def test_no_gradient_flows_through_inference(self):
     energy = SPENEnergy(L, (3,), num_measurements=2)
     x = jnp.asarray(np.random.RandomState(1).randn(3, 5), jnp.float32)

@@ -64,8 +64,11 @@ from energynets.objectives import base
 
 SURROGATES = ("squared", "log", "l1")
 INITS = ("uniform", "local")
-# Loss-augmented inference may also start at the gold label y (the descent then finds
-# the violators nearest to y; the Box clips it to [eps, 1 − eps] for mirror steps).
+# Loss-augmented inference may also start at the gold label y (descent from y finds the
+# violators nearest to it). Caveat: mirror steps from the clipped faces [eps, 1 − eps]
+# move only once the accumulated η·g reaches |logit(eps)|, and the squared surrogate has
+# zero gradient at y, so alone 'gold' mostly returns y itself (on the synthetic task:
+# Δ ≈ 0); combine it with another start, or use projected GBI.
 LOSS_AUG_INITS = INITS + ("gold",)
 DEFAULT_SURROGATE_EPS = 1e-3
 BOX = domains.Box()

@@ -52,9 +52,26 @@ def get_config(dataset: str = "synthetic"):
   # line (--config.stages.energy.train.steps=...).
   config.stages.pretrain = dict(
       method="spen_pretrain", train=dict(steps=3000, select_metric="validation/example_f1@0.5"),
-      optimizer=dict(learning_rate=1e-3))
+      optimizer=dict(name="adam", learning_rate=1e-3))
   config.stages.energy = dict(method="ssvm", loss=dict(trainable="global"),
-                              train=dict(steps=1500), optimizer=dict(learning_rate=1e-3))
+                              train=dict(steps=1500),
+                              optimizer=dict(name="adam", learning_rate=1e-3))
   config.stages.joint = dict(method="ssvm", train=dict(steps=1000),
-                             optimizer=dict(learning_rate=1e-4))
+                             optimizer=dict(name="adam", learning_rate=1e-4))
+  if dataset == "synthetic":
+    # Selected on validation example-F1 at 1.5k training examples (SPEN Table 3):
+    # default 0.78 val; energy lr 1e-2 + GBI from the local logits 0.884; + joint lr
+    # 1e-3, 2000 steps, l2 1e-4 0.899; + 50 loss-augmented GBI steps 0.900 (joint lr
+    # 1e-2: 0.901 at 1.5k, but it peaks at its first evaluation and at 15k it falls
+    # to 0.941 against 0.965 with 1e-3, so 1e-3); 5000 joint steps 0.901 (15k: 0.966).
+    # The local head must keep moving under the SSVM hinge (a clamped or 1e-4 joint
+    # stage cannot); 50 vs 20 loss-augmented steps is within noise (+0.0004). Still
+    # below the paper (test 91.5 / 96.7): GBI's output is capped by the per-block argmax
+    # of the learned local logits (0.91 test at 1.5k; a per-block softmax regression
+    # reaches 0.936 / 0.99).
+    config.loss.update(dict(l2=1e-4, init="local"))
+    config.gbi.num_steps = 50
+    config.stages.energy.optimizer.learning_rate = 1e-2
+    config.stages.joint.optimizer.learning_rate = 1e-3
+    config.stages.joint.train.steps = 5000
   return config
