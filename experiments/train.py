@@ -47,7 +47,9 @@ def get_config(method: str, dataset: str, overrides: tuple[str, ...] | list[str]
                ) -> ml_collections.ConfigDict:
   """`experiments/configs/<method>.py:<dataset>` with `key=value` overrides applied."""
   module = importlib.import_module(f"experiments.configs.{method}")
-  return apply_overrides(module.get_config(dataset), overrides)
+  config = module.get_config(dataset)
+  config.lock()  # an override of a key the config lacks (a typo) is an error
+  return apply_overrides(config, overrides)
 
 
 def apply_overrides(config: ml_collections.ConfigDict, overrides: tuple[str, ...] | list[str]

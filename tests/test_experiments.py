@@ -71,7 +71,8 @@ def test_mulan_dataset_by_path(tmp_path, data_dir):
 
 def test_compare_prints_table_and_writes_files(tmp_path):
   out = tmp_path / "table.md"
-  proc = _run(["experiments.compare", f"--workdir={tmp_path / 'runs'}", "--set=train.steps=40",
+  proc = _run(["experiments.compare", "--methods=br,mlp", f"--workdir={tmp_path / 'runs'}",
+               "--set=train.steps=40",
                "--set=train.eval_every=20", f"--out={out}"], tmp_path)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "| synthetic | br |" in proc.stdout and "| synthetic | mlp |" in proc.stdout
@@ -86,8 +87,9 @@ def test_staged_run_continues_each_stage(tmp_path):
   config = train.get_config("mlp", "synthetic", ["train.eval_every=10", "train.log_every=10",
                                                  "train.tensorboard=False"])
   config.stage_order = "warm,fine"
-  config.stages.warm = {"train": {"steps": 20}}
-  config.stages.fine = {"train": {"steps": 10}, "optimizer": {"learning_rate": 1e-4}}
+  with config.unlocked():
+    config.stages.warm = {"train": {"steps": 20}}
+    config.stages.fine = {"train": {"steps": 10}, "optimizer": {"learning_rate": 1e-4}}
   results = train.train_and_evaluate(config, str(tmp_path))
   assert [s["stage"] for s in results["meta"]["stages"]] == ["warm", "fine"]
   assert [s["final_step"] for s in results["meta"]["stages"]] == [20, 10]
@@ -100,7 +102,8 @@ def test_misspelled_stage_option_is_rejected():
   from experiments import train
   config = train.get_config("mlp", "synthetic")
   config.stage_order = "warm"
-  config.stages.warm = {"train": {"stpes": 20}}
+  with config.unlocked():
+    config.stages.warm = {"train": {"stpes": 20}}
   with pytest.raises(ValueError, match="stpes"):
     train.stage_configs(config)
   config.stage_order = "warm,cool"
@@ -139,3 +142,9 @@ def test_batch_larger_than_training_set_runs_full_batch(tmp_path):
       "train.tensorboard=False"])
   results = train.train_and_evaluate(config, str(tmp_path))
   assert results["meta"]["stages"][0]["batch_size"] == 100
+
+
+def test_misspelled_override_is_rejected():
+  from experiments import train
+  with pytest.raises(KeyError, match="stpes"):
+    train.get_config("mlp", "synthetic", ["train.stpes=3"])
