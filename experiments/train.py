@@ -198,8 +198,10 @@ def code_revision() -> str:
   try:
     rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
                          text=True, check=True).stdout.strip()
-    # Untracked files (e.g. the results a benchmark is writing) do not make code dirty.
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+    # Untracked files and committed results (e.g. the table a benchmark is rewriting)
+    # do not make the code dirty.
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                            ".", ":(exclude)benchmarks/results"], cwd=os.path.dirname(here),
                            capture_output=True, text=True, check=True).stdout.strip()
     return rev + ("+dirty" if dirty else "")
   except (OSError, subprocess.CalledProcessError):
