@@ -114,23 +114,27 @@ def _build_spen_pretrain(config, dataset, optimizer) -> objectives.Objective:
   return objectives.spen_pretrain(_spen_energy(config, dataset), optimizer, l2=config.loss.l2)
 
 
+def _names(text: str) -> tuple[str, ...] | None:
+  """A comma-separated config string as a tuple; None when empty (the default)."""
+  return tuple(n.strip() for n in str(text).split(",") if n.strip()) or None
+
+
 def _build_ssvm(config, dataset, optimizer) -> objectives.Objective:
-  trainable = tuple(g for g in config.loss.trainable.split(",") if g) or None
   return objectives.ssvm_hinge(
       _spen_energy(config, dataset), optimizer,
       loss_aug_gbi=inference.GBIConfig(**config.gbi),
       predict_gbi=inference.GBIConfig(**config.predict_gbi),
       surrogate=config.loss.surrogate, surrogate_eps=config.loss.surrogate_eps,
-      trainable=trainable, l2=config.loss.l2, init=config.loss.init,
-      loss_aug_init=tuple(s for s in config.loss.get("loss_aug_init", "").split(",") if s)
-      or None)
+      trainable=_names(config.loss.trainable), l2=config.loss.l2, init=config.loss.init,
+      loss_aug_init=_names(config.loss.loss_aug_init))
 
 
 def _build_dmf(config, dataset, optimizer) -> objectives.Objective:
   d = config.dmf
-  return objectives.deep_mean_field(_mlp(config, dataset), optimizer, num_iters=d.num_iters,
-                        rank=None if d.rank < 0 else d.rank, l2=config.loss.l2,
-                        train_unary=d.train_unary, features=d.features, damping=d.damping)
+  return objectives.deep_mean_field(
+      _mlp(config, dataset), optimizer, num_iters=d.num_iters,
+      rank=None if d.rank < 0 else d.rank, l2=config.loss.l2, train_unary=d.train_unary,
+      features=d.features, damping=d.damping)
 
 
 # config.method -> builder(config, dataset, optimizer) -> Objective. A new method adds
@@ -171,7 +175,7 @@ def stage_configs(config: ml_collections.ConfigDict
   `config.stage_order` (comma-separated). Overriding a key the config does not have is
   an error, so a misspelled stage option cannot be silently ignored.
   """
-  order = [n.strip() for n in str(config.get("stage_order", "") or "").split(",") if n.strip()]
+  order = _names(config.get("stage_order", "")) or ()
   if not order:
     return [("", config)]
   base = config.to_dict()
