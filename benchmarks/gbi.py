@@ -52,8 +52,8 @@ import numpy as np
 
 from energynets.energies import SPENEnergy
 from energynets.inference import gbi as gbi_lib
-from energynets.train import Checkpointer
 from energynets.objectives import ssvm as ssvm_lib
+from energynets.train import Checkpointer
 from energynets.train import quiet_library_logs
 from experiments import train
 
@@ -77,10 +77,6 @@ _OUT = flags.DEFINE_string("out", "", "also write the markdown report here")
 METHODS = ("projected", "mirror", "logit")
 
 
-def _config_name() -> str:
-  return _CONFIG.value
-
-
 def _run_config(workdir: str) -> ml_collections.ConfigDict:
   """The trained run's config (results.json), else the SPEN config with --set applied."""
   path = os.path.join(workdir, "results.json") if workdir else ""
@@ -89,7 +85,7 @@ def _run_config(workdir: str) -> ml_collections.ConfigDict:
       config = ml_collections.ConfigDict(json.load(f)["meta"]["config"])
     train.apply_overrides(config, _SET.value)
     return config
-  return train.get_config(_config_name(), _DATASET.value, _SET.value)
+  return train.get_config(_CONFIG.value, _DATASET.value, _SET.value)
 
 
 def _restore(config, dataset, workdir: str):
@@ -140,7 +136,7 @@ def main(argv):
   n = _BATCH_SIZE.value or len(dataset.test.x)
   x = jnp.asarray(dataset.test.x[:n], jnp.float32)
   y = jnp.asarray(dataset.test.y[:n], jnp.float32)
-  energy = train._spen_energy(config, dataset)  # pylint: disable=protected-access
+  energy = train.spen_energy(config, dataset)
   if _WORKDIR.value:
     params, source = _restore(config, dataset, _WORKDIR.value)
   else:

@@ -101,7 +101,8 @@ def _build_local(config, dataset, optimizer) -> objectives.Objective:
   return objectives.local_bce(net, optimizer, l2=l2)
 
 
-def _spen_energy(config, dataset) -> energies.SPENEnergy:
+def spen_energy(config, dataset) -> energies.SPENEnergy:
+  """The `SPENEnergy` of `config.energy`, sized for `dataset`."""
   e = config.energy
   return energies.SPENEnergy(
       num_labels=dataset.num_labels, feature_hidden=tuple(e.feature_hidden),
@@ -111,7 +112,7 @@ def _spen_energy(config, dataset) -> energies.SPENEnergy:
 
 
 def _build_spen_pretrain(config, dataset, optimizer) -> objectives.Objective:
-  return objectives.spen_pretrain(_spen_energy(config, dataset), optimizer, l2=config.loss.l2)
+  return objectives.spen_pretrain(spen_energy(config, dataset), optimizer, l2=config.loss.l2)
 
 
 def _names(text: str) -> tuple[str, ...] | None:
@@ -121,7 +122,7 @@ def _names(text: str) -> tuple[str, ...] | None:
 
 def _build_ssvm(config, dataset, optimizer) -> objectives.Objective:
   return objectives.ssvm_hinge(
-      _spen_energy(config, dataset), optimizer,
+      spen_energy(config, dataset), optimizer,
       loss_aug_gbi=inference.GBIConfig(**config.gbi),
       predict_gbi=inference.GBIConfig(**config.predict_gbi),
       surrogate=config.loss.surrogate, surrogate_eps=config.loss.surrogate_eps,
@@ -290,7 +291,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
 def _ssvm_search_statistics(config, dataset, state) -> dict[str, float]:
   """SPEN §7.4 on the test split: GBI steps per example and search error."""
-  energy = _spen_energy(config, dataset)
+  energy = spen_energy(config, dataset)
   gbi_config = inference.GBIConfig(**config.predict_gbi)
   stats = jax.jit(lambda p, x, y: objectives.search_statistics(
       energy, p, x, y, gbi_config, init=config.loss.init))

@@ -1,11 +1,12 @@
 """Training objectives: one file per method family, all implementing `Objective`."""
 
 from energynets.objectives.base import (Objective, ParamGroup, apply_gradients, init_group,
-                                        l2_penalty, minimize_step)
+                                        l2_penalty, metrics_and_grads, minimize_step,
+                                        multilabel_bce)
 from energynets.objectives.dmf import deep_mean_field
 from energynets.objectives.local import local_bce
 from energynets.objectives.ssvm import search_statistics, spen_pretrain, ssvm_hinge
 
 __all__ = ["Objective", "ParamGroup", "apply_gradients", "deep_mean_field", "init_group",
-           "l2_penalty", "local_bce", "minimize_step", "search_statistics", "spen_pretrain",
-           "ssvm_hinge"]
+           "l2_penalty", "local_bce", "metrics_and_grads", "minimize_step", "multilabel_bce",
+           "search_statistics", "spen_pretrain", "ssvm_hinge"]

@@ -62,9 +62,24 @@ def minimize_step(
   The returned metrics always carry `loss` and the global gradient norm, which the
   trainer uses for logging and for its non-finite-loss guard.
   """
-  (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(group.params, *args)
-  metrics = dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads))
+  metrics, grads = metrics_and_grads(loss_fn, group.params, *args)
   return apply_gradients(group, grads, optimizer), metrics
+
+
+def metrics_and_grads(loss_fn: Callable[..., tuple[jax.Array, Metrics]], params: Any,
+                      *args: Any) -> tuple[Metrics, Any]:
+  """Gradients of `loss_fn(params, *args) -> (loss, metrics)` w.r.t. `params`, and its
+  metrics plus `loss` and the global gradient norm (what the trainer logs and guards)."""
+  (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, *args)
+  return dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads)), grads
+
+
+def multilabel_bce(logits: jax.Array, labels: jax.Array) -> jax.Array:
+  """Per-label binary cross-entropy on logits, summed over labels, averaged over examples.
+
+  The local loss of every multi-label method (BR/MLP, SPEN pretraining, DMF marginals).
+  """
+  return optax.sigmoid_binary_cross_entropy(logits, labels).sum(-1).mean()
 
 
 def l2_penalty(params: Any) -> jax.Array:

@@ -203,7 +203,7 @@ def deep_mean_field(unary_net: nn.Module, optimizer: optax.GradientTransformatio
   def loss_fn(trained, clamped, batch, rng):
     params = {**clamped, **trained}
     eta, coupling = forward(params, batch["x"], rng, train=True)
-    bce = optax.sigmoid_binary_cross_entropy(eta, batch["y"]).sum(-1).mean()
+    bce = base.multilabel_bce(eta, batch["y"])
     loss = bce
     if l2:
       penalty = pairwise_l2(params["pairwise"])
@@ -216,9 +216,7 @@ def deep_mean_field(unary_net: nn.Module, optimizer: optax.GradientTransformatio
     names = ("net", "pairwise") if train_unary else ("pairwise",)
     trained = {k: state[k].params for k in names}
     clamped = {k: state[k].params for k in state if k not in names}
-    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-        trained, clamped, batch, rng)
-    metrics = dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads))
+    metrics, grads = base.metrics_and_grads(loss_fn, trained, clamped, batch, rng)
     new_state = dict(state)
     for k in names:
       new_state[k] = base.apply_gradients(state[k], grads[k], optimizer)

@@ -24,7 +24,7 @@ def local_bce(net: nn.Module, optimizer: optax.GradientTransformation, *,
 
   def loss_fn(params, batch, rng):
     logits = net.apply({"params": params}, batch["x"], train=True, rngs={"dropout": rng})
-    bce = optax.sigmoid_binary_cross_entropy(logits, batch["y"]).sum(-1).mean()
+    bce = base.multilabel_bce(logits, batch["y"])
     loss = bce + l2 * base.l2_penalty(params) if l2 else bce
     return loss, {"bce": bce}
 

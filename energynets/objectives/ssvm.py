@@ -236,8 +236,6 @@ def search_statistics(energy: SPENEnergy, params, x: jax.Array, y: jax.Array,
     "search_error_rounded", "energy_gap_mean"}`, all 0-d (`gbi_steps_max` int32, the
     rest floating).
   """
-  if init not in INITS:
-    raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
   energy_fn = encoding_energy(energy)
   encoding = jax.lax.stop_gradient(encode(energy, params, x))
   result = gbi_lib.gbi_while(energy_fn, params, encoding, start_point(encoding, init),
@@ -392,7 +390,7 @@ def spen_pretrain(energy: SPENEnergy, optimizer: optax.GradientTransformation, *
     params = _clamp(params, trainable)
     logits = energy.apply({"params": params}, batch["x"], train=True, rngs={"dropout": rng},
                           method=SPENEnergy.local_logits)
-    bce = optax.sigmoid_binary_cross_entropy(logits, batch["y"]).sum(-1).mean()
+    bce = base.multilabel_bce(logits, batch["y"])
     loss = bce + l2 * _l2(params, trainable) if l2 else bce
     return loss, {"bce": bce}
 
