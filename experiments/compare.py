@@ -37,6 +37,9 @@ _DATA_DIR = flags.DEFINE_string("data_dir", "", "data directory (else $ENERGYNET
 _YEAST_FOLDS = flags.DEFINE_integer("yeast_folds", 10, "folds of the yeast protocol to run")
 _SET = flags.DEFINE_multi_string("set", [], "config override for every run, e.g. train.steps=100")
 _OUT = flags.DEFINE_string("out", "", "write the markdown table here as well")
+_PIVOT = flags.DEFINE_list(
+    "pivot", [], "results keys (e.g. test/example_f1@0.5) to also show as method x dataset "
+    "tables, the layout of SEAL's Table 1")
 flags.mark_flags_as_required(["workdir"])
 
 # (column title, results key, scale): rates are printed as percentages.
@@ -68,6 +71,22 @@ def format_table(rows: list[tuple[str, str, list[dict]]]) -> str:
       cells.append(cell)
     name = dataset if len(runs) == 1 else f"{dataset} ({len(runs)} folds)"
     lines.append(f"| {name} | {method} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def format_pivot(rows: list[tuple[str, str, list[dict]]], key: str) -> str:
+  """One results key as a markdown table: a row per method, a column per dataset.
+
+  A method not run on a dataset shows "–"; several folds show their mean.
+  """
+  datasets = list(dict.fromkeys(d for d, _, _ in rows))
+  methods = list(dict.fromkeys(m for _, m, _ in rows))
+  cells = {(d, m): np.mean([_lookup(r, key) for r in runs]) for d, m, runs in rows}
+  scale = 1.0 if key == "threshold" else 100.0
+  lines = [f"| {key} | " + " | ".join(datasets) + " |", "|" + "---|" * (len(datasets) + 1)]
+  for m in methods:
+    values = [f"{cells[d, m] * scale:.2f}" if (d, m) in cells else "–" for d in datasets]
+    lines.append(f"| {m} | " + " | ".join(values) + " |")
   return "\n".join(lines)
 
 
@@ -103,6 +122,8 @@ def main(argv):
         figures += [os.path.join(run_dir, f) for f in runs[-1]["meta"].get("figures", [])]
       rows.append((dataset, method, runs))
   table = format_table(rows)
+  for key in _PIVOT.value:
+    table += "\n\n" + format_pivot(rows, key)
   command = "python -m experiments.compare " + " ".join(shlex.quote(a) for a in sys.argv[1:])
   print(table)
   for figure in figures:
