@@ -38,10 +38,7 @@ import json
 import os
 import platform
 import shlex
-import statistics
 import sys
-import time
-from typing import Any, Callable
 
 from absl import app
 from absl import flags
@@ -50,6 +47,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from benchmarks.timing import median_seconds
 from energynets.energies import SPENEnergy
 from energynets.inference import gbi as gbi_lib
 from energynets.objectives import ssvm as ssvm_lib
@@ -110,19 +108,6 @@ def _restore(config, dataset, workdir: str):
       return state["energy"].params, f"{directory} step {step}"
     checkpointer.close()
   raise FileNotFoundError(f"no checkpoint under {stage_dir}/best or /checkpoints")
-
-
-def _time(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
-  """Median wall seconds per call; the functions are called in turn, `repeats` rounds."""
-  for fn in fns.values():
-    jax.block_until_ready(fn())  # compile (and one warm-up call)
-  times = {name: [] for name in fns}
-  for _ in range(repeats):
-    for name, fn in fns.items():
-      started = time.perf_counter()
-      jax.block_until_ready(fn())
-      times[name].append(time.perf_counter() - started)
-  return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def main(argv):
@@ -216,7 +201,7 @@ def main(argv):
       ssvm_lib.search_statistics, energy, config=while_config, init=init))(
           params, x, y).items()}
   load_before = os.getloadavg()
-  seconds = _time(fns, _REPEATS.value)
+  seconds = median_seconds(fns, _REPEATS.value)
   load_after = os.getloadavg()
 
   ff = seconds["feed_forward"]
