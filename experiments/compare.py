@@ -29,8 +29,10 @@ import numpy as np
 from energynets.train import quiet_library_logs
 from experiments import train
 
-_METHODS = flags.DEFINE_list("methods", ["br", "mlp", "spen_ssvm"],
-                             "config names in experiments/configs")
+_METHODS = flags.DEFINE_list(
+    "methods", ["br", "mlp", "spen_ssvm"],
+    "config names in experiments/configs; a row may add overrides of its own as "
+    "name:key=value[:key=value], e.g. seal_dynamic:seal.objective=regression")
 _DATASETS = flags.DEFINE_list("datasets", ["synthetic"], "dataset variants of those configs")
 _WORKDIR = flags.DEFINE_string("workdir", None, "root directory of all runs")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "data directory (else $ENERGYNETS_DATA_DIR)")
@@ -51,6 +53,15 @@ COLUMNS = (
     ("Hamming", "test/hamming", 100.0),
     ("threshold", "threshold", 1.0),
 )
+
+
+def parse_method(spec: str) -> tuple[str, list[str]]:
+  """`'name:key=value:key=value'` -> (config name, its own overrides)."""
+  name, *overrides = spec.split(":")
+  bad = [o for o in overrides if "=" not in o]
+  if not name or bad:
+    raise ValueError(f"bad method {spec!r}: expected name[:key=value[:key=value]]")
+  return name, overrides
 
 
 def _lookup(results: dict, key: str) -> float:
@@ -110,13 +121,15 @@ def main(argv):
     folds = range(_YEAST_FOLDS.value) if dataset == "yeast" else [0]
     for method in _METHODS.value:
       runs = []
+      name, overrides = parse_method(method)
       for fold in folds:
-        config = train.get_config(method, dataset, _SET.value)
+        config = train.get_config(name, dataset, [*_SET.value, *overrides])
         config.data.fold = fold
         if _DATA_DIR.value:
           config.data.data_dir = _DATA_DIR.value
         run_dir = os.path.join(_WORKDIR.value,
-                               dataset + (f"-fold{fold}" if len(folds) > 1 else ""), method)
+                               dataset + (f"-fold{fold}" if len(folds) > 1 else ""),
+                               method.replace(":", "__").replace("=", "-"))
         logging.info("=== %s on %s (fold %d) -> %s", method, dataset, fold, run_dir)
         runs.append(train.train_and_evaluate(config, run_dir))
         figures += [os.path.join(run_dir, f) for f in runs[-1]["meta"].get("figures", [])]

@@ -37,8 +37,8 @@ METRIC_DEFINITIONS = {
     "threshold": "grid 0.05..0.95 value maximizing validation example_f1 (ties: closest "
                  "to 0.5); never tuned on test",
     "scale": "fractions in [0, 1]",
-    "gbi_steps_mean": "SPEN only: mean test-time GBI steps per example (gbi_while)",
-    "search_error": "SPEN only: fraction of test examples whose GBI output (relaxed) has "
+    "gbi_steps_mean": "SPEN/DVN only: mean test-time GBI steps per example (gbi_while)",
+    "search_error": "SPEN/DVN only: fraction of test examples whose GBI output (relaxed) has "
                     "higher energy than the gold labels (SPEN §7.4)",
 }
 
@@ -138,6 +138,63 @@ def _build_dmf(config, dataset, optimizer) -> objectives.Objective:
       features=d.features, damping=d.damping)
 
 
+def _floats(text: str) -> tuple[float, ...] | None:
+  """A comma-separated config string of numbers as a tuple; None when empty."""
+  names = _names(text)
+  return tuple(float(n) for n in names) if names else None
+
+
+def _build_seal(config, dataset, optimizer) -> objectives.Objective:
+  """SEAL: `optimizer` (config.optimizer) trains the task-net, config.loss_net_optimizer
+  the loss-net; config.seal.phase picks dynamic or a static stage."""
+  s = config.seal
+  return objectives.seal_objective(
+      _mlp(config, dataset), spen_energy(config, dataset), optimizer,
+      make_optimizer(config.loss_net_optimizer, config.train.steps),
+      objective=s.objective, phase=s.phase, energy_weight=s.energy_weight,
+      bce_weight=s.bce_weight, energy_term=s.energy_term, num_samples=s.num_samples,
+      noise_std=s.noise_std, margin_cost=s.margin_cost, surrogate_eps=s.surrogate_eps,
+      score=s.score, loss_aug_gbi=inference.GBIConfig(**config.gbi),
+      dvn_samples=_names(s.dvn_samples), dvn_sample_weights=_floats(s.dvn_sample_weights),
+      predict=s.predict, predict_gbi=inference.GBIConfig(**config.predict_gbi),
+      predict_init=s.predict_init, task_net_init=s.task_net_init)
+
+
+def _build_seal_ranking(config, dataset, optimizer) -> objectives.Objective:
+  """SEAL's ablation without a loss-net: seal.energy_weight (λ1) weighs the ranking loss."""
+  s = config.seal
+  return objectives.task_net_ranking(_mlp(config, dataset), optimizer,
+                                     num_samples=s.num_samples,
+                                     ranking_weight=s.energy_weight, bce_weight=s.bce_weight)
+
+
+def _build_dvn(config, dataset, optimizer) -> objectives.Objective:
+  d = config.dvn
+  return objectives.deep_value_network(
+      spen_energy(config, dataset), optimizer,
+      inference_gbi=inference.GBIConfig(**config.gbi),
+      adversarial_gbi=inference.GBIConfig(**config.adversarial_gbi),
+      predict_gbi=inference.GBIConfig(**config.predict_gbi), samples=_names(d.samples),
+      sample_weights=_floats(d.sample_weights), score=d.score, init=config.loss.init,
+      adversarial_through_score=d.adversarial_through_score, l2=config.loss.l2)
+
+
+def _build_infnet(config, dataset, optimizer) -> objectives.Objective:
+  """Inference networks: `optimizer` (config.optimizer) trains the energy, and
+  config.test_net_optimizer / config.cost_net_optimizer A_Ψ / F_Φ, which take
+  infnet.num_inner_steps steps per update, so their schedules span that many steps."""
+  n = config.infnet
+  net_steps = config.train.steps * n.num_inner_steps
+  return objectives.inference_network(
+      spen_energy(config, dataset), _mlp(config, dataset), optimizer,
+      make_optimizer(config.test_net_optimizer, net_steps),
+      make_optimizer(config.cost_net_optimizer, net_steps), objective=n.objective,
+      architecture=n.architecture, compound_weight=n.compound_weight,
+      energy_weight=n.energy_weight, ce_weight=n.ce_weight,
+      num_inner_steps=n.num_inner_steps, truncate=n.truncate, surrogate=n.surrogate,
+      l2=config.loss.l2, net_l2=n.net_l2)
+
+
 # config.method -> builder(config, dataset, optimizer) -> Objective. A new method adds
 # one objective file in energynets/objectives, one builder here and one config.
 OBJECTIVE_BUILDERS: dict[str, Callable[..., objectives.Objective]] = {
@@ -145,6 +202,10 @@ OBJECTIVE_BUILDERS: dict[str, Callable[..., objectives.Objective]] = {
     "spen_pretrain": _build_spen_pretrain,
     "ssvm": _build_ssvm,
     "dmf": _build_dmf,
+    "infnet": _build_infnet,
+    "seal": _build_seal,
+    "seal_ranking": _build_seal_ranking,
+    "dvn": _build_dvn,
 }
 
 
@@ -310,6 +371,7 @@ def _ssvm_search_statistics(config, dataset, state) -> dict[str, float]:
 # config.method of the last stage -> extra test diagnostics added to results.json.
 DIAGNOSTICS: dict[str, Callable[..., dict[str, float]]] = {
     "ssvm": _ssvm_search_statistics,
+    "dvn": _ssvm_search_statistics,  # the same SPEN state, predict_gbi and loss.init
 }
 
 

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from energynets import testing
 from energynets.data.synthetic import block_exclusivity
 from energynets.energies import SPENEnergy
 from energynets.inference import GBIConfig
@@ -209,15 +210,9 @@ class HingeTest(parameterized.TestCase):
       value_and_grad = jax.jit(jax.value_and_grad(loss, has_aux=True))
       (_, margin), grads = value_and_grad(params)
       self.assertGreater(float(jnp.min(margin)), 0.1)  # every example active, off the kink
-      leaves, treedef = jax.tree.flatten(params)
-      direction = jax.tree.unflatten(treedef,
-                                     [jnp.asarray(rs.randn(*l.shape)) for l in leaves])
-      eps = 1e-6
-      shift = lambda s: jax.tree.map(lambda a, d: a + s * eps * d, params, direction)
-      fd = (value_and_grad(shift(1.0))[0][0] - value_and_grad(shift(-1.0))[0][0]) / (2 * eps)
-      analytic = sum(jnp.vdot(g, d) for g, d in zip(jax.tree.leaves(grads),
-                                                    jax.tree.leaves(direction)))
-      np.testing.assert_allclose(float(analytic), float(fd), rtol=1e-6)
+      analytic, fd = testing.directional_derivatives(
+          lambda p: value_and_grad(p)[0][0], lambda p: value_and_grad(p)[1], params, 8)
+      np.testing.assert_allclose(analytic, fd, rtol=1e-6)
 
   def test_update_differentiates_the_hinge_at_the_inferred_output(self):
     rs = np.random.RandomState(7)

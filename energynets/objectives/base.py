@@ -82,6 +82,24 @@ def multilabel_bce(logits: jax.Array, labels: jax.Array) -> jax.Array:
   return optax.sigmoid_binary_cross_entropy(logits, labels).sum(-1).mean()
 
 
+def same_shapes(params: Any, reference: Any) -> bool:
+  """Whether two parameter pytrees have the same structure and leaf shapes."""
+  shapes = lambda t: jax.tree.map(lambda a: tuple(jnp.shape(a)), t)
+  return (jax.tree.structure(params) == jax.tree.structure(reference)
+          and shapes(params) == shapes(reference))
+
+
+def check_carry(params: Any, reference: Any, what: str) -> None:
+  """Raises a ValueError naming `what` unless `params` can replace `reference`.
+
+  Used by `init_from` when a stage continues from the previous stage's parameters.
+  """
+  if not same_shapes(params, reference):
+    shapes = lambda t: jax.tree.map(lambda a: tuple(jnp.shape(a)), t)
+    raise ValueError(f"cannot carry {what}: expected parameters {shapes(reference)}, got "
+                     f"{shapes(params)}")
+
+
 def l2_penalty(params: Any) -> jax.Array:
   """½‖W‖² over weight matrices only (biases are not regularized, as in scikit-learn)."""
   leaves = jax.tree_util.tree_leaves_with_path(params)

@@ -326,14 +326,6 @@ def init_params(energy: SPENEnergy, rng: jax.Array, x: jax.Array):
   return flax.core.unfreeze(energy.init({"params": rng}, x, y)["params"])
 
 
-def _check_like(params, reference, what: str) -> None:
-  shapes = lambda t: jax.tree.map(lambda a: tuple(jnp.shape(a)), t)
-  if (jax.tree.structure(params) != jax.tree.structure(reference)
-      or shapes(params) != shapes(reference)):
-    raise ValueError(f"cannot carry {what} into this SPENEnergy: expected parameters "
-                     f"{shapes(reference)}, got {shapes(params)}")
-
-
 def carry_params(energy: SPENEnergy, prev_state, rng: jax.Array, x: jax.Array):
   """The energy params that continue `prev_state`.
 
@@ -344,11 +336,12 @@ def carry_params(energy: SPENEnergy, prev_state, rng: jax.Array, x: jax.Array):
   reference = jax.eval_shape(lambda: init_params(energy, rng, x))
   if "energy" in prev_state:
     params = flax.core.unfreeze(prev_state["energy"].params)
-    _check_like(params, reference, "the previous SPEN state")
+    base.check_carry(params, reference, "the previous SPEN state into this SPENEnergy")
     return params
   if "net" in prev_state:
     local = flax.core.unfreeze(prev_state["net"].params)
-    _check_like(local, reference["local_net"], "the local_bce network as local_net")
+    base.check_carry(local, reference["local_net"],
+                     "the local_bce network into this SPENEnergy as local_net")
     return dict(init_params(energy, rng, x), local_net=local)
   raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; expected "
                    "'energy' (a SPEN stage) or 'net' (local_bce)")

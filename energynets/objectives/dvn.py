@@ -1,0 +1,233 @@
+"""`dvn`: deep value networks (Gygli, Norouzi & Angelova 2017) on the SPEN energy.
+
+A DVN learns an energy whose value `σ(−E(x, ȳ))` predicts the task score `s(ȳ, y)` of
+any relaxed output ȳ ∈ [0,1]^L (here the soft F1 of `scores.soft_f1`), by the
+cross-entropy of SEAL Eq. 7 / DESIGN.md:
+
+    ℓ(ȳ) = −s log σ(−E(x, ȳ)) − (1 − s) log(1 − σ(−E(x, ȳ))),   s = s(ȳ, y) held fixed
+
+(the paper prints `log(1 + σ(−E))` in the second term; that is a typo: with `1 +` the
+loss is not a cross-entropy and is not minimized at σ(−E) = s). Prediction is GBI:
+`argmin_ȳ E(x, ȳ)`, i.e. the output of highest predicted score.
+
+Training outputs ȳ per step, each a named *sample source* (`SAMPLE_SOURCES`):
+
+- `'inference'`: the current prediction, `gbi_scan` minimizing E for
+  `inference_gbi.num_steps` from `init` (uniform 0.5 by default);
+- `'adversarial'`: from that prediction, `gbi_scan` *ascending* ℓ (descending −ℓ) for
+  `adversarial_gbi.num_steps`: the output whose score the network currently gets most
+  wrong. ℓ depends on ȳ through E and through the score s(ȳ, y); Gygli et al.
+  maximize the loss itself, so both paths are followed
+  (`adversarial_through_score=False` follows E only, as SEAL's public code does with
+  its non-differentiable F1 oracle);
+- `'gold'`: y itself (score 1), which anchors the top of the value scale;
+- `'random'`: ȳ ~ U[0,1]^L, a sample of the whole box.
+
+The loss is `Σ_source w_source · mean_batch ℓ(ȳ_source)` (`samples` picks the sources,
+`sample_weights` their weights, default 1 each): the configurable mix. Every sample is
+`stop_gradient`-ed: the loss is differentiated at fixed ȳ (nothing back-propagates
+through either GBI unroll), and s is always a fixed target in the parameter gradient.
+
+State `{"energy": ParamGroup}`, the SPEN state, so `ssvm.carry_params` continues a
+SPEN or `local_bce` state (`init_from`) and SPEN's search statistics apply.
+"""
+
+from typing import Mapping, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from energynets import domains
+from energynets.energies.mlc import SPENEnergy
+from energynets.inference import gbi as gbi_lib
+from energynets.inference.gbi import GBIConfig
+from energynets.objectives import base
+from energynets.objectives import scores as scores_lib
+from energynets.objectives import ssvm
+
+SAMPLE_SOURCES = ("inference", "adversarial", "gold", "random")
+DEFAULT_SAMPLES = ("inference", "adversarial", "gold")
+BOX = domains.Box()
+
+
+def value_regression_loss(energy: jax.Array, score: jax.Array) -> jax.Array:
+  """`[B] x2 -> [B]`: `−s log σ(−E) − (1−s) log(1−σ(−E))` (log-sigmoid form, stable)."""
+  return optax.sigmoid_binary_cross_entropy(-energy, jnp.asarray(score, energy.dtype))
+
+
+def predicted_value(energy: jax.Array) -> jax.Array:
+  """`[B] -> [B]`: the score the network predicts, `σ(−E)`."""
+  return jax.nn.sigmoid(-energy)
+
+
+def check_samples(samples: Optional[Sequence[str]],
+                  sample_weights: Optional[Sequence[float]]) -> dict[str, float]:
+  """`{source: weight}` in order; ValueError naming a bad source, duplicate or weight."""
+  samples = DEFAULT_SAMPLES if samples is None else samples
+  if isinstance(samples, str):
+    raise TypeError(f"samples must be a sequence of source names, not the string "
+                    f"{samples!r}; write ({samples!r},)")
+  samples = tuple(samples)
+  bad = [s for s in samples if s not in SAMPLE_SOURCES]
+  if bad or not samples or len(set(samples)) != len(samples):
+    raise ValueError(f"bad DVN samples {samples!r}: expected distinct names from "
+                     f"{SAMPLE_SOURCES}")
+  weights = (1.0,) * len(samples) if sample_weights is None else tuple(sample_weights)
+  if len(weights) != len(samples) or any(w < 0 for w in weights) or not any(weights):
+    raise ValueError(f"bad DVN sample_weights {weights!r}: need one non-negative weight per "
+                     f"sample source {samples}, not all zero")
+  return dict(zip(samples, (float(w) for w in weights)))
+
+
+def adversarial_objective(energy_fn: gbi_lib.EnergyFn, score: scores_lib.Score,
+                          through_score: bool = True) -> gbi_lib.EnergyFn:
+  """`(params, (encoding, y), ȳ) -> [B]`: `−ℓ(ȳ)`, which GBI descends to ascend ℓ."""
+  def objective(params, inputs, y_bar):
+    encoding, gold = inputs
+    s = score(y_bar, gold)
+    if not through_score:
+      s = jax.lax.stop_gradient(s)
+    return -value_regression_loss(energy_fn(params, encoding, y_bar), s)
+  return objective
+
+
+def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
+                 rng: jax.Array, *, sources: Sequence[str], inference_gbi: GBIConfig,
+                 adversarial_gbi: GBIConfig, score: scores_lib.Score,
+                 init: str = "uniform", adversarial_through_score: bool = True
+                 ) -> dict[str, jax.Array]:
+  """`{source: ȳ [B, L]}` for each name in `sources`, all without a gradient path.
+
+  Args:
+    energy_fn: `(params, encoding, ȳ) -> [B]` (`ssvm.encoding_energy`).
+    params: the energy's parameters.
+    encoding: `ssvm.encode(...)` of the batch's x.
+    y: `[B, L]` gold labels.
+    rng: key of the `'random'` source.
+    sources: names of `SAMPLE_SOURCES`.
+    inference_gbi: `gbi_scan` options of the prediction (`'inference'`, and the start
+      of `'adversarial'`).
+    adversarial_gbi: `gbi_scan` options of the ascent on ℓ.
+    score: the task score `s(ȳ, y) -> [B]`.
+    init: start of the prediction's GBI, `'uniform'` or `'local'` (`ssvm.start_point`).
+    adversarial_through_score: differentiate ℓ through s(ȳ, y) in the ascent.
+  """
+  params, encoding, y = jax.lax.stop_gradient((params, encoding, y))
+  y = jnp.asarray(y, encoding.logits.dtype)
+  samples = {}
+  if "inference" in sources or "adversarial" in sources:
+    y_pred, _ = gbi_lib.gbi_scan(energy_fn, params, encoding,
+                                 ssvm.start_point(encoding, init), BOX, inference_gbi)
+    samples["inference"] = y_pred
+    if "adversarial" in sources:
+      samples["adversarial"], _ = gbi_lib.gbi_scan(
+          adversarial_objective(energy_fn, score, adversarial_through_score), params,
+          (encoding, y), y_pred, BOX, adversarial_gbi)
+  if "gold" in sources:
+    samples["gold"] = y
+  if "random" in sources:
+    samples["random"] = jax.random.uniform(rng, y.shape, y.dtype)
+  return {name: jax.lax.stop_gradient(samples[name]) for name in sources}
+
+
+def regression_on_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
+                          samples: Mapping[str, jax.Array], weights: Mapping[str, float],
+                          score: scores_lib.Score
+                          ) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """`Σ_source w · mean ℓ(ȳ_source)` at fixed samples, and per-source metrics.
+
+  Metrics per source: `regression_<source>` (mean ℓ), `score_<source>` (mean target
+  s) and `value_<source>` (mean predicted σ(−E)).
+  """
+  total, metrics = 0.0, {}
+  for name, y_bar in samples.items():
+    target = jax.lax.stop_gradient(score(y_bar, jnp.asarray(y, y_bar.dtype)))
+    energy = energy_fn(params, encoding, y_bar)
+    loss = jnp.mean(value_regression_loss(energy, target))
+    total = total + weights[name] * loss
+    metrics[f"regression_{name}"] = loss
+    metrics[f"score_{name}"] = jnp.mean(target)
+    metrics[f"value_{name}"] = jnp.mean(predicted_value(energy))
+  return total, metrics
+
+
+def dvn_loss(energy: SPENEnergy, params, x: jax.Array, y: jax.Array,
+             samples: Mapping[str, jax.Array], *,
+             sample_weights: Optional[Mapping[str, float]] = None,
+             score: str = "soft_f1") -> tuple[jax.Array, dict[str, jax.Array]]:
+  """The DVN loss at given samples `{source: ȳ [B, L]}` (deterministic forward pass)."""
+  weights = sample_weights or {name: 1.0 for name in samples}
+  return regression_on_samples(ssvm.encoding_energy(energy), params,
+                               ssvm.encode(energy, params, x), y, samples, weights,
+                               scores_lib.get_score(score))
+
+
+def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformation, *,
+                       inference_gbi: GBIConfig, predict_gbi: GBIConfig,
+                       adversarial_gbi: Optional[GBIConfig] = None,
+                       samples: Optional[Sequence[str]] = None,
+                       sample_weights: Optional[Sequence[float]] = None,
+                       score: str = "soft_f1", init: str = "uniform",
+                       adversarial_through_score: bool = True,
+                       l2: float = 0.0) -> base.Objective:
+  """The DVN objective (see the module docstring).
+
+  Args:
+    energy: the `SPENEnergy` whose `σ(−E)` is the value network.
+    optimizer: for all of its parameters.
+    inference_gbi: `gbi_scan` options of the training-time prediction.
+    predict_gbi: `gbi_while` options of test-time prediction (`ssvm.infer`).
+    adversarial_gbi: `gbi_scan` options of the adversarial ascent; default
+      `inference_gbi`.
+    samples: sample sources, names of `SAMPLE_SOURCES`; default `DEFAULT_SAMPLES`
+      (inference, adversarial, gold).
+    sample_weights: one weight per source (default 1 each).
+    score: the regression target, a name of `scores.SCORES`.
+    init: GBI start at training and test time, `'uniform'` (0.5) or `'local'` (the
+      energy's local classifier).
+    adversarial_through_score: differentiate the score in the adversarial ascent.
+    l2: weight of `½‖W‖²` on the energy's weight matrices.
+
+  Returns:
+    An `Objective` with state `{"energy": ParamGroup}`; `update`'s metrics are `loss`,
+    `grad_norm`, `regression` (the weighted sum before l2) and the per-source metrics
+    of `regression_on_samples`.
+  """
+  weights = check_samples(samples, sample_weights)
+  score_fn = scores_lib.get_score(score)
+  if init not in ssvm.INITS:
+    raise ValueError(f"unknown init {init!r}; expected one of {ssvm.INITS}")
+  adversarial_gbi = inference_gbi if adversarial_gbi is None else adversarial_gbi
+  for config in (inference_gbi, adversarial_gbi, predict_gbi):
+    gbi_lib.validate_config(config)
+  energy_fn = ssvm.encoding_energy(energy)
+
+  def loss_fn(params, batch, rng):
+    dropout_rng, sample_rng = jax.random.split(rng)
+    y = batch["y"]
+    encoding = ssvm.encode(energy, params, batch["x"], train=True, rng=dropout_rng)
+    drawn = draw_samples(energy_fn, params, encoding, y, sample_rng, sources=tuple(weights),
+                         inference_gbi=inference_gbi, adversarial_gbi=adversarial_gbi,
+                         score=score_fn, init=init,
+                         adversarial_through_score=adversarial_through_score)
+    regression, metrics = regression_on_samples(energy_fn, params, encoding, y, drawn,
+                                                weights, score_fn)
+    loss = regression + l2 * base.l2_penalty(params) if l2 else regression
+    return loss, dict(metrics, regression=regression)
+
+  def init_fn(rng, batch):
+    return {"energy": base.init_group(ssvm.init_params(energy, rng, batch["x"]), optimizer)}
+
+  def update(state, batch, rng):
+    group, metrics = base.minimize_step(loss_fn, optimizer, state["energy"], batch, rng)
+    return {"energy": group}, metrics
+
+  def predict(state, x):
+    return ssvm.infer(energy, state["energy"].params, x, predict_gbi, init=init).y
+
+  def init_from(prev_state, rng, batch):
+    params = ssvm.carry_params(energy, prev_state, rng, batch["x"])
+    return {"energy": base.init_group(params, optimizer)}
+
+  return base.Objective(init_fn, update, predict, init_from)

@@ -1,0 +1,513 @@
+"""`seal`: Structured Energy As Loss (Lee et al. 2022): an energy network trains a task-net.
+
+Two networks: a feed-forward *task-net* `F_Φ(x) -> logits [B, L]` (any flax module
+called as `net(x, train=...)`, e.g. `nets.MLP`), which alone makes the prediction
+`σ(F_Φ(x))`, and a *loss-net* `E_Θ(x, ȳ) -> [B]` (a `SPENEnergy`: its own feature
+network, local term and label-measurement term; low energy = good output), used only as
+a trainable loss for the task-net.
+
+Task-net loss (Eq. 1), averaged over the batch:
+
+    L_F(Φ; Θ) = λ1 · E_Θ(x, σ(F_Φ(x))) + λ2 · Σ_i BCE(y_i, σ(F_Φ(x))_i)
+
+(`energy_weight` λ1, `bce_weight` λ2). The loss-net is a fixed function inside L_F: its
+parameters are `stop_gradient`-ed and it runs deterministically (no dropout: a loss
+should not be noisy). `energy_term='neg_value'` replaces E by `−σ(−E)`, the predicted
+score of a regression loss-net (what SEAL's public code does for its DVN loss-nets);
+the default `'energy'` is the paper's Eq. 1.
+
+Loss-net objectives L_E (`objective`), with ŷ or the samples always `stop_gradient`-ed
+(the loss-net loss is differentiated at fixed outputs):
+
+- `'margin'` (Eq. 6): `[Δ(ŷ, y) − E(x, ŷ) + E(x, y)]_+`. SEAL-dynamic uses the special
+  case the paper identifies with InfNet: ŷ = the task-net output σ(F_{Φ_{t−1}}(x)); the
+  task-net loss keeps no margin term. SEAL-static pretrains the loss-net as SPEN does:
+  ŷ from loss-augmented GBI, `gbi_scan` on `E − Δ` from uniform for
+  `loss_aug_gbi.num_steps`. Δ (`margin_cost`) is one of `ssvm.SURROGATES` (default
+  `'l1'`, the InfNet/DESIGN choice; the paper does not state it) or `'score'`,
+  `1 − s(ŷ, y)`.
+- `'regression'` (Eq. 7, DVN): the cross-entropy between the soft-F1 score s(ȳ, y) and
+  σ(−E(x, ȳ)) (`dvn.value_regression_loss`; the printed `log(1 + σ)` is a typo for
+  `log(1 − σ)`). SEAL-dynamic uses ȳ = the task-net output (one sample per example);
+  SEAL-static uses DVN's samples (`dvn.draw_samples`: the GBI prediction, an adversarial
+  sample and the gold output by default, `dvn_samples` / `dvn_sample_weights`), GBI
+  by `loss_aug_gbi`.
+- `'regression_s'`: the regression loss summed over the sample set
+  S = {σ(F(x))} ∪ {σ(F(x) + σ_n ε_k)}_{k=1..K}, ε_k ~ N(0, I): the task-net output and
+  K = `num_samples` Gaussian perturbations of its logits, std σ_n = `noise_std` (the
+  paper perturbs "the task-net output" without saying where; logit space keeps the
+  samples in [0,1]^L, and keeping the unperturbed output follows SEAL's public code).
+- `'nce'` (Eq. 8-9, Ma & Collins' ranking NCE):
+  `−log [exp(s(y⁰)) / Σ_{k=0..K} exp(s(yᵏ))]`, `s(y) = −E(x, y) − log P_N(y)`, with y⁰
+  the gold output *included in the denominator* (the printed Eq. 8 sums from k = 1, which
+  is not a ranking loss: it would reward pushing the gold's score up without bound;
+  SEAL's public code is the cross-entropy over [gold; samples]). The K = `num_samples`
+  noise samples are Bernoulli draws of `P_N(y) = Π_i σ(G(x))_i^{y_i} (1−σ(G(x))_i)^{1−y_i}`
+  where G is the task-net of the previous step (dynamic) or the frozen pretrained
+  feed-forward net (static); log P_N is exact (binary y).
+
+Static and dynamic (`phase`), one state structure `{"task_net": ParamGroup,
+"loss_net": ParamGroup}` for all three; a group that a phase does not train has an
+`optax.EmptyState` optimizer state and never moves:
+
+- `'dynamic'` (Eq. 4-5): each `update` first takes one loss-net step on L_E with
+  samples from the current task-net Φ_{t−1}, then one task-net step on L_F with the
+  *updated* loss-net Θ_t, on the same batch.
+- `'loss_net'` (SEAL-static, stage 1): trains the loss-net alone; the task-net group is
+  frozen and serves as the fixed noise network Ψ of static NCE (and of `regression_s`);
+  margin and regression use GBI samples instead and ignore it.
+- `'task_net'` (SEAL-static, stage 2): trains the task-net alone against the frozen
+  loss-net. It must continue a state with a trained loss-net (`init_from`); `init`
+  raises, since a random frozen loss-net is no loss at all.
+
+Stages hand state over with `init_from`: a `local_bce` state `{"net": ...}` gives the
+task-net (e.g. the pretrained noise net Ψ), a SPEN/DVN state `{"energy": ...}` gives the
+loss-net (e.g. an SSVM-trained SPEN as the static margin loss-net), a SEAL state gives
+both. `task_net_init='fresh'` re-initializes the task-net instead of carrying it (SEAL's
+public static runs train the task-net from scratch against the pretrained loss-net).
+
+Prediction (`predict`): `'task_net'` (SEAL: one forward pass, `σ(F(x))`), or `'gbi'`
+(the ablation "energy network with GBI", e.g. the NCE-trained energy as a predictor):
+`gbi_while` on the loss-net's energy with `predict_gbi`, from uniform 0.5 or from the
+task-net's output (`predict_init`).
+
+Metrics of `update`: each trained group's metrics with a `loss_net_` / `task_net_`
+prefix (its `loss`, `grad_norm` and terms); `loss` is the sum of the trained groups'
+losses and `grad_norm` the global norm of all their gradients (what the trainer logs and
+guards against NaN). NCE and the margin are invariant to a per-input shift of E, so
+under them the energy level (`task_net_energy`, hence `loss`) may drift freely; the
+shift does not depend on ȳ and so never reaches the task-net's gradient.
+
+`seal_losses` builds L_E and L_F as pure functions (what `seal_objective` steps on, and
+what tests differentiate). `task_net_ranking` is the ablation "ranking loss without a
+loss-net" (§5): the NCE ranking loss applied to the task-net itself,
+`s(y) = Σ_i log P(y_i | x; Φ)`, noise from the task-net's own Bernoulli samples, plus
+λ2·BCE.
+
+Scope: multi-label. The task-net is any `net(x, train=...) -> logits`; the loss-net is
+reached through `ssvm.encode` / `ssvm.encoding_energy` (so a `SPENEnergy`: feature
+network once per x, then the energy of every sample), outputs live in the Box, noise is
+per-label Bernoulli and scores sum over all non-batch axes. A sequence or segmentation
+variant replaces those pieces (categorical noise per token, its own energy), not the
+losses' structure.
+"""
+
+from typing import Callable, NamedTuple, Optional, Sequence
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from energynets import domains
+from energynets.inference import gbi as gbi_lib
+from energynets.inference.gbi import GBIConfig
+from energynets.objectives import base
+from energynets.objectives import dvn
+from energynets.objectives import scores as scores_lib
+from energynets.objectives import ssvm
+
+OBJECTIVES = ("margin", "regression", "regression_s", "nce")
+PHASES = ("dynamic", "loss_net", "task_net")
+PREDICTIONS = ("task_net", "gbi")
+PREDICT_INITS = ("uniform", "task_net")
+TASK_NET_INITS = ("carry", "fresh")
+ENERGY_TERMS = ("energy", "neg_value")
+MARGIN_COSTS = ssvm.SURROGATES + ("score",)
+BOX = domains.Box()
+
+
+# ---------------------------------------------------------------------------------------
+# Building blocks (pure functions; public for tests and for the sequence/image variants).
+
+
+def nce_ranking_loss(energies: jax.Array, log_noise: jax.Array) -> jax.Array:
+  """`[B, 1+K] x2 -> [B]`: `−log softmax(s)_0` with `s = −E − log P_N`.
+
+  Column 0 is the gold output y⁰ and is part of the normalizer `Σ_{k=0..K}`.
+  """
+  ranking_scores = -energies - log_noise
+  return jax.nn.logsumexp(ranking_scores, axis=-1) - ranking_scores[:, 0]
+
+
+def bernoulli_log_prob(logits: jax.Array, ys: jax.Array) -> jax.Array:
+  """`logits [B, L], ys [B, S, L] -> [B, S]`: `log Π_i P(y_i | σ(logits_i))` per sample."""
+  logits = jnp.broadcast_to(logits[:, None, :], ys.shape)
+  return -jnp.sum(optax.sigmoid_binary_cross_entropy(logits, ys), axis=-1)
+
+
+def bernoulli_samples(rng: jax.Array, logits: jax.Array, num_samples: int) -> jax.Array:
+  """`[B, L] -> [B, K, L]`: K independent draws `y ~ Bernoulli(σ(logits))`, as floats."""
+  draws = jax.random.bernoulli(rng, jax.nn.sigmoid(logits),
+                               (num_samples,) + logits.shape)
+  return jnp.moveaxis(draws, 0, 1).astype(logits.dtype)
+
+
+def gaussian_perturbations(rng: jax.Array, logits: jax.Array, num_samples: int,
+                           std: float) -> jax.Array:
+  """`[B, L] -> [B, 1+K, L]`: `σ(logits)` then K draws `σ(logits + std·ε)`, ε ~ N(0, I)."""
+  noise = jax.random.normal(rng, (logits.shape[0], num_samples) + logits.shape[1:],
+                            logits.dtype)
+  perturbed = jax.nn.sigmoid(logits[:, None] + std * noise)
+  return jnp.concatenate([jax.nn.sigmoid(logits)[:, None], perturbed], axis=1)
+
+
+def sample_energies(energy_fn: gbi_lib.EnergyFn, params, encoding,
+                    ys: jax.Array) -> jax.Array:
+  """`ys [B, S, L] -> [B, S]`: the energy of every sample, the encoding computed once."""
+  return jax.vmap(lambda y: energy_fn(params, encoding, y), in_axes=1, out_axes=1)(ys)
+
+
+def margin_delta(y_hat: jax.Array, y: jax.Array, cost: str, score: scores_lib.Score,
+                 eps: float = ssvm.DEFAULT_SURROGATE_EPS) -> jax.Array:
+  """`[B, L] x2 -> [B]`: Δ(ŷ, y), an `ssvm.task_loss` surrogate or `1 − score`."""
+  if cost == "score":
+    return 1.0 - score(y_hat, y)
+  return ssvm.task_loss(y_hat, y, cost, eps)
+
+
+def loss_augmented_output(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
+                          config: GBIConfig, cost_fn) -> jax.Array:
+  """`[B, L]`: ŷ ≈ argmin E − Δ(·, y) by `gbi_scan` from uniform, with no gradient path."""
+  def augmented(p, inputs, y_bar):
+    enc, gold = inputs
+    return energy_fn(p, enc, y_bar) - cost_fn(y_bar, gold)
+
+  params, encoding, y = jax.lax.stop_gradient((params, encoding, y))
+  y0 = BOX.uniform_init(y.shape, encoding.logits.dtype)
+  y_hat, _ = gbi_lib.gbi_scan(augmented, params, (encoding, y), y0, BOX, config)
+  return jax.lax.stop_gradient(y_hat)
+
+
+def _check_choice(value: str, choices: Sequence[str], what: str) -> None:
+  if value not in choices:
+    raise ValueError(f"unknown {what} {value!r}; expected one of {tuple(choices)}")
+
+
+def _task_logits(task_net: nn.Module, params, x: jax.Array, rng: Optional[jax.Array] = None
+                 ) -> jax.Array:
+  """The task-net's logits; with `rng`, in training mode (dropout)."""
+  if rng is None:
+    return task_net.apply({"params": params}, x, train=False)
+  return task_net.apply({"params": params}, x, train=True, rngs={"dropout": rng})
+
+
+def _frozen(params) -> base.ParamGroup:
+  return base.ParamGroup(params, optax.EmptyState())
+
+
+# ---------------------------------------------------------------------------------------
+# SEAL.
+
+
+class SealLosses(NamedTuple):
+  """The two SEAL losses, pure functions returning `(scalar loss, metrics)`.
+
+  Attributes:
+    loss_net: `(loss_params, task_params, batch, rng)`: L_E, differentiable w.r.t.
+      `loss_params` only (samples, ŷ and scores carry no gradient).
+    task_net: `(task_params, loss_params, batch, rng)`: L_F of Eq. 1, differentiable
+      w.r.t. `task_params` only (the loss-net is a constant).
+  """
+  loss_net: Callable[..., tuple[jax.Array, base.Metrics]]
+  task_net: Callable[..., tuple[jax.Array, base.Metrics]]
+
+
+def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "nce",
+                phase: str = "dynamic", energy_weight: float = 1.0,
+                bce_weight: float = 1.0, energy_term: str = "energy",
+                num_samples: int = 10, noise_std: float = 1.0, margin_cost: str = "l1",
+                surrogate_eps: float = ssvm.DEFAULT_SURROGATE_EPS, score: str = "soft_f1",
+                loss_aug_gbi: Optional[GBIConfig] = None,
+                dvn_samples: Optional[Sequence[str]] = None,
+                dvn_sample_weights: Optional[Sequence[float]] = None) -> SealLosses:
+  """L_E and L_F of SEAL (see the module docstring).
+
+  Args:
+    task_net: `F_Φ`, called as `task_net(x, train=...) -> logits [B, L]`.
+    loss_net: `E_Θ`, a `SPENEnergy` (`loss_net(x, ȳ) -> [B]`, `encode`,
+      `energy_from_encoding`).
+    objective: the loss-net loss, one of `OBJECTIVES`.
+    phase: one of `PHASES`; `'dynamic'` takes the loss-net's samples from the task-net,
+      the static phases take margin and regression samples from GBI.
+    energy_weight: λ1 of Eq. 1.
+    bce_weight: λ2 of Eq. 1.
+    energy_term: `'energy'` (Eq. 1, λ1·E) or `'neg_value'` (λ1·(−σ(−E))).
+    num_samples: K, the noise samples of `'nce'` and the perturbations of
+      `'regression_s'`.
+    noise_std: std of the logit perturbations of `'regression_s'`.
+    margin_cost: Δ of `'margin'`, one of `MARGIN_COSTS`.
+    surrogate_eps: clip of the `'log'` surrogate.
+    score: the task score of the regression objectives and of Δ = `'score'`.
+    loss_aug_gbi: `gbi_scan` options of the static loss-net samples (loss-augmented
+      GBI for `'margin'`; DVN's prediction and adversarial ascent for `'regression'`);
+      required for those two in the `'loss_net'` phase.
+    dvn_samples: DVN sample sources of static `'regression'` (`dvn.SAMPLE_SOURCES`).
+    dvn_sample_weights: their weights (default 1 each).
+  """
+  _check_choice(objective, OBJECTIVES, "SEAL loss-net objective")
+  _check_choice(phase, PHASES, "SEAL phase")
+  _check_choice(energy_term, ENERGY_TERMS, "SEAL energy_term")
+  _check_choice(margin_cost, MARGIN_COSTS, "SEAL margin cost")
+  score_fn = scores_lib.get_score(score)
+  if not isinstance(num_samples, int) or num_samples < 1:
+    raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
+  if not noise_std > 0:
+    raise ValueError(f"noise_std must be positive; got {noise_std!r}")
+  if energy_weight < 0 or bce_weight < 0:
+    raise ValueError(f"energy_weight and bce_weight must be non-negative; got "
+                     f"{energy_weight}, {bce_weight}")
+  dvn_weights = dvn.check_samples(dvn_samples, dvn_sample_weights)
+  if phase == "loss_net" and objective in ("margin", "regression"):
+    if loss_aug_gbi is None:
+      raise ValueError(f"loss_aug_gbi is required: the static {objective!r} loss-net draws "
+                       "its samples by GBI")
+    gbi_lib.validate_config(loss_aug_gbi)
+  energy_fn = ssvm.encoding_energy(loss_net)
+  cost_fn = lambda y_hat, y: margin_delta(y_hat, y, margin_cost, score_fn, surrogate_eps)
+
+  def loss_net_loss(loss_params, task_params, batch, rng):
+    dropout_rng, sample_rng = jax.random.split(rng)
+    x = batch["x"]
+    encoding = ssvm.encode(loss_net, loss_params, x, train=True, rng=dropout_rng)
+    y = jnp.asarray(batch["y"], encoding.logits.dtype)
+    task_logits = jax.lax.stop_gradient(_task_logits(task_net, task_params, x))
+
+    if objective == "margin":
+      if phase == "dynamic":
+        y_hat = jax.nn.sigmoid(task_logits)
+      else:
+        y_hat = loss_augmented_output(energy_fn, loss_params, encoding, y, loss_aug_gbi,
+                                      cost_fn)
+      delta = cost_fn(y_hat, y)
+      energy_pred = energy_fn(loss_params, encoding, y_hat)
+      energy_gold = energy_fn(loss_params, encoding, y)
+      bracket = delta - energy_pred + energy_gold
+      hinge = jnp.mean(jax.nn.relu(bracket))
+      return hinge, {"hinge": hinge, "active": jnp.mean((bracket > 0).astype(hinge.dtype)),
+                     "delta": jnp.mean(delta),
+                     "energy_gap": jnp.mean(energy_pred - energy_gold)}
+
+    if objective == "regression":
+      if phase == "dynamic":
+        samples, weights = {"task_net": jax.nn.sigmoid(task_logits)}, {"task_net": 1.0}
+      else:
+        weights = dvn_weights
+        samples = dvn.draw_samples(energy_fn, loss_params, encoding, y, sample_rng,
+                                   sources=tuple(weights), inference_gbi=loss_aug_gbi,
+                                   adversarial_gbi=loss_aug_gbi, score=score_fn)
+      regression, metrics = dvn.regression_on_samples(energy_fn, loss_params, encoding, y,
+                                                      samples, weights, score_fn)
+      return regression, dict(metrics, regression=regression)
+
+    if objective == "regression_s":
+      ys = jax.lax.stop_gradient(
+          gaussian_perturbations(sample_rng, task_logits, num_samples, noise_std))
+      targets = jax.vmap(lambda v: score_fn(v, y), in_axes=1, out_axes=1)(ys)  # [B, 1+K]
+      energies = sample_energies(energy_fn, loss_params, encoding, ys)
+      per_sample = dvn.value_regression_loss(energies, jax.lax.stop_gradient(targets))
+      regression = jnp.mean(jnp.sum(per_sample, axis=-1))  # Σ over S (the paper's sum)
+      return regression, {"regression": regression, "score": jnp.mean(targets),
+                          "value": jnp.mean(dvn.predicted_value(energies))}
+
+    # 'nce'
+    noise = bernoulli_samples(sample_rng, task_logits, num_samples)
+    ys = jnp.concatenate([y[:, None], noise], axis=1)  # [B, 1+K, L], gold first
+    log_noise = jax.lax.stop_gradient(bernoulli_log_prob(task_logits, ys))
+    energies = sample_energies(energy_fn, loss_params, encoding, ys)
+    per_example = nce_ranking_loss(energies, log_noise)
+    nce = jnp.mean(per_example)
+    return nce, {"nce": nce, "gold_prob": jnp.mean(jnp.exp(-per_example)),
+                 "energy_gold": jnp.mean(energies[:, 0]),
+                 "energy_noise": jnp.mean(energies[:, 1:])}
+
+  def task_net_loss(task_params, loss_params, batch, rng):
+    logits = _task_logits(task_net, task_params, batch["x"], rng)
+    loss_params = jax.lax.stop_gradient(loss_params)
+    energy = loss_net.apply({"params": loss_params}, batch["x"], jax.nn.sigmoid(logits))
+    term = energy if energy_term == "energy" else -dvn.predicted_value(energy)
+    bce = base.multilabel_bce(logits, batch["y"])
+    loss = energy_weight * jnp.mean(term) + bce_weight * bce
+    return loss, {"energy": jnp.mean(energy), "bce": bce}
+
+  return SealLosses(loss_net_loss, task_net_loss)
+
+
+def seal_objective(task_net: nn.Module, loss_net: nn.Module,
+                   task_optimizer: optax.GradientTransformation,
+                   loss_net_optimizer: optax.GradientTransformation, *,
+                   phase: str = "dynamic", predict: str = "task_net",
+                   predict_gbi: Optional[GBIConfig] = None, predict_init: str = "uniform",
+                   task_net_init: str = "carry", **loss_options) -> base.Objective:
+  """The SEAL objective (see the module docstring).
+
+  Args:
+    task_net: `F_Φ`, called as `task_net(x, train=...) -> logits [B, L]`.
+    loss_net: `E_Θ`, a `SPENEnergy`.
+    task_optimizer: the task-net's optimizer (SEAL: Adam).
+    loss_net_optimizer: the loss-net's optimizer (SEAL: a separate Adam).
+    phase: `'dynamic'`, `'loss_net'` (static stage 1) or `'task_net'` (static stage 2).
+    predict: `'task_net'` or `'gbi'` (GBI on the loss-net; needs `predict_gbi`).
+    predict_gbi: `gbi_while` options of `predict='gbi'`.
+    predict_init: start of that GBI: `'uniform'` or `'task_net'` (σ(F(x))).
+    task_net_init: in `init_from`, `'carry'` the previous task-net (or `local_bce`
+      net) or start a `'fresh'` one.
+    **loss_options: the options of `seal_losses` (objective, energy_weight,
+      bce_weight, energy_term, num_samples, noise_std, margin_cost, surrogate_eps,
+      score, loss_aug_gbi, dvn_samples, dvn_sample_weights).
+
+  Returns:
+    An `Objective` with state `{"task_net": ParamGroup, "loss_net": ParamGroup}`.
+  """
+  losses = seal_losses(task_net, loss_net, phase=phase, **loss_options)
+  _check_choice(predict, PREDICTIONS, "SEAL predict")
+  _check_choice(predict_init, PREDICT_INITS, "SEAL predict_init")
+  _check_choice(task_net_init, TASK_NET_INITS, "SEAL task_net_init")
+  if predict == "gbi":
+    if predict_gbi is None:
+      raise ValueError("predict='gbi' needs predict_gbi")
+    gbi_lib.validate_config(predict_gbi)
+  trains_loss_net = phase in ("dynamic", "loss_net")
+  trains_task_net = phase in ("dynamic", "task_net")
+  energy_fn = ssvm.encoding_energy(loss_net)
+
+  def fresh_task_params(rng, x):
+    return flax.core.unfreeze(task_net.init({"params": rng}, x)["params"])
+
+  def fresh_loss_params(rng, x, task_params):
+    y = jnp.zeros_like(_task_logits(task_net, task_params, x))
+    return flax.core.unfreeze(loss_net.init({"params": rng}, x, y)["params"])
+
+  def make_state(task_params, loss_params):
+    task = (base.init_group(task_params, task_optimizer) if trains_task_net
+            else _frozen(task_params))
+    loss = (base.init_group(loss_params, loss_net_optimizer) if trains_loss_net
+            else _frozen(loss_params))
+    return {"task_net": task, "loss_net": loss}
+
+  def init(rng, batch):
+    if phase == "task_net":
+      raise ValueError("SEAL phase 'task_net' trains against a frozen, trained loss-net: "
+                       "continue a 'loss_net'-phase or SPEN state with init_from, not init")
+    task_rng, loss_rng = jax.random.split(rng)
+    task_params = fresh_task_params(task_rng, batch["x"])
+    return make_state(task_params, fresh_loss_params(loss_rng, batch["x"], task_params))
+
+  def init_from(prev_state, rng, batch):
+    known = ("task_net", "net", "loss_net", "energy")
+    if not any(k in prev_state for k in known):
+      raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; "
+                       f"expected some of {known}")
+    x = batch["x"]
+    task_rng, loss_rng = jax.random.split(rng)
+    task_params = fresh_task_params(task_rng, x)
+    if task_net_init == "carry":
+      for key in ("task_net", "net"):
+        if key in prev_state:
+          carried = flax.core.unfreeze(prev_state[key].params)
+          base.check_carry(carried, task_params, f"the previous {key!r} params into the task-net")
+          task_params = carried
+          break
+    loss_params = fresh_loss_params(loss_rng, x, task_params)
+    for key in ("loss_net", "energy"):
+      if key in prev_state:
+        carried = flax.core.unfreeze(prev_state[key].params)
+        base.check_carry(carried, loss_params, f"the previous {key!r} params into the loss-net")
+        loss_params = carried
+        break
+    else:
+      if phase == "task_net":
+        raise ValueError("SEAL phase 'task_net' needs a trained loss-net, but the previous "
+                         f"state has only {sorted(prev_state)}")
+    return make_state(task_params, loss_params)
+
+  def update(state, batch, rng):
+    loss_rng, task_rng = jax.random.split(rng)
+    state, metrics, step_losses, norms = dict(state), {}, [], []
+    if trains_loss_net:
+      step_metrics, grads = base.metrics_and_grads(
+          losses.loss_net, state["loss_net"].params, state["task_net"].params, batch,
+          loss_rng)
+      state["loss_net"] = base.apply_gradients(state["loss_net"], grads, loss_net_optimizer)
+      metrics.update({f"loss_net_{k}": v for k, v in step_metrics.items()})
+      step_losses.append(step_metrics["loss"])
+      norms.append(step_metrics["grad_norm"])
+    if trains_task_net:  # Eq. 5: against the loss-net just updated (Θ_t)
+      step_metrics, grads = base.metrics_and_grads(
+          losses.task_net, state["task_net"].params, state["loss_net"].params, batch,
+          task_rng)
+      state["task_net"] = base.apply_gradients(state["task_net"], grads, task_optimizer)
+      metrics.update({f"task_net_{k}": v for k, v in step_metrics.items()})
+      step_losses.append(step_metrics["loss"])
+      norms.append(step_metrics["grad_norm"])
+    metrics["loss"] = sum(step_losses)
+    metrics["grad_norm"] = jnp.sqrt(sum(jnp.square(n) for n in norms))
+    return state, metrics
+
+  def predict_fn(state, x):
+    logits = _task_logits(task_net, state["task_net"].params, x)
+    if predict == "task_net":
+      return jax.nn.sigmoid(logits)
+    params = state["loss_net"].params
+    encoding = jax.lax.stop_gradient(ssvm.encode(loss_net, params, x))
+    y0 = (BOX.uniform_init(logits.shape, logits.dtype) if predict_init == "uniform"
+          else jax.nn.sigmoid(logits))
+    return gbi_lib.gbi_while(energy_fn, params, encoding, y0, BOX, predict_gbi).y
+
+  return base.Objective(init, update, predict_fn, init_from)
+
+
+# ---------------------------------------------------------------------------------------
+# Ablation: the ranking loss on the task-net, without a loss-net (§5).
+
+
+def task_net_ranking(task_net: nn.Module, optimizer: optax.GradientTransformation, *,
+                     num_samples: int = 10, ranking_weight: float = 1.0,
+                     bce_weight: float = 1.0) -> base.Objective:
+  """NCE ranking with `s(y) = Σ_i log P(y_i | x; Φ)` on the task-net itself, + λ2·BCE.
+
+  Per example: `−log [P_Φ(y⁰) / Σ_{k=0..K} P_Φ(yᵏ)]`, y⁰ the gold output, yᵏ ~ P_Φ
+  Bernoulli samples of the task-net's current output (drawn without a gradient path;
+  the gradient flows through every log P_Φ(yᵏ)). Loss:
+  `ranking_weight · mean ranking + bce_weight · BCE`. State `{"task_net": ParamGroup}`;
+  `init_from` carries a `local_bce` or SEAL task-net. Prediction `σ(F(x))`.
+  """
+  if not isinstance(num_samples, int) or num_samples < 1:
+    raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
+  if ranking_weight < 0 or bce_weight < 0:
+    raise ValueError(f"ranking_weight and bce_weight must be non-negative; got "
+                     f"{ranking_weight}, {bce_weight}")
+
+  def loss_fn(params, batch, rng):
+    dropout_rng, sample_rng = jax.random.split(rng)
+    logits = _task_logits(task_net, params, batch["x"], dropout_rng)
+    y = jnp.asarray(batch["y"], logits.dtype)
+    noise = bernoulli_samples(sample_rng, jax.lax.stop_gradient(logits), num_samples)
+    log_p = bernoulli_log_prob(logits, jnp.concatenate([y[:, None], noise], axis=1))
+    ranking = jnp.mean(nce_ranking_loss(-log_p, jnp.zeros_like(log_p)))
+    bce = base.multilabel_bce(logits, y)
+    return ranking_weight * ranking + bce_weight * bce, {"ranking": ranking, "bce": bce}
+
+  def init(rng, batch):
+    params = flax.core.unfreeze(task_net.init({"params": rng}, batch["x"])["params"])
+    return {"task_net": base.init_group(params, optimizer)}
+
+  def update(state, batch, rng):
+    group, metrics = base.minimize_step(loss_fn, optimizer, state["task_net"], batch, rng)
+    return {"task_net": group}, metrics
+
+  def predict(state, x):
+    return jax.nn.sigmoid(_task_logits(task_net, state["task_net"].params, x))
+
+  def init_from(prev_state, rng, batch):
+    reference = init(rng, batch)["task_net"].params
+    for key in ("task_net", "net"):
+      if key in prev_state:
+        params = flax.core.unfreeze(prev_state[key].params)
+        base.check_carry(params, reference, f"the previous {key!r} params into the task-net")
+        return {"task_net": base.init_group(params, optimizer)}
+    raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; "
+                     "expected 'task_net' or 'net'")
+
+  return base.Objective(init, update, predict, init_from)

@@ -1,0 +1,77 @@
+"""Inference networks (Tu, Pang & Gimpel 2020) on multi-label data: a SPEN energy trained
+jointly with a cost-augmented network F_Φ and a test-time network A_Ψ.
+
+--config=experiments/configs/infnet.py:<dataset>
+--config.infnet.objective=margin|perceptron|compound
+--config.infnet.architecture=separated|shared|stacked
+--config.infnet.truncate=energy|both|none   --config.infnet.ce_weight=0   (Table 1 ablation)
+
+Stages:
+1. `pretrain`: the MLP baseline (experiments/configs/mlp.py, BCE).
+2. `infnet`: k I steps on (Φ, Ψ), then one E step on Θ, per batch
+   (energynets/objectives/infnet.py). Its `init_from` carries the pretrained MLP into
+   A_Ψ, into F_Φ (`separated`: a copy; `shared`: a copy of the head; `stacked`: fresh,
+   W acts on [A_Ψ(x); y]) and into the energy's local term, whose feature network has
+   the MLP's shape (the paper pretrains the feature network and both inference networks
+   with local CE for parsing, appendix; SPEN pretrains its local MLP). Prediction is
+   σ(A_Ψ(x)), one forward pass.
+
+Choices (the paper's experiments are sequence labeling; its multi-label predecessor,
+Tu & Gimpel 2018, is not in shared/papers):
+- energy: the SPEN energy (local + label-measurement term, 15 softplus measurements, 5
+  for delicious, as spen_ssvm.py); synthetic: 16 (an assumption, as seal_dynamic.py);
+- the paper's best setting: compound objective (λ = 1), stacked networks, local CE of
+  weight 1 on both nets, zero truncation only in the energy step, k = 5, Δ = L1;
+- optimizers: `config.optimizer` trains the energy (Adam, as the paper), and
+  `config.test_net_optimizer` / `config.cost_net_optimizer` the nets (Adam, as the
+  paper's NER runs; its POS runs used SGD with momentum for the nets with CE). The nets
+  take k steps per batch, so their schedules span `k · train.steps` steps. A_Ψ starts
+  pretrained, hence its 10x smaller learning rate; the stacked F_Φ starts fresh, and at
+  1e-4 it lagged (on synthetic E(x, F_Φ(x)) stayed far above E(x, y), so the margin
+  term never became active), hence 1e-3. Assumptions, not tuned on the real datasets;
+- `loss.l2` weighs ½‖W‖² on the energy, `infnet.net_l2` on the nets (the MLP's 1e-5).
+"""
+
+import ml_collections
+from ml_collections import config_dict
+
+from experiments.configs import mlp
+
+
+def _optimizer(learning_rate: float) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict(dict(
+      name="adam", learning_rate=learning_rate, schedule="cosine", warmup_steps=0,
+      weight_decay=0.0, momentum=0.9, clip_norm=0.0))
+
+
+def get_config(dataset: str = "synthetic"):
+  config = mlp.get_config(dataset)
+  config.method = "infnet"
+  model = config.model
+  config.energy = ml_collections.ConfigDict(dict(
+      feature_hidden=tuple(model.hidden), feature_activation=model.activation,
+      num_measurements=5 if dataset == "delicious" else 15, activation="softplus",
+      num_conditional=0, dropout=model.dropout, input_dropout=model.input_dropout))
+  # energy_weight: λ_A of A_Ψ's energy term; unset (None) ties it to compound_weight
+  # (the paper's one λ) under the compound objective, 1 otherwise. A typed placeholder,
+  # so that --config.infnet.energy_weight=0.5 can set it.
+  config.infnet = ml_collections.ConfigDict(dict(
+      objective="compound", architecture="stacked", compound_weight=1.0,
+      energy_weight=config_dict.placeholder(float), ce_weight=1.0, num_inner_steps=5,
+      truncate="energy", surrogate="l1", net_l2=config.loss.l2))
+  config.optimizer = _optimizer(1e-3)
+  config.test_net_optimizer = _optimizer(1e-4)
+  config.cost_net_optimizer = _optimizer(1e-3)
+  steps = config.train.steps
+  config.stage_order = "pretrain,infnet"
+  config.stages.pretrain = dict(method="local", train=dict(steps=steps),
+                                optimizer=dict(learning_rate=1e-3))
+  config.stages.infnet = dict(method="infnet", train=dict(steps=1500),
+                              optimizer=dict(learning_rate=1e-3))
+  if dataset == "synthetic":
+    config.energy.num_measurements = 16
+    # Small enough for a CPU run well under a minute (the MLP config uses 20000 steps).
+    config.stages.pretrain.train.steps = 3000
+    config.stages.infnet.train.steps = 1500
+    config.train.eval_every = 500
+  return config

@@ -1,0 +1,17 @@
+"""SEAL ablation (§5): the NCE ranking loss on the task-net itself, without a loss-net.
+
+--config=experiments/configs/seal_ranking.py:<dataset>
+
+`s(y) = Σ_i log P(y_i | x; Φ)` replaces the loss-net's score in Eq. 8; noise samples are
+the task-net's own Bernoulli draws; the loss is `seal.energy_weight · ranking +
+seal.bce_weight · BCE` (energynets/objectives/seal.py: task_net_ranking). Everything
+else as seal_dynamic.py.
+"""
+
+from experiments.configs import seal_dynamic
+
+
+def get_config(dataset: str = "synthetic"):
+  config = seal_dynamic.get_config(dataset)
+  config.method = "seal_ranking"
+  return config

@@ -1,0 +1,44 @@
+"""SEAL-static (Lee et al. 2022, §2.1): pretrain the loss-net, freeze it, train the task-net.
+
+--config=experiments/configs/seal_static.py:<dataset>
+--config.seal.objective=nce|margin|regression|regression_s   (the loss-net's loss)
+
+Stages (one `seal` objective, `seal.phase` switching what is trained):
+1. `pretrain`: the task-net architecture trained with BCE (the cross-entropy baseline,
+   experiments/configs/mlp.py). It is the fixed pretrained feed-forward noise network
+   Ψ of static NCE (and the perturbed net of regression-s); margin and regression do
+   not use it.
+2. `loss_net` (`seal.phase=loss_net`): the loss-net trained alone, the network of stage 1
+   frozen. Samples: NCE, Bernoulli draws of Ψ; margin, loss-augmented GBI (SPEN's SSVM);
+   regression, DVN's samples (GBI prediction, adversarial sample, gold). Its validation
+   numbers are the energy network used as a GBI predictor (`seal.predict=gbi`, the
+   "energy network with GBI" rows of Table 1); the stage keeps its final state
+   (`select_metric=None`), since the loss-net is not chosen for its GBI accuracy.
+   `--config.stage_order=pretrain,loss_net` reports that predictor as the result.
+3. `task_net` (`seal.phase=task_net`): a fresh task-net (`task_net_init=fresh`, as in
+   SEAL's public static runs) trained on λ1·E + λ2·BCE against the frozen loss-net.
+
+A SEAL-static margin loss-net can also come from an SSVM-trained SPEN with the same
+`energy` shape: the `task_net` stage's `init_from` accepts a SPEN state.
+Other choices as in seal_dynamic.py.
+"""
+
+from experiments.configs import seal_dynamic
+
+
+def get_config(dataset: str = "synthetic"):
+  config = seal_dynamic.get_config(dataset)
+  steps = config.train.steps
+  select = config.train.select_metric
+  config.stage_order = "pretrain,loss_net,task_net"
+  config.stages.pretrain = dict(method="local", train=dict(steps=steps, select_metric=select))
+  config.stages.loss_net = dict(method="seal", seal=dict(phase="loss_net", predict="gbi"),
+                                train=dict(steps=steps, select_metric=None))
+  config.stages.task_net = dict(method="seal",
+                                seal=dict(phase="task_net", task_net_init="fresh"),
+                                train=dict(steps=steps, select_metric=select))
+  if dataset == "synthetic":  # three stages, still well under a minute on CPU
+    config.stages.pretrain.train.steps = 1500
+    config.stages.loss_net.train.steps = 500
+    config.stages.task_net.train.steps = 1500
+  return config

@@ -1,0 +1,177 @@
+"""Tests of deep value networks (energynets/objectives/dvn.py).
+
+Oracles: the closed-form cross-entropy and its minimizer σ(−E) = s; float64 central
+finite differences of the loss at fixed samples; `jax.grad` of that loss at the
+samples the update draws (the training gradient must not flow through either GBI);
+the defining properties of the samples (inference lowers E, the adversarial ascent
+raises the loss); test-time prediction equal to `ssvm.infer`.
+"""
+
+from absl.testing import absltest
+from absl.testing import parameterized
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from energynets import testing
+from energynets.energies import SPENEnergy
+from energynets.inference import GBIConfig
+from energynets.objectives import dvn
+from energynets.objectives import scores
+from energynets.objectives import ssvm
+
+L, D, B = 4, 5, 8
+TRAIN_GBI = GBIConfig(method="projected", optimizer="adam", learning_rate=0.1, num_steps=5)
+PREDICT_GBI = GBIConfig(method="projected", optimizer="adam", learning_rate=0.05,
+                        max_steps=8, rel_tol=0.0, abs_tol=0.0)
+SOURCES = ("inference", "adversarial", "gold", "random")
+
+
+def _energy():
+  return SPENEnergy(L, (6,), feature_activation="tanh", num_measurements=3)
+
+
+def _batch(seed=0, dtype=np.float32):
+  rs = np.random.RandomState(seed)
+  y = (rs.uniform(size=(B, L)) < 0.5).astype(dtype)
+  return {"x": jnp.asarray(rs.randn(B, D).astype(dtype)), "y": jnp.asarray(y)}
+
+
+def _objective(**kw):
+  kw.setdefault("inference_gbi", TRAIN_GBI)
+  kw.setdefault("predict_gbi", PREDICT_GBI)
+  kw.setdefault("optimizer", optax.sgd(1.0))
+  return dvn.deep_value_network(_energy(), **kw)
+
+
+class RegressionLossTest(parameterized.TestCase):
+
+  def test_closed_form_and_its_minimizer(self):
+    energy = jnp.array([-1.0, 0.3, 2.0])
+    target = jnp.array([0.9, 0.5, 0.0])
+    v = 1 / (1 + np.exp(np.asarray(energy)))  # σ(−E)
+    expected = -(target * np.log(v) + (1 - target) * np.log(1 - v))
+    np.testing.assert_allclose(dvn.value_regression_loss(energy, target), expected, rtol=1e-5)
+    # Minimized exactly where the predicted value equals the score.
+    at = -jnp.log(jnp.array([0.2, 0.5, 0.7]) / (1 - jnp.array([0.2, 0.5, 0.7])))
+    grad = jax.grad(lambda e: jnp.sum(dvn.value_regression_loss(e, jnp.array([0.2, 0.5, 0.7]))))
+    np.testing.assert_allclose(grad(at), 0.0, atol=1e-6)
+
+  def test_loss_gradient_matches_finite_differences(self):
+    with jax.enable_x64(True):
+      energy = _energy()
+      batch = _batch(1, np.float64)
+      rs = np.random.RandomState(2)
+      params = jax.tree.map(lambda a: a * 2.0 + 0.1 * rs.randn(*a.shape),
+                            jax.jit(ssvm.init_params, static_argnums=0)(
+                                energy, jax.random.key(0), batch["x"]))
+      samples = {"inference": jnp.asarray(rs.uniform(size=(B, L))),
+                 "adversarial": jnp.asarray(rs.uniform(size=(B, L))), "gold": batch["y"]}
+      weights = {"inference": 1.0, "adversarial": 0.5, "gold": 2.0}
+      value_and_grad = jax.jit(jax.value_and_grad(
+          lambda p: dvn.dvn_loss(energy, p, batch["x"], batch["y"], samples,
+                                 sample_weights=weights), has_aux=True))
+      (value, metrics), grads = value_and_grad(params)
+      np.testing.assert_allclose(
+          float(value), sum(w * float(metrics[f"regression_{k}"]) for k, w in weights.items()),
+          rtol=1e-12)
+      np.testing.assert_allclose(float(metrics["score_gold"]), 1.0)
+      analytic, fd = testing.directional_derivatives(
+          lambda p: value_and_grad(p)[0][0], lambda p: value_and_grad(p)[1], params, 3)
+      np.testing.assert_allclose(analytic, fd, rtol=1e-6)
+
+
+class TrainingTest(parameterized.TestCase):
+
+  def test_update_is_the_gradient_at_the_drawn_samples_which_carry_no_gradient(self):
+    energy = _energy()
+    batch = _batch(3)
+    obj = _objective(samples=SOURCES, sample_weights=(1.0, 1.0, 0.5, 0.25))
+    state = obj.init(jax.random.key(0), batch)
+    params = state["energy"].params
+    rng = jax.random.key(4)
+    weights = dict(zip(SOURCES, (1.0, 1.0, 0.5, 0.25)))
+    energy_fn = ssvm.encoding_energy(energy)
+
+    def draw(p):
+      encoding = ssvm.encode(energy, p, batch["x"])
+      return dvn.draw_samples(energy_fn, p, encoding, batch["y"], jax.random.split(rng)[1],
+                              sources=SOURCES, inference_gbi=TRAIN_GBI,
+                              adversarial_gbi=TRAIN_GBI, score=scores.soft_f1)
+
+    @jax.jit
+    def reference(p):
+      samples = draw(p)
+      (loss, metrics), grads = jax.value_and_grad(
+          lambda q: dvn.dvn_loss(energy, q, batch["x"], batch["y"], samples,
+                                 sample_weights=weights), has_aux=True)(p)
+      leak = jax.grad(lambda q: sum(jnp.sum(v) for v in draw(q).values()))(p)
+      return samples, loss, metrics, grads, leak
+
+    samples, loss, metrics, grads, leak = reference(params)
+    for g in jax.tree.leaves(leak):
+      np.testing.assert_array_equal(g, 0.0)
+    new, update_metrics = jax.jit(obj.update)(state, batch, rng)
+    np.testing.assert_allclose(update_metrics["loss"], loss, rtol=1e-5)
+    np.testing.assert_allclose(update_metrics["regression_adversarial"],
+                               metrics["regression_adversarial"], rtol=1e-5)
+    stepped = jax.tree.map(lambda a, b: a - b, params, new["energy"].params)  # sgd(1) = grad
+    for g, s in zip(jax.tree.leaves(grads), jax.tree.leaves(stepped)):
+      np.testing.assert_allclose(s, g, rtol=1e-4, atol=1e-6)
+    # What the samples are: GBI lowers E from the uniform start; the ascent raises ℓ
+    # from the prediction; gold is y; random lies in the box.
+    encoding = ssvm.encode(energy, params, batch["x"])
+    start = jnp.full((B, L), 0.5)
+    self.assertLess(float(jnp.mean(energy_fn(params, encoding, samples["inference"]))),
+                    float(jnp.mean(energy_fn(params, encoding, start))))
+    self.assertGreater(float(metrics["regression_adversarial"]),
+                       float(metrics["regression_inference"]))
+    np.testing.assert_array_equal(samples["gold"], batch["y"])
+    for name in SOURCES:
+      self.assertTrue(np.all((samples[name] >= 0) & (samples[name] <= 1)), name)
+
+  def test_a_few_steps_reduce_the_loss_and_prediction_is_test_time_gbi(self):
+    energy = _energy()
+    batch = _batch(5)
+    obj = _objective(optimizer=optax.adam(0.05))
+    state = obj.init(jax.random.key(0), batch)
+    update = jax.jit(obj.update)
+    history = []
+    for t in range(12):
+      state, metrics = update(state, batch, jax.random.key(t))
+      history.append(float(metrics["loss"]))
+    self.assertLess(np.mean(history[-3:]), np.mean(history[:3]), history)
+    y_pred, expected = jax.jit(lambda st, x: (obj.predict(st, x), ssvm.infer(
+        energy, st["energy"].params, x, PREDICT_GBI).y))(state, batch["x"])
+    np.testing.assert_allclose(y_pred, expected, rtol=1e-6)
+    self.assertEqual(y_pred.shape, (B, L))
+
+  def test_init_from_carries_a_spen_state(self):
+    batch = _batch(6)
+    spen = ssvm.spen_pretrain(_energy(), optax.adam(1e-2)).init(jax.random.key(1), batch)
+    state = _objective().init_from(spen, jax.random.key(2), batch)
+    for a, b in zip(jax.tree.leaves(state["energy"].params),
+                    jax.tree.leaves(spen["energy"].params)):
+      np.testing.assert_array_equal(a, b)
+
+  def test_bad_options_raise_naming_them(self):
+    cases = [
+        (dict(samples=("inference", "neighbours")), "'neighbours'"),
+        (dict(samples=("gold", "gold")), "distinct"),
+        (dict(samples=()), "DVN samples"),
+        (dict(sample_weights=(1.0, 1.0)), "sample_weights"),
+        (dict(sample_weights=(1.0, -1.0, 1.0)), "sample_weights"),
+        (dict(score="soft_iouu"), "'soft_iouu'"),
+        (dict(init="gold"), "'gold'"),
+        (dict(inference_gbi=TRAIN_GBI._replace(optimizer="lbfgs")), "'lbfgs'"),
+    ]
+    for options, message in cases:
+      with self.assertRaisesRegex(ValueError, message, msg=str(options)):
+        _objective(**options)
+    with self.assertRaisesRegex(TypeError, "string"):
+      _objective(samples="gold")
+
+
+if __name__ == "__main__":
+  absltest.main()
