@@ -264,11 +264,12 @@ def code_revision() -> str:
   try:
     rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
                          text=True, check=True).stdout.strip()
-    # Untracked files and committed results (e.g. the table a benchmark is rewriting)
-    # do not make the code dirty.
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
-                            ".", ":(exclude)benchmarks/results"], cwd=os.path.dirname(here),
-                           capture_output=True, text=True, check=True).stdout.strip()
+    # Untracked files, committed results (e.g. the table a benchmark is rewriting) and
+    # markdown docs do not make the code dirty: none of them changes a number.
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+         ":(exclude)benchmarks/results", ":(exclude)*.md"], cwd=os.path.dirname(here),
+        capture_output=True, text=True, check=True).stdout.strip()
     return rev + ("+dirty" if dirty else "")
   except (OSError, subprocess.CalledProcessError):
     return "unknown"
