@@ -422,23 +422,22 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
                          f"state has only {sorted(prev_state)}")
     return make_state(task_params, loss_params)
 
+  # (rng index, trained group, the other group, its loss, its optimizer), in Eq. 4-5's
+  # order: the task-net step sees the loss-net just updated (Θ_t).
+  steps = [step[:-1] for step in (
+      (0, "loss_net", "task_net", losses.loss_net, loss_net_optimizer, trains_loss_net),
+      (1, "task_net", "loss_net", losses.task_net, task_optimizer, trains_task_net))
+           if step[-1]]
+
   def update(state, batch, rng):
-    loss_rng, task_rng = jax.random.split(rng)
     state, metrics, step_losses, norms = dict(state), {}, [], []
-    if trains_loss_net:
-      step_metrics, grads = base.metrics_and_grads(
-          losses.loss_net, state["loss_net"].params, state["task_net"].params, batch,
-          loss_rng)
-      state["loss_net"] = base.apply_gradients(state["loss_net"], grads, loss_net_optimizer)
-      metrics.update({f"loss_net_{k}": v for k, v in step_metrics.items()})
-      step_losses.append(step_metrics["loss"])
-      norms.append(step_metrics["grad_norm"])
-    if trains_task_net:  # Eq. 5: against the loss-net just updated (Θ_t)
-      step_metrics, grads = base.metrics_and_grads(
-          losses.task_net, state["task_net"].params, state["loss_net"].params, batch,
-          task_rng)
-      state["task_net"] = base.apply_gradients(state["task_net"], grads, task_optimizer)
-      metrics.update({f"task_net_{k}": v for k, v in step_metrics.items()})
+    step_rngs = jax.random.split(rng)
+    for index, group, other, loss_fn, optimizer in steps:
+      step_rng = step_rngs[index]
+      step_metrics, grads = base.metrics_and_grads(loss_fn, state[group].params,
+                                                   state[other].params, batch, step_rng)
+      state[group] = base.apply_gradients(state[group], grads, optimizer)
+      metrics.update({f"{group}_{k}": v for k, v in step_metrics.items()})
       step_losses.append(step_metrics["loss"])
       norms.append(step_metrics["grad_norm"])
     metrics["loss"] = sum(step_losses)

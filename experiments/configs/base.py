@@ -34,3 +34,13 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
   return config
+
+
+def energy_like_model(model: ml_collections.ConfigDict, num_measurements: int,
+                      activation: str = "softplus") -> ml_collections.ConfigDict:
+  """`config.energy` of a SPENEnergy whose feature network and local head have the shape
+  of the MLP `model` (so a pretrained `local` stage's network carries over into it)."""
+  return ml_collections.ConfigDict(dict(
+      feature_hidden=tuple(model.hidden), feature_activation=model.activation,
+      num_measurements=num_measurements, activation=activation, num_conditional=0,
+      dropout=model.dropout, input_dropout=model.input_dropout))

@@ -35,6 +35,7 @@ Tu & Gimpel 2018, is not in shared/papers):
 import ml_collections
 from ml_collections import config_dict
 
+from experiments.configs import base
 from experiments.configs import mlp
 
 
@@ -47,11 +48,7 @@ def _optimizer(learning_rate: float) -> ml_collections.ConfigDict:
 def get_config(dataset: str = "synthetic"):
   config = mlp.get_config(dataset)
   config.method = "infnet"
-  model = config.model
-  config.energy = ml_collections.ConfigDict(dict(
-      feature_hidden=tuple(model.hidden), feature_activation=model.activation,
-      num_measurements=5 if dataset == "delicious" else 15, activation="softplus",
-      num_conditional=0, dropout=model.dropout, input_dropout=model.input_dropout))
+  config.energy = base.energy_like_model(config.model, 5 if dataset == "delicious" else 15)
   # energy_weight: λ_A of A_Ψ's energy term; unset (None) ties it to compound_weight
   # (the paper's one λ) under the compound objective, 1 otherwise. A typed placeholder,
   # so that --config.infnet.energy_weight=0.5 can set it.

@@ -28,17 +28,14 @@ shared/papers), taken from SEAL's public configs where they exist, else assumpti
 
 import ml_collections
 
+from experiments.configs import base
 from experiments.configs import mlp
 
 
 def get_config(dataset: str = "synthetic"):
   config = mlp.get_config(dataset)
   config.method = "seal"
-  model = config.model
-  config.energy = ml_collections.ConfigDict(dict(
-      feature_hidden=tuple(model.hidden), feature_activation=model.activation,
-      num_measurements=200, activation="softplus", num_conditional=0, dropout=model.dropout,
-      input_dropout=model.input_dropout))
+  config.energy = base.energy_like_model(config.model, num_measurements=200)
   # dvn_samples / dvn_sample_weights: comma-separated (static regression only).
   config.seal = ml_collections.ConfigDict(dict(
       objective="nce", phase="dynamic", energy_weight=1.0, bce_weight=1.0,
