@@ -49,7 +49,6 @@ from benchmarks import common
 from energynets.energies import SPENEnergy
 from energynets.inference import gbi as gbi_lib
 from energynets.objectives import ssvm as ssvm_lib
-from energynets.train import Checkpointer
 from energynets.train import quiet_library_logs
 from experiments import train
 
@@ -84,30 +83,6 @@ def _run_config(workdir: str) -> ml_collections.ConfigDict:
   return train.get_config(_CONFIG.value, _DATASET.value, _SET.value)
 
 
-def _restore(config, dataset, workdir: str):
-  """The selected state of the run's last stage: `best/` if it exists, else the latest."""
-  name, stage = train.stage_configs(config)[-1]
-  stage_dir = os.path.join(workdir, "stages", name) if name else workdir
-  objective = train.build_objective(stage, dataset)
-  x0 = jnp.asarray(dataset.train.x[:1], jnp.float32)
-  target = objective.init(jax.random.PRNGKey(0),
-                          {"x": x0, "y": jnp.asarray(dataset.train.y[:1], jnp.float32)})
-  if "energy" not in target:
-    raise ValueError(f"{stage_dir}: the last stage ({stage.method}) is not a SPEN stage")
-  for sub in ("best", "checkpoints"):
-    directory = os.path.join(stage_dir, sub)
-    if not os.path.isdir(directory):
-      continue
-    checkpointer = Checkpointer(directory)
-    step = checkpointer.latest_step()
-    if step is not None:
-      state, _ = checkpointer.restore(step, target)
-      checkpointer.close()
-      return state["energy"].params, f"{directory} step {step}"
-    checkpointer.close()
-  raise FileNotFoundError(f"no checkpoint under {stage_dir}/best or /checkpoints")
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -121,7 +96,7 @@ def main(argv):
   y = jnp.asarray(dataset.test.y[:n], jnp.float32)
   energy = train.spen_energy(config, dataset)
   if _WORKDIR.value:
-    params, source = _restore(config, dataset, _WORKDIR.value)
+    params, source = common.restore_spen_params(config, dataset, _WORKDIR.value)
   else:
     params = ssvm_lib.init_params(energy, jax.random.PRNGKey(_SEED.value), x[:1])
     source = (f"random initialization (seed {_SEED.value}): step counts and search error "

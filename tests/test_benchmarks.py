@@ -34,3 +34,46 @@ def test_feedforward_vs_gbi_reports_examples_per_second(tmp_path):
   cells = [c.strip() for c in rows[0].strip("|").split("|")]
   assert cells[1] == "1000" and cells[2] == "16"  # test examples, labels
   assert float(cells[3]) > 0 and float(cells[4]) > 0 and cells[5].endswith("×")
+
+
+def test_spen_synthetic_decoding_diagnoses_a_trained_run(tmp_path):
+  run = tmp_path / "spen"
+  steps = [f"--config.stages.{s}.train.steps=20" for s in ("pretrain", "energy", "joint")]
+  proc = _run(["experiments.main", "--config=experiments/configs/spen_ssvm.py:synthetic",
+               f"--workdir={run}", "--config.data.num_train=200", "--config.train.eval_every=20",
+               "--config.train.tensorboard=False", *steps])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = _run(["benchmarks.spen_synthetic_decoding", f"--workdir={run}", "--flip_sweeps=3"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "per-block argmax of local logits" in proc.stdout
+  assert "one-hot in every block" in proc.stdout
+
+
+def test_block_argmax_is_one_hot_per_block():
+  import numpy as np
+  from benchmarks import spen_synthetic_decoding
+  logits = np.array([[0.1, 0.9, 0.2, 0.0, -1.0, -2.0, -0.5, -3.0]])
+  np.testing.assert_array_equal(spen_synthetic_decoding.block_argmax(logits),
+                                [[0, 1, 0, 0, 0, 0, 1, 0]])
+
+
+def test_greedy_bit_flips_reach_a_single_flip_local_minimum():
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  from benchmarks import spen_synthetic_decoding
+  from energynets.energies import SPENEnergy
+  from energynets.objectives import ssvm as ssvm_lib
+  energy = SPENEnergy(6, (), num_measurements=3, activation="hardtanh")
+  rs = np.random.RandomState(0)
+  x = jnp.asarray(rs.randn(5, 4), jnp.float32)
+  params = jax.tree.map(lambda a: jnp.asarray(rs.randn(*a.shape), a.dtype),
+                        ssvm_lib.init_params(energy, jax.random.key(0), x))
+  fn, enc = ssvm_lib.encoding_energy(energy), ssvm_lib.encode(energy, params, x)
+  y0 = jnp.asarray(rs.uniform(size=(5, 6)) < 0.5, jnp.float32)
+  y = spen_synthetic_decoding.greedy_bit_flips(fn, params, enc, y0, 6 * 6)
+  e = np.asarray(fn(params, enc, y))
+  assert np.all(e <= np.asarray(fn(params, enc, y0)) + 1e-6)
+  for i in range(6):  # no single flip lowers the energy any more
+    flipped = y.at[:, i].set(1.0 - y[:, i])
+    assert np.all(np.asarray(fn(params, enc, flipped)) >= e - 1e-6)
