@@ -1,6 +1,7 @@
 """Shared by the benchmarks: median timing of compiled calls, and the report file."""
 
 import os
+import platform
 import shlex
 import statistics
 import sys
@@ -25,6 +26,13 @@ def median_seconds(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str,
       jax.block_until_ready(fn())
       times[name].append(time.perf_counter() - started)
   return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def machine_description() -> str:
+  """What timed the benchmark: jax version, backend, device kind, CPUs, processor."""
+  device = jax.devices()[0]
+  return (f"jax {jax.__version__} on {device.platform} ({device.device_kind}, "
+          f"{os.cpu_count()} CPUs visible, {platform.processor() or platform.machine()})")
 
 
 def write_report(path: str, module: str, body: str, revision: Optional[str] = None) -> None:

@@ -21,7 +21,6 @@ calls (benchmarks.common.median_seconds, the functions called in turn).
 """
 
 import os
-import platform
 
 from absl import app
 from absl import flags
@@ -102,8 +101,7 @@ def main(argv):
       f"Config {_CONFIG.value} (energy sizes and GBI options per dataset; GBI "
       f"{rows[0]['gbi']}); "
       f"random initialization (fixed T: the cost does not depend on the weights). "
-      f"jax {jax.__version__} on {jax.devices()[0].platform} ({os.cpu_count()} CPUs "
-      f"visible, {platform.processor() or platform.machine()}); median of "
+      f"{common.machine_description()}; median of "
       f"{_REPEATS.value} calls, compile excluded; load average {load_before[0]:.1f} "
       f"before, {load_after[0]:.1f} after. SEAL Table 1 reports an average ratio of "
       f"3.6× (their GPU, their GBI step count).\n")

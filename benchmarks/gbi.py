@@ -36,7 +36,6 @@ weights, but the number of steps to convergence and the search error do.
 import functools
 import json
 import os
-import platform
 
 from absl import app
 from absl import flags
@@ -236,9 +235,7 @@ def main(argv):
       f"{step_options['entropy_weight']}; gbi_while: max_steps {while_config.max_steps}, "
       f"rel_tol {while_config.rel_tol}, abs_tol {while_config.abs_tol}, stop_fraction "
       f"{while_config.stop_fraction}.\n"
-      f"Timing: jax {jax.__version__} on {jax.devices()[0].platform} "
-      f"({jax.devices()[0].device_kind}, {os.cpu_count()} CPUs visible, "
-      f"{platform.processor() or platform.machine()}); median of {_REPEATS.value} calls "
+      f"Timing: {common.machine_description()}; median of {_REPEATS.value} calls "
       f"each, compile excluded; load average {load_before[0]:.1f} before, "
       f"{load_after[0]:.1f} after (other jobs share the machine when it exceeds the CPU "
       f"count).\n")
