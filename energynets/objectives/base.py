@@ -19,6 +19,7 @@ for multi-label data).
 
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
+import flax
 import jax
 import jax.numpy as jnp
 import optax
@@ -89,15 +90,18 @@ def same_shapes(params: Any, reference: Any) -> bool:
           and shapes(params) == shapes(reference))
 
 
-def check_carry(params: Any, reference: Any, what: str) -> None:
-  """Raises a ValueError naming `what` unless `params` can replace `reference`.
+def carried(params: Any, reference: Any, what: str) -> Any:
+  """`params` (unfrozen) to replace `reference`; a ValueError naming `what` if they differ
+  in structure or shapes.
 
   Used by `init_from` when a stage continues from the previous stage's parameters.
   """
+  params = flax.core.unfreeze(params)
   if not same_shapes(params, reference):
     shapes = lambda t: jax.tree.map(lambda a: tuple(jnp.shape(a)), t)
     raise ValueError(f"cannot carry {what}: expected parameters {shapes(reference)}, got "
                      f"{shapes(params)}")
+  return params
 
 
 def l2_penalty(params: Any) -> jax.Array:

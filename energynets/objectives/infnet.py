@@ -325,12 +325,6 @@ def _fraction(mask: jax.Array) -> jax.Array:
 # Carrying parameters between stages.
 
 
-def _require_like(params, reference, what: str):
-  params = flax.core.unfreeze(params)
-  base.check_carry(params, reference, what)
-  return params
-
-
 def _first_match(candidates, reference):
   """The first `(name, params)` of `candidates` shaped like `reference`, else None."""
   for name, params in candidates:
@@ -353,7 +347,7 @@ def carry_params(prev_state, fresh_energy, fresh_nets: NetParams, architecture: 
   sources = {}
   energy_params = fresh_energy
   if "energy" in prev:
-    energy_params = _require_like(prev["energy"], fresh_energy, "the previous energy")
+    energy_params = base.carried(prev["energy"], fresh_energy, "the previous energy")
     sources["energy"] = "energy"
   elif "local_net" in fresh_energy and _first_match([("net", prev.get("net"))],
                                                     fresh_energy["local_net"]):
@@ -365,7 +359,7 @@ def carry_params(prev_state, fresh_energy, fresh_nets: NetParams, architecture: 
   nets = dict(fresh_nets)
   energy_local = prev["energy"].get("local_net") if "energy" in prev else None
   if "test_net" in prev:
-    nets["test_net"] = _require_like(prev["test_net"], fresh_nets["test_net"],
+    nets["test_net"] = base.carried(prev["test_net"], fresh_nets["test_net"],
                                      "the previous test-time network")
     sources["test_net"] = "test_net"
   else:

@@ -185,6 +185,11 @@ def _check_choice(value: str, choices: Sequence[str], what: str) -> None:
     raise ValueError(f"unknown {what} {value!r}; expected one of {tuple(choices)}")
 
 
+def _first_present(state, keys: Sequence[str]) -> Optional[str]:
+  """The first of `keys` that `state` has, else None (the group a stage carries)."""
+  return next((k for k in keys if k in state), None)
+
+
 def _task_logits(task_net: nn.Module, params, x: jax.Array, rng: Optional[jax.Array] = None
                  ) -> jax.Array:
   """The task-net's logits; with `rng`, in training mode (dropout)."""
@@ -402,24 +407,18 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
     x = batch["x"]
     task_rng, loss_rng = jax.random.split(rng)
     task_params = fresh_task_params(task_rng, x)
-    if task_net_init == "carry":
-      for key in ("task_net", "net"):
-        if key in prev_state:
-          carried = flax.core.unfreeze(prev_state[key].params)
-          base.check_carry(carried, task_params, f"the previous {key!r} params into the task-net")
-          task_params = carried
-          break
+    task_key = _first_present(prev_state, ("task_net", "net"))
+    if task_net_init == "carry" and task_key:
+      task_params = base.carried(prev_state[task_key].params, task_params,
+                                 f"the previous {task_key!r} params into the task-net")
     loss_params = fresh_loss_params(loss_rng, x, task_params)
-    for key in ("loss_net", "energy"):
-      if key in prev_state:
-        carried = flax.core.unfreeze(prev_state[key].params)
-        base.check_carry(carried, loss_params, f"the previous {key!r} params into the loss-net")
-        loss_params = carried
-        break
-    else:
-      if phase == "task_net":
-        raise ValueError("SEAL phase 'task_net' needs a trained loss-net, but the previous "
-                         f"state has only {sorted(prev_state)}")
+    loss_key = _first_present(prev_state, ("loss_net", "energy"))
+    if loss_key:
+      loss_params = base.carried(prev_state[loss_key].params, loss_params,
+                                 f"the previous {loss_key!r} params into the loss-net")
+    elif phase == "task_net":
+      raise ValueError("SEAL phase 'task_net' needs a trained loss-net, but the previous "
+                       f"state has only {sorted(prev_state)}")
     return make_state(task_params, loss_params)
 
   # (rng index, trained group, the other group, its loss, its optimizer), in Eq. 4-5's
@@ -501,11 +500,11 @@ def task_net_ranking(task_net: nn.Module, optimizer: optax.GradientTransformatio
 
   def init_from(prev_state, rng, batch):
     reference = init(rng, batch)["task_net"].params
-    for key in ("task_net", "net"):
-      if key in prev_state:
-        params = flax.core.unfreeze(prev_state[key].params)
-        base.check_carry(params, reference, f"the previous {key!r} params into the task-net")
-        return {"task_net": base.init_group(params, optimizer)}
+    key = _first_present(prev_state, ("task_net", "net"))
+    if key:
+      params = base.carried(prev_state[key].params, reference,
+                            f"the previous {key!r} params into the task-net")
+      return {"task_net": base.init_group(params, optimizer)}
     raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; "
                      "expected 'task_net' or 'net'")
 

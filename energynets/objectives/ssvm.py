@@ -335,13 +335,11 @@ def carry_params(energy: SPENEnergy, prev_state, rng: jax.Array, x: jax.Array):
   """
   reference = jax.eval_shape(lambda: init_params(energy, rng, x))
   if "energy" in prev_state:
-    params = flax.core.unfreeze(prev_state["energy"].params)
-    base.check_carry(params, reference, "the previous SPEN state into this SPENEnergy")
-    return params
+    return base.carried(prev_state["energy"].params, reference,
+                        "the previous SPEN state into this SPENEnergy")
   if "net" in prev_state:
-    local = flax.core.unfreeze(prev_state["net"].params)
-    base.check_carry(local, reference["local_net"],
-                     "the local_bce network into this SPENEnergy as local_net")
+    local = base.carried(prev_state["net"].params, reference["local_net"],
+                         "the local_bce network into this SPENEnergy as local_net")
     return dict(init_params(energy, rng, x), local_net=local)
   raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; expected "
                    "'energy' (a SPEN stage) or 'net' (local_bce)")
