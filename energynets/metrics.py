@@ -1,12 +1,13 @@
 """Task metrics and differentiable surrogates.
 
-Two families live here:
+Three families live here:
 
 * Reporting metrics (numpy, exact, validated inputs): example-F1, micro-F1,
   macro-F1 and Hamming loss for multi-label outputs, threshold tuning on the
   validation split, and `evaluate_multilabel`, which builds the flat
   `"<split>/<metric>"` results map of the design's results contract. They
   follow the project's metric protocol (DESIGN.md, "Metric protocol").
+* Denoising (numpy): `psnr`, the mean over images of per-image PSNR in dB.
 * Differentiable surrogates (jax.numpy): `soft_f1` and `soft_iou`, per example,
   usable under `jit`, `vmap` and `grad` (SEAL/DVN scores, CD costs).
 
@@ -46,6 +47,7 @@ __all__ = [
     "tune_threshold",
     "multilabel_report",
     "evaluate_multilabel",
+    "psnr",
     "soft_f1",
     "soft_iou",
 ]
@@ -370,6 +372,47 @@ def evaluate_multilabel(
         results[f"{split}/{metric}{suffix}"] = value
   results["threshold"] = threshold
   return results
+
+
+# --------------------------------------------------------------------------
+# Image denoising (numpy).
+# --------------------------------------------------------------------------
+
+
+def psnr(clean: _ArrayLike, estimate: _ArrayLike, peak: float = 1.0) -> float:
+  """Mean over images of the per-image PSNR `10 log10(peak² / MSE_i)`, in dB.
+
+  Per-image PSNR averaged over the set is the usual denoising report (and what
+  `skimage.metrics.peak_signal_noise_ratio(..., data_range=peak)` gives for one
+  image); it is not the PSNR of the pooled MSE, which weights badly denoised
+  images less. The project's images are in [0, 1] with peak 1 (for depth: the
+  full depth range), i.e. the 8-bit convention with peak 255 divided by 255.
+  Estimates are not clipped here; clip before calling if the method should be.
+  An image reproduced exactly has PSNR +inf, and so then does the mean.
+
+  Args:
+    clean: [N, H, W] (or [N, ...]) ground-truth images; a 2-D array is one image.
+    estimate: denoised images, the same shape as `clean`.
+    peak: the maximum possible value range (> 0).
+
+  Returns:
+    The mean PSNR in dB, a Python float.
+  """
+  y = np.asarray(clean, np.float64)
+  e = np.asarray(estimate, np.float64)
+  _check_same_shape("clean", y, "estimate", e)
+  if y.ndim < 2 or y.size == 0:
+    raise ValueError(f"psnr needs images [N, H, W] or one image [H, W]; got shape {y.shape}")
+  if not np.isfinite(y).all() or not np.isfinite(e).all():
+    raise ValueError("psnr inputs must be finite")
+  peak = float(peak)
+  if not peak > 0:  # Also rejects NaN.
+    raise ValueError(f"peak must be > 0; got {peak}")
+  if y.ndim == 2:
+    y, e = y[None], e[None]
+  mse = np.mean((y - e).reshape(len(y), -1) ** 2, axis=1)
+  with np.errstate(divide="ignore"):
+    return float(np.mean(10.0 * np.log10(peak**2 / mse)))
 
 
 # --------------------------------------------------------------------------

@@ -33,7 +33,9 @@ _METHODS = flags.DEFINE_list(
     "methods", ["br", "mlp", "spen_ssvm"],
     "config names in experiments/configs; a row may add overrides of its own as "
     "name:key=value[:key=value], e.g. seal_dynamic:seal.objective=regression")
-_DATASETS = flags.DEFINE_list("datasets", ["synthetic"], "dataset variants of those configs")
+_DATASETS = flags.DEFINE_list(
+    "datasets", ["synthetic"], "dataset variants of those configs; a column may add "
+    "overrides of its own as name:key=value, e.g. expr_fun:data.root_label=True")
 _WORKDIR = flags.DEFINE_string("workdir", None, "root directory of all runs")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "data directory (else $ENERGYNETS_DATA_DIR)")
 _YEAST_FOLDS = flags.DEFINE_integer("yeast_folds", 10, "folds of the yeast protocol to run")
@@ -44,7 +46,12 @@ _PIVOT = flags.DEFINE_list(
     "tables, the layout of SEAL's Table 1")
 flags.mark_flags_as_required(["workdir"])
 
-# (column title, results key, scale): rates are printed as percentages.
+# (column title, results key, scale): rates are printed as percentages, PSNR in dB.
+DENOISING_COLUMNS = (
+    ("PSNR val", "validation/psnr", 1.0),
+    ("PSNR test", "test/psnr", 1.0),
+    ("PSNR natural", "natural/psnr", 1.0),
+)
 COLUMNS = (
     ("ex-F1 (tuned)", "test/example_f1", 100.0),
     ("ex-F1 @0.5", "test/example_f1@0.5", 100.0),
@@ -55,26 +62,42 @@ COLUMNS = (
 )
 
 
-def parse_method(spec: str) -> tuple[str, list[str]]:
-  """`'name:key=value:key=value'` -> (config name, its own overrides)."""
+def parse_spec(spec: str) -> tuple[str, list[str]]:
+  """A method or dataset `'name:key=value:key=value'` -> (name, its own overrides)."""
   name, *overrides = spec.split(":")
   bad = [o for o in overrides if "=" not in o]
   if not name or bad:
-    raise ValueError(f"bad method {spec!r}: expected name[:key=value[:key=value]]")
+    raise ValueError(f"bad method or dataset {spec!r}: expected name[:key=value[:key=value]]")
   return name, overrides
+
+
+def run_name(spec: str) -> str:
+  """The directory name of a spec: `seal_dynamic:seal.objective=nce` -> `seal_dynamic__seal.objective-nce`."""
+  return spec.replace(":", "__").replace("=", "-")
 
 
 def _lookup(results: dict, key: str) -> float:
   return float(results[key])
 
 
+def _unscaled(key: str) -> bool:
+  """Keys printed as they are: the threshold and PSNR (dB); rates become percentages."""
+  return key == "threshold" or key.endswith("psnr")
+
+
 def format_table(rows: list[tuple[str, str, list[dict]]]) -> str:
-  """rows: (dataset, method, results of each fold) -> markdown."""
-  header = "| dataset | method | " + " | ".join(c[0] for c in COLUMNS) + " |"
-  lines = [header, "|" + "---|" * (len(COLUMNS) + 2)]
+  """rows: (dataset, method, results of each fold) -> markdown.
+
+  Multi-label runs get the F1/Hamming columns, denoising runs (results with
+  `test/psnr`) the PSNR columns.
+  """
+  denoising = bool(rows) and all("test/psnr" in runs[0] for _, _, runs in rows)
+  columns = DENOISING_COLUMNS if denoising else COLUMNS
+  header = "| dataset | method | " + " | ".join(c[0] for c in columns) + " |"
+  lines = [header, "|" + "---|" * (len(columns) + 2)]
   for dataset, method, runs in rows:
     cells = []
-    for _, key, scale in COLUMNS:
+    for _, key, scale in columns:
       values = np.array([_lookup(r, key) * scale for r in runs])
       cell = f"{values.mean():.2f}"
       if len(values) > 1:
@@ -93,7 +116,7 @@ def format_pivot(rows: list[tuple[str, str, list[dict]]], key: str) -> str:
   datasets = list(dict.fromkeys(d for d, _, _ in rows))
   methods = list(dict.fromkeys(m for _, m, _ in rows))
   cells = {(d, m): np.mean([_lookup(r, key) for r in runs]) for d, m, runs in rows}
-  scale = 1.0 if key == "threshold" else 100.0
+  scale = 1.0 if _unscaled(key) else 100.0
   lines = [f"| {key} | " + " | ".join(datasets) + " |", "|" + "---|" * (len(datasets) + 1)]
   for m in methods:
     values = [f"{cells[d, m] * scale:.2f}" if (d, m) in cells else "–" for d in datasets]
@@ -118,18 +141,20 @@ def main(argv):
   quiet_library_logs()
   rows, figures = [], []
   for dataset in _DATASETS.value:
-    folds = range(_YEAST_FOLDS.value) if dataset == "yeast" else [0]
+    dataset_name, dataset_overrides = parse_spec(dataset)
+    folds = range(_YEAST_FOLDS.value) if dataset_name == "yeast" else [0]
     for method in _METHODS.value:
       runs = []
-      name, overrides = parse_method(method)
+      name, overrides = parse_spec(method)
       for fold in folds:
-        config = train.get_config(name, dataset, [*_SET.value, *overrides])
+        config = train.get_config(name, dataset_name,
+                                  [*_SET.value, *dataset_overrides, *overrides])
         config.data.fold = fold
         if _DATA_DIR.value:
           config.data.data_dir = _DATA_DIR.value
         run_dir = os.path.join(_WORKDIR.value,
-                               dataset + (f"-fold{fold}" if len(folds) > 1 else ""),
-                               method.replace(":", "__").replace("=", "-"))
+                               run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""),
+                               run_name(method))
         logging.info("=== %s on %s (fold %d) -> %s", method, dataset, fold, run_dir)
         runs.append(train.train_and_evaluate(config, run_dir))
         figures += [os.path.join(run_dir, f) for f in runs[-1]["meta"].get("figures", [])]
@@ -146,8 +171,10 @@ def main(argv):
     revisions = sorted({r["meta"]["code_revision"] for _, _, runs in rows for r in runs})
     with open(_OUT.value, "w") as f:
       f.write(f"Generated by `{command}` (code revision {', '.join(revisions)}).\n\n"
-              "All rates are percentages on the test split; thresholds are tuned on "
-              "validation (grid 0.05..0.95).\n\n" + table + "\n")
+              + ("PSNR in dB, peak 1 on images in [0, 1]; `natural`: crops of "
+                 "scikit-image's natural images." if "PSNR test" in table else
+                 "All rates are percentages on the test split; thresholds are tuned on "
+                 "validation (grid 0.05..0.95).") + "\n\n" + table + "\n")
     with open(os.path.splitext(_OUT.value)[0] + ".json", "w") as f:
       json.dump([{"dataset": d, "method": m, "runs": [_summary(r) for r in runs]}
                  for d, m, runs in rows], f, indent=1, default=str)

@@ -17,31 +17,14 @@ import jax
 import ml_collections
 import numpy as np
 
-from energynets import data as data_lib
 from energynets import energies
 from energynets import inference
-from energynets import metrics
 from energynets import nets
 from energynets import objectives
 from energynets import train as train_lib
 from energynets.train.optimizers import make_optimizer
 from experiments import plots
-
-METRIC_DEFINITIONS = {
-    "example_f1": "mean over examples of 2|y∧ŷ|/(|y|+|ŷ|); empty gold and empty prediction "
-                  "scores 1; at the validation-tuned threshold",
-    "example_f1@0.5": "example_f1 at threshold 0.5",
-    "micro_f1": "F1 of all label bits pooled, at the tuned threshold",
-    "macro_f1": "mean over labels of per-label F1, at the tuned threshold",
-    "hamming": "fraction of wrong label bits, at the tuned threshold",
-    "threshold": "grid 0.05..0.95 value maximizing validation example_f1 (ties: closest "
-                 "to 0.5); never tuned on test",
-    "scale": "fractions in [0, 1]",
-    "gbi_steps_mean": "SPEN/DVN only: mean test-time GBI steps per example (gbi_while)",
-    "search_error": "SPEN/DVN only: fraction of test examples whose GBI output (relaxed) has "
-                    "higher energy than the gold labels (SPEN §7.4)",
-}
-
+from experiments import tasks
 
 def get_config(method: str, dataset: str, overrides: tuple[str, ...] | list[str] = ()
                ) -> ml_collections.ConfigDict:
@@ -67,24 +50,9 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: tuple[str, ...
   return config
 
 
-def load_data(config: ml_collections.ConfigDict) -> data_lib.MultiLabelDataset:
-  cfg = config.data
-  if cfg.name == "mulan":
-    if not cfg.path:
-      raise ValueError("the 'mulan' variant loads a MULAN dataset by path: pass "
-                       "--config.data.path=DIR (DIR holding <name>-train.arff, "
-                       "<name>-test.arff and <name>.xml)")
-    source = cfg.path
-  else:
-    source = cfg.name
-  extra = {}
-  if cfg.num_train:
-    if cfg.name != "synthetic":
-      raise ValueError(f"data.num_train only applies to the synthetic task, not {cfg.name!r}")
-    extra["num_train"] = cfg.num_train
-  return data_lib.load_dataset(source, data_dir=cfg.data_dir or None,
-                               split_seed=cfg.split_seed, fold=cfg.fold, resplit=cfg.resplit,
-                               **extra)
+def load_data(config: ml_collections.ConfigDict):
+  """The dataset of `config.data` (its task's loader)."""
+  return tasks.task_for(config).load(config)
 
 
 def _mlp(config, dataset) -> nets.MLP:
@@ -101,6 +69,14 @@ def _build_local(config, dataset, optimizer) -> objectives.Objective:
   return objectives.local_bce(net, optimizer, l2=l2)
 
 
+def _build_local_squared_error(config, dataset, optimizer) -> objectives.Objective:
+  del dataset  # the denoiser is fully convolutional: any image size
+  c = config.cnn
+  net = nets.CNNDenoiser(features=tuple(c.features), kernel_size=c.kernel_size,
+                         activation=c.activation, padding=c.padding)
+  return objectives.local_squared_error(net, optimizer)
+
+
 def spen_energy(config, dataset) -> energies.SPENEnergy:
   """The `SPENEnergy` of `config.energy`, sized for `dataset`."""
   e = config.energy
@@ -109,6 +85,20 @@ def spen_energy(config, dataset) -> energies.SPENEnergy:
       feature_activation=e.feature_activation, num_measurements=e.num_measurements,
       activation=e.activation, num_conditional=e.num_conditional, dropout=e.dropout,
       input_dropout=e.input_dropout)
+
+
+def image_energy(config):
+  """The denoising energy of `config.energy` (`kind`: 'deep_prior' or 'foe')."""
+  e = config.energy
+  common = dict(noise_variance=e.noise_variance, learn_noise_variance=e.learn_noise_variance,
+                padding=e.padding)
+  if e.kind == "deep_prior":
+    return energies.DeepPriorEnergy(features=tuple(e.features), kernel_size=e.kernel_size,
+                                    activation=e.activation, pooling=e.pooling, **common)
+  if e.kind == "foe":
+    return energies.FieldOfExperts(num_filters=e.num_filters, filter_size=e.filter_size,
+                                   temperature=e.temperature, **common)
+  raise ValueError(f"unknown energy.kind {e.kind!r}; expected 'deep_prior' or 'foe'")
 
 
 def _build_spen_pretrain(config, dataset, optimizer) -> objectives.Objective:
@@ -157,7 +147,8 @@ def _build_seal(config, dataset, optimizer) -> objectives.Objective:
       score=s.score, loss_aug_gbi=inference.GBIConfig(**config.gbi),
       dvn_samples=_names(s.dvn_samples), dvn_sample_weights=_floats(s.dvn_sample_weights),
       predict=s.predict, predict_gbi=inference.GBIConfig(**config.predict_gbi),
-      predict_init=s.predict_init, task_net_init=s.task_net_init)
+      predict_init=s.predict_init, task_net_init=s.task_net_init,
+      loss_net_steps=s.loss_net_steps, rounds=s.rounds)
 
 
 def _build_seal_ranking(config, dataset, optimizer) -> objectives.Objective:
@@ -195,10 +186,26 @@ def _build_infnet(config, dataset, optimizer) -> objectives.Objective:
       l2=config.loss.l2, net_l2=n.net_l2)
 
 
+def _build_e2e(config, dataset, optimizer) -> objectives.Objective:
+  """End-to-end SPEN: config.optimizer trains the energy, config.step_size_optimizer the
+  learned GBI step sizes (config.gbi: the unrolled inference of training and test)."""
+  e = config.e2e
+  energy = (image_energy(config) if "kind" in config.energy
+            else spen_energy(config, dataset))
+  return objectives.e2e_objective(
+      energy, optimizer, gbi=inference.GBIConfig(**config.gbi),
+      loss=e.loss, per_iterate=e.per_iterate, gradient=e.gradient, init=e.init,
+      learn_step_sizes=e.learn_step_sizes,
+      step_size_optimizer=make_optimizer(config.step_size_optimizer, config.train.steps),
+      trainable=_names(config.loss.trainable), l2=config.loss.l2, loss_eps=e.loss_eps,
+      loss_reduction=e.loss_reduction)
+
+
 # config.method -> builder(config, dataset, optimizer) -> Objective. A new method adds
 # one objective file in energynets/objectives, one builder here and one config.
 OBJECTIVE_BUILDERS: dict[str, Callable[..., objectives.Objective]] = {
     "local": _build_local,
+    "local_squared_error": _build_local_squared_error,
     "spen_pretrain": _build_spen_pretrain,
     "ssvm": _build_ssvm,
     "dmf": _build_dmf,
@@ -206,11 +213,12 @@ OBJECTIVE_BUILDERS: dict[str, Callable[..., objectives.Objective]] = {
     "seal": _build_seal,
     "seal_ranking": _build_seal_ranking,
     "dvn": _build_dvn,
+    "e2e": _build_e2e,
 }
 
 
 def build_objective(config: ml_collections.ConfigDict,
-                    dataset: data_lib.MultiLabelDataset) -> objectives.Objective:
+                    dataset) -> objectives.Objective:
   """The method named by `config.method`, built for `dataset`'s shapes."""
   if config.method not in OBJECTIVE_BUILDERS:
     raise ValueError(f"unknown method {config.method!r}; known: {sorted(OBJECTIVE_BUILDERS)}")
@@ -278,10 +286,10 @@ def code_revision() -> str:
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Trains (stage by stage), selects on validation, evaluates on test; writes results.json."""
   started = time.time()
-  dataset = load_data(config)
-  logging.info("dataset %s: train %s, validation %s, test %s, %d labels", dataset.name,
-               dataset.train.x.shape, dataset.validation.x.shape, dataset.test.x.shape,
-               dataset.num_labels)
+  task = tasks.task_for(config)
+  dataset = task.load(config)
+  logging.info("%s dataset %s: train %s, validation %s, test %s", task.name, dataset.name,
+               dataset.train.x.shape, dataset.validation.x.shape, dataset.test.x.shape)
   mesh = train_lib.make_mesh(config.train.num_devices or None)
   eval_bs = config.train.eval_batch_size
   stages = stage_configs(config)
@@ -298,7 +306,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       stage_config.train.batch_size = full
     objective = build_objective(stage_config, dataset)
     predict = train_lib.build_predict(objective, mesh)
-    evaluate = _validation_evaluator(predict, dataset, eval_bs, mesh)
+    evaluate = _validation_evaluator(task, predict, dataset.validation, eval_bs, mesh)
     stage_dir = os.path.join(workdir, "stages", name) if name else workdir
     if name:
       logging.info("=== stage %r: method %s, %d steps", name, stage_config.method,
@@ -314,10 +322,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   def soft_predictions(split):
     return train_lib.predict_in_batches(predict, state, split.x, eval_bs, mesh)
 
-  results = metrics.evaluate_multilabel(
-      val=(dataset.validation.y, soft_predictions(dataset.validation)),
-      test=(dataset.test.y, soft_predictions(dataset.test)))
-  results = {k: float(v) for k, v in results.items()}
+  results = task.results(dataset, soft_predictions)
   diagnostics = DIAGNOSTICS.get(stages[-1][1].method)
   if diagnostics is not None:
     results.update(diagnostics(stages[-1][1], dataset, state))
@@ -325,7 +330,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       "dataset": dataset.name,
       "split": dataset.meta.get("split_rule"),
       "split_seed": config.data.split_seed,
-      "fold": config.data.fold,
+      "fold": config.data.get("fold", 0),
       "seed": config.train.seed,
       "selected_step": stage_meta[-1]["selected_step"],
       "final_step": stage_meta[-1]["final_step"],
@@ -334,7 +339,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       "train_seconds": time.time() - started,
       "num_devices": mesh.size,
       "code_revision": code_revision(),
-      "metric_definitions": METRIC_DEFINITIONS,
+      "task": task.name,
+      "metric_definitions": task.metric_definitions,
       "dataset_meta": dataset.meta,
       "config": config.to_dict(),
   }
@@ -384,15 +390,12 @@ def _measurement_kernel(state) -> np.ndarray | None:
     return None
 
 
-def _validation_evaluator(predict, dataset, eval_bs, mesh):
-  """`evaluate(state)` for the loop: validation example-F1, tuned and at 0.5."""
+def _validation_evaluator(task, predict, validation, eval_bs, mesh):
+  """`evaluate(state)` for the loop: the task's validation metrics."""
 
   def evaluate(state):
-    probs = train_lib.predict_in_batches(predict, state, dataset.validation.x, eval_bs, mesh)
-    y = dataset.validation.y
-    threshold = metrics.tune_threshold(y, probs)
-    return {"validation/example_f1": metrics.example_f1(y, probs >= threshold),
-            "validation/example_f1@0.5": metrics.example_f1(y, probs >= 0.5)}
+    outputs = train_lib.predict_in_batches(predict, state, validation.x, eval_bs, mesh)
+    return task.validation_metrics(validation.y, outputs)
 
   return evaluate
 

@@ -213,6 +213,22 @@ def test_clus_labels_are_ancestor_closed(load, name):
     assert y.sum(1).min() >= 1
 
 
+def test_root_label_is_seals_500th_label(load):
+  plain, rooted = load("spo_fun"), load("spo_fun", root_label=True)
+  assert rooted.num_labels == plain.num_labels + 1 == 500
+  assert rooted.label_names == ("root",) + plain.label_names
+  for a, b in ((plain.train, rooted.train), (plain.test, rooted.test)):
+    assert (b.y[:, 0] == 1).all()
+    np.testing.assert_array_equal(b.y[:, 1:], a.y)
+    np.testing.assert_array_equal(b.x, a.x)
+
+
+@pytest.mark.parametrize("name", ["genbase", "synthetic"])
+def test_root_label_only_for_hierarchical_data(data_dir, name):
+  with pytest.raises(ValueError, match="root_label"):
+    data.load_dataset(name, data_dir=data_dir, root_label=True)
+
+
 def test_expr_fun_missing_values_and_one_hot(load):
   ds = load("expr_fun")
   pre = ds.meta["preprocessing"]

@@ -222,6 +222,28 @@ class StatesAndPredictionTest(parameterized.TestCase):
     np.testing.assert_allclose(no_steps.predict(state, batch["x"]), jax.nn.sigmoid(logits),
                                rtol=1e-6)
 
+  def test_rounds_of_loss_net_steps_match_a_hand_loop(self):
+    # Dynamic regression draws no random samples, so the update is a deterministic
+    # sequence of plain SGD steps: t=2 rounds of (s=3 loss-net steps, 1 task-net step).
+    task_net, loss_net = _nets()
+    batch = _batch(8)
+    obj = _objective("dynamic", "regression", loss_net_steps=3, rounds=2)
+    state = obj.init(jax.random.key(0), batch)
+    new, metrics = jax.jit(obj.update)(state, batch, jax.random.key(1))
+    losses = seal.seal_losses(task_net, loss_net, phase="dynamic", objective="regression",
+                              loss_aug_gbi=TRAIN_GBI, num_samples=3)
+    grad = lambda fn, p, q: jax.grad(lambda p_: fn(p_, q, batch, jax.random.key(2))[0])(p)
+    sgd = lambda p, g: jax.tree.map(lambda a, b: a - 0.05 * b, p, g)
+    task, loss = state["task_net"].params, state["loss_net"].params
+    for _ in range(2):
+      for _ in range(3):
+        loss = sgd(loss, grad(losses.loss_net, loss, task))
+      task = sgd(task, grad(losses.task_net, task, loss))
+    for got, want in ((new["task_net"].params, task), (new["loss_net"].params, loss)):
+      for u, v in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(u, v, rtol=2e-5, atol=1e-6)
+    self.assertEqual(np.shape(metrics["loss"]), ())
+
   def test_bad_options_raise_naming_them(self):
     cases = [
         (dict(objective="contrastive"), "'contrastive'"),
@@ -232,6 +254,8 @@ class StatesAndPredictionTest(parameterized.TestCase):
         (dict(predict="argmax"), "'argmax'"),
         (dict(predict_init="gold"), "'gold'"),
         (dict(task_net_init="pretrained"), "'pretrained'"),
+        (dict(loss_net_steps=0), "loss_net_steps"),
+        (dict(rounds=0), "rounds"),
         (dict(num_samples=0), "num_samples"),
         (dict(noise_std=0.0), "noise_std"),
         (dict(energy_weight=-1.0), "energy_weight"),

@@ -1,4 +1,4 @@
-"""Data: ARFF parsers, split rules, the synthetic task and the dataset registry."""
+"""Data: ARFF parsers, split rules, the synthetic tasks and the dataset registry."""
 
 from energynets.data.arff import ClusArff
 from energynets.data.arff import ClusPreprocessor
@@ -8,6 +8,10 @@ from energynets.data.arff import MulanArff
 from energynets.data.arff import parse_clus_arff
 from energynets.data.arff import parse_mulan_arff
 from energynets.data.arff import read_mulan
+from energynets.data.denoising import DenoisingDataset
+from energynets.data.denoising import DenoisingSplit
+from energynets.data.denoising import depth_scene
+from energynets.data.denoising import load_denoising
 from energynets.data.registry import DATA_DIR_ENV
 from energynets.data.registry import DatasetSpec
 from energynets.data.registry import load_dataset
@@ -25,6 +29,8 @@ __all__ = [
     "DATA_DIR_ENV",
     "DataError",
     "DatasetSpec",
+    "DenoisingDataset",
+    "DenoisingSplit",
     "MulanArff",
     "MultiLabelDataset",
     "REGISTRY",
@@ -32,8 +38,10 @@ __all__ = [
     "Standardizer",
     "block_exclusivity",
     "block_exclusivity_weights",
+    "depth_scene",
     "fit_clus_preprocessor",
     "load_dataset",
+    "load_denoising",
     "parse_clus_arff",
     "parse_mulan_arff",
     "read_mulan",

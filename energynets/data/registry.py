@@ -390,7 +390,7 @@ def _check_fold(name: str, fold: int, allowed: bool):
 
 
 def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
-                     resplit: bool) -> MultiLabelDataset:
+                     resplit: bool, root_label: bool = False) -> MultiLabelDataset:
   _check_fold(spec.name, fold, spec.split_rule == "cv10")
   if resplit and not spec.resplit_counts:
     offered = sorted(n for n, s in REGISTRY.items() if s.resplit_counts)
@@ -416,10 +416,10 @@ def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
                       resplit_sizes=spec.resplit_counts if resplit else None,
                       standardize=spec.standardize, meta=meta)
   elif spec.kind == "clus":
-    ds = _load_clus(spec, files, split_seed, meta)
+    ds = _load_clus(spec, files, split_seed, meta, root_label)
   else:
     raise ValueError(f"unknown dataset kind {spec.kind!r}")
-  if (ds.num_features, ds.num_labels) != (spec.num_features, spec.num_labels):
+  if (ds.num_features, ds.num_labels) != (spec.num_features, spec.num_labels + root_label):
     raise DataError(root, None, f"loaded {ds.num_features} features / {ds.num_labels} "
                     f"labels, the registry expects {spec.num_features} / "
                     f"{spec.num_labels}")
@@ -427,13 +427,19 @@ def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
 
 
 def _load_clus(spec: DatasetSpec, files: Mapping[str, pathlib.Path], split_seed: int,
-               meta: dict[str, Any]) -> MultiLabelDataset:
+               meta: dict[str, Any], root_label: bool = False) -> MultiLabelDataset:
   raw = {role: arff.parse_clus_arff(files[role]) for role in ("train", "valid", "test")}
+  label_names = list(raw["train"].label_nodes)
+  # SEAL counts the hierarchy's root as a label (500 = 499 FunCat nodes + root); it is
+  # positive in every example, so it raises example-F1 of any model that predicts it.
+  with_root = lambda y: np.concatenate([np.ones((len(y), 1), y.dtype), y], 1) if root_label else y
+  if root_label:
+    label_names = ["root"] + label_names
   for role in ("valid", "test"):
     if raw[role].label_nodes != raw["train"].label_nodes:
       raise DataError(raw[role].path, None, "hierarchy differs from the train file's")
   pre = arff.fit_clus_preprocessor(raw["train"], standardize=spec.standardize)
-  parts = {name: Split(pre(raw[role]), raw[role].y)
+  parts = {name: Split(pre(raw[role]), with_root(raw[role].y))
            for name, role in (("train", "train"), ("validation", "valid"), ("test", "test"))}
   meta.update(split_seed=split_seed, fold=0, resplit=False, split_rule=spec.split_rule,
               split=spec.split)
@@ -444,9 +450,10 @@ def _load_clus(spec: DatasetSpec, files: Mapping[str, pathlib.Path], split_seed:
                  "rule": "numeric: train mean; nominal: train mode (ties: first declared)"},
       "one_hot": [a.name for a in pre.attributes if a.kind == "nominal"],
       "labels": "ancestor closure of the @-separated FunCat paths over the declared "
-                "hierarchy nodes (no root node)",
+                "hierarchy nodes" + (", plus the root (label 0, always positive)"
+                                     if root_label else " (no root node)"),
   }
-  ds = _finish(spec.name, parts, pre.feature_names, raw["train"].label_nodes,
+  ds = _finish(spec.name, parts, pre.feature_names, label_names,
                standardize=False, meta=meta)
   if pre.standardizer is not None:
     ds.meta["preprocessing"]["standardize"] = {
@@ -554,7 +561,7 @@ def _load_mulan_path(path: pathlib.Path, split_seed: int, fold: int,
 
 def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None,
                  split_seed: int = 0, fold: int = 0, resplit: bool = False,
-                 **synthetic_kwargs) -> MultiLabelDataset:
+                 root_label: bool = False, **synthetic_kwargs) -> MultiLabelDataset:
   """Loads a registered dataset, or any MULAN dataset given by path.
 
   Args:
@@ -566,6 +573,8 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
     split_seed: seed of every random split rule (and of the synthetic generator).
     fold: the cross-validation test fold, 0..9 (yeast only).
     resplit: bibtex/delicious only: the implicit-energy paper's re-split sizes.
+    root_label: expr_fun/spo_fun only: add the hierarchy's root as label 0 (always
+      positive), SEAL's 500-label setting; default the 499 FunCat nodes.
     **synthetic_kwargs: 'synthetic' only: num_train, num_validation, num_test,
       num_features, num_blocks, block_size.
 
@@ -579,13 +588,16 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
   """
   key = os.fspath(name_or_path)
   spec = REGISTRY.get(key.lower())
+  if root_label and (spec is None or spec.kind != "clus"):
+    raise ValueError(f"{key}: root_label=True only applies to the hierarchical (FunCat) "
+                     f"datasets {sorted(n for n, s in REGISTRY.items() if s.kind == 'clus')}")
   if spec is not None and spec.kind == "synthetic":
     return _load_synthetic(spec, split_seed, fold, resplit, dict(synthetic_kwargs))
   if synthetic_kwargs:
     raise TypeError(f"{key}: unexpected arguments {sorted(synthetic_kwargs)} (only the "
                     f"'synthetic' dataset takes generator arguments)")
   if spec is not None:
-    return _load_registered(spec, data_dir, split_seed, fold, resplit)
+    return _load_registered(spec, data_dir, split_seed, fold, resplit, root_label)
   path = pathlib.Path(key).expanduser()
   if path.exists():
     return _load_mulan_path(path, split_seed, fold, resplit)

@@ -1,5 +1,10 @@
 """Energy networks `E(x, y) -> [B]` for the structured-prediction objectives."""
 
+from energynets.energies.icnn import ICNNEnergy, InputConvexNet, NonNegDense
+from energynets.energies.image import (DeepPriorEnergy, FieldOfExperts, GaussianDataTerm,
+                                       soft_abs, softplus_t)
 from energynets.energies.mlc import Encoding, MeasurementEnergy, SPENEnergy, param_groups
 
-__all__ = ["Encoding", "MeasurementEnergy", "SPENEnergy", "param_groups"]
+__all__ = ["DeepPriorEnergy", "Encoding", "FieldOfExperts", "GaussianDataTerm", "ICNNEnergy",
+           "InputConvexNet", "MeasurementEnergy", "NonNegDense", "SPENEnergy", "param_groups",
+           "soft_abs", "softplus_t"]

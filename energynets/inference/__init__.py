@@ -11,6 +11,7 @@ from energynets.inference.gbi import gbi_while
 from energynets.inference.gbi import init_state
 from energynets.inference.gbi import make_objective
 from energynets.inference.gbi import validate_config
+from energynets.inference.unrolled import unrolled_gbi
 
 __all__ = [
     "EnergyFn",
@@ -24,4 +25,5 @@ __all__ = [
     "init_state",
     "make_objective",
     "validate_config",
+    "unrolled_gbi",
 ]

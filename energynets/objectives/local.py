@@ -1,14 +1,19 @@
-"""`local`: the feed-forward baselines trained with a per-label loss alone.
+"""`local`: the feed-forward baselines trained with a per-output loss alone.
 
 BR (one logistic regression per label: an `MLP` with no hidden layer) and the MLP
-(the SPEN feature network with a linear local head) are both this objective with a
+(the SPEN feature network with a linear local head) are both `local_bce` with a
 different network. The loss is binary cross-entropy summed over labels and averaged
 over examples, plus `l2 · ½‖W‖²` on weight matrices; with `l2 = 1 / (C · N_train)`
 this is exactly scikit-learn's `LogisticRegression(C)` objective divided by `C · N`.
+
+`local_squared_error` is the regression counterpart (the feed-forward CNN denoiser of
+E2E-SPEN §6.1.3): mean squared error over the output's non-batch axes (per-pixel MSE,
+the quantity PSNR is a log of), averaged over examples; prediction is the net's output.
 """
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import optax
 
 from energynets.objectives import base
@@ -17,23 +22,39 @@ from energynets.objectives import base
 def local_bce(net: nn.Module, optimizer: optax.GradientTransformation, *,
               l2: float = 0.0) -> base.Objective:
   """Per-label BCE on the logits of `net(x) -> [B, L]`; prediction is `sigmoid`."""
+  return _local(net, optimizer, "bce", base.multilabel_bce, jax.nn.sigmoid, l2)
+
+
+def local_squared_error(net: nn.Module, optimizer: optax.GradientTransformation, *,
+                        l2: float = 0.0) -> base.Objective:
+  """Per-example mean squared error of `net(x)` against y; prediction is `net(x)`."""
+
+  def mse(outputs, targets):
+    axes = tuple(range(1, outputs.ndim))
+    return jnp.mean(jnp.mean(jnp.square(outputs - targets), axis=axes))
+
+  return _local(net, optimizer, "mse", mse, lambda outputs: outputs, l2)
+
+
+def _local(net, optimizer, name, loss, link, l2) -> base.Objective:
+  """`loss(net(x), y)` (+ l2) minimized by `optimizer`; prediction `link(net(x))`."""
 
   def init(rng, batch):
     params = net.init({"params": rng}, batch["x"])["params"]
     return {"net": base.init_group(params, optimizer)}
 
   def loss_fn(params, batch, rng):
-    logits = net.apply({"params": params}, batch["x"], train=True, rngs={"dropout": rng})
-    bce = base.multilabel_bce(logits, batch["y"])
-    loss = bce + l2 * base.l2_penalty(params) if l2 else bce
-    return loss, {"bce": bce}
+    outputs = net.apply({"params": params}, batch["x"], train=True, rngs={"dropout": rng})
+    value = loss(outputs, batch["y"])
+    total = value + l2 * base.l2_penalty(params) if l2 else value
+    return total, {name: value}
 
   def update(state, batch, rng):
     group, metrics = base.minimize_step(loss_fn, optimizer, state["net"], batch, rng)
     return {"net": group}, metrics
 
   def predict(state, x):
-    return jax.nn.sigmoid(net.apply({"params": state["net"].params}, x, train=False))
+    return link(net.apply({"params": state["net"].params}, x, train=False))
 
   def init_from(prev_state, rng, batch):
     del rng, batch  # a continued stage keeps the previous parameters

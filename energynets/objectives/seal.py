@@ -52,7 +52,8 @@ Static and dynamic (`phase`), one state structure `{"task_net": ParamGroup,
 
 - `'dynamic'` (Eq. 4-5): each `update` first takes one loss-net step on L_E with
   samples from the current task-net Φ_{t−1}, then one task-net step on L_F with the
-  *updated* loss-net Θ_t, on the same batch.
+  *updated* loss-net Θ_t, on the same batch (`loss_net_steps` and `rounds` repeat
+  these as SEAL's public trainer does: t rounds of s loss-net steps + 1 task-net step).
 - `'loss_net'` (SEAL-static, stage 1): trains the loss-net alone; the task-net group is
   frozen and serves as the fixed noise network Ψ of static NCE (and of `regression_s`);
   margin and regression use GBI samples instead and ignore it.
@@ -344,7 +345,8 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
                    loss_net_optimizer: optax.GradientTransformation, *,
                    phase: str = "dynamic", predict: str = "task_net",
                    predict_gbi: Optional[GBIConfig] = None, predict_init: str = "uniform",
-                   task_net_init: str = "carry", **loss_options) -> base.Objective:
+                   task_net_init: str = "carry", loss_net_steps: int = 1, rounds: int = 1,
+                   **loss_options) -> base.Objective:
   """The SEAL objective (see the module docstring).
 
   Args:
@@ -358,6 +360,11 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
     predict_init: start of that GBI: `'uniform'` or `'task_net'` (σ(F(x))).
     task_net_init: in `init_from`, `'carry'` the previous task-net (or `local_bce`
       net) or start a `'fresh'` one.
+    loss_net_steps: s, loss-net updates per round (on the same batch).
+    rounds: t, rounds per `update`; a round is s loss-net updates then one task-net
+      update (phases that train one group take only its updates). SEAL's public
+      trainer does this per minibatch with s ∈ {3..12}, t ∈ {1, 5, 10}; the paper's
+      Eq. 4-5 is s = t = 1 (the default).
     **loss_options: the options of `seal_losses` (objective, energy_weight,
       bce_weight, energy_term, num_samples, noise_std, margin_cost, surrogate_eps,
       score, loss_aug_gbi, dvn_samples, dvn_sample_weights).
@@ -366,6 +373,9 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
     An `Objective` with state `{"task_net": ParamGroup, "loss_net": ParamGroup}`.
   """
   losses = seal_losses(task_net, loss_net, phase=phase, **loss_options)
+  if loss_net_steps < 1 or rounds < 1:
+    raise ValueError(f"SEAL loss_net_steps and rounds must be >= 1; got {loss_net_steps}, "
+                     f"{rounds}")
   _check_choice(predict, PREDICTIONS, "SEAL predict")
   _check_choice(predict_init, PREDICT_INITS, "SEAL predict_init")
   _check_choice(task_net_init, TASK_NET_INITS, "SEAL task_net_init")
@@ -421,27 +431,40 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
                        f"state has only {sorted(prev_state)}")
     return make_state(task_params, loss_params)
 
-  # (rng index, trained group, the other group, its loss, its optimizer), in Eq. 4-5's
-  # order: the task-net step sees the loss-net just updated (Θ_t).
-  steps = [step[:-1] for step in (
-      (0, "loss_net", "task_net", losses.loss_net, loss_net_optimizer, trains_loss_net),
-      (1, "task_net", "loss_net", losses.task_net, task_optimizer, trains_task_net))
-           if step[-1]]
+  def group_step(state, batch, rng, group, other, loss_fn, optimizer):
+    metrics, grads = base.metrics_and_grads(loss_fn, state[group].params,
+                                            state[other].params, batch, rng)
+    return dict(state, **{group: base.apply_gradients(state[group], grads, optimizer)}), metrics
 
-  def update(state, batch, rng):
-    state, metrics, step_losses, norms = dict(state), {}, [], []
-    step_rngs = jax.random.split(rng)
-    for index, group, other, loss_fn, optimizer in steps:
-      step_rng = step_rngs[index]
-      step_metrics, grads = base.metrics_and_grads(loss_fn, state[group].params,
-                                                   state[other].params, batch, step_rng)
-      state[group] = base.apply_gradients(state[group], grads, optimizer)
+  def loss_net_phase(state, batch, rng):
+    """`loss_net_steps` loss-net updates on the batch; the metrics of the last one."""
+    def body(state, step_rng):
+      return group_step(state, batch, step_rng, "loss_net", "task_net", losses.loss_net,
+                        loss_net_optimizer)
+    return _scan_last(body, state, rng, loss_net_steps)
+
+  def task_net_phase(state, batch, rng):
+    return group_step(state, batch, rng, "task_net", "loss_net", losses.task_net,
+                      task_optimizer)
+
+  phases = [(group, fn) for group, fn, trains in (
+      ("loss_net", loss_net_phase, trains_loss_net),
+      ("task_net", task_net_phase, trains_task_net)) if trains]
+
+  def one_round(state, batch, rng):
+    """Eq. 4-5's order: the task-net step sees the loss-net just updated (Θ_t)."""
+    metrics, step_losses, norms = {}, [], []
+    for (group, fn), phase_rng in zip(phases, jax.random.split(rng, len(phases))):
+      state, step_metrics = fn(state, batch, phase_rng)
       metrics.update({f"{group}_{k}": v for k, v in step_metrics.items()})
       step_losses.append(step_metrics["loss"])
       norms.append(step_metrics["grad_norm"])
     metrics["loss"] = sum(step_losses)
     metrics["grad_norm"] = jnp.sqrt(sum(jnp.square(n) for n in norms))
     return state, metrics
+
+  def update(state, batch, rng):
+    return _scan_last(lambda st, r: one_round(st, batch, r), dict(state), rng, rounds)
 
   def predict_fn(state, x):
     logits = _task_logits(task_net, state["task_net"].params, x)
@@ -454,6 +477,15 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
     return gbi_lib.gbi_while(energy_fn, params, encoding, y0, BOX, predict_gbi).y
 
   return base.Objective(init, update, predict_fn, init_from)
+
+
+def _scan_last(body, state, rng, length: int):
+  """`length` applications of `body(state, rng) -> (state, metrics)` with split keys;
+  the metrics of the last. One application is traced inline (no scan): the common case."""
+  if length == 1:
+    return body(state, rng)
+  state, metrics = jax.lax.scan(body, state, jax.random.split(rng, length))
+  return state, jax.tree.map(lambda m: m[-1], metrics)
 
 
 # ---------------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def encoding_energy(energy: SPENEnergy) -> gbi_lib.EnergyFn:
   """`(params, Encoding, y) -> [B]`: the energy over a precomputed `encode(x)`."""
   def fn(params, encoding, y):
     return energy.apply({"params": params}, encoding, y,
-                        method=SPENEnergy.energy_from_encoding)
+                        method="energy_from_encoding")
   return fn
 
 
@@ -109,7 +109,7 @@ def encode(energy: SPENEnergy, params, x: jax.Array, train: bool = False,
            rng: Optional[jax.Array] = None) -> Encoding:
   rngs = {"dropout": rng} if rng is not None else None
   return energy.apply({"params": params}, x, train=train, rngs=rngs,
-                      method=SPENEnergy.encode)
+                      method="encode")
 
 
 def start_point(encoding: Encoding, init: str) -> jax.Array:
@@ -380,14 +380,14 @@ def spen_pretrain(energy: SPENEnergy, optimizer: optax.GradientTransformation, *
   def loss_fn(params, batch, rng):
     params = _clamp(params, trainable)
     logits = energy.apply({"params": params}, batch["x"], train=True, rngs={"dropout": rng},
-                          method=SPENEnergy.local_logits)
+                          method="local_logits")
     bce = base.multilabel_bce(logits, batch["y"])
     loss = bce + l2 * _l2(params, trainable) if l2 else bce
     return loss, {"bce": bce}
 
   def predict(state, x):
     return jax.nn.sigmoid(energy.apply({"params": state["energy"].params}, x,
-                                       method=SPENEnergy.local_logits))
+                                       method="local_logits"))
 
   return _objective(energy, optimizer, trainable, loss_fn, predict)
 

@@ -2,6 +2,8 @@
 
 import ml_collections
 
+from energynets.data import denoising
+
 # Registered multi-label datasets a config variant may name; "mulan" means a MULAN
 # dataset given by path (--config.data.path=DIR).
 DATASETS = ("synthetic", "bibtex", "delicious", "yeast", "genbase", "cal500", "expr_fun",
@@ -14,8 +16,10 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.method = "local"
   # num_train: synthetic only, training examples (0: the default 15k; SPEN also uses 1.5k).
+  # root_label: expr_fun/spo_fun only, add the FunCat root as a label (SEAL's 500 labels).
   config.data = ml_collections.ConfigDict(dict(
-      name=dataset, path="", data_dir="", split_seed=0, fold=0, resplit=False, num_train=0))
+      name=dataset, path="", data_dir="", split_seed=0, fold=0, resplit=False, num_train=0,
+      root_label=False))
   config.model = ml_collections.ConfigDict(dict(
       hidden=(), activation="relu", dropout=0.0, input_dropout=0.0))
   # l2 is the coefficient of ½‖W‖²; l2_c > 0 sets it to 1/(C·N_train) instead, the
@@ -44,3 +48,35 @@ def energy_like_model(model: ml_collections.ConfigDict, num_measurements: int,
       feature_hidden=tuple(model.hidden), feature_activation=model.activation,
       num_measurements=num_measurements, activation=activation, num_conditional=0,
       dropout=model.dropout, input_dropout=model.input_dropout))
+
+
+# Denoising dataset variants (experiments/tasks.py: the denoising task).
+DENOISING_DATASETS = ("depth_scenes",)
+
+
+def get_denoising_base_config(dataset: str = "depth_scenes") -> ml_collections.ConfigDict:
+  """Shared defaults of the denoising configs (E2E-SPEN §6.1 on generated depth scenes).
+
+  `data` holds the generator's arguments (energynets.data.denoising.load_denoising);
+  `split_seed` seeds scenes and noise. Selection is on validation PSNR.
+  """
+  if dataset not in DENOISING_DATASETS:
+    raise ValueError(f"unknown denoising dataset variant {dataset!r}; expected one of "
+                     f"{DENOISING_DATASETS}")
+  config = ml_collections.ConfigDict()
+  config.method = "local_squared_error"
+  config.data = ml_collections.ConfigDict(dict(
+      name=dataset, num_train=denoising.DEFAULT_NUM_TRAIN,
+      num_validation=denoising.DEFAULT_NUM_VALIDATION, num_test=denoising.DEFAULT_NUM_TEST,
+      height=denoising.DEFAULT_HEIGHT, width=denoising.DEFAULT_WIDTH,
+      noise_sigma=denoising.DEFAULT_NOISE_SIGMA, split_seed=0))
+  config.optimizer = ml_collections.ConfigDict(dict(
+      name="adam", learning_rate=1e-3, schedule="cosine", warmup_steps=0,
+      weight_decay=0.0, momentum=0.9, clip_norm=0.0))
+  config.train = ml_collections.ConfigDict(dict(
+      steps=2000, batch_size=32, eval_batch_size=100, seed=0, log_every=100,
+      eval_every=250, checkpoint_every=1000, select_metric="validation/psnr",
+      select_mode="max", tensorboard=True, num_devices=0))
+  config.stage_order = ""
+  config.stages = ml_collections.ConfigDict()
+  return config

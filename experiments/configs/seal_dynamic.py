@@ -42,7 +42,7 @@ def get_config(dataset: str = "synthetic"):
       energy_term="energy", num_samples=10, noise_std=1.0, margin_cost="l1",
       surrogate_eps=1e-3, score="soft_f1", dvn_samples="inference,adversarial,gold",
       dvn_sample_weights="", predict="task_net", predict_init="uniform",
-      task_net_init="carry"))
+      task_net_init="carry", loss_net_steps=1, rounds=1))
   # SEAL's GBI (its SPEN/DVN baselines): Adam + clamp, 20 steps (assumption, see
   # spen_gbi.py).
   config.gbi = ml_collections.ConfigDict(dict(

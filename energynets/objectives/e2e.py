@@ -1,0 +1,401 @@
+"""`e2e`: end-to-end SPEN training through unrolled GBI (Belanger, Yang & McCallum 2017).
+
+Prediction is `T` steps of gradient-based inference from a starting point `y_0`
+(E2E-SPEN Eq. 10, `y_T = Init(F(x)) − Σ_t η_t ∇E`, or its mirror/logit/momentum
+variants), and training back-propagates a loss on the iterates through those steps:
+
+    L = (1/T) Σ_{t=1..T} w_t ℓ(y_t, y*),   w_t = 1 / (T − t + 1)      (Eq. 9, per_iterate)
+    L = ℓ(y_T, y*)                                                    (final iterate only)
+
+averaged over the batch, plus `l2 · ½‖W‖²` on the trained groups' weight matrices.
+`ℓ` is summed (or, `loss_reduction='mean'`, averaged) over the output's coordinates:
+`'bce'` −[y* log y + (1−y*) log(1−y)] for y in (0, 1) (Box), with y clipped to
+`[loss_eps, 1 − loss_eps]` (a sigmoid saturates to exactly 1.0 in float32, and the clip
+keeps the loss finite; a coordinate clipped there gets no gradient from ℓ, which at the
+default 1e-6 means a logit beyond ±13.8), or `'squared'` Σ (y − y*)² (any domain).
+
+Choices, with reasons:
+
+- The step sizes η_1..η_T are trainable (§6.1.3, "treats the learning rates η_t as
+  trainable parameters"), kept positive as `η_t = softplus(ρ_t)`, with `ρ_t` initialized
+  so that η_t equals the GBI config's `learning_rate` (or its `step_sizes`). They are
+  their own parameter group (`state["inference"]`), updated by the same optimizer as
+  the energy unless `step_size_optimizer` is given; `learn_step_sizes=False` freezes
+  them. Momentum stays a fixed option.
+- Prediction runs the same unrolled GBI, with the same T and the trained step sizes
+  (§4.2: "maintain the same optimization configuration, such as T, at both train and
+  test time"), not the convergence loop, and returns `y_T`.
+- Entropy smoothing is GBI's `entropy_weight` (§4.2), present at train and test time.
+- The gradient through the unroll is `unrolled_gbi`'s `gradient` strategy: `'scan'`,
+  `'remat'` or `'adjoint'`; all three give the same update (tests/test_e2e.py).
+- Energies trained through inference must be twice differentiable in y (the backward
+  pass uses the Hessian of the energy; E2E-SPEN §5 uses SoftPlus): a `SPENEnergy` whose
+  measurement activation is ReLU or HardTanh (or any energy module with such an
+  `activation` attribute) is rejected. The SPEN feature network may use ReLU: F(x) is
+  computed once before inference and enters the energy linearly (local term) or through
+  the smooth conditional term.
+- The starting point `y_0` is part of the differentiable network: SPEN's `'local'`
+  start `sigmoid(local logits)` trains the local head through the unroll too.
+
+The objective is generic over the energy through `EnergyModel` (below): `spen_model`
+adapts a `SPENEnergy` (Box domain, features precomputed once by `encode`, starts
+`'uniform'`/`'local'`), `module_model` any Flax module `E(x, y) -> [B]` such as the
+image-denoising energies (`Real` domain, `y_0 = x` by `'input'`, `ℓ = 'squared'`).
+`e2e_objective` accepts either a model or the module itself; `e2e_losses` gives its loss
+and unrolled inference as pure functions (for tests, benchmarks and other objectives).
+
+State: `{"energy": ParamGroup, "inference": ParamGroup({"step_sizes": ρ [T]})}`. The
+`energy` group is exactly that of the SPEN objectives, so staged training (pretrain the
+features with BCE via `spen_pretrain` or `local_bce`, then e2e) carries parameters with
+`init_from`; `clamped` groups (`trainable`) are frozen as in `ssvm`.
+"""
+
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from energynets import domains
+from energynets.energies.mlc import SPENEnergy, param_groups
+from energynets.inference import gbi as gbi_lib
+from energynets.inference import unrolled
+from energynets.inference.gbi import GBIConfig
+from energynets.objectives import base
+from energynets.objectives import ssvm
+
+LOSSES = ("bce", "squared")
+REDUCTIONS = ("sum", "mean")
+NON_SMOOTH = ("relu", "hardtanh")
+MODULE_INITS = ("input", "uniform", "zeros")
+DEFAULT_LOSS_EPS = 1e-6
+
+
+class EnergyModel(NamedTuple):
+  """What `e2e_objective` needs from an energy, as pure functions.
+
+  Attributes:
+    domain: the relaxation GBI searches (`Box` for multi-label, `Real` for denoising).
+    init_params: `(rng, x, y) -> params`, a fresh initialization from example arrays.
+    encode: `(params, x, train, rng) -> inputs`: what the energy conditions on,
+      computed once per example before inference and differentiable (SPEN: the features
+      and local logits; an image energy: x itself). `rng` is None at test time.
+    energy: `(params, inputs, y) -> [B]`, GBI's inner function.
+    start: `(inputs, x, init) -> y_0` for an init name of `inits`.
+    inits: the init names `start` accepts.
+    carry: `(prev_state, rng, x, y) -> params`, the parameters that continue a previous
+      stage's state (staged training).
+    groups: the top-level parameter names `trainable` may pick (None: not checked).
+  """
+  domain: Any
+  init_params: Callable[..., Any]
+  encode: Callable[..., Any]
+  energy: Callable[..., jax.Array]
+  start: Callable[..., jax.Array]
+  inits: tuple[str, ...]
+  carry: Callable[..., Any]
+  groups: Optional[tuple[str, ...]] = None
+
+
+def check_smooth(module: nn.Module) -> None:
+  """ValueError if `module.activation` names a non-smooth non-linearity (ReLU, HardTanh).
+
+  Training through GBI differentiates `∇_y E`: with a piecewise-linear activation the
+  Hessian is zero almost everywhere, so the unroll passes no second-order signal (and
+  HardTanh's flat regions stop GBI altogether).
+  """
+  activation = getattr(module, "activation", None)
+  if isinstance(activation, str) and activation in NON_SMOOTH:
+    raise ValueError(
+        f"{type(module).__name__}.activation={activation!r} is not smooth: energies trained "
+        f"end to end through inference need a twice-differentiable non-linearity "
+        f"(E2E-SPEN §5 uses softplus); use activation='softplus'")
+
+
+def spen_model(energy: SPENEnergy) -> EnergyModel:
+  """`SPENEnergy` on the Box: F(x) and the local logits computed once by `encode`."""
+  check_smooth(energy)
+
+  def encode(params, x, train=False, rng=None):
+    return ssvm.encode(energy, params, x, train=train, rng=rng)
+
+  def start(encoding, x, init):
+    del x
+    return ssvm.start_point(encoding, init)
+
+  return EnergyModel(
+      domain=ssvm.BOX,
+      init_params=lambda rng, x, y: ssvm.init_params(energy, rng, x),
+      encode=encode,
+      energy=ssvm.encoding_energy(energy),
+      start=start,
+      inits=ssvm.INITS,
+      carry=lambda prev_state, rng, x, y: ssvm.carry_params(energy, prev_state, rng, x),
+      groups=param_groups(energy))
+
+
+def module_model(module: nn.Module, domain=domains.Real()) -> EnergyModel:
+  """Any Flax module `E(x, y) -> [B]` with y shaped like x (denoising, segmentation).
+
+  `encode` is the identity (the energy sees x itself); starts: `'input'` (y_0 = x, the
+  noisy image), `'uniform'` (`domain.uniform_init`) or `'zeros'`.
+  """
+  check_smooth(module)
+
+  def init_params(rng, x, y):
+    return flax.core.unfreeze(module.init({"params": rng}, x, y)["params"])
+
+  def encode(params, x, train=False, rng=None):
+    del params, train, rng
+    return x
+
+  def energy(params, x, y):
+    return module.apply({"params": params}, x, y)
+
+  def start(x_enc, x, init):
+    del x_enc
+    if init == "input":
+      return jnp.asarray(x)
+    if init == "uniform":
+      return domain.uniform_init(x.shape, x.dtype)
+    if init == "zeros":
+      return jnp.zeros_like(x)
+    raise ValueError(f"unknown init {init!r}; expected one of {MODULE_INITS}")
+
+  def carry(prev_state, rng, x, y):
+    if "energy" not in prev_state:
+      raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; "
+                       "expected 'energy'")
+    reference = jax.eval_shape(lambda: init_params(rng, x, y))
+    return base.carried(prev_state["energy"].params, reference,
+                        f"the previous state into this {type(module).__name__}")
+
+  return EnergyModel(domain, init_params, encode, energy, start, MODULE_INITS, carry)
+
+
+def as_model(energy) -> EnergyModel:
+  """`EnergyModel` as is; `SPENEnergy` -> `spen_model`; other modules -> `module_model`."""
+  if isinstance(energy, EnergyModel):
+    return energy
+  if isinstance(energy, SPENEnergy):
+    return spen_model(energy)
+  if isinstance(energy, nn.Module):
+    return module_model(energy)
+  raise TypeError(f"expected an EnergyModel, a SPENEnergy or a Flax module; got "
+                  f"{type(energy).__name__}")
+
+
+# ---------------------------------------------------------------------------------------
+# The loss on the iterates.
+
+
+def iterate_loss(y_hat: jax.Array, y: jax.Array, loss: str = "bce",
+                 eps: float = DEFAULT_LOSS_EPS, reduction: str = "sum") -> jax.Array:
+  """`[B, ...] x2 -> [B]`: ℓ(ŷ, y) summed (or averaged) over every non-batch axis.
+
+  `'bce'` and `'squared'` are ssvm's `'log'` and `'squared'` task-loss surrogates applied
+  to the flattened outputs.
+  """
+  if loss not in LOSSES:
+    raise ValueError(f"unknown loss {loss!r}; expected one of {LOSSES}")
+  flat = lambda a: a.reshape(a.shape[0], -1)
+  value = ssvm.task_loss(flat(y_hat), flat(y).astype(y_hat.dtype),
+                         "log" if loss == "bce" else "squared", eps)
+  if reduction == "mean":
+    value = value / flat(y_hat).shape[1]
+  return value
+
+
+def iterate_weights(num_steps: int, per_iterate: bool = True, dtype=jnp.float32) -> jax.Array:
+  """`[T]`: `w_t / T` with `w_t = 1/(T − t + 1)` (Eq. 9), or one-hot on `y_T`."""
+  if not per_iterate:
+    return jnp.zeros((num_steps,), dtype).at[-1].set(1.0)
+  t = jnp.arange(1, num_steps + 1, dtype=dtype)
+  return 1.0 / (num_steps - t + 1.0) / num_steps
+
+
+def init_step_sizes(config: GBIConfig) -> jax.Array:
+  """`[T]` raw step sizes ρ with `softplus(ρ)` = the config's step sizes or learning rate.
+
+  Computed in NumPy (float64) when the objective is built, so that a bad value fails
+  there and `init` stays a pure function of its arguments.
+  """
+  if config.step_sizes is not None:
+    eta = np.asarray(config.step_sizes, np.float64)
+  else:
+    eta = np.full((config.num_steps,), config.learning_rate, np.float64)
+  if eta.shape != (config.num_steps,) or np.any(eta <= 0):
+    raise ValueError(f"learned step sizes start from {config.num_steps} positive values "
+                     f"(softplus(ρ) > 0); got {eta}")
+  return jnp.asarray(np.log(np.expm1(eta)), jnp.float32)
+
+
+def step_sizes(inference_params) -> jax.Array:
+  """`[T]`: η_t = softplus(ρ_t) > 0."""
+  return jax.nn.softplus(inference_params["step_sizes"])
+
+
+# ---------------------------------------------------------------------------------------
+# The objective.
+
+
+def _validate(model, gbi, loss, gradient, init, reduction):
+  gbi_lib.validate_config(gbi)
+  if gbi.num_steps < 1:
+    raise ValueError("e2e needs at least one unrolled GBI step (gbi.num_steps >= 1)")
+  if loss not in LOSSES:
+    raise ValueError(f"unknown loss {loss!r}; expected one of {LOSSES}")
+  if reduction not in REDUCTIONS:
+    raise ValueError(f"unknown loss_reduction {reduction!r}; expected one of {REDUCTIONS}")
+  if gradient not in unrolled.GRADIENTS:
+    raise ValueError(f"unknown gradient strategy {gradient!r}; expected one of "
+                     f"{unrolled.GRADIENTS}")
+  if init not in model.inits:
+    raise ValueError(f"unknown init {init!r}; expected one of {model.inits}")
+  if loss == "bce" and isinstance(model.domain, domains.Real):
+    raise ValueError("loss='bce' needs outputs in (0, 1); the Real domain takes "
+                     "loss='squared'")
+
+
+def _trainable(model: EnergyModel, trainable) -> Optional[frozenset]:
+  if trainable is None:
+    return None
+  if isinstance(trainable, str):
+    raise TypeError(f"trainable must be a sequence of group names, not the string "
+                    f"{trainable!r}; write ({trainable!r},)")
+  if model.groups is not None and (set(trainable) - set(model.groups) or not trainable):
+    raise ValueError(f"trainable must name some of {model.groups}; got {tuple(trainable)}")
+  return frozenset(trainable)
+
+
+class E2ELosses(NamedTuple):
+  """The pure functions of `e2e_objective`, for tests and for composing other methods.
+
+  Attributes:
+    loss_fn: `((energy_params, inference_params), batch, rng) -> (loss, metrics)`; its
+      gradient is the training update's (clamped groups get zeros).
+    unroll: `(energy_params, inference_params, x, train=False, rng=None) -> (y0, y_T, ys)`,
+      the unrolled inference (`ys [T, B, ...]`) by the configured gradient strategy.
+    model: the `EnergyModel` the energy was adapted to.
+    initial_step_sizes: `[T]` raw ρ that start the `inference` group.
+  """
+  loss_fn: Callable[..., tuple[jax.Array, dict]]
+  unroll: Callable[..., tuple[jax.Array, jax.Array, jax.Array]]
+  model: EnergyModel
+  initial_step_sizes: jax.Array
+
+
+def e2e_losses(energy, *, gbi: GBIConfig, loss: str = "bce", per_iterate: bool = True,
+               gradient: str = "scan", init: str = "local", learn_step_sizes: bool = True,
+               trainable: Optional[Sequence[str]] = None, l2: float = 0.0,
+               loss_eps: float = DEFAULT_LOSS_EPS, loss_reduction: str = "sum") -> E2ELosses:
+  """The loss of `e2e_objective` (same arguments, without the optimizers)."""
+  model = as_model(energy)
+  _validate(model, gbi, loss, gradient, init, loss_reduction)
+  clamped = _trainable(model, trainable)
+  weights = iterate_weights(gbi.num_steps, per_iterate)
+
+  def unroll(energy_params, inference_params, x, train=False, rng=None):
+    inputs = model.encode(energy_params, x, train, rng)
+    y0 = model.start(inputs, x, init)
+    eta = step_sizes(inference_params)
+    if not learn_step_sizes:
+      eta = jax.lax.stop_gradient(eta)
+    config = gbi._replace(step_sizes=eta.astype(y0.dtype))
+    y_final, ys = unrolled.unrolled_gbi(model.energy, energy_params, inputs, y0,
+                                        model.domain, config, gradient)
+    return y0, y_final, ys
+
+  def loss_fn(params, batch, rng):
+    energy_params, inference_params = params
+    energy_params = ssvm._clamp(energy_params, clamped)  # pylint: disable=protected-access
+    y0, _, ys = unroll(energy_params, inference_params, batch["x"], True, rng)
+    y = batch["y"]
+    per_step = jax.vmap(lambda y_t: jnp.mean(iterate_loss(y_t, y, loss, loss_eps,
+                                                          loss_reduction)))(ys)
+    value = jnp.sum(weights.astype(per_step.dtype) * per_step)
+    total = (value + l2 * ssvm._l2(energy_params, clamped)  # pylint: disable=protected-access
+             if l2 else value)
+    return total, {"unrolled_loss": value, "final_loss": per_step[-1],
+                   "initial_loss": jnp.mean(iterate_loss(y0, y, loss, loss_eps,
+                                                         loss_reduction)),
+                   "step_size_mean": jnp.mean(step_sizes(inference_params))}
+
+  return E2ELosses(loss_fn, unroll, model, init_step_sizes(gbi))
+
+
+def e2e_objective(energy, optimizer: optax.GradientTransformation, *, gbi: GBIConfig,
+                  loss: str = "bce", per_iterate: bool = True, gradient: str = "scan",
+                  init: str = "local", learn_step_sizes: bool = True,
+                  step_size_optimizer: Optional[optax.GradientTransformation] = None,
+                  trainable: Optional[Sequence[str]] = None, l2: float = 0.0,
+                  loss_eps: float = DEFAULT_LOSS_EPS,
+                  loss_reduction: str = "sum") -> base.Objective:
+  """End-to-end training through `gbi.num_steps` unrolled GBI steps (module docstring).
+
+  Args:
+    energy: a `SPENEnergy`, another Flax energy module `E(x, y) -> [B]` (y shaped like
+      x, `Real` domain), or an `EnergyModel`.
+    optimizer: updates the energy's `trainable` groups (and the step sizes, unless
+      `step_size_optimizer` is given).
+    gbi: the unrolled inference, used identically for training and prediction: method
+      (`'logit'`, `'mirror'` or `'projected'`), optimizer, momentum, `entropy_weight`,
+      `num_steps` (T ≥ 1) and the initial step size (`learning_rate`, or `step_sizes`).
+    loss: ℓ, `'bce'` (outputs in (0, 1)) or `'squared'`.
+    per_iterate: Eq. 9's weighted average over all iterates; False: `y_T` only.
+    gradient: `'scan' | 'remat' | 'adjoint'`, how the unroll is differentiated.
+    init: y_0, a name of the model's `inits` (SPEN: `'local'`, `'uniform'`; modules:
+      `'input'`, `'uniform'`, `'zeros'`).
+    learn_step_sizes: train η_t jointly with the energy (False: fixed at their init).
+    step_size_optimizer: a separate optimizer for the step sizes (default `optimizer`).
+    trainable: top-level energy groups that are updated (None: all).
+    l2: weight of `½‖W‖²` on the trainable groups' weight matrices.
+    loss_eps: the clip of `'bce'`.
+    loss_reduction: `'sum'` or `'mean'` of ℓ over an example's coordinates.
+
+  Returns:
+    An `Objective` with state `{"energy", "inference"}` (`ParamGroup`s); `update`'s
+    metrics: `loss`, `grad_norm`, `unrolled_loss` (the loss without l2), `final_loss`
+    (mean ℓ(y_T, y*)), `initial_loss` (ℓ(y_0, y*)), `step_size_mean`.
+  """
+  fns = e2e_losses(energy, gbi=gbi, loss=loss, per_iterate=per_iterate, gradient=gradient,
+                   init=init, learn_step_sizes=learn_step_sizes, trainable=trainable, l2=l2,
+                   loss_eps=loss_eps, loss_reduction=loss_reduction)
+  model = fns.model
+  energy_opt = ssvm.masked_optimizer(optimizer, _trainable(model, trainable))
+  step_opt = ((step_size_optimizer or optimizer) if learn_step_sizes
+              else optax.set_to_zero())
+
+  def make_state(energy_params, inference_params):
+    return {"energy": base.init_group(energy_params, energy_opt),
+            "inference": base.init_group(inference_params, step_opt)}
+
+  def fresh_inference():
+    return {"step_sizes": jnp.array(fns.initial_step_sizes)}  # a copy: states are donated
+
+  def init(rng, batch):
+    return make_state(model.init_params(rng, batch["x"], batch["y"]), fresh_inference())
+
+  def init_from(prev_state, rng, batch):
+    energy_params = model.carry(prev_state, rng, batch["x"], batch["y"])
+    inference_params = fresh_inference()
+    previous = prev_state.get("inference") if hasattr(prev_state, "get") else None
+    if previous is not None and base.same_shapes(previous.params, inference_params):
+      inference_params = flax.core.unfreeze(previous.params)
+    return make_state(energy_params, inference_params)
+
+  def update(state, batch, rng):
+    params = (state["energy"].params, state["inference"].params)
+    metrics, (energy_grads, inference_grads) = base.metrics_and_grads(fns.loss_fn, params,
+                                                                      batch, rng)
+    return {"energy": base.apply_gradients(state["energy"], energy_grads, energy_opt),
+            "inference": base.apply_gradients(state["inference"], inference_grads,
+                                              step_opt)}, metrics
+
+  def predict(state, x):
+    return fns.unroll(state["energy"].params, state["inference"].params, x)[1]
+
+  return base.Objective(init, update, predict, init_from)

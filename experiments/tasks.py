@@ -1,0 +1,157 @@
+"""What differs between task families in the experiment driver: data, selection, results.
+
+`experiments/train.py` trains any objective on any task through one loop; a `Task` is
+the rest: how a config's `data` becomes a dataset with `train`/`validation`/`test`
+splits of `(x, y)` arrays, which validation metrics select checkpoints, and which
+`"<split>/<metric>"` results a finished run reports (the DESIGN.md results contract).
+
+- `multilabel`: the registry's MULAN/CLUS/synthetic datasets; example-F1 (tuned
+  threshold and 0.5), micro/macro-F1, Hamming.
+- `denoising`: generated depth-like scenes (`energynets.data.denoising`); PSNR on the
+  depth test scenes and on crops of scikit-image's natural images (`natural/psnr`),
+  the transfer test of a denoiser trained on depth.
+
+`task_for(config)` picks the task from `config.data.name`.
+"""
+
+from typing import Any, Callable, NamedTuple
+
+import ml_collections
+import numpy as np
+
+from energynets import data as data_lib
+from energynets import metrics
+from energynets.data import denoising
+
+# predictions(split) -> the model's outputs on every row of that split's x.
+Predictions = Callable[[Any], np.ndarray]
+
+MULTILABEL_METRICS = {
+    "example_f1": "mean over examples of 2|y∧ŷ|/(|y|+|ŷ|); empty gold and empty prediction "
+                  "scores 1; at the validation-tuned threshold",
+    "example_f1@0.5": "example_f1 at threshold 0.5",
+    "micro_f1": "F1 of all label bits pooled, at the tuned threshold",
+    "macro_f1": "mean over labels of per-label F1, at the tuned threshold",
+    "hamming": "fraction of wrong label bits, at the tuned threshold",
+    "threshold": "grid 0.05..0.95 value maximizing validation example_f1 (ties: closest "
+                 "to 0.5); never tuned on test",
+    "scale": "fractions in [0, 1]",
+    "gbi_steps_mean": "SPEN/DVN only: mean test-time GBI steps per example (gbi_while)",
+    "search_error": "SPEN/DVN only: fraction of test examples whose GBI output (relaxed) has "
+                    "higher energy than the gold labels (SPEN §7.4)",
+}
+
+DENOISING_METRICS = {
+    "psnr": "mean over images of 10·log10(1 / MSE_i) in dB: values in [0, 1], peak 1 = the "
+            "full depth range (the 8-bit convention with peak 255, divided through)",
+    "natural/psnr": "the same on crops of scikit-image's grayscale natural images "
+                    "(a denoiser trained on depth scenes, tested for transfer)",
+}
+
+
+class Task(NamedTuple):
+  """The task-specific part of an experiment.
+
+  Attributes:
+    name: 'multilabel' or 'denoising'.
+    load: `config -> dataset` with `train`, `validation`, `test` splits (`.x`, `.y`),
+      `name` and `meta`.
+    validation_metrics: `(y, predictions) -> {"validation/<metric>": value}`, computed
+      at every evaluation of the loop (checkpoint selection).
+    results: `(dataset, predictions) -> {"<split>/<metric>": value}` of a finished run.
+    metric_definitions: written into every results.json.
+  """
+  name: str
+  load: Callable[[ml_collections.ConfigDict], Any]
+  validation_metrics: Callable[[np.ndarray, np.ndarray], dict[str, float]]
+  results: Callable[[Any, Predictions], dict[str, float]]
+  metric_definitions: dict[str, str]
+
+
+# --------------------------------------------------------------------------- multi-label
+
+
+def load_multilabel(config: ml_collections.ConfigDict) -> data_lib.MultiLabelDataset:
+  cfg = config.data
+  if cfg.name == "mulan":
+    if not cfg.path:
+      raise ValueError("the 'mulan' variant loads a MULAN dataset by path: pass "
+                       "--config.data.path=DIR (DIR holding <name>-train.arff, "
+                       "<name>-test.arff and <name>.xml)")
+    source = cfg.path
+  else:
+    source = cfg.name
+  extra = {}
+  if cfg.num_train:
+    if cfg.name != "synthetic":
+      raise ValueError(f"data.num_train only applies to the synthetic task, not {cfg.name!r}")
+    extra["num_train"] = cfg.num_train
+  return data_lib.load_dataset(source, data_dir=cfg.data_dir or None,
+                               split_seed=cfg.split_seed, fold=cfg.fold, resplit=cfg.resplit,
+                               root_label=cfg.root_label, **extra)
+
+
+def multilabel_validation_metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]:
+  threshold = metrics.tune_threshold(y, probs)
+  return {"validation/example_f1": metrics.example_f1(y, probs >= threshold),
+          "validation/example_f1@0.5": metrics.example_f1(y, probs >= 0.5)}
+
+
+def multilabel_results(dataset, predictions: Predictions) -> dict[str, float]:
+  results = metrics.evaluate_multilabel(
+      val=(dataset.validation.y, predictions(dataset.validation)),
+      test=(dataset.test.y, predictions(dataset.test)))
+  return {k: float(v) for k, v in results.items()}
+
+
+MULTILABEL = Task("multilabel", load_multilabel, multilabel_validation_metrics,
+                  multilabel_results, MULTILABEL_METRICS)
+
+
+# --------------------------------------------------------------------------- denoising
+
+
+class DenoisingData(NamedTuple):
+  """The depth-scene splits plus the natural-image test crops of one noise setting."""
+  name: str
+  train: denoising.DenoisingSplit
+  validation: denoising.DenoisingSplit
+  test: denoising.DenoisingSplit
+  natural: denoising.DenoisingSplit
+  meta: dict
+
+
+def load_denoising(config: ml_collections.ConfigDict) -> DenoisingData:
+  cfg = config.data
+  options = dict(num_train=cfg.num_train, num_validation=cfg.num_validation,
+                 height=cfg.height, width=cfg.width, noise_sigma=cfg.noise_sigma,
+                 seed=cfg.split_seed)
+  depth = denoising.load_denoising("depth_scenes", num_test=cfg.num_test, **options)
+  # Same train/validation scenes (a pure function of the arguments); only test differs.
+  natural = denoising.load_denoising("natural_images", num_train=0, num_validation=0,
+                                     **{k: v for k, v in options.items()
+                                        if not k.startswith("num_")})
+  meta = dict(depth.meta, natural_test=natural.meta["test_source"],
+              natural_count=natural.test.num_examples, split_rule="generated")
+  return DenoisingData(cfg.name, depth.train, depth.validation, depth.test, natural.test,
+                       meta)
+
+
+def denoising_validation_metrics(y: np.ndarray, estimate: np.ndarray) -> dict[str, float]:
+  return {"validation/psnr": metrics.psnr(y, estimate)}
+
+
+def denoising_results(dataset: DenoisingData, predictions: Predictions) -> dict[str, float]:
+  return {f"{name}/psnr": metrics.psnr(split.y, predictions(split))
+          for name, split in (("validation", dataset.validation), ("test", dataset.test),
+                              ("natural", dataset.natural))}
+
+
+DENOISING = Task("denoising", load_denoising, denoising_validation_metrics,
+                 denoising_results, DENOISING_METRICS)
+
+DENOISING_DATASETS = ("depth_scenes",)
+
+
+def task_for(config: ml_collections.ConfigDict) -> Task:
+  return DENOISING if config.data.name in DENOISING_DATASETS else MULTILABEL

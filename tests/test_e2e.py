@@ -1,0 +1,172 @@
+"""Tests of end-to-end SPEN training (energynets/objectives/e2e.py) and its config.
+
+Oracles: the objective's own loss before and after a few steps; float64 central finite
+differences of the loss (through encode, the differentiable start, the unroll and the
+softplus step sizes); the three gradient strategies against each other (one update
+each); and the experiment driver end to end on the synthetic task.
+"""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from energynets.energies import SPENEnergy
+from energynets.inference import GBIConfig
+from energynets.objectives import e2e
+from energynets.testing import directional_derivatives
+
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+GBI = GBIConfig(method="logit", optimizer="momentum", learning_rate=0.5, momentum=0.5,
+                num_steps=4, entropy_weight=0.05)
+
+
+def _batch(seed=0, batch=6, features=5, labels=4, dtype=np.float32):
+  rs = np.random.RandomState(seed)
+  x = rs.randn(batch, features).astype(dtype)
+  y = (rs.uniform(size=(batch, labels)) < 0.5).astype(dtype)
+  return {"x": jnp.asarray(x), "y": jnp.asarray(y)}
+
+
+def _spen(labels=4):
+  return SPENEnergy(labels, feature_hidden=(6,), feature_activation="relu",
+                    num_measurements=3, activation="softplus")
+
+
+def test_iterate_weights_follow_eq9():
+  np.testing.assert_allclose(e2e.iterate_weights(4), np.array([1 / 4, 1 / 3, 1 / 2, 1]) / 4,
+                             rtol=1e-6)
+  np.testing.assert_array_equal(e2e.iterate_weights(3, per_iterate=False), [0, 0, 1])
+
+
+def test_step_sizes_start_at_the_learning_rate_and_stay_positive():
+  rho = e2e.init_step_sizes(GBI)
+  np.testing.assert_allclose(e2e.step_sizes({"step_sizes": rho}), np.full(4, 0.5), rtol=1e-6)
+  assert float(jnp.min(e2e.step_sizes({"step_sizes": jnp.full(3, -50.0)}))) > 0
+  with pytest.raises(ValueError, match="positive"):
+    e2e.init_step_sizes(GBI._replace(learning_rate=0.0))
+
+
+def test_a_few_steps_reduce_the_loss():
+  batch = _batch()
+  objective = e2e.e2e_objective(_spen(), optax.adam(3e-2), gbi=GBI)
+  state = objective.init(jax.random.key(0), batch)
+  update = jax.jit(objective.update)
+  losses = []
+  for i in range(20):
+    state, metrics = update(state, batch, jax.random.key(i))
+    losses.append(float(metrics["loss"]))
+  assert losses[-1] < 0.8 * losses[0], losses
+  assert set(metrics) >= {"loss", "grad_norm", "final_loss", "initial_loss", "step_size_mean"}
+  # The step sizes trained too, and stayed positive.
+  assert not np.allclose(state["inference"].params["step_sizes"], e2e.init_step_sizes(GBI))
+  assert float(metrics["step_size_mean"]) > 0
+  y = jax.jit(objective.predict)(state, batch["x"])
+  assert y.shape == batch["y"].shape and bool(jnp.all((y > 0) & (y < 1)))
+
+
+def test_strategies_give_the_same_update_and_it_matches_finite_differences():
+  """The training update's gradient (energy and step sizes) by scan, remat and adjoint."""
+  with jax.enable_x64(True):
+    batch = _batch(1, dtype=np.float64)
+    rng = jax.random.key(0)
+    fns = {g: e2e.e2e_losses(_spen(), gbi=GBI, gradient=g, l2=1e-3)
+           for g in ("scan", "remat", "adjoint")}
+    energy_params = jax.tree.map(lambda a: a.astype(jnp.float64),
+                                 fns["scan"].model.init_params(jax.random.key(0), batch["x"],
+                                                               batch["y"]))
+    params = (energy_params, {"step_sizes": jnp.asarray(fns["scan"].initial_step_sizes,
+                                                        jnp.float64)})
+
+    @jax.jit
+    def gradients(params):
+      return {g: jax.grad(lambda p: f.loss_fn(p, batch, rng)[0])(params)
+              for g, f in fns.items()}
+
+    grads = gradients.lower(params).compile(FAST_COMPILE)(params)
+    for gradient in ("remat", "adjoint"):
+      for a, b in zip(jax.tree.leaves(grads["scan"]), jax.tree.leaves(grads[gradient])):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12, err_msg=gradient)
+    assert float(jnp.max(jnp.abs(grads["adjoint"][1]["step_sizes"]))) > 0
+    value = jax.jit(lambda p: fns["adjoint"].loss_fn(p, batch, rng)[0]).lower(params).compile(
+        FAST_COMPILE)
+    analytic, numeric = directional_derivatives(value, lambda _: grads["adjoint"], params,
+                                                seed=3)
+    assert analytic == pytest.approx(numeric, rel=1e-6)
+
+
+class _TinyImageEnergy(nn.Module):
+  """`x, y [B, H, W] -> [B]`: data term + a smooth conv prior (what image.py's look like)."""
+  activation: str = "softplus"
+
+  @nn.compact
+  def __call__(self, x, y):
+    h = nn.Conv(2, (3, 3), padding="VALID")(y[..., None])
+    prior = jnp.sum(jax.nn.softplus(h) if self.activation == "softplus" else nn.relu(h),
+                    axis=(1, 2, 3))
+    return 0.5 * jnp.sum((y - x) ** 2, axis=(1, 2)) + prior
+
+
+def test_image_energy_module_plugs_in():
+  """A Flax module E(x, y) on the Real domain, y0 = x, squared loss, adjoint gradient."""
+  rs = np.random.RandomState(0)
+  clean = rs.uniform(size=(3, 6, 6)).astype(np.float32)
+  batch = {"x": jnp.asarray(clean + 0.1 * rs.randn(3, 6, 6).astype(np.float32)),
+           "y": jnp.asarray(clean)}
+  gbi = GBIConfig(method="projected", optimizer="momentum", learning_rate=0.1,
+                  momentum=0.25, num_steps=3)
+  objective = e2e.e2e_objective(_TinyImageEnergy(), optax.adam(1e-2), gbi=gbi,
+                                loss="squared", init="input", gradient="adjoint",
+                                loss_reduction="mean")
+  state = objective.init(jax.random.key(0), batch)
+  update = jax.jit(objective.update)
+  first = None
+  for i in range(10):
+    state, metrics = update(state, batch, jax.random.key(i))
+    first = first if first is not None else float(metrics["loss"])
+  assert float(metrics["loss"]) < first
+  assert objective.predict(state, batch["x"]).shape == (3, 6, 6)
+  # Continuing a stage carries the energy and the learned step sizes.
+  carried = objective.init_from(state, jax.random.key(1), batch)
+  np.testing.assert_array_equal(carried["inference"].params["step_sizes"],
+                                state["inference"].params["step_sizes"])
+
+
+@pytest.mark.parametrize("activation", ["relu", "hardtanh"])
+def test_non_smooth_energies_are_rejected(activation):
+  energy = SPENEnergy(4, feature_hidden=(), activation=activation)
+  with pytest.raises(ValueError, match="not smooth.*softplus"):
+    e2e.e2e_objective(energy, optax.adam(1e-3), gbi=GBI)
+  with pytest.raises(ValueError, match="not smooth"):
+    e2e.e2e_objective(_TinyImageEnergy(activation="relu"), optax.adam(1e-3), gbi=GBI,
+                      loss="squared", init="input")
+
+
+def test_bad_options_are_rejected():
+  with pytest.raises(ValueError, match="unknown gradient strategy"):
+    e2e.e2e_objective(_spen(), optax.adam(1e-3), gbi=GBI, gradient="implicit")
+  with pytest.raises(ValueError, match="unknown init"):
+    e2e.e2e_objective(_spen(), optax.adam(1e-3), gbi=GBI, init="input")
+  with pytest.raises(ValueError, match="Real domain takes loss='squared'"):
+    e2e.e2e_objective(_TinyImageEnergy(), optax.adam(1e-3), gbi=GBI, init="input")
+  with pytest.raises(ValueError, match="at least one"):
+    e2e.e2e_objective(_spen(), optax.adam(1e-3), gbi=GBI._replace(num_steps=0))
+  with pytest.raises(ValueError, match="trainable must name"):
+    e2e.e2e_objective(_spen(), optax.adam(1e-3), gbi=GBI, trainable=("features",))
+
+
+def test_e2e_config_trains_on_synthetic(tmp_path):
+  from experiments import train
+  config = train.get_config("e2e", "synthetic", [
+      "train.steps=4", "train.eval_every=4", "train.log_every=4", "train.tensorboard=False",
+      "train.batch_size=32", "train.eval_batch_size=500", "data.num_train=200",
+      "gbi.num_steps=3", "stage_order=pretrain,joint"])  # all three: test_experiments.py
+  with config.unlocked():
+    for name in config.stages.keys():
+      config.stages[name].train.steps = 3 if name == "pretrain" else 4
+  results = train.train_and_evaluate(config, str(tmp_path))
+  assert [s["method"] for s in results["meta"]["stages"]] == ["spen_pretrain", "e2e"]
+  assert 0.0 <= results["test/example_f1"] <= 1.0
+  assert results["meta"]["config"]["energy"]["activation"] == "softplus"

@@ -1,0 +1,174 @@
+"""Tests of differentiating through unrolled GBI (energynets/inference/unrolled.py).
+
+Oracles: the three gradient strategies against each other (reverse mode through the
+scan is the reference), and float64 central finite differences of the loss along a
+random direction of (params, x, y0, step sizes). The loss touches every iterate (the
+E2E per-iterate loss) and the final one, so the adjoint's cotangents for all of `ys`
+are exercised. Each case compiles all of its gradients in one `jax.jit` (with XLA's
+cheap CPU pipeline: the test cost is compilation, not running).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from energynets import domains
+from energynets.inference import unrolled
+from energynets.inference.gbi import GBIConfig
+from energynets.testing import directional_derivatives
+
+BOX, SIMPLEX = domains.Box(), domains.Simplex()
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+B, D, L, M, T = 3, 4, 5, 6, 5
+
+
+def spen_like(p, x, y):
+  """Local + global (softplus measurements) + conditional term; `x = (features, mask)`.
+
+  The integer `mask` leaf switches the conditional term off per example: an input pytree
+  with a non-differentiable leaf, as a real feature encoding may have.
+  """
+  features, mask = x
+  local = -jnp.sum(y * (features @ p["V"] + p["b"]), axis=-1)
+  glob = jax.nn.softplus(y @ p["C"] + p["c"]) @ p["w"]
+  cond = jax.nn.softplus(jnp.concatenate([y, features], axis=-1) @ p["D"]) @ p["d"]
+  return local + glob + cond * mask
+
+
+def chain(p, x, y):
+  """A tagging energy on the simplex: y `[B, N, K]`, x `[B, N, K]` unaries."""
+  pair = jnp.einsum("bnk,kl,bnl->b", y[:, :-1], p["P"], y[:, 1:])
+  return -jnp.sum(x * y, axis=(1, 2)) + jnp.sum(jax.nn.softplus(pair[:, None] * p["s"]), -1)
+
+
+def _problem(seed=0):
+  rs = np.random.RandomState(seed)
+  params = dict(V=rs.randn(D, L), b=rs.randn(L), C=rs.randn(L, M), c=rs.randn(M),
+                w=rs.randn(M), D=0.5 * rs.randn(L + D, 3), d=rs.randn(3))
+  features = rs.randn(B, D)
+  mask = jnp.array([1, 0, 1])
+  y0 = rs.uniform(0.2, 0.8, (B, L))
+  steps = rs.uniform(0.05, 0.3, T)
+  target = rs.uniform(size=(B, L))
+  return params, features, mask, y0, steps, target
+
+
+def _loss_fn(energy, domain, config, target, x_static):
+  """`(params, features, y0, steps, gradient) -> scalar`: weighted per-iterate + final loss."""
+  weights = 1.0 / (config.num_steps - jnp.arange(config.num_steps))
+
+  def loss(params, features, y0, steps, gradient):
+    x = (features,) + x_static if x_static else features
+    y_final, ys = unrolled.unrolled_gbi(energy, params, x, y0, domain,
+                                        config._replace(step_sizes=steps), gradient)
+    per_iterate = jnp.sum(weights.reshape((-1,) + (1,) * (ys.ndim - 1)) * (ys - target) ** 2)
+    return per_iterate + jnp.sum(jnp.sin(3.0 * y_final) * target)
+
+  return loss
+
+
+def _check_strategies(energy, domain, config, params, features, y0, steps, target,
+                      x_static=(), strategies=("scan", "adjoint"), fd_seeds=(0,)):
+  loss = _loss_fn(energy, domain, config, target, x_static)
+
+  @jax.jit
+  def run(params, features, y0, steps):
+    return {g: jax.grad(loss, argnums=(0, 1, 2, 3))(params, features, y0, steps, g)
+            for g in strategies}
+
+  args = (params, features, y0, steps)
+  grads = run.lower(*args).compile(FAST_COMPILE)(*args)
+  reference = grads["scan"]
+  for g in strategies[1:]:
+    for name, want, got in zip(("params", "x", "y0", "step_sizes"), reference, grads[g]):
+      for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-11, err_msg=f"{g}: d/d{name}")
+  # Every input gets a non-trivial gradient (else agreement would prove little).
+  for part in reference:
+    assert max(float(jnp.max(jnp.abs(a))) for a in jax.tree.leaves(part)) > 1e-6
+  if not fd_seeds:
+    return
+  value = jax.jit(lambda a: loss(*a, "scan")).lower(args).compile(FAST_COMPILE)
+  adjoint = grads[strategies[-1]]
+  for seed in fd_seeds:
+    analytic, numeric = directional_derivatives(value, lambda _: adjoint, args, seed,
+                                                eps=1e-6)
+    assert analytic == pytest.approx(numeric, rel=1e-6, abs=1e-8)
+
+
+# Every method x optimizer pair. By default: scan vs adjoint for sgd and momentum
+# (adam once, below), remat on two cases and finite differences on the momentum cases
+# (compilation dominates the cost of these tests); `--runslow` runs the full grid with
+# all three strategies and two finite-difference directions everywhere.
+ALL_CASES = [(m, o) for m in ("projected", "mirror", "logit")
+             for o in ("sgd", "momentum", "adam")]
+CASES = [(m, o) for m in ("projected", "mirror", "logit") for o in ("sgd", "momentum")]
+
+
+def _config(method, optimizer):
+  # Projected steps go without entropy (its gradient is unbounded at the faces).
+  return GBIConfig(method=method, optimizer=optimizer, num_steps=T, momentum=0.7,
+                   entropy_weight=0.0 if method == "projected" else 0.1)
+
+
+@pytest.mark.parametrize("method,optimizer", CASES)
+def test_adjoint_matches_scan_and_finite_differences(method, optimizer):
+  with jax.enable_x64(True):
+    params, features, mask, y0, steps, target = _problem()
+    # 'remat' is jax.checkpoint around the same scan: checked on two cases by default.
+    remat = (method, optimizer) in (("logit", "momentum"), ("mirror", "sgd"))
+    strategies = ("scan", "remat", "adjoint") if remat else ("scan", "adjoint")
+    fd_seeds = (0,) if optimizer == "momentum" else ()
+    _check_strategies(spen_like, BOX, _config(method, optimizer), params, features, y0,
+                      steps, target, x_static=(mask,), strategies=strategies,
+                      fd_seeds=fd_seeds)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method,optimizer", ALL_CASES)
+def test_all_strategies_agree_everywhere(method, optimizer):
+  with jax.enable_x64(True):
+    params, features, mask, y0, steps, target = _problem(1)
+    _check_strategies(spen_like, BOX, _config(method, optimizer), params, features, y0,
+                      steps, target, x_static=(mask,), strategies=("scan", "remat", "adjoint"),
+                      fd_seeds=(0, 1))
+
+
+def test_simplex_logit_mode_with_softmax_coordinates():
+  """Softmax is not elementwise: the adjoint's coordinate-curvature term must be general."""
+  with jax.enable_x64(True):
+    rs = np.random.RandomState(3)
+    params = {"P": rs.randn(3, 3), "s": rs.randn(2)}
+    x = rs.randn(2, 4, 3)
+    y0 = jax.nn.softmax(rs.randn(2, 4, 3))
+    config = GBIConfig(method="logit", optimizer="momentum", num_steps=4, momentum=0.5,
+                       entropy_weight=0.2)
+    _check_strategies(chain, SIMPLEX, config, params, x, y0, rs.uniform(0.1, 0.5, 4),
+                      rs.dirichlet(np.ones(3), (2, 4)), fd_seeds=())
+
+
+def test_iterates_are_gbi_scans():
+  """The adjoint's forward pass is gbi_scan's trajectory."""
+  params, features, mask, y0, steps, _ = _problem()
+  config = _config("mirror", "momentum")._replace(step_sizes=jnp.asarray(steps, jnp.float32))
+  y0 = jnp.asarray(y0, jnp.float32)
+  run = jax.jit(lambda g: unrolled.unrolled_gbi(spen_like, params, (features, mask), y0, BOX,
+                                                config, g), static_argnums=0)
+  y_scan, ys_scan = run("scan")
+  y_adj, ys_adj = run("adjoint")
+  # Same operations; XLA may fuse the two programs differently (last-bit differences).
+  np.testing.assert_allclose(ys_adj, ys_scan, rtol=1e-6)
+  np.testing.assert_allclose(y_adj, y_scan, rtol=1e-6)
+  np.testing.assert_array_equal(ys_adj[-1], y_adj)
+  assert ys_adj.shape == (T, B, L)
+
+
+def test_unknown_strategy_and_bad_step_sizes_are_rejected():
+  params, features, mask, y0, _, _ = _problem()
+  with pytest.raises(ValueError, match="unknown gradient strategy 'backprop'"):
+    unrolled.unrolled_gbi(spen_like, params, (features, mask), y0, BOX, _config("logit", "sgd"),
+                          "backprop")
+  with pytest.raises(ValueError, match="step_sizes must have shape"):
+    unrolled.unrolled_gbi(spen_like, params, (features, mask), y0, BOX,
+                          _config("logit", "sgd")._replace(step_sizes=jnp.ones(2)), "adjoint")
