@@ -149,8 +149,9 @@ def main(argv):
       for fold in folds:
         config = train.get_config(name, dataset_name,
                                   [*_SET.value, *dataset_overrides, *overrides])
-        config.data.fold = fold
-        if _DATA_DIR.value:
+        if len(folds) > 1:
+          config.data.fold = fold
+        if _DATA_DIR.value and "data_dir" in config.data:  # generated data has no files
           config.data.data_dir = _DATA_DIR.value
         run_dir = os.path.join(_WORKDIR.value,
                                run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""),

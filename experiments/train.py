@@ -110,9 +110,14 @@ def _names(text: str) -> tuple[str, ...] | None:
   return tuple(n.strip() for n in str(text).split(",") if n.strip()) or None
 
 
+def energy_module(config, dataset):
+  """`config.energy` as a module: a denoising energy when it names a `kind`, else SPEN."""
+  return image_energy(config) if "kind" in config.energy else spen_energy(config, dataset)
+
+
 def _build_ssvm(config, dataset, optimizer) -> objectives.Objective:
   return objectives.ssvm_hinge(
-      spen_energy(config, dataset), optimizer,
+      energy_module(config, dataset), optimizer,
       loss_aug_gbi=inference.GBIConfig(**config.gbi),
       predict_gbi=inference.GBIConfig(**config.predict_gbi),
       surrogate=config.loss.surrogate, surrogate_eps=config.loss.surrogate_eps,
@@ -190,10 +195,8 @@ def _build_e2e(config, dataset, optimizer) -> objectives.Objective:
   """End-to-end SPEN: config.optimizer trains the energy, config.step_size_optimizer the
   learned GBI step sizes (config.gbi: the unrolled inference of training and test)."""
   e = config.e2e
-  energy = (image_energy(config) if "kind" in config.energy
-            else spen_energy(config, dataset))
   return objectives.e2e_objective(
-      energy, optimizer, gbi=inference.GBIConfig(**config.gbi),
+      energy_module(config, dataset), optimizer, gbi=inference.GBIConfig(**config.gbi),
       loss=e.loss, per_iterate=e.per_iterate, gradient=e.gradient, init=e.init,
       learn_step_sizes=e.learn_step_sizes,
       step_size_optimizer=make_optimizer(config.step_size_optimizer, config.train.steps),
@@ -359,7 +362,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
 def _ssvm_search_statistics(config, dataset, state) -> dict[str, float]:
   """SPEN §7.4 on the test split: GBI steps per example and search error."""
-  energy = spen_energy(config, dataset)
+  energy = energy_module(config, dataset)
   gbi_config = inference.GBIConfig(**config.predict_gbi)
   stats = jax.jit(lambda p, x, y: objectives.search_statistics(
       energy, p, x, y, gbi_config, init=config.loss.init))

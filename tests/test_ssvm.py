@@ -19,7 +19,7 @@ import optax
 
 from energynets import testing
 from energynets.data.synthetic import block_exclusivity
-from energynets.energies import SPENEnergy
+from energynets.energies import FieldOfExperts, SPENEnergy
 from energynets.inference import GBIConfig
 from energynets.nets import MLP
 from energynets.objectives import base
@@ -360,6 +360,38 @@ class EndToEndTest(parameterized.TestCase):
     y_soft = jax.jit(stages[-1][0].predict)(state, jnp.asarray(x[:64]))
     self.assertEqual(y_soft.shape, (64, labels))
     self.assertTrue(np.all((y_soft >= 0) & (y_soft <= 1)))
+
+
+
+class ImageEnergyTest(parameterized.TestCase):
+  """The same SSVM objective on a denoising energy (Real domain, y shaped like x)."""
+
+  def test_surrogate_sums_over_every_pixel(self):
+    rs = np.random.RandomState(0)
+    y_hat, y = rs.randn(2, 3, 4, 5), rs.randn(2, 3, 4, 5)
+    np.testing.assert_allclose(ssvm_lib.task_loss(y_hat, y, "squared"),
+                               ((y_hat - y) ** 2).sum(axis=(1, 2, 3)), rtol=1e-6)
+
+  def test_field_of_experts_ssvm_lowers_its_hinge(self):
+    rs = np.random.RandomState(1)
+    clean = rs.uniform(size=(4, 12, 12)).astype(np.float32)
+    batch = {"x": clean + 0.1 * rs.randn(4, 12, 12).astype(np.float32), "y": clean}
+    energy = FieldOfExperts(num_filters=3, filter_size=3, noise_variance=0.01)
+    gbi = GBIConfig(method="projected", optimizer="sgd", learning_rate=0.003, num_steps=4,
+                    max_steps=4, rel_tol=0.0, abs_tol=0.0)
+    objective = ssvm_lib.ssvm_hinge(energy, optax.adam(3e-2), loss_aug_gbi=gbi,
+                                    predict_gbi=gbi, init="input", loss_aug_init=("input", "gold"))
+    state = objective.init(jax.random.key(0), batch)
+    update = jax.jit(objective.update)
+    losses = []
+    for step in range(12):
+      state, metrics = update(state, batch, jax.random.key(step))
+      losses.append(float(metrics["loss"]))
+    self.assertLess(np.mean(losses[-3:]), 0.8 * np.mean(losses[:3]))
+    self.assertEqual(objective.predict(state, batch["x"]).shape, (4, 12, 12))
+    with self.assertRaisesRegex(ValueError, "'local'"):
+      ssvm_lib.ssvm_hinge(energy, optax.adam(1e-2), loss_aug_gbi=gbi, predict_gbi=gbi,
+                          init="local")
 
 
 if __name__ == "__main__":

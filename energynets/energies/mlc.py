@@ -132,4 +132,5 @@ class SPENEnergy(nn.Module):
 
 def param_groups(energy: SPENEnergy) -> tuple[str, ...]:
   """The top-level parameter names of `energy`, the units that can be clamped."""
-  return ("local_net", "global") + (("conditional",) if energy.num_conditional else ())
+  conditional = getattr(energy, "num_conditional", 0)  # ICNNEnergy has none
+  return ("local_net", "global") + (("conditional",) if conditional else ())

@@ -17,7 +17,7 @@ A batch is a dict of arrays with a leading batch axis (`{"x": [B, D], "y": [B, L
 for multi-label data).
 """
 
-from typing import Any, Callable, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import flax
 import jax
@@ -114,3 +114,31 @@ def l2_penalty(params: Any) -> jax.Array:
 def _is_kernel(path) -> bool:
   last = path[-1]
   return getattr(last, "key", None) == "kernel"
+
+
+# Clamped parameter groups (staged training: some top-level groups frozen).
+
+
+def masked_optimizer(optimizer: optax.GradientTransformation,
+                     trainable: Optional[Sequence[str]]) -> optax.GradientTransformation:
+  """`optimizer` on the top-level groups in `trainable`, zero updates on the rest."""
+  if trainable is None:
+    return optimizer
+  trainable = frozenset(trainable)
+  labels = lambda params: {k: "trained" if k in trainable else "frozen" for k in params}
+  return optax.multi_transform({"trained": optimizer, "frozen": optax.set_to_zero()},
+                               labels)
+
+
+def clamp_groups(params, trainable: Optional[frozenset]):
+  """`params` with the top-level groups not in `trainable` behind `stop_gradient`."""
+  if trainable is None:
+    return params
+  return {k: v if k in trainable else jax.lax.stop_gradient(v) for k, v in params.items()}
+
+
+def groups_l2(params, trainable: Optional[frozenset]) -> jax.Array:
+  """`l2_penalty` of the `trainable` top-level groups (all when None)."""
+  if trainable is not None:
+    params = {k: v for k, v in params.items() if k in trainable}
+  return l2_penalty(params)

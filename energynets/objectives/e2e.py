@@ -37,7 +37,7 @@ Choices, with reasons:
 - The starting point `y_0` is part of the differentiable network: SPEN's `'local'`
   start `sigmoid(local logits)` trains the local head through the unroll too.
 
-The objective is generic over the energy through `EnergyModel` (below): `spen_model`
+The objective is generic over the energy through `energy_model.EnergyModel`: `spen_model`
 adapts a `SPENEnergy` (Box domain, features precomputed once by `encode`, starts
 `'uniform'`/`'local'`), `module_model` any Flax module `E(x, y) -> [B]` such as the
 image-denoising energies (`Real` domain, `y_0 = x` by `'input'`, `ℓ = 'squared'`).
@@ -60,132 +60,16 @@ import numpy as np
 import optax
 
 from energynets import domains
-from energynets.energies.mlc import SPENEnergy, param_groups
 from energynets.inference import gbi as gbi_lib
 from energynets.inference import unrolled
 from energynets.inference.gbi import GBIConfig
 from energynets.objectives import base
+from energynets.objectives import energy_model
 from energynets.objectives import ssvm
 
 LOSSES = ("bce", "squared")
 REDUCTIONS = ("sum", "mean")
-NON_SMOOTH = ("relu", "hardtanh")
-MODULE_INITS = ("input", "uniform", "zeros")
 DEFAULT_LOSS_EPS = 1e-6
-
-
-class EnergyModel(NamedTuple):
-  """What `e2e_objective` needs from an energy, as pure functions.
-
-  Attributes:
-    domain: the relaxation GBI searches (`Box` for multi-label, `Real` for denoising).
-    init_params: `(rng, x, y) -> params`, a fresh initialization from example arrays.
-    encode: `(params, x, train, rng) -> inputs`: what the energy conditions on,
-      computed once per example before inference and differentiable (SPEN: the features
-      and local logits; an image energy: x itself). `rng` is None at test time.
-    energy: `(params, inputs, y) -> [B]`, GBI's inner function.
-    start: `(inputs, x, init) -> y_0` for an init name of `inits`.
-    inits: the init names `start` accepts.
-    carry: `(prev_state, rng, x, y) -> params`, the parameters that continue a previous
-      stage's state (staged training).
-    groups: the top-level parameter names `trainable` may pick (None: not checked).
-  """
-  domain: Any
-  init_params: Callable[..., Any]
-  encode: Callable[..., Any]
-  energy: Callable[..., jax.Array]
-  start: Callable[..., jax.Array]
-  inits: tuple[str, ...]
-  carry: Callable[..., Any]
-  groups: Optional[tuple[str, ...]] = None
-
-
-def check_smooth(module: nn.Module) -> None:
-  """ValueError if `module.activation` names a non-smooth non-linearity (ReLU, HardTanh).
-
-  Training through GBI differentiates `∇_y E`: with a piecewise-linear activation the
-  Hessian is zero almost everywhere, so the unroll passes no second-order signal (and
-  HardTanh's flat regions stop GBI altogether).
-  """
-  activation = getattr(module, "activation", None)
-  if isinstance(activation, str) and activation in NON_SMOOTH:
-    raise ValueError(
-        f"{type(module).__name__}.activation={activation!r} is not smooth: energies trained "
-        f"end to end through inference need a twice-differentiable non-linearity "
-        f"(E2E-SPEN §5 uses softplus); use activation='softplus'")
-
-
-def spen_model(energy: SPENEnergy) -> EnergyModel:
-  """`SPENEnergy` on the Box: F(x) and the local logits computed once by `encode`."""
-  check_smooth(energy)
-
-  def encode(params, x, train=False, rng=None):
-    return ssvm.encode(energy, params, x, train=train, rng=rng)
-
-  def start(encoding, x, init):
-    del x
-    return ssvm.start_point(encoding, init)
-
-  return EnergyModel(
-      domain=ssvm.BOX,
-      init_params=lambda rng, x, y: ssvm.init_params(energy, rng, x),
-      encode=encode,
-      energy=ssvm.encoding_energy(energy),
-      start=start,
-      inits=ssvm.INITS,
-      carry=lambda prev_state, rng, x, y: ssvm.carry_params(energy, prev_state, rng, x),
-      groups=param_groups(energy))
-
-
-def module_model(module: nn.Module, domain=domains.Real()) -> EnergyModel:
-  """Any Flax module `E(x, y) -> [B]` with y shaped like x (denoising, segmentation).
-
-  `encode` is the identity (the energy sees x itself); starts: `'input'` (y_0 = x, the
-  noisy image), `'uniform'` (`domain.uniform_init`) or `'zeros'`.
-  """
-  check_smooth(module)
-
-  def init_params(rng, x, y):
-    return flax.core.unfreeze(module.init({"params": rng}, x, y)["params"])
-
-  def encode(params, x, train=False, rng=None):
-    del params, train, rng
-    return x
-
-  def energy(params, x, y):
-    return module.apply({"params": params}, x, y)
-
-  def start(x_enc, x, init):
-    del x_enc
-    if init == "input":
-      return jnp.asarray(x)
-    if init == "uniform":
-      return domain.uniform_init(x.shape, x.dtype)
-    if init == "zeros":
-      return jnp.zeros_like(x)
-    raise ValueError(f"unknown init {init!r}; expected one of {MODULE_INITS}")
-
-  def carry(prev_state, rng, x, y):
-    if "energy" not in prev_state:
-      raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; "
-                       "expected 'energy'")
-    reference = jax.eval_shape(lambda: init_params(rng, x, y))
-    return base.carried(prev_state["energy"].params, reference,
-                        f"the previous state into this {type(module).__name__}")
-
-  return EnergyModel(domain, init_params, encode, energy, start, MODULE_INITS, carry)
-
-
-def as_model(energy) -> EnergyModel:
-  """`EnergyModel` as is; `SPENEnergy` -> `spen_model`; other modules -> `module_model`."""
-  if isinstance(energy, EnergyModel):
-    return energy
-  if isinstance(energy, SPENEnergy):
-    return spen_model(energy)
-  if isinstance(energy, nn.Module):
-    return module_model(energy)
-  raise TypeError(f"expected an EnergyModel, a SPENEnergy or a Flax module; got "
-                  f"{type(energy).__name__}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -260,17 +144,6 @@ def _validate(model, gbi, loss, gradient, init, reduction):
                      "loss='squared'")
 
 
-def _trainable(model: EnergyModel, trainable) -> Optional[frozenset]:
-  if trainable is None:
-    return None
-  if isinstance(trainable, str):
-    raise TypeError(f"trainable must be a sequence of group names, not the string "
-                    f"{trainable!r}; write ({trainable!r},)")
-  if model.groups is not None and (set(trainable) - set(model.groups) or not trainable):
-    raise ValueError(f"trainable must name some of {model.groups}; got {tuple(trainable)}")
-  return frozenset(trainable)
-
-
 class E2ELosses(NamedTuple):
   """The pure functions of `e2e_objective`, for tests and for composing other methods.
 
@@ -284,7 +157,7 @@ class E2ELosses(NamedTuple):
   """
   loss_fn: Callable[..., tuple[jax.Array, dict]]
   unroll: Callable[..., tuple[jax.Array, jax.Array, jax.Array]]
-  model: EnergyModel
+  model: energy_model.EnergyModel
   initial_step_sizes: jax.Array
 
 
@@ -293,9 +166,11 @@ def e2e_losses(energy, *, gbi: GBIConfig, loss: str = "bce", per_iterate: bool =
                trainable: Optional[Sequence[str]] = None, l2: float = 0.0,
                loss_eps: float = DEFAULT_LOSS_EPS, loss_reduction: str = "sum") -> E2ELosses:
   """The loss of `e2e_objective` (same arguments, without the optimizers)."""
-  model = as_model(energy)
+  if isinstance(energy, nn.Module):
+    energy_model.check_smooth(energy)
+  model = energy_model.as_model(energy)
   _validate(model, gbi, loss, gradient, init, loss_reduction)
-  clamped = _trainable(model, trainable)
+  clamped = energy_model.trainable_groups(model, trainable)
   weights = iterate_weights(gbi.num_steps, per_iterate)
 
   def unroll(energy_params, inference_params, x, train=False, rng=None):
@@ -311,13 +186,13 @@ def e2e_losses(energy, *, gbi: GBIConfig, loss: str = "bce", per_iterate: bool =
 
   def loss_fn(params, batch, rng):
     energy_params, inference_params = params
-    energy_params = ssvm._clamp(energy_params, clamped)  # pylint: disable=protected-access
+    energy_params = base.clamp_groups(energy_params, clamped)
     y0, _, ys = unroll(energy_params, inference_params, batch["x"], True, rng)
     y = batch["y"]
     per_step = jax.vmap(lambda y_t: jnp.mean(iterate_loss(y_t, y, loss, loss_eps,
                                                           loss_reduction)))(ys)
     value = jnp.sum(weights.astype(per_step.dtype) * per_step)
-    total = (value + l2 * ssvm._l2(energy_params, clamped)  # pylint: disable=protected-access
+    total = (value + l2 * base.groups_l2(energy_params, clamped)
              if l2 else value)
     return total, {"unrolled_loss": value, "final_loss": per_step[-1],
                    "initial_loss": jnp.mean(iterate_loss(y0, y, loss, loss_eps,
@@ -365,7 +240,7 @@ def e2e_objective(energy, optimizer: optax.GradientTransformation, *, gbi: GBICo
                    init=init, learn_step_sizes=learn_step_sizes, trainable=trainable, l2=l2,
                    loss_eps=loss_eps, loss_reduction=loss_reduction)
   model = fns.model
-  energy_opt = ssvm.masked_optimizer(optimizer, _trainable(model, trainable))
+  energy_opt = base.masked_optimizer(optimizer, energy_model.trainable_groups(model, trainable))
   step_opt = ((step_size_optimizer or optimizer) if learn_step_sizes
               else optax.set_to_zero())
 

@@ -51,27 +51,28 @@ momentum, weight decay or schedule can move them, and they carry no optimizer st
 
 from typing import NamedTuple, Optional, Sequence
 
-import flax
 import jax
 import jax.numpy as jnp
 import optax
 
-from energynets import domains
-from energynets.energies.mlc import Encoding, SPENEnergy, param_groups
+from energynets.energies.mlc import SPENEnergy
 from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import GBIConfig, GBIResult
 from energynets.objectives import base
+from energynets.objectives import energy_model
+# The SPEN adapters, used through this module by the SEAL, DVN and InfNet objectives.
+from energynets.objectives.energy_model import (BOX, INITS, carry_params, encode,
+                                                encoding_energy, init_params, start_point)
 
 SURROGATES = ("squared", "log", "l1")
-INITS = ("uniform", "local")
 # Loss-augmented inference may also start at the gold label y (descent from y finds the
 # violators nearest to it). Caveat: mirror steps from the clipped faces [eps, 1 − eps]
 # move only once the accumulated η·g reaches |logit(eps)|, and the squared surrogate has
 # zero gradient at y, so alone 'gold' mostly returns y itself (on the synthetic task:
 # Δ ≈ 0); combine it with another start, or use projected GBI.
-LOSS_AUG_INITS = INITS + ("gold",)
+GOLD = "gold"
+LOSS_AUG_INITS = INITS + (GOLD,)
 DEFAULT_SURROGATE_EPS = 1e-3
-BOX = domains.Box()
 
 
 # ---------------------------------------------------------------------------------------
@@ -80,7 +81,8 @@ BOX = domains.Box()
 
 def task_loss(y_hat: jax.Array, y: jax.Array, surrogate: str = "squared",
               eps: float = DEFAULT_SURROGATE_EPS) -> jax.Array:
-  """`[B, L] x2 -> [B]`: the differentiable surrogate Δ(ŷ, y), summed over labels."""
+  """`[B, ...] x2 -> [B]`: the differentiable surrogate Δ(ŷ, y), summed over all but the
+  batch axis (labels, or pixels of an image)."""
   if surrogate == "squared":
     v = jnp.square(y_hat - y)
   elif surrogate == "l1":
@@ -90,106 +92,89 @@ def task_loss(y_hat: jax.Array, y: jax.Array, surrogate: str = "squared",
     v = -(y * jnp.log(p) + (1.0 - y) * jnp.log1p(-p))
   else:
     raise ValueError(f"unknown surrogate {surrogate!r}; expected one of {SURROGATES}")
-  return jnp.sum(v, axis=-1)
+  return jnp.sum(v, axis=tuple(range(1, v.ndim)))
 
 
 # ---------------------------------------------------------------------------------------
 # The energy as GBI sees it, and the two inference problems.
 
 
-def encoding_energy(energy: SPENEnergy) -> gbi_lib.EnergyFn:
-  """`(params, Encoding, y) -> [B]`: the energy over a precomputed `encode(x)`."""
-  def fn(params, encoding, y):
-    return energy.apply({"params": params}, encoding, y,
-                        method="energy_from_encoding")
-  return fn
-
-
-def encode(energy: SPENEnergy, params, x: jax.Array, train: bool = False,
-           rng: Optional[jax.Array] = None) -> Encoding:
-  rngs = {"dropout": rng} if rng is not None else None
-  return energy.apply({"params": params}, x, train=train, rngs=rngs,
-                      method="encode")
-
-
-def start_point(encoding: Encoding, init: str) -> jax.Array:
-  """GBI's `y0`: uniform (0.5) or the local classifier's `sigmoid(logits)`."""
-  if init == "uniform":
-    return BOX.uniform_init(encoding.logits.shape, encoding.logits.dtype)
-  if init == "local":
-    return jax.nn.sigmoid(encoding.logits)
-  raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
-
-
-def _loss_aug_starts(init, loss_aug_init) -> tuple[str, ...]:
-  """The loss-augmented GBI starts: `loss_aug_init` (a name or names), default `(init,)`."""
+def _loss_aug_starts(init, loss_aug_init, inits=INITS) -> tuple[str, ...]:
+  """The loss-augmented GBI starts: `loss_aug_init` (a name or names), default `(init,)`;
+  each a name of `inits` (the model's starts) or `'gold'`."""
   if loss_aug_init is None:
     starts = (init,)
   elif isinstance(loss_aug_init, str):
     starts = (loss_aug_init,)
   else:
     starts = tuple(loss_aug_init)
-  bad = [s for s in starts if s not in LOSS_AUG_INITS]
+  allowed = tuple(inits) + (GOLD,)
+  bad = [s for s in starts if s not in allowed]
   if bad or not starts:
     raise ValueError(f"unknown loss-augmented init {starts!r}; expected names from "
-                     f"{LOSS_AUG_INITS}")
+                     f"{allowed}")
   return starts
 
 
-def _loss_augmented(energy_fn, params, encoding, y, config, surrogate, eps, starts):
-  """ŷ from `gbi_scan` on `E − Δ`, with no gradient path to anything.
+def _loss_augmented(model, params, inputs, x, y, config, surrogate, eps, starts):
+  """ŷ from `gbi_scan` on `E − Δ` over `model.domain`, with no gradient path to anything.
 
-  One run per start in `starts` (names of `LOSS_AUG_INITS`); per example, the final
-  iterate with the lowest `E − Δ` is returned (the best available approximation of
-  the argmin of Eq. 9; with one start, simply that run's final iterate).
+  One run per start in `starts` (names of the model's inits, or `'gold'`); per example,
+  the final iterate with the lowest `E − Δ` is returned (the best available
+  approximation of the argmin of Eq. 9; with one start, simply that run's final iterate).
   """
-  def augmented(p, inputs, y_bar):
-    enc, gold = inputs
-    return energy_fn(p, enc, y_bar) - task_loss(y_bar, gold, surrogate, eps)
+  def augmented(p, inputs_and_gold, y_bar):
+    enc, gold = inputs_and_gold
+    return model.energy(p, enc, y_bar) - task_loss(y_bar, gold, surrogate, eps)
 
-  params, encoding, y = jax.lax.stop_gradient((params, encoding, y))
+  params, inputs, y = jax.lax.stop_gradient((params, inputs, y))
   best_y = best_obj = None
+  dtype = jax.eval_shape(lambda: model.start(inputs, x, model.inits[0])).dtype
   for name in starts:
-    y0 = (jnp.asarray(y, encoding.logits.dtype) if name == "gold"
-          else start_point(encoding, name))
-    y_hat, _ = gbi_lib.gbi_scan(augmented, params, (encoding, y), y0, BOX, config)
+    y0 = jnp.asarray(y, dtype) if name == GOLD else model.start(inputs, x, name)
+    y_hat, _ = gbi_lib.gbi_scan(augmented, params, (inputs, y), y0, model.domain, config)
     if len(starts) == 1:
       return jax.lax.stop_gradient(y_hat)
-    obj = augmented(params, (encoding, y), y_hat)
+    obj = augmented(params, (inputs, y), y_hat)
     if best_y is None:
       best_y, best_obj = y_hat, obj
     else:
-      better = obj < best_obj
-      best_y = jnp.where(better[:, None], y_hat, best_y)
-      best_obj = jnp.where(better, obj, best_obj)
+      better = (obj < best_obj).reshape(obj.shape + (1,) * (y_hat.ndim - 1))
+      best_y = jnp.where(better, y_hat, best_y)
+      best_obj = jnp.where(obj < best_obj, obj, best_obj)
   return jax.lax.stop_gradient(best_y)
 
 
-def loss_augmented_inference(energy: SPENEnergy, params, x: jax.Array, y: jax.Array,
+def loss_augmented_inference(energy, params, x: jax.Array, y: jax.Array,
                              config: GBIConfig, *, surrogate: str = "squared",
                              surrogate_eps: float = DEFAULT_SURROGATE_EPS,
                              init: str = "uniform",
                              loss_aug_init: Optional[Sequence[str] | str] = None
                              ) -> jax.Array:
-  """`[B, L]`: ŷ ≈ argmin E(x, ŷ) − Δ(ŷ, y) over [0,1]^L (SPEN Eq. 9), not rounded.
+  """ŷ ≈ argmin E(x, ŷ) − Δ(ŷ, y) over the energy's domain (SPEN Eq. 9), not rounded.
 
-  `loss_aug_init`: the start(s) of GBI, names of `LOSS_AUG_INITS` (default `init`);
-  with several, per example the final iterate of lowest `E − Δ` is returned.
+  `energy`: a SPEN-style energy or another energy module / `EnergyModel`
+  (`energy_model.as_model`). `loss_aug_init`: the start(s) of GBI, names of the model's
+  inits or `'gold'` (default `init`); with several, per example the final iterate of
+  lowest `E − Δ` is returned.
   """
-  encoding = encode(energy, params, x)
-  return _loss_augmented(encoding_energy(energy), params, encoding, y, config, surrogate,
-                         surrogate_eps, _loss_aug_starts(init, loss_aug_init))
+  model = energy_model.as_model(energy)
+  inputs = model.encode(params, x)
+  return _loss_augmented(model, params, inputs, x, y, config, surrogate, surrogate_eps,
+                         _loss_aug_starts(init, loss_aug_init, model.inits))
 
 
-def infer(energy: SPENEnergy, params, x: jax.Array, config: GBIConfig, *,
+def infer(energy, params, x: jax.Array, config: GBIConfig, *,
           init: str = "uniform") -> GBIResult:
   """Test-time prediction: `gbi_while` on `E − τ·entropy` (τ = `config.entropy_weight`).
 
-  Returns the whole `GBIResult` (y in [0,1]^L, objective, per-example step counts).
+  Returns the whole `GBIResult` (y in the energy's domain, objective, per-example step
+  counts).
   """
-  encoding = jax.lax.stop_gradient(encode(energy, params, x))
-  return gbi_lib.gbi_while(encoding_energy(energy), params, encoding,
-                           start_point(encoding, init), BOX, config)
+  model = energy_model.as_model(energy)
+  inputs = jax.lax.stop_gradient(model.encode(params, x))
+  return gbi_lib.gbi_while(model.energy, params, inputs, model.start(inputs, x, init),
+                           model.domain, config)
 
 
 def search_statistics(energy: SPENEnergy, params, x: jax.Array, y: jax.Array,
@@ -236,14 +221,13 @@ def search_statistics(energy: SPENEnergy, params, x: jax.Array, y: jax.Array,
     "search_error_rounded", "energy_gap_mean"}`, all 0-d (`gbi_steps_max` int32, the
     rest floating).
   """
-  energy_fn = encoding_energy(energy)
-  encoding = jax.lax.stop_gradient(encode(energy, params, x))
-  result = gbi_lib.gbi_while(energy_fn, params, encoding, start_point(encoding, init),
-                             BOX, config)
+  model = energy_model.as_model(energy)
+  result = infer(model, params, x, config, init=init)
+  inputs = jax.lax.stop_gradient(model.encode(params, x))
   y = jnp.asarray(y, result.y.dtype)
-  e_gold = energy_fn(params, encoding, y)
-  e_pred = energy_fn(params, encoding, result.y)
-  e_rounded = energy_fn(params, encoding, BOX.decode(result.y, 0.5))
+  e_gold = model.energy(params, inputs, y)
+  e_pred = model.energy(params, inputs, result.y)
+  e_rounded = model.energy(params, inputs, model.domain.decode(result.y, 0.5))
   fraction = lambda mask: jnp.mean(mask.astype(result.y.dtype))
   return {
       "gbi_steps_mean": jnp.mean(result.steps.astype(result.y.dtype)),
@@ -273,96 +257,35 @@ def _margins(energy_fn, params, encoding, y, y_hat, surrogate, eps) -> Margins:
   return Margins(delta - e_pred + e_gold, delta, e_pred, e_gold)
 
 
-def margins(energy: SPENEnergy, params, x: jax.Array, y: jax.Array, y_hat: jax.Array, *,
+def margins(energy, params, x: jax.Array, y: jax.Array, y_hat: jax.Array, *,
             surrogate: str = "squared",
             surrogate_eps: float = DEFAULT_SURROGATE_EPS) -> Margins:
   """The SSVM bracket at a given ŷ (deterministic forward pass)."""
-  return _margins(encoding_energy(energy), params, encode(energy, params, x), y, y_hat,
-                  surrogate, surrogate_eps)
+  model = energy_model.as_model(energy)
+  return _margins(model.energy, params, model.encode(params, x), y, y_hat, surrogate,
+                  surrogate_eps)
 
 
-# ---------------------------------------------------------------------------------------
-# Parameter groups: clamping and carrying parameters between stages.
-
-
-def masked_optimizer(optimizer: optax.GradientTransformation,
-                     trainable: Optional[Sequence[str]]) -> optax.GradientTransformation:
-  """`optimizer` on the top-level groups in `trainable`, zero updates on the rest."""
-  if trainable is None:
-    return optimizer
-  trainable = frozenset(trainable)
-  labels = lambda params: {k: "trained" if k in trainable else "frozen" for k in params}
-  return optax.multi_transform({"trained": optimizer, "frozen": optax.set_to_zero()},
-                               labels)
-
-
-def _clamp(params, trainable: Optional[frozenset]):
-  if trainable is None:
-    return params
-  return {k: v if k in trainable else jax.lax.stop_gradient(v) for k, v in params.items()}
-
-
-def _l2(params, trainable: Optional[frozenset]) -> jax.Array:
-  if trainable is not None:
-    params = {k: v for k, v in params.items() if k in trainable}
-  return base.l2_penalty(params)
-
-
-def _check_groups(energy: SPENEnergy, trainable) -> Optional[frozenset]:
-  if trainable is None:
-    return None
-  if isinstance(trainable, str):
-    raise TypeError(f"trainable must be a sequence of group names, not the string "
-                    f"{trainable!r}; write ({trainable!r},)")
-  known = param_groups(energy)
-  unknown = set(trainable) - set(known)
-  if unknown or not trainable:
-    raise ValueError(f"trainable must name some of {known}; got {tuple(trainable)}")
-  return frozenset(trainable)
-
-
-def init_params(energy: SPENEnergy, rng: jax.Array, x: jax.Array):
-  y = jnp.zeros(x.shape[:1] + (energy.num_labels,), x.dtype)
-  return flax.core.unfreeze(energy.init({"params": rng}, x, y)["params"])
-
-
-def carry_params(energy: SPENEnergy, prev_state, rng: jax.Array, x: jax.Array):
-  """The energy params that continue `prev_state`.
-
-  `prev_state` is either a SPEN state `{"energy": ParamGroup}` (all params carried) or
-  a `local_bce` state `{"net": ParamGroup}` of the same MLP (its params become
-  `local_net`; the other groups are freshly initialized from `rng`).
-  """
-  reference = jax.eval_shape(lambda: init_params(energy, rng, x))
-  if "energy" in prev_state:
-    return base.carried(prev_state["energy"].params, reference,
-                        "the previous SPEN state into this SPENEnergy")
-  if "net" in prev_state:
-    local = base.carried(prev_state["net"].params, reference["local_net"],
-                         "the local_bce network into this SPENEnergy as local_net")
-    return dict(init_params(energy, rng, x), local_net=local)
-  raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; expected "
-                   "'energy' (a SPEN stage) or 'net' (local_bce)")
 
 
 # ---------------------------------------------------------------------------------------
 # Objectives.
 
 
-def _objective(energy, optimizer, trainable, loss_fn, predict) -> base.Objective:
+def _objective(model, optimizer, trainable, loss_fn, predict) -> base.Objective:
   """init/update/init_from shared by both SPEN stages: state `{"energy": ParamGroup}`."""
-  opt = masked_optimizer(optimizer, trainable)
+  opt = base.masked_optimizer(optimizer, trainable)
 
   def init(rng, batch):
-    return {"energy": base.init_group(init_params(energy, rng, batch["x"]), opt)}
+    return {"energy": base.init_group(model.init_params(rng, batch["x"], batch["y"]), opt)}
 
   def update(state, batch, rng):
     group, metrics = base.minimize_step(loss_fn, opt, state["energy"], batch, rng)
     return {"energy": group}, metrics
 
   def init_from(prev_state, rng, batch):
-    return {"energy": base.init_group(carry_params(energy, prev_state, rng, batch["x"]),
-                                      opt)}
+    return {"energy": base.init_group(
+        model.carry(prev_state, rng, batch["x"], batch["y"]), opt)}
 
   return base.Objective(init, update, predict, init_from)
 
@@ -378,21 +301,21 @@ def spen_pretrain(energy: SPENEnergy, optimizer: optax.GradientTransformation, *
   trainable = frozenset({"local_net"})
 
   def loss_fn(params, batch, rng):
-    params = _clamp(params, trainable)
+    params = base.clamp_groups(params, trainable)
     logits = energy.apply({"params": params}, batch["x"], train=True, rngs={"dropout": rng},
                           method="local_logits")
     bce = base.multilabel_bce(logits, batch["y"])
-    loss = bce + l2 * _l2(params, trainable) if l2 else bce
+    loss = bce + l2 * base.groups_l2(params, trainable) if l2 else bce
     return loss, {"bce": bce}
 
   def predict(state, x):
     return jax.nn.sigmoid(energy.apply({"params": state["energy"].params}, x,
                                        method="local_logits"))
 
-  return _objective(energy, optimizer, trainable, loss_fn, predict)
+  return _objective(energy_model.spen_model(energy), optimizer, trainable, loss_fn, predict)
 
 
-def ssvm_hinge(energy: SPENEnergy, optimizer: optax.GradientTransformation, *,
+def ssvm_hinge(energy, optimizer: optax.GradientTransformation, *,
          loss_aug_gbi: GBIConfig, predict_gbi: GBIConfig, surrogate: str = "squared",
          surrogate_eps: float = DEFAULT_SURROGATE_EPS,
          trainable: Optional[Sequence[str]] = None, l2: float = 0.0,
@@ -401,7 +324,9 @@ def ssvm_hinge(energy: SPENEnergy, optimizer: optax.GradientTransformation, *,
   """Stages 2 and 3: the SSVM hinge with loss-augmented GBI (see the module docstring).
 
   Args:
-    energy: the `SPENEnergy`.
+    energy: a SPEN-style energy (`SPENEnergy`, `ICNNEnergy`), any energy module
+      `E(x, y) -> [B]` with y shaped like x (e.g. the denoising energies, over the Real
+      domain), or an `energy_model.EnergyModel`.
     optimizer: applied to the `trainable` groups (SPEN A.5: SGD, momentum 0.9).
     loss_aug_gbi: GBI for Eq. 9 inside training, run by `gbi_scan` for `num_steps`.
     predict_gbi: GBI for prediction, run by `gbi_while` to per-example convergence;
@@ -411,8 +336,9 @@ def ssvm_hinge(energy: SPENEnergy, optimizer: optax.GradientTransformation, *,
     trainable: top-level groups that are updated (`param_groups(energy)` names, e.g.
       `("global",)` to clamp the pretrained features and local head); `None`: all.
     l2: weight of `½‖W‖²` on the trainable groups' weight matrices.
-    init: GBI start for both inference problems, `'uniform'` (0.5) or `'local'`
-      (`sigmoid` of the local logits; SPEN §7.4: saves about 5 test-time steps).
+    init: GBI start for both inference problems, a name of the model's inits: SPEN
+      `'uniform'` (0.5) or `'local'` (`sigmoid` of the local logits; SPEN §7.4: saves
+      about 5 test-time steps); image energies `'input'` (the noisy x), ....
     loss_aug_init: overrides `init` for loss-augmented inference only: a name or a
       sequence of names of `LOSS_AUG_INITS` (`'uniform'`, `'local'`, `'gold'`). With
       several, GBI runs from each and ŷ is, per example, the final iterate of lowest
@@ -427,29 +353,29 @@ def ssvm_hinge(energy: SPENEnergy, optimizer: optax.GradientTransformation, *,
   """
   if surrogate not in SURROGATES:
     raise ValueError(f"unknown surrogate {surrogate!r}; expected one of {SURROGATES}")
-  if init not in INITS:
-    raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
-  starts = _loss_aug_starts(init, loss_aug_init)
+  model = energy_model.as_model(energy)
+  if init not in model.inits:
+    raise ValueError(f"unknown init {init!r}; expected one of {model.inits}")
+  starts = _loss_aug_starts(init, loss_aug_init, model.inits)
   gbi_lib.validate_config(loss_aug_gbi)
   gbi_lib.validate_config(predict_gbi)
-  trainable = _check_groups(energy, trainable)
-  energy_fn = encoding_energy(energy)
+  trainable = energy_model.trainable_groups(model, trainable)
 
   def loss_fn(params, batch, rng):
-    params = _clamp(params, trainable)
+    params = base.clamp_groups(params, trainable)
     y = batch["y"]
-    encoding = encode(energy, params, batch["x"], train=True, rng=rng)
-    y_hat = _loss_augmented(energy_fn, params, encoding, y, loss_aug_gbi, surrogate,
+    inputs = model.encode(params, batch["x"], True, rng)
+    y_hat = _loss_augmented(model, params, inputs, batch["x"], y, loss_aug_gbi, surrogate,
                             surrogate_eps, starts)
-    m = _margins(energy_fn, params, encoding, y, y_hat, surrogate, surrogate_eps)
+    m = _margins(model.energy, params, inputs, y, y_hat, surrogate, surrogate_eps)
     hinge = jnp.mean(jax.nn.relu(m.margin))
-    loss = hinge + l2 * _l2(params, trainable) if l2 else hinge
+    loss = hinge + l2 * base.groups_l2(params, trainable) if l2 else hinge
     return loss, {"hinge": hinge,
                   "active": jnp.mean((m.margin > 0).astype(hinge.dtype)),
                   "delta": jnp.mean(m.delta),
                   "energy_gap": jnp.mean(m.energy_pred - m.energy_gold)}
 
   def predict(state, x):
-    return infer(energy, state["energy"].params, x, predict_gbi, init=init).y
+    return infer(model, state["energy"].params, x, predict_gbi, init=init).y
 
-  return _objective(energy, optimizer, trainable, loss_fn, predict)
+  return _objective(model, optimizer, trainable, loss_fn, predict)

@@ -80,3 +80,17 @@ def get_denoising_base_config(dataset: str = "depth_scenes") -> ml_collections.C
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
   return config
+
+
+def denoising_energy(noise_sigma: float, kind: str = "deep_prior") -> ml_collections.ConfigDict:
+  """`config.energy` of a denoising energy (experiments/train.py:image_energy).
+
+  `kind`: 'deep_prior' (E2E-SPEN Eq. 15: 7×7×32 softplus, 7×7×32 softplus, 1×1, pooled)
+  or 'foe' (Eq. 13-14: 24 learned 5×5 filters under SoftAbs, temperature 25; the filter
+  count and size are Roth & Black's, the paper does not give them). Both add the Gaussian
+  data term ‖y − x‖²/(2σ²) with σ² learned, initialized at the data's noise level.
+  """
+  return ml_collections.ConfigDict(dict(
+      kind=kind, noise_variance=noise_sigma ** 2, learn_noise_variance=True,
+      padding="VALID", features=(32, 32), kernel_size=7, activation="softplus",
+      pooling="sum", num_filters=24, filter_size=5, temperature=25.0))

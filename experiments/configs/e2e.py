@@ -81,10 +81,7 @@ def get_config(dataset: str = "synthetic"):
 def get_denoising_config(dataset: str = "depth_scenes"):
   """E2E-SPEN's denoising energies trained through T unrolled GBI steps (§6.1).
 
-  `energy.kind`: 'deep_prior' (Eq. 15: 7×7×32 softplus, 7×7×32 softplus, 1×1, pooled,
-  plus the Gaussian data term with a learned noise variance) or 'foe' (Eq. 13-14: 24
-  learned 5×5 filters under SoftAbs with temperature 25; the filter count and size are
-  Roth & Black's, the paper does not state them). GBI: plain gradient descent on the
+  `energy.kind`: 'deep_prior' or 'foe' (`base.denoising_energy`). GBI: plain gradient descent on the
   real-valued image from y_0 = x (`e2e.init='input'`) with learned per-step sizes; the
   loss is the per-pixel squared error of the iterates. The paper's rows are overrides:
 
@@ -101,10 +98,7 @@ def get_denoising_config(dataset: str = "depth_scenes"):
   config = base.get_denoising_base_config(dataset)
   config.method = "e2e"
   sigma2 = config.data.noise_sigma ** 2
-  config.energy = ml_collections.ConfigDict(dict(
-      kind="deep_prior", noise_variance=sigma2, learn_noise_variance=True, padding="VALID",
-      features=(32, 32), kernel_size=7, activation="softplus", pooling="sum",
-      num_filters=24, filter_size=5, temperature=25.0))
+  config.energy = base.denoising_energy(config.data.noise_sigma)
   config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0, trainable=""))
   config.e2e = ml_collections.ConfigDict(dict(
       loss="squared", per_iterate=False, gradient="scan", init="input",

@@ -17,7 +17,12 @@ import ml_collections
 from experiments.configs import base
 
 
+TASKS = ("multilabel", "denoising")  # variants: multi-label datasets, depth_scenes
+
+
 def get_config(dataset: str = "synthetic"):
+  if dataset in base.DENOISING_DATASETS:
+    return get_denoising_config(dataset)
   config = base.get_base_config(dataset)
   config.method = "ssvm"
   config.energy = ml_collections.ConfigDict(dict(
@@ -74,4 +79,32 @@ def get_config(dataset: str = "synthetic"):
     config.stages.energy.optimizer.learning_rate = 1e-2
     config.stages.joint.optimizer.learning_rate = 1e-3
     config.stages.joint.train.steps = 5000
+  return config
+
+
+def get_denoising_config(dataset: str = "depth_scenes"):
+  """FOE-SSVM / DP-SSVM of E2E-SPEN Table 1: a denoising energy trained with the SSVM hinge.
+
+  The energy is `base.denoising_energy` (`energy.kind=foe` for FOE-SSVM); Δ is the
+  squared error summed over pixels; loss-augmented inference is 20 plain gradient steps
+  on E − Δ over the real-valued image, from the noisy input and from the clean image
+  (`loss.loss_aug_init`, the most violating final iterate per example), and prediction
+  20 steps from the input. E − Δ stays bounded below while the learned noise variance
+  σ² < 1/2 (the data term's curvature 1/σ² must exceed Δ's 2). Step size η = σ²
+  (assumption: the data term's curvature is 1/σ²). CPU-sized like e2e.py's variant.
+  """
+  config = base.get_denoising_base_config(dataset)
+  config.method = "ssvm"
+  config.energy = base.denoising_energy(config.data.noise_sigma)
+  config.loss = ml_collections.ConfigDict(dict(
+      l2=0.0, l2_c=0.0, surrogate="squared", surrogate_eps=1e-3, trainable="",
+      init="input", loss_aug_init="input,gold"))
+  sigma2 = config.data.noise_sigma ** 2
+  config.gbi = ml_collections.ConfigDict(dict(
+      method="projected", optimizer="sgd", learning_rate=sigma2, momentum=0.0,
+      num_steps=20, entropy_weight=0.0))
+  config.predict_gbi = ml_collections.ConfigDict(dict(
+      method="projected", optimizer="sgd", learning_rate=sigma2, momentum=0.0,
+      max_steps=20, rel_tol=0.0, abs_tol=0.0, stop_fraction=1.0, entropy_weight=0.0))
+  config.train.batch_size = 8
   return config

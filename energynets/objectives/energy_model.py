@@ -1,0 +1,217 @@
+"""What an objective needs from an energy, as pure functions: `EnergyModel`.
+
+The inference-based objectives (`ssvm`, `e2e`) are written once against this interface,
+so the same SSVM or end-to-end training applies to the multi-label `SPENEnergy` (Box
+domain, features computed once per x) and to any Flax energy module `E(x, y) -> [B]`
+with y shaped like x (the denoising energies: Real domain, GBI from the noisy input).
+
+- `spen_model(SPENEnergy)`: `encode` runs the feature network and local head once
+  (`Encoding`), `energy` is `energy_from_encoding`, starts `'uniform'` (0.5) or
+  `'local'` (σ of the local logits), parameter groups `param_groups(energy)`, and
+  `carry` continues a SPEN state or a `local_bce` MLP (its params become `local_net`).
+- `module_model(module, domain)`: `encode` is the identity, starts `'input'` (y_0 = x),
+  `'uniform'` or `'zeros'`; `carry` continues a state with the same `energy` params.
+
+The SPEN adapters (`encode`, `encoding_energy`, `start_point`, `init_params`,
+`carry_params`) are also used directly by the SEAL, DVN and inference-network
+objectives, whose loss-nets are SPEN energies.
+"""
+
+from typing import Any, Callable, NamedTuple, Optional
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from energynets import domains
+from energynets.energies.mlc import Encoding, SPENEnergy, param_groups
+from energynets.inference import gbi as gbi_lib
+from energynets.objectives import base
+
+INITS = ("uniform", "local")
+MODULE_INITS = ("input", "uniform", "zeros")
+NON_SMOOTH = ("relu", "hardtanh")
+BOX = domains.Box()
+
+
+# ---------------------------------------------------------------------------------------
+# SPEN energies.
+
+
+def encoding_energy(energy: SPENEnergy) -> gbi_lib.EnergyFn:
+  """`(params, Encoding, y) -> [B]`: the energy over a precomputed `encode(x)`."""
+  def fn(params, encoding, y):
+    return energy.apply({"params": params}, encoding, y,
+                        method="energy_from_encoding")
+  return fn
+
+
+def encode(energy: SPENEnergy, params, x: jax.Array, train: bool = False,
+           rng: Optional[jax.Array] = None) -> Encoding:
+  rngs = {"dropout": rng} if rng is not None else None
+  return energy.apply({"params": params}, x, train=train, rngs=rngs,
+                      method="encode")
+
+
+def start_point(encoding: Encoding, init: str) -> jax.Array:
+  """GBI's `y0`: uniform (0.5) or the local classifier's `sigmoid(logits)`."""
+  if init == "uniform":
+    return BOX.uniform_init(encoding.logits.shape, encoding.logits.dtype)
+  if init == "local":
+    return jax.nn.sigmoid(encoding.logits)
+  raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
+
+
+def init_params(energy: SPENEnergy, rng: jax.Array, x: jax.Array):
+  y = jnp.zeros(x.shape[:1] + (energy.num_labels,), x.dtype)
+  return flax.core.unfreeze(energy.init({"params": rng}, x, y)["params"])
+
+
+def carry_params(energy: SPENEnergy, prev_state, rng: jax.Array, x: jax.Array):
+  """The energy params that continue `prev_state`.
+
+  `prev_state` is either a SPEN state `{"energy": ParamGroup}` (all params carried) or
+  a `local_bce` state `{"net": ParamGroup}` of the same MLP (its params become
+  `local_net`; the other groups are freshly initialized from `rng`).
+  """
+  reference = jax.eval_shape(lambda: init_params(energy, rng, x))
+  if "energy" in prev_state:
+    return base.carried(prev_state["energy"].params, reference,
+                        "the previous SPEN state into this SPENEnergy")
+  if "net" in prev_state:
+    local = base.carried(prev_state["net"].params, reference["local_net"],
+                         "the local_bce network into this SPENEnergy as local_net")
+    return dict(init_params(energy, rng, x), local_net=local)
+  raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; expected "
+                   "'energy' (a SPEN stage) or 'net' (local_bce)")
+
+
+# ---------------------------------------------------------------------------------------
+# The interface.
+
+
+class EnergyModel(NamedTuple):
+  """What `e2e_objective` needs from an energy, as pure functions.
+
+  Attributes:
+    domain: the relaxation GBI searches (`Box` for multi-label, `Real` for denoising).
+    init_params: `(rng, x, y) -> params`, a fresh initialization from example arrays.
+    encode: `(params, x, train, rng) -> inputs`: what the energy conditions on,
+      computed once per example before inference and differentiable (SPEN: the features
+      and local logits; an image energy: x itself). `rng` is None at test time.
+    energy: `(params, inputs, y) -> [B]`, GBI's inner function.
+    start: `(inputs, x, init) -> y_0` for an init name of `inits`.
+    inits: the init names `start` accepts.
+    carry: `(prev_state, rng, x, y) -> params`, the parameters that continue a previous
+      stage's state (staged training).
+    groups: the top-level parameter names `trainable` may pick (None: not checked).
+  """
+  domain: Any
+  init_params: Callable[..., Any]
+  encode: Callable[..., Any]
+  energy: Callable[..., jax.Array]
+  start: Callable[..., jax.Array]
+  inits: tuple[str, ...]
+  carry: Callable[..., Any]
+  groups: Optional[tuple[str, ...]] = None
+
+
+def check_smooth(module: nn.Module) -> None:
+  """ValueError if `module.activation` names a non-smooth non-linearity (ReLU, HardTanh).
+
+  Training through GBI differentiates `∇_y E`: with a piecewise-linear activation the
+  Hessian is zero almost everywhere, so the unroll passes no second-order signal (and
+  HardTanh's flat regions stop GBI altogether).
+  """
+  activation = getattr(module, "activation", None)
+  if isinstance(activation, str) and activation in NON_SMOOTH:
+    raise ValueError(
+        f"{type(module).__name__}.activation={activation!r} is not smooth: energies trained "
+        f"end to end through inference need a twice-differentiable non-linearity "
+        f"(E2E-SPEN §5 uses softplus); use activation='softplus'")
+
+
+def spen_model(energy: SPENEnergy) -> EnergyModel:
+  """A SPEN-style energy (`SPENEnergy`, `ICNNEnergy`) on the Box: F(x) and the local
+  logits computed once by `encode`."""
+
+  def encode_x(params, x, train=False, rng=None):
+    return encode(energy, params, x, train=train, rng=rng)
+
+  def start(encoding, x, init):
+    del x
+    return start_point(encoding, init)
+
+  return EnergyModel(
+      domain=BOX,
+      init_params=lambda rng, x, y: init_params(energy, rng, x),
+      encode=encode_x,
+      energy=encoding_energy(energy),
+      start=start,
+      inits=INITS,
+      carry=lambda prev_state, rng, x, y: carry_params(energy, prev_state, rng, x),
+      groups=param_groups(energy))
+
+
+def module_model(module: nn.Module, domain=domains.Real()) -> EnergyModel:
+  """Any Flax module `E(x, y) -> [B]` with y shaped like x (denoising, segmentation).
+
+  `encode` is the identity (the energy sees x itself); starts: `'input'` (y_0 = x, the
+  noisy image), `'uniform'` (`domain.uniform_init`) or `'zeros'`.
+  """
+
+  def init_params(rng, x, y):
+    return flax.core.unfreeze(module.init({"params": rng}, x, y)["params"])
+
+  def encode(params, x, train=False, rng=None):
+    del params, train, rng
+    return x
+
+  def energy(params, x, y):
+    return module.apply({"params": params}, x, y)
+
+  def start(x_enc, x, init):
+    del x_enc
+    if init == "input":
+      return jnp.asarray(x)
+    if init == "uniform":
+      return domain.uniform_init(x.shape, x.dtype)
+    if init == "zeros":
+      return jnp.zeros_like(x)
+    raise ValueError(f"unknown init {init!r}; expected one of {MODULE_INITS}")
+
+  def carry(prev_state, rng, x, y):
+    if "energy" not in prev_state:
+      raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; "
+                       "expected 'energy'")
+    reference = jax.eval_shape(lambda: init_params(rng, x, y))
+    return base.carried(prev_state["energy"].params, reference,
+                        f"the previous state into this {type(module).__name__}")
+
+  return EnergyModel(domain, init_params, encode, energy, start, MODULE_INITS, carry)
+
+
+def as_model(energy) -> EnergyModel:
+  """`EnergyModel` as is; a SPEN-style energy (`SPENEnergy`, `ICNNEnergy`: `encode` +
+  `energy_from_encoding`) -> `spen_model`; other modules -> `module_model`."""
+  if isinstance(energy, EnergyModel):
+    return energy
+  if hasattr(energy, "energy_from_encoding"):  # SPENEnergy, ICNNEnergy
+    return spen_model(energy)
+  if isinstance(energy, nn.Module):
+    return module_model(energy)
+  raise TypeError(f"expected an EnergyModel, a SPENEnergy or a Flax module; got "
+                  f"{type(energy).__name__}")
+
+
+def trainable_groups(model: EnergyModel, trainable) -> Optional[frozenset]:
+  """`trainable` (group names, or None for all) checked against the model's groups."""
+  if trainable is None:
+    return None
+  if isinstance(trainable, str):
+    raise TypeError(f"trainable must be a sequence of group names, not the string "
+                    f"{trainable!r}; write ({trainable!r},)")
+  if model.groups is not None and (set(trainable) - set(model.groups) or not trainable):
+    raise ValueError(f"trainable must name some of {model.groups}; got {tuple(trainable)}")
+  return frozenset(trainable)
