@@ -1,6 +1,6 @@
 """Test oracles shared by the test suite (and by users checking their own energies)."""
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,3 +27,42 @@ def directional_derivatives(value_fn: Callable[[Any], jax.Array],
   step = lambda s: jax.tree.map(lambda p, v: p + s * eps * v, params, direction)
   numeric = (value_fn(step(1.0)) - value_fn(step(-1.0))) / (2 * eps)
   return float(analytic), float(numeric)
+
+
+class EnergyDerivatives(NamedTuple):
+  """What `energy_derivatives` measured on `energy_fn` at y (all float64 numpy)."""
+  analytic: float        # ⟨∇ Σ_b E_b(y), d⟩ along a random direction d
+  finite_difference: float  # the same by central differences of the value
+  grad_at_y: np.ndarray  # ∇_y Σ_b E_b(y)
+  grad_other: np.ndarray  # the same with every example but the first changed
+  hvp: np.ndarray        # ∇²_y Σ_b E_b(y) v (jvp of grad)
+  hvp_finite_difference: np.ndarray  # central differences of the gradient along v
+
+
+def energy_derivatives(energy_fn: Callable[[Any], jax.Array], y: np.ndarray, seed: int,
+                       eps: float = 1e-5) -> EnergyDerivatives:
+  """The checks every energy `energy_fn(y [B, ...]) -> [B]` should pass, in one call.
+
+  Gradient against finite differences of the value (`directional_derivatives`),
+  per-example independence (example 0's gradient must not move when the other
+  examples' y change: `grad_at_y[0] == grad_other[0]`), and the Hessian-vector product
+  (`jax.jvp` of `jax.grad`, what unrolled GBI differentiates) against central differences
+  of the gradient. Call it with float64 inputs (`jax.enable_x64`).
+  """
+  total = lambda v: jnp.sum(energy_fn(v))
+  grad = jax.grad(total)
+
+  @jax.jit
+  def derivatives(v, direction):
+    g, hvp = jax.jvp(grad, (v,), (direction,))
+    return total(v), g, hvp
+
+  value_fn = lambda v: derivatives(v, v)[0]
+  grad_fn = lambda v: np.asarray(derivatives(v, v)[1])
+  analytic, fd = directional_derivatives(value_fn, grad_fn, y, seed)
+  other = np.array(y, copy=True)
+  other[1:] = 1.0 - other[1:]
+  v = np.random.RandomState(seed + 1).randn(*np.shape(y))
+  hvp = np.asarray(derivatives(y, v)[2])
+  fd_hvp = (grad_fn(y + eps * v) - grad_fn(y - eps * v)) / (2 * eps)
+  return EnergyDerivatives(analytic, fd, grad_fn(y), grad_fn(other), hvp, fd_hvp)

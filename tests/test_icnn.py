@@ -149,27 +149,12 @@ class ICNNEnergyTest(parameterized.TestCase):
       energy = ICNN.clone(enforce_convexity=enforce)
       params = _params(energy, 7, dtype=np.float64)
       x, y = _inputs(8, batch=2, dtype=np.float64, y_scale=None)
-      total = lambda v: jnp.sum(energy.apply({"params": params}, x, v))
-      grad = jax.grad(total)
-
-      @jax.jit
-      def derivatives(v, direction):
-        g, hvp = jax.jvp(grad, (v,), (direction,))  # HVP = jvp of grad
-        return total(v), g, hvp
-
-      value_fn = lambda v: derivatives(v, v)[0]
-      grad_fn = lambda v: derivatives(v, v)[1]
-      analytic, fd = testing.directional_derivatives(value_fn, grad_fn, y, seed=9)
-      np.testing.assert_allclose(analytic, fd, rtol=1e-6)
-      other = y.copy()
-      other[1] = 1.0 - y[1]
-      np.testing.assert_allclose(grad_fn(other)[0], grad_fn(y)[0], rtol=1e-12)
-      v = np.random.RandomState(10).randn(*y.shape)
-      hvp = derivatives(y, v)[2]
-      self.assertTrue(np.all(np.isfinite(hvp)))
-      eps = 1e-5
-      np.testing.assert_allclose(hvp, (grad_fn(y + eps * v) - grad_fn(y - eps * v)) / (2 * eps),
-                                 rtol=1e-5, atol=1e-8)
+      d = testing.energy_derivatives(lambda v: energy.apply({"params": params}, x, v), y,
+                                     seed=9)
+      np.testing.assert_allclose(d.analytic, d.finite_difference, rtol=1e-6)
+      np.testing.assert_allclose(d.grad_other[0], d.grad_at_y[0], rtol=1e-12)
+      self.assertTrue(np.all(np.isfinite(d.hvp)))
+      np.testing.assert_allclose(d.hvp, d.hvp_finite_difference, rtol=1e-5, atol=1e-8)
 
   def test_convex_in_y_and_the_check_detects_non_convexity(self):
     """Convexity holds for random params; the same params without the constraint fail."""

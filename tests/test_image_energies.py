@@ -276,30 +276,14 @@ class SmoothnessTest(parameterized.TestCase):
     with jax.enable_x64(True):
       params = _f64(_params(energy, 11))
       x, y = _images(12, batch=2, dtype=np.float64)
-      total = lambda v: jnp.sum(energy.apply({"params": params}, x, v))
-      grad = jax.grad(total)
-
-      @jax.jit
-      def derivatives(v, direction):
-        g, hvp = jax.jvp(grad, (v,), (direction,))  # HVP = jvp of grad
-        return total(v), g, hvp
-
-      value_fn = lambda v: derivatives(v, v)[0]
-      grad_fn = lambda v: derivatives(v, v)[1]
-      analytic, fd = testing.directional_derivatives(value_fn, grad_fn, y, seed=13)
-      np.testing.assert_allclose(analytic, fd, rtol=1e-6)
+      d = testing.energy_derivatives(lambda v: energy.apply({"params": params}, x, v), y,
+                                     seed=13)
+      np.testing.assert_allclose(d.analytic, d.finite_difference, rtol=1e-6)
       # Per-example gradient: example 0's gradient ignores example 1's y.
-      other = y.copy()
-      other[1] = 1.0 - y[1]
-      np.testing.assert_allclose(grad_fn(other)[0], grad_fn(y)[0],
-                                 rtol=1e-12)
-      v = np.random.RandomState(14).randn(*y.shape)
-      hvp = derivatives(y, v)[2]
-      self.assertTrue(np.all(np.isfinite(hvp)))
-      eps = 1e-5
-      fd_hvp = (grad_fn(y + eps * v) - grad_fn(y - eps * v)) / (2 * eps)
-      np.testing.assert_allclose(hvp, fd_hvp, rtol=1e-5,
-                                 atol=1e-6 * float(np.max(np.abs(hvp))))
+      np.testing.assert_allclose(d.grad_other[0], d.grad_at_y[0], rtol=1e-12)
+      self.assertTrue(np.all(np.isfinite(d.hvp)))
+      np.testing.assert_allclose(d.hvp, d.hvp_finite_difference, rtol=1e-5,
+                                 atol=1e-6 * float(np.max(np.abs(d.hvp))))
 
   def test_unrolled_gbi_is_differentiable_in_params(self):
     """The E2E use (FOE-3): a loss of T unrolled GBI steps from x, differentiated in φ."""

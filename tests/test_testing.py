@@ -21,5 +21,20 @@ class DirectionalDerivativesTest(absltest.TestCase):
       self.assertGreater(abs(analytic - numeric), 1e-3)
 
 
+class EnergyDerivativesTest(absltest.TestCase):
+
+  def test_passes_a_per_example_energy_and_exposes_batch_coupling(self):
+    y = np.random.RandomState(0).uniform(size=(3, 4))
+    with jax.enable_x64(True):
+      good = testing.energy_derivatives(lambda v: jnp.sum(jnp.cosh(v) ** 2, -1), y, seed=1)
+      np.testing.assert_allclose(good.analytic, good.finite_difference, rtol=1e-7)
+      np.testing.assert_array_equal(good.grad_other[0], good.grad_at_y[0])
+      np.testing.assert_allclose(good.hvp, good.hvp_finite_difference, rtol=1e-6)
+      # Batch statistics couple the examples: example 0's gradient sees the others.
+      coupled = testing.energy_derivatives(
+          lambda v: jnp.sum((v - v.mean(0)) ** 2, -1), y, seed=1)
+      self.assertGreater(np.abs(coupled.grad_other[0] - coupled.grad_at_y[0]).max(), 1e-3)
+
+
 if __name__ == "__main__":
   absltest.main()

@@ -3,8 +3,9 @@
 from energynets.energies.icnn import ICNNEnergy, InputConvexNet, NonNegDense
 from energynets.energies.image import (DeepPriorEnergy, FieldOfExperts, GaussianDataTerm,
                                        soft_abs, softplus_t)
-from energynets.energies.mlc import Encoding, MeasurementEnergy, SPENEnergy, param_groups
+from energynets.energies.mlc import (Encoding, LocalNetEnergy, MeasurementEnergy, SPENEnergy,
+                                     param_groups)
 
 __all__ = ["DeepPriorEnergy", "Encoding", "FieldOfExperts", "GaussianDataTerm", "ICNNEnergy",
-           "InputConvexNet", "MeasurementEnergy", "NonNegDense", "SPENEnergy", "param_groups",
+           "InputConvexNet", "LocalNetEnergy", "MeasurementEnergy", "NonNegDense", "SPENEnergy", "param_groups",
            "soft_abs", "softplus_t"]

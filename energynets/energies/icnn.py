@@ -41,7 +41,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from energynets.energies.mlc import Encoding
+from energynets.energies.mlc import Encoding, LocalNetEnergy
 from energynets.nets import MLP
 
 
@@ -94,7 +94,7 @@ class InputConvexNet(nn.Module):
     return NonNegDense(1, self.enforce_convexity, name="output")(z)[..., 0]
 
 
-class ICNNEnergy(nn.Module):
+class ICNNEnergy(LocalNetEnergy):
   """An input-convex multi-label energy `E(x, ȳ) -> [B]` (module docstring).
 
   Parameter groups: `local_net` (exactly `SPENEnergy`'s: an `MLP(feature_hidden,
@@ -130,19 +130,6 @@ class ICNNEnergy(nn.Module):
                          input_dropout=self.input_dropout)
     self.global_energy = InputConvexNet(tuple(self.hidden), self.enforce_convexity,
                                         name="global")
-
-  def __call__(self, x: jax.Array, y: jax.Array, train: bool = False) -> jax.Array:
-    """`x [B, D], y [B, L] -> [B]`."""
-    return self.energy_from_encoding(self.encode(x, train=train), y)
-
-  def encode(self, x: jax.Array, train: bool = False) -> Encoding:
-    """F(x) and the local logits, from one pass of `local_net` (reused by GBI steps)."""
-    logits, features = self.local_net(x, train=train, return_features=True)
-    return Encoding(features, logits)
-
-  def local_logits(self, x: jax.Array, train: bool = False) -> jax.Array:
-    """`[B, L]`: what a `local_bce` MLP with these params would output."""
-    return self.local_net(x, train=train)
 
   def energy_from_encoding(self, encoding: Encoding, y: jax.Array) -> jax.Array:
     """`[B]`: the energy of `y [B, L]` given a precomputed `encode(x)`."""

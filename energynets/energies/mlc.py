@@ -66,7 +66,33 @@ class MeasurementEnergy(nn.Module):
     return nn.Dense(1, use_bias=False, name="weights")(h)[..., 0]
 
 
-class SPENEnergy(nn.Module):
+class LocalNetEnergy(nn.Module):
+  """A multi-label energy built on a local network `self.local_net` (an `MLP` giving the
+  features F(x) and the local logits), with its label term in `energy_from_encoding`.
+
+  The shared part of `SPENEnergy` and `ICNNEnergy`: F(x) is computed once per x
+  (`encode`) and reused by every GBI step, and `local_logits` is what a `local_bce` MLP
+  with the same params outputs (staged training carries one into the other).
+  """
+
+  def __call__(self, x: jax.Array, y: jax.Array, train: bool = False) -> jax.Array:
+    """`x [B, D], y [B, L] -> [B]`."""
+    return self.energy_from_encoding(self.encode(x, train=train), y)
+
+  def encode(self, x: jax.Array, train: bool = False) -> Encoding:
+    """F(x) and the local logits, from one pass of `local_net`."""
+    logits, features = self.local_net(x, train=train, return_features=True)
+    return Encoding(features, logits)
+
+  def local_logits(self, x: jax.Array, train: bool = False) -> jax.Array:
+    """`[B, L]`: what a `local_bce` MLP with these params would output."""
+    return self.local_net(x, train=train)
+
+  def energy_from_encoding(self, encoding: Encoding, y: jax.Array) -> jax.Array:
+    raise NotImplementedError
+
+
+class SPENEnergy(LocalNetEnergy):
   """The multi-label SPEN energy `E(x, ȳ) -> [B]` (see the module docstring).
 
   Attributes:
@@ -105,19 +131,6 @@ class SPENEnergy(nn.Module):
     if self.num_conditional:
       self.conditional_energy = MeasurementEnergy(self.num_conditional, self.activation,
                                                   name="conditional")
-
-  def __call__(self, x: jax.Array, y: jax.Array, train: bool = False) -> jax.Array:
-    """`x [B, D], y [B, L] -> [B]`."""
-    return self.energy_from_encoding(self.encode(x, train=train), y)
-
-  def encode(self, x: jax.Array, train: bool = False) -> Encoding:
-    """F(x) and the local logits, from one pass of `local_net`."""
-    logits, features = self.local_net(x, train=train, return_features=True)
-    return Encoding(features, logits)
-
-  def local_logits(self, x: jax.Array, train: bool = False) -> jax.Array:
-    """`[B, L]`: what a `local_bce` MLP with these params would output."""
-    return self.local_net(x, train=train)
 
   def energy_from_encoding(self, encoding: Encoding, y: jax.Array) -> jax.Array:
     """`[B]`: the energy of `y [B, L]` given a precomputed `encode(x)` (GBI's inner call)."""

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from energynets import domains
-from energynets.energies.mlc import Encoding, SPENEnergy, param_groups
+from energynets.energies.mlc import Encoding, LocalNetEnergy, SPENEnergy, param_groups
 from energynets.inference import gbi as gbi_lib
 from energynets.objectives import base
 
@@ -197,7 +197,7 @@ def as_model(energy) -> EnergyModel:
   `energy_from_encoding`) -> `spen_model`; other modules -> `module_model`."""
   if isinstance(energy, EnergyModel):
     return energy
-  if hasattr(energy, "energy_from_encoding"):  # SPENEnergy, ICNNEnergy
+  if isinstance(energy, LocalNetEnergy):  # SPENEnergy, ICNNEnergy
     return spen_model(energy)
   if isinstance(energy, nn.Module):
     return module_model(energy)

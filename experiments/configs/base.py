@@ -94,3 +94,24 @@ def denoising_energy(noise_sigma: float, kind: str = "deep_prior") -> ml_collect
       kind=kind, noise_variance=noise_sigma ** 2, learn_noise_variance=True,
       padding="VALID", features=(32, 32), kernel_size=7, activation="softplus",
       pooling="sum", num_filters=24, filter_size=5, temperature=25.0))
+
+
+def spen_stages(config: ml_collections.ConfigDict, method: str) -> None:
+  """SPEN's staged training (§4, A.4) in place: `pretrain` features and local head with
+  BCE (`spen_pretrain`), then `energy` (features clamped, the global term trained by
+  `method`), then `joint` (everything, small learning rate). Shared by the SSVM and
+  end-to-end configs, which differ only in `method`. Each stage names its steps and
+  learning rate so both can be set from the command line
+  (--config.stages.energy.train.steps=...)."""
+  config.optimizer.learning_rate = 1e-3
+  config.optimizer.schedule = "cosine"
+  config.train.steps = 3000
+  config.stage_order = "pretrain,energy,joint"
+  config.stages.pretrain = dict(
+      method="spen_pretrain", train=dict(steps=3000, select_metric="validation/example_f1@0.5"),
+      optimizer=dict(name="adam", learning_rate=1e-3))
+  config.stages.energy = dict(method=method, loss=dict(trainable="global"),
+                              train=dict(steps=1500),
+                              optimizer=dict(name="adam", learning_rate=1e-3))
+  config.stages.joint = dict(method=method, train=dict(steps=1000),
+                             optimizer=dict(name="adam", learning_rate=1e-4))

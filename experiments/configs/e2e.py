@@ -63,18 +63,7 @@ def get_config(dataset: str = "synthetic"):
   config.step_size_optimizer = ml_collections.ConfigDict(dict(
       name="adam", learning_rate=1e-2, schedule="constant", warmup_steps=0,
       weight_decay=0.0, momentum=0.9, clip_norm=0.0))
-  config.optimizer.learning_rate = 1e-3
-  config.optimizer.schedule = "cosine"
-  config.train.steps = 3000
-  config.stage_order = "pretrain,energy,joint"
-  config.stages.pretrain = dict(
-      method="spen_pretrain", train=dict(steps=3000, select_metric="validation/example_f1@0.5"),
-      optimizer=dict(name="adam", learning_rate=1e-3))
-  config.stages.energy = dict(method="e2e", loss=dict(trainable="global"),
-                              train=dict(steps=1500),
-                              optimizer=dict(name="adam", learning_rate=1e-3))
-  config.stages.joint = dict(method="e2e", train=dict(steps=1000),
-                             optimizer=dict(name="adam", learning_rate=1e-4))
+  base.spen_stages(config, "e2e")
   return config
 
 

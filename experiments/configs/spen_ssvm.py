@@ -49,20 +49,7 @@ def get_config(dataset: str = "synthetic"):
   config.predict_gbi = ml_collections.ConfigDict(dict(
       method="mirror", optimizer="momentum", learning_rate=0.1, momentum=0.95,
       max_steps=100, rel_tol=1e-4, abs_tol=1e-4, stop_fraction=1.0, entropy_weight=0.0))
-  config.optimizer.learning_rate = 1e-3
-  config.optimizer.schedule = "cosine"
-  config.train.steps = 3000
-  config.stage_order = "pretrain,energy,joint"
-  # Each stage names its steps and learning rate so both can be set from the command
-  # line (--config.stages.energy.train.steps=...).
-  config.stages.pretrain = dict(
-      method="spen_pretrain", train=dict(steps=3000, select_metric="validation/example_f1@0.5"),
-      optimizer=dict(name="adam", learning_rate=1e-3))
-  config.stages.energy = dict(method="ssvm", loss=dict(trainable="global"),
-                              train=dict(steps=1500),
-                              optimizer=dict(name="adam", learning_rate=1e-3))
-  config.stages.joint = dict(method="ssvm", train=dict(steps=1000),
-                             optimizer=dict(name="adam", learning_rate=1e-4))
+  base.spen_stages(config, "ssvm")
   if dataset == "synthetic":
     # Selected on validation example-F1 at 1.5k training examples (SPEN Table 3):
     # default 0.78 val; energy lr 1e-2 + GBI from the local logits 0.884; + joint lr
