@@ -66,3 +66,19 @@ def energy_derivatives(energy_fn: Callable[[Any], jax.Array], y: np.ndarray, see
   hvp = np.asarray(derivatives(y, v)[2])
   fd_hvp = (grad_fn(y + eps * v) - grad_fn(y - eps * v)) / (2 * eps)
   return EnergyDerivatives(analytic, fd, grad_fn(y), grad_fn(other), hvp, fd_hvp)
+
+
+def fit_one_batch(objective, batch, num_steps: int, seed: int = 0
+                  ) -> tuple[Any, list[float], dict]:
+  """`num_steps` jitted `objective.update`s on one fixed batch, from `objective.init`.
+
+  The shared body of the "a few steps reduce the objective's own loss" tests. Returns
+  `(state, losses, last_metrics)`; step t uses `jax.random.key(t)`.
+  """
+  state = objective.init(jax.random.key(seed), batch)
+  update = jax.jit(objective.update)
+  losses, metrics = [], {}
+  for t in range(num_steps):
+    state, metrics = update(state, batch, jax.random.key(t))
+    losses.append(float(metrics["loss"]))
+  return state, losses, metrics

@@ -135,12 +135,7 @@ class TrainingTest(parameterized.TestCase):
     energy = _energy()
     batch = _batch(5)
     obj = _objective(optimizer=optax.adam(0.05))
-    state = obj.init(jax.random.key(0), batch)
-    update = jax.jit(obj.update)
-    history = []
-    for t in range(12):
-      state, metrics = update(state, batch, jax.random.key(t))
-      history.append(float(metrics["loss"]))
+    state, history, _ = testing.fit_one_batch(obj, batch, 12)
     self.assertLess(np.mean(history[-3:]), np.mean(history[:3]), history)
     y_pred, expected = jax.jit(lambda st, x: (obj.predict(st, x), ssvm.infer(
         energy, st["energy"].params, x, PREDICT_GBI).y))(state, batch["x"])

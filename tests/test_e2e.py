@@ -16,6 +16,7 @@ import pytest
 from energynets.energies import SPENEnergy
 from energynets.inference import GBIConfig
 from energynets.objectives import e2e
+from energynets import testing
 from energynets.testing import directional_derivatives
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
@@ -52,12 +53,7 @@ def test_step_sizes_start_at_the_learning_rate_and_stay_positive():
 def test_a_few_steps_reduce_the_loss():
   batch = _batch()
   objective = e2e.e2e_objective(_spen(), optax.adam(3e-2), gbi=GBI)
-  state = objective.init(jax.random.key(0), batch)
-  update = jax.jit(objective.update)
-  losses = []
-  for i in range(20):
-    state, metrics = update(state, batch, jax.random.key(i))
-    losses.append(float(metrics["loss"]))
+  state, losses, metrics = testing.fit_one_batch(objective, batch, 20)
   assert losses[-1] < 0.8 * losses[0], losses
   assert set(metrics) >= {"loss", "grad_norm", "final_loss", "initial_loss", "step_size_mean"}
   # The step sizes trained too, and stayed positive.

@@ -188,12 +188,7 @@ class ICNNEnergyTest(parameterized.TestCase):
     x, _ = _inputs(15)
     y = (np.random.RandomState(15).uniform(size=(B, L)) < 0.5).astype(np.float32)
     batch = {"x": x, "y": y}
-    state = objective.init(jax.random.key(0), batch)
-    update = jax.jit(objective.update)
-    losses = []
-    for step in range(15):
-      state, metrics = update(state, batch, jax.random.key(step))
-      losses.append(float(metrics["loss"]))
+    state, losses, _ = testing.fit_one_batch(objective, batch, 15)
     self.assertLess(np.mean(losses[-3:]), 0.7 * np.mean(losses[:3]))
     self.assertEqual(objective.predict(state, x).shape, (B, L))
 

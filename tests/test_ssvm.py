@@ -381,12 +381,7 @@ class ImageEnergyTest(parameterized.TestCase):
                     max_steps=4, rel_tol=0.0, abs_tol=0.0)
     objective = ssvm_lib.ssvm_hinge(energy, optax.adam(3e-2), loss_aug_gbi=gbi,
                                     predict_gbi=gbi, init="input", loss_aug_init=("input", "gold"))
-    state = objective.init(jax.random.key(0), batch)
-    update = jax.jit(objective.update)
-    losses = []
-    for step in range(12):
-      state, metrics = update(state, batch, jax.random.key(step))
-      losses.append(float(metrics["loss"]))
+    state, losses, _ = testing.fit_one_batch(objective, batch, 12)
     self.assertLess(np.mean(losses[-3:]), 0.8 * np.mean(losses[:3]))
     self.assertEqual(objective.predict(state, batch["x"]).shape, (4, 12, 12))
     with self.assertRaisesRegex(ValueError, "'local'"):

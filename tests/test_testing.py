@@ -4,8 +4,11 @@ from absl.testing import absltest
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from energynets import testing
+from energynets.nets import MLP
+from energynets.objectives import local_bce
 
 
 class DirectionalDerivativesTest(absltest.TestCase):
@@ -34,6 +37,20 @@ class EnergyDerivativesTest(absltest.TestCase):
       coupled = testing.energy_derivatives(
           lambda v: jnp.sum((v - v.mean(0)) ** 2, -1), y, seed=1)
       self.assertGreater(np.abs(coupled.grad_other[0] - coupled.grad_at_y[0]).max(), 1e-3)
+
+
+class FitOneBatchTest(absltest.TestCase):
+
+  def test_runs_the_objective_and_reports_each_loss(self):
+    rs = np.random.RandomState(0)
+    batch = {"x": rs.randn(8, 3).astype(np.float32),
+             "y": (rs.uniform(size=(8, 2)) < 0.5).astype(np.float32)}
+    state, losses, metrics = testing.fit_one_batch(local_bce(MLP((), 2), optax.sgd(0.5)),
+                                                   batch, 6)
+    self.assertLen(losses, 6)
+    self.assertLess(losses[-1], losses[0])
+    self.assertEqual(float(metrics["loss"]), losses[-1])
+    self.assertIn("net", state)
 
 
 if __name__ == "__main__":
