@@ -26,6 +26,7 @@ from energynets.train.optimizers import make_optimizer
 from experiments import plots
 from experiments import tasks
 
+
 def get_config(method: str, dataset: str, overrides: tuple[str, ...] | list[str] = ()
                ) -> ml_collections.ConfigDict:
   """`experiments/configs/<method>.py:<dataset>` with `key=value` overrides applied."""
