@@ -19,13 +19,13 @@ if "ENERGYNETS_DATA_DIR" not in os.environ and _SHARED_DATA.is_dir():
 
 def pytest_addoption(parser):
   parser.addoption("--runslow", action="store_true", default=False,
-                   help="run tests marked slow (long reproduction runs)")
+                   help="run tests marked slow (long reproduction runs, full test grids)")
 
 
 def pytest_collection_modifyitems(config, items):
   if config.getoption("--runslow"):
     return
-  skip_slow = pytest.mark.skip(reason="slow reproduction run; pass --runslow")
+  skip_slow = pytest.mark.skip(reason="slow (reproduction run or full grid); pass --runslow")
   for item in items:
     if "slow" in item.keywords:
       item.add_marker(skip_slow)
