@@ -454,8 +454,11 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
   def one_round(state, batch, rng):
     """Eq. 4-5's order: the task-net step sees the loss-net just updated (Θ_t)."""
     metrics, step_losses, norms = {}, [], []
-    for (group, fn), phase_rng in zip(phases, jax.random.split(rng, len(phases))):
-      state, step_metrics = fn(state, batch, phase_rng)
+    # One key per group, whichever groups the phase trains, so a group's randomness does
+    # not depend on whether the other group is trained (static vs dynamic).
+    keys = dict(zip(("loss_net", "task_net"), jax.random.split(rng)))
+    for group, fn in phases:
+      state, step_metrics = fn(state, batch, keys[group])
       metrics.update({f"{group}_{k}": v for k, v in step_metrics.items()})
       step_losses.append(step_metrics["loss"])
       norms.append(step_metrics["grad_norm"])
