@@ -32,6 +32,7 @@ from benchmarks import common
 from energynets import metrics
 from energynets.energies import SPENEnergy
 from energynets.inference import GBIConfig
+from energynets.objectives import energy_model
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
 from experiments import train
@@ -78,10 +79,10 @@ def main(argv):
   energy = train.spen_energy(config, dataset)
   params, source = common.restore_spen_params(config, dataset, _WORKDIR.value)
   _, last = train.stage_configs(config)[-1]
-  energy_fn = ssvm_lib.encoding_energy(energy)
+  energy_fn = energy_model.encoding_energy(energy)
   x = jnp.asarray(dataset.test.x)
   gold = np.asarray(dataset.test.y)
-  encoding = ssvm_lib.encode(energy, params, x)
+  encoding = energy_model.encode(energy, params, x)
   gbi = ssvm_lib.infer(energy, params, x, GBIConfig(**last.predict_gbi), init=last.loss.init)
   rounded = (np.asarray(gbi.y) >= 0.5).astype(np.float32)
   argmax = block_argmax(np.asarray(energy.apply({"params": params}, x,

@@ -63,13 +63,13 @@ def test_greedy_bit_flips_reach_a_single_flip_local_minimum():
   import numpy as np
   from benchmarks import spen_synthetic_decoding
   from energynets.energies import SPENEnergy
-  from energynets.objectives import ssvm as ssvm_lib
+  from energynets.objectives import energy_model
   energy = SPENEnergy(6, (), num_measurements=3, activation="hardtanh")
   rs = np.random.RandomState(0)
   x = jnp.asarray(rs.randn(5, 4), jnp.float32)
   params = jax.tree.map(lambda a: jnp.asarray(rs.randn(*a.shape), a.dtype),
-                        ssvm_lib.init_params(energy, jax.random.key(0), x))
-  fn, enc = ssvm_lib.encoding_energy(energy), ssvm_lib.encode(energy, params, x)
+                        energy_model.init_params(energy, jax.random.key(0), x))
+  fn, enc = energy_model.encoding_energy(energy), energy_model.encode(energy, params, x)
   y0 = jnp.asarray(rs.uniform(size=(5, 6)) < 0.5, jnp.float32)
   y = spen_synthetic_decoding.greedy_bit_flips(fn, params, enc, y0, 6 * 6)
   e = np.asarray(fn(params, enc, y))

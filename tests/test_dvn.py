@@ -18,6 +18,7 @@ from energynets import testing
 from energynets.energies import SPENEnergy
 from energynets.inference import GBIConfig
 from energynets.objectives import dvn
+from energynets.objectives import energy_model
 from energynets.objectives import scores
 from energynets.objectives import ssvm
 
@@ -64,7 +65,7 @@ class RegressionLossTest(parameterized.TestCase):
       batch = _batch(1, np.float64)
       rs = np.random.RandomState(2)
       params = jax.tree.map(lambda a: a * 2.0 + 0.1 * rs.randn(*a.shape),
-                            jax.jit(ssvm.init_params, static_argnums=0)(
+                            jax.jit(energy_model.init_params, static_argnums=0)(
                                 energy, jax.random.key(0), batch["x"]))
       samples = {"inference": jnp.asarray(rs.uniform(size=(B, L))),
                  "adversarial": jnp.asarray(rs.uniform(size=(B, L))), "gold": batch["y"]}
@@ -92,10 +93,10 @@ class TrainingTest(parameterized.TestCase):
     params = state["energy"].params
     rng = jax.random.key(4)
     weights = dict(zip(SOURCES, (1.0, 1.0, 0.5, 0.25)))
-    energy_fn = ssvm.encoding_energy(energy)
+    energy_fn = energy_model.encoding_energy(energy)
 
     def draw(p):
-      encoding = ssvm.encode(energy, p, batch["x"])
+      encoding = energy_model.encode(energy, p, batch["x"])
       return dvn.draw_samples(energy_fn, p, encoding, batch["y"], jax.random.split(rng)[1],
                               sources=SOURCES, inference_gbi=TRAIN_GBI,
                               adversarial_gbi=TRAIN_GBI, score=scores.soft_f1)
@@ -121,7 +122,7 @@ class TrainingTest(parameterized.TestCase):
       np.testing.assert_allclose(s, g, rtol=1e-4, atol=1e-6)
     # What the samples are: GBI lowers E from the uniform start; the ascent raises ℓ
     # from the prediction; gold is y; random lies in the box.
-    encoding = ssvm.encode(energy, params, batch["x"])
+    encoding = energy_model.encode(energy, params, batch["x"])
     start = jnp.full((B, L), 0.5)
     self.assertLess(float(jnp.mean(energy_fn(params, encoding, samples["inference"]))),
                     float(jnp.mean(energy_fn(params, encoding, start))))

@@ -21,6 +21,7 @@ from energynets import testing
 from energynets.energies import SPENEnergy
 from energynets.inference import GBIConfig
 from energynets.nets import MLP
+from energynets.objectives import energy_model
 from energynets.objectives import local_bce
 from energynets.objectives import seal
 from energynets.objectives import ssvm
@@ -55,7 +56,7 @@ def _init_params(x):
   """(task-net, loss-net) params; one jitted call (eager init compiles op by op)."""
   task_net, loss_net = _nets()
   return (task_net.init(jax.random.key(0), x)["params"],
-          ssvm.init_params(loss_net, jax.random.key(1), x))
+          energy_model.init_params(loss_net, jax.random.key(1), x))
 
 
 def _check_finite_differences(test, value_and_grad, params, seed):

@@ -28,7 +28,7 @@ The loss is `Σ_source w_source · mean_batch ℓ(ȳ_source)` (`samples` picks t
 `stop_gradient`-ed: the loss is differentiated at fixed ȳ (nothing back-propagates
 through either GBI unroll), and s is always a fixed target in the parameter gradient.
 
-State `{"energy": ParamGroup}`, the SPEN state, so `ssvm.carry_params` continues a
+State `{"energy": ParamGroup}`, the SPEN state, so `energy_model.carry_params` continues a
 SPEN or `local_bce` state (`init_from`) and SPEN's search statistics apply.
 """
 
@@ -43,6 +43,7 @@ from energynets.energies.mlc import SPENEnergy
 from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import GBIConfig
 from energynets.objectives import base
+from energynets.objectives import energy_model
 from energynets.objectives import scores as scores_lib
 from energynets.objectives import ssvm
 
@@ -100,9 +101,9 @@ def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
   """`{source: ȳ [B, L]}` for each name in `sources`, all without a gradient path.
 
   Args:
-    energy_fn: `(params, encoding, ȳ) -> [B]` (`ssvm.encoding_energy`).
+    energy_fn: `(params, encoding, ȳ) -> [B]` (`energy_model.encoding_energy`).
     params: the energy's parameters.
-    encoding: `ssvm.encode(...)` of the batch's x.
+    encoding: `energy_model.encode(...)` of the batch's x.
     y: `[B, L]` gold labels.
     rng: key of the `'random'` source.
     sources: names of `SAMPLE_SOURCES`.
@@ -110,7 +111,7 @@ def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
       of `'adversarial'`).
     adversarial_gbi: `gbi_scan` options of the ascent on ℓ.
     score: the task score `s(ȳ, y) -> [B]`.
-    init: start of the prediction's GBI, `'uniform'` or `'local'` (`ssvm.start_point`).
+    init: start of the prediction's GBI, `'uniform'` or `'local'` (`energy_model.start_point`).
     adversarial_through_score: differentiate ℓ through s(ȳ, y) in the ascent.
   """
   params, encoding, y = jax.lax.stop_gradient((params, encoding, y))
@@ -118,7 +119,7 @@ def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
   samples = {}
   if "inference" in sources or "adversarial" in sources:
     y_pred, _ = gbi_lib.gbi_scan(energy_fn, params, encoding,
-                                 ssvm.start_point(encoding, init), BOX, inference_gbi)
+                                 energy_model.start_point(encoding, init), BOX, inference_gbi)
     samples["inference"] = y_pred
     if "adversarial" in sources:
       samples["adversarial"], _ = gbi_lib.gbi_scan(
@@ -158,8 +159,8 @@ def dvn_loss(energy: SPENEnergy, params, x: jax.Array, y: jax.Array,
              score: str = "soft_f1") -> tuple[jax.Array, dict[str, jax.Array]]:
   """The DVN loss at given samples `{source: ȳ [B, L]}` (deterministic forward pass)."""
   weights = sample_weights or {name: 1.0 for name in samples}
-  return regression_on_samples(ssvm.encoding_energy(energy), params,
-                               ssvm.encode(energy, params, x), y, samples, weights,
+  return regression_on_samples(energy_model.encoding_energy(energy), params,
+                               energy_model.encode(energy, params, x), y, samples, weights,
                                scores_lib.get_score(score))
 
 
@@ -196,17 +197,17 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
   """
   weights = check_samples(samples, sample_weights)
   score_fn = scores_lib.get_score(score)
-  if init not in ssvm.INITS:
-    raise ValueError(f"unknown init {init!r}; expected one of {ssvm.INITS}")
+  if init not in energy_model.INITS:
+    raise ValueError(f"unknown init {init!r}; expected one of {energy_model.INITS}")
   adversarial_gbi = inference_gbi if adversarial_gbi is None else adversarial_gbi
   for config in (inference_gbi, adversarial_gbi, predict_gbi):
     gbi_lib.validate_config(config)
-  energy_fn = ssvm.encoding_energy(energy)
+  energy_fn = energy_model.encoding_energy(energy)
 
   def loss_fn(params, batch, rng):
     dropout_rng, sample_rng = jax.random.split(rng)
     y = batch["y"]
-    encoding = ssvm.encode(energy, params, batch["x"], train=True, rng=dropout_rng)
+    encoding = energy_model.encode(energy, params, batch["x"], train=True, rng=dropout_rng)
     drawn = draw_samples(energy_fn, params, encoding, y, sample_rng, sources=tuple(weights),
                          inference_gbi=inference_gbi, adversarial_gbi=adversarial_gbi,
                          score=score_fn, init=init,
@@ -217,7 +218,7 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
     return loss, dict(metrics, regression=regression)
 
   def init_fn(rng, batch):
-    return {"energy": base.init_group(ssvm.init_params(energy, rng, batch["x"]), optimizer)}
+    return {"energy": base.init_group(energy_model.init_params(energy, rng, batch["x"]), optimizer)}
 
   def update(state, batch, rng):
     group, metrics = base.minimize_step(loss_fn, optimizer, state["energy"], batch, rng)
@@ -227,7 +228,7 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
     return ssvm.infer(energy, state["energy"].params, x, predict_gbi, init=init).y
 
   def init_from(prev_state, rng, batch):
-    params = ssvm.carry_params(energy, prev_state, rng, batch["x"])
+    params = energy_model.carry_params(energy, prev_state, rng, batch["x"])
     return {"energy": base.init_group(params, optimizer)}
 
   return base.Objective(init_fn, update, predict, init_from)

@@ -86,7 +86,7 @@ loss-net" (§5): the NCE ranking loss applied to the task-net itself,
 λ2·BCE.
 
 Scope: multi-label. The task-net is any `net(x, train=...) -> logits`; the loss-net is
-reached through `ssvm.encode` / `ssvm.encoding_energy` (so a `SPENEnergy`: feature
+reached through `energy_model.encode` / `energy_model.encoding_energy` (so a `SPENEnergy`: feature
 network once per x, then the energy of every sample), outputs live in the Box, noise is
 per-label Bernoulli and scores sum over all non-batch axes. A sequence or segmentation
 variant replaces those pieces (categorical noise per token, its own energy), not the
@@ -106,6 +106,7 @@ from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import GBIConfig
 from energynets.objectives import base
 from energynets.objectives import dvn
+from energynets.objectives import energy_model
 from energynets.objectives import scores as scores_lib
 from energynets.objectives import ssvm
 
@@ -270,13 +271,13 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
       raise ValueError(f"loss_aug_gbi is required: the static {objective!r} loss-net draws "
                        "its samples by GBI")
     gbi_lib.validate_config(loss_aug_gbi)
-  energy_fn = ssvm.encoding_energy(loss_net)
+  energy_fn = energy_model.encoding_energy(loss_net)
   cost_fn = lambda y_hat, y: margin_delta(y_hat, y, margin_cost, score_fn, surrogate_eps)
 
   def loss_net_loss(loss_params, task_params, batch, rng):
     dropout_rng, sample_rng = jax.random.split(rng)
     x = batch["x"]
-    encoding = ssvm.encode(loss_net, loss_params, x, train=True, rng=dropout_rng)
+    encoding = energy_model.encode(loss_net, loss_params, x, train=True, rng=dropout_rng)
     y = jnp.asarray(batch["y"], encoding.logits.dtype)
     task_logits = jax.lax.stop_gradient(_task_logits(task_net, task_params, x))
 
@@ -385,7 +386,7 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
     gbi_lib.validate_config(predict_gbi)
   trains_loss_net = phase in ("dynamic", "loss_net")
   trains_task_net = phase in ("dynamic", "task_net")
-  energy_fn = ssvm.encoding_energy(loss_net)
+  energy_fn = energy_model.encoding_energy(loss_net)
 
   def fresh_task_params(rng, x):
     return flax.core.unfreeze(task_net.init({"params": rng}, x)["params"])
@@ -474,7 +475,7 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
     if predict == "task_net":
       return jax.nn.sigmoid(logits)
     params = state["loss_net"].params
-    encoding = jax.lax.stop_gradient(ssvm.encode(loss_net, params, x))
+    encoding = jax.lax.stop_gradient(energy_model.encode(loss_net, params, x))
     y0 = (BOX.uniform_init(logits.shape, logits.dtype) if predict_init == "uniform"
           else jax.nn.sigmoid(logits))
     return gbi_lib.gbi_while(energy_fn, params, encoding, y0, BOX, predict_gbi).y

@@ -60,9 +60,7 @@ from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import GBIConfig, GBIResult
 from energynets.objectives import base
 from energynets.objectives import energy_model
-# The SPEN adapters, used through this module by the SEAL, DVN and InfNet objectives.
-from energynets.objectives.energy_model import (BOX, INITS, carry_params, encode,
-                                                encoding_energy, init_params, start_point)
+from energynets.objectives.energy_model import INITS
 
 SURROGATES = ("squared", "log", "l1")
 # Loss-augmented inference may also start at the gold label y (descent from y finds the
