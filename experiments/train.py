@@ -17,6 +17,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from energynets import diff
 from energynets import energies
 from energynets import inference
 from energynets import nets
@@ -205,6 +206,21 @@ def _build_e2e(config, dataset, optimizer) -> objectives.Objective:
       loss_reduction=e.loss_reduction)
 
 
+def _build_implicit(config, dataset, optimizer) -> objectives.Objective:
+  """Implicit training: `optimizer` (config.optimizer) trains the energy by the implicit
+  gradient, config.inner_optimizer the inference net, which takes implicit.inner_steps
+  steps per update, so its schedule spans that many steps."""
+  m = config.implicit
+  return objectives.implicit_objective(
+      _mlp(config, dataset), spen_energy(config, dataset), optimizer,
+      make_optimizer(config.inner_optimizer, config.train.steps * m.inner_steps),
+      primary=m.primary, energy_weight=m.energy_weight, inner_steps=m.inner_steps,
+      inverse_hvp=diff.InverseHVP(**m.inverse_hvp), gradient=m.gradient,
+      num_samples=m.num_samples, negatives=m.negatives, temperature=m.temperature,
+      include_net_output=m.include_net_output, margin_cost=m.margin_cost, score=m.score,
+      l2=config.loss.l2, net_l2=m.net_l2)
+
+
 # config.method -> builder(config, dataset, optimizer) -> Objective. A new method adds
 # one objective file in energynets/objectives, one builder here and one config.
 OBJECTIVE_BUILDERS: dict[str, Callable[..., objectives.Objective]] = {
@@ -218,6 +234,7 @@ OBJECTIVE_BUILDERS: dict[str, Callable[..., objectives.Objective]] = {
     "seal_ranking": _build_seal_ranking,
     "dvn": _build_dvn,
     "e2e": _build_e2e,
+    "implicit": _build_implicit,
 }
 
 

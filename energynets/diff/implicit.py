@@ -143,6 +143,7 @@ class ImplicitGradient(NamedTuple):
   """`dL_prim/dφ = explicit + implicit`, each shaped like φ.
 
   Attributes:
+    value: `L_prim(θ, φ)`.
     total: `explicit + implicit`, the gradient to step on.
     explicit: `∂_φ L_prim` at fixed θ (all that alternating training, e.g. InfNet, uses).
     implicit: `−(∂²L_aux/∂φ∂θ) H⁻¹ ∂_θ L_prim`.
@@ -150,6 +151,7 @@ class ImplicitGradient(NamedTuple):
     residual: `‖(H + δI) w − ∂_θ L_prim‖ / ‖∂_θ L_prim‖` for the solved w (one extra
       Hessian product): how well the inverse-HVP was solved.
   """
+  value: jax.Array
   total: PyTree
   explicit: PyTree
   implicit: PyTree
@@ -181,12 +183,13 @@ def implicit_gradient(aux_loss: Callable[[PyTree, PyTree], jax.Array],
     phi: the outer parameters.
     config: the inverse-HVP solver.
   """
-  prim_grad_theta, explicit = jax.grad(prim_loss, argnums=(0, 1))(theta, phi)
+  value, (prim_grad_theta, explicit) = jax.value_and_grad(prim_loss, argnums=(0, 1))(
+      theta, phi)
   w, residual = _solve(lambda t: aux_loss(t, phi), theta, prim_grad_theta, config)
   cross = cross_hvp(lambda p, t: aux_loss(t, p), phi, theta, w)
   implicit = jax.tree.map(jnp.negative, cross)
   total = jax.tree.map(jnp.add, explicit, implicit)
-  return ImplicitGradient(total, explicit, implicit, prim_grad_theta, residual)
+  return ImplicitGradient(value, total, explicit, implicit, prim_grad_theta, residual)
 
 
 def implicit_solution(aux_loss: Callable[..., jax.Array],

@@ -104,6 +104,18 @@ def carried(params: Any, reference: Any, what: str) -> Any:
   return params
 
 
+def first_match(candidates, reference):
+  """The first `(name, params)` of `candidates` shaped like `reference`, else None.
+
+  What `init_from` uses to pick, among groups of a previous state that could seed a
+  network (e.g. `test_net`, `net`, `energy.local_net`), the first that fits it.
+  """
+  for name, params in candidates:
+    if params is not None and same_shapes(flax.core.unfreeze(params), reference):
+      return name, flax.core.unfreeze(params)
+  return None
+
+
 def l2_penalty(params: Any) -> jax.Array:
   """½‖W‖² over weight matrices only (biases are not regularized, as in scikit-learn)."""
   leaves = jax.tree_util.tree_leaves_with_path(params)

@@ -325,14 +325,6 @@ def _fraction(mask: jax.Array) -> jax.Array:
 # Carrying parameters between stages.
 
 
-def _first_match(candidates, reference):
-  """The first `(name, params)` of `candidates` shaped like `reference`, else None."""
-  for name, params in candidates:
-    if params is not None and base.same_shapes(flax.core.unfreeze(params), reference):
-      return name, flax.core.unfreeze(params)
-  return None
-
-
 def carry_params(prev_state, fresh_energy, fresh_nets: NetParams, architecture: str
                  ) -> tuple[Any, NetParams, dict[str, str]]:
   """(energy params, net params, {group: source}) continuing `prev_state`.
@@ -349,7 +341,7 @@ def carry_params(prev_state, fresh_energy, fresh_nets: NetParams, architecture: 
   if "energy" in prev:
     energy_params = base.carried(prev["energy"], fresh_energy, "the previous energy")
     sources["energy"] = "energy"
-  elif "local_net" in fresh_energy and _first_match([("net", prev.get("net"))],
+  elif "local_net" in fresh_energy and base.first_match([("net", prev.get("net"))],
                                                     fresh_energy["local_net"]):
     energy_params = dict(fresh_energy, local_net=flax.core.unfreeze(prev["net"]))
     sources["energy"] = "net -> local_net"
@@ -363,7 +355,7 @@ def carry_params(prev_state, fresh_energy, fresh_nets: NetParams, architecture: 
                                      "the previous test-time network")
     sources["test_net"] = "test_net"
   else:
-    match = _first_match([("net", prev.get("net")), ("energy.local_net", energy_local)],
+    match = base.first_match([("net", prev.get("net")), ("energy.local_net", energy_local)],
                          fresh_nets["test_net"])
     if match:
       sources["test_net"], nets["test_net"] = match
@@ -379,7 +371,7 @@ def carry_params(prev_state, fresh_energy, fresh_nets: NetParams, architecture: 
     elif architecture == "shared" and pretrained and "head" in nets["test_net"]:
       candidates.append((f"{sources['test_net']} head (copy of test_net's)",
                          {"head": nets["test_net"]["head"]}))
-    match = _first_match(candidates, reference)
+    match = base.first_match(candidates, reference)
     if match:
       sources["cost_net"], nets["cost_net"] = match
     else:

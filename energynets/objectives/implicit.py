@@ -1,0 +1,301 @@
+"""`implicit`: an energy trained by the implicit gradient of a bilevel problem
+(Shankar & Piratla, "Implicit Training of Energy Model for Structured Prediction").
+
+An inference network A_θ (`net(x, train=...) -> logits [B, L]`, prediction σ(A_θ(x)))
+learns from an energy E_φ (a `SPENEnergy`, low = good) used as a loss; the energy is
+trained so that the network trained on it does well on a primary loss:
+
+    inner  θ*(φ) = argmin_θ L_aux(θ, φ),
+           L_aux = BCE(y, σ(A_θ(x))) + λ · mean E_φ(x, σ(A_θ(x)))   (+ net_l2 ½‖W_θ‖²)  (Eq. 6)
+    outer  min_φ L_prim(θ*(φ), φ)                         (+ l2 ½‖W_φ‖², explicit only)
+
+and the outer gradient is Eq. 4 (`diff.implicit_gradient`): the explicit `∂_φ L_prim`
+plus the implicit term `−(∂²L_aux/∂φ∂θ) H⁻¹ ∂_θ L_prim`, `H⁻¹` by the truncated von
+Neumann series (the paper) or CG (`inverse_hvp`). Every Hessian product is exact
+(`jax.jvp` of `jax.grad`), where the paper used finite differences — a documented
+deviation.
+
+Primary losses (`primary`), per example, ȳ_A = σ(A_θ(x)):
+
+- `'ssvm'`: `[Δ(ȳ_A, y) − E(x, ȳ_A) + E(x, y)]_+`, Δ = `margin_cost` (L1 by default, as
+  InfNet; `'score'` is 1 − soft-F1). The network's output is the margin's ŷ, the
+  paper's "ȳ replaced by the prediction of the inference net".
+- `'cd'`: the contrastive divergence with a cost,
+  `L_CD = −log [exp(−E(x, y)) / Σ_{k=0..K} exp(−E(x, ȳ_k) + s(ȳ_k, y))]`, ȳ_0 = y,
+  s = 1 − `score` (s(y, y) = 0). The paper prints `log[...]`, i.e. the sign flipped:
+  minimizing that would *raise* the gold's energy. ȳ_1..K are K = `num_samples`
+  Bernoulli samples of σ(A_θ(x)) that keep a gradient path to θ (`negatives`):
+  `'straight_through'` (hard samples forward, ∂ȳ/∂p = I backward) or `'relaxed'`
+  (binary-concrete samples at `temperature`); `include_net_output` adds σ(A_θ(x))
+  itself as one more negative. Hard samples without a path would make ∂_θ L_prim = 0
+  and the implicit term vanish (the tests check it does not).
+- `'dvn'`: the DVN regression (`dvn.value_regression_loss`) of σ(−E(x, ȳ)) to the
+  soft-F1 s(ȳ, y), on ȳ ∈ {σ(A_θ(x)), y}: the network's output (the path to θ) and the
+  gold output that anchors the top of the scale (DVN's sources `'inference'` and
+  `'gold'`, with the network replacing GBI).
+
+One `update` (Algorithm 1, one `jax.jit`): T_inner = `inner_steps` steps of
+`inner_optimizer` on L_aux from the current θ (warm start: θ_{t+1} is where the inner
+loop ended, and the inner optimizer's state persists across updates), then one step of
+`optimizer` on φ with the implicit gradient at that θ. `gradient='explicit'` drops the
+implicit term: the energy then follows `∂_φ L_prim` only, which is the alternating
+(InfNet-style) training the paper argues is biased — the ablation of the method.
+
+Choices, with reasons:
+
+- The batch is the update's batch for the inner steps, L_prim and both Hessians (the
+  paper's Algorithm 1 samples one (x, y) per outer iteration).
+- Dropout: the inner steps run the net in training mode with a fresh mask each; the
+  Hessian and cross-Hessian are those of L_aux under one further fixed mask (a sample of
+  the stochastic inner objective, as the batch is). L_prim reads the net in eval mode
+  (the prediction it is about) and the energy in training mode (as the energy step of
+  `infnet`). L_aux reads the energy deterministically: a loss should not be noisy (as
+  SEAL's task-net loss).
+- The energy's L2 is part of L_prim's explicit term; the net's L2 is part of L_aux (so
+  it also regularizes H).
+- L_prim is differentiated as the function it is: CD's cost s(ȳ_k, y) and DVN's
+  target s(ȳ, y) move with θ through ȳ. (DVN itself regresses at fixed targets, which
+  changes nothing for ∂_φ, since s does not depend on φ; but a `stop_gradient` on the
+  target would make ∂_θ L_prim, hence the implicit term, the derivative of some other
+  function: the finite-difference test of the bilevel value catches it.)
+
+Metrics of `update`: `loss` (L_prim), `grad_norm` (of the total outer gradient; the
+trainer's non-finite guard reads both), `explicit_norm`, `implicit_norm`,
+`prim_grad_theta_norm` (‖∂_θ L_prim‖: zero means no implicit term), `ihvp_residual`
+(relative residual of the inverse-HVP solve: how well K terms solved it), and the last
+inner step's `aux_loss`, `aux_bce`, `aux_energy`, `aux_grad_norm`.
+
+Staged training (`init_from`): the energy continues a SPEN/infnet/implicit state
+(`prev["energy"]`) or takes a `local_bce` MLP as its `local_net`; the inference net
+continues `prev["inference_net"]`, else the first of `prev["test_net"]` (infnet),
+`prev["net"]` (local_bce) or the energy's pretrained `local_net` shaped like it, else
+starts fresh. The paper starts both at random; pretraining is the configs' choice.
+"""
+
+from typing import Optional
+
+from absl import logging
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from energynets import diff
+from energynets.energies.mlc import SPENEnergy
+from energynets.objectives import base
+from energynets.objectives import dvn
+from energynets.objectives import energy_model
+from energynets.objectives import scores as scores_lib
+from energynets.objectives import seal
+
+PRIMARY_LOSSES = ("ssvm", "cd", "dvn")
+NEGATIVES = ("straight_through", "relaxed")
+GRADIENTS = ("implicit", "explicit")
+
+
+def contrastive_divergence_loss(energies: jax.Array, costs: jax.Array) -> jax.Array:
+  """`[B, 1+K] x2 -> [B]`: `−log [exp(−E_0) / Σ_k exp(−E_k + s_k)]`.
+
+  Column 0 is the gold output (its cost s_0 = s(y, y) is 0 for a proper cost, so its
+  term in the normalizer is the numerator's).
+  """
+  logits = -energies + costs
+  return jax.nn.logsumexp(logits, axis=-1) + energies[:, 0]
+
+
+def bernoulli_negatives(rng: jax.Array, logits: jax.Array, num_samples: int, kind: str,
+                        temperature: float = 0.5) -> jax.Array:
+  """`[B, L] -> [B, K, L]`: samples of `Bernoulli(σ(logits))` with a gradient path.
+
+  `'straight_through'`: hard 0/1 values whose gradient is that of σ(logits);
+  `'relaxed'`: binary-concrete `σ((logits + log u − log(1 − u)) / temperature)`.
+  """
+  if kind == "straight_through":
+    probs = jax.nn.sigmoid(logits)[:, None]
+    hard = jax.lax.stop_gradient(seal.bernoulli_samples(rng, logits, num_samples))
+    return hard + (probs - jax.lax.stop_gradient(probs))  # exactly `hard` forward
+  if kind == "relaxed":
+    shape = (logits.shape[0], num_samples) + logits.shape[1:]
+    u = jax.random.uniform(rng, shape, logits.dtype, minval=1e-6, maxval=1.0 - 1e-6)
+    return jax.nn.sigmoid((logits[:, None] + jnp.log(u) - jnp.log1p(-u)) / temperature)
+  raise ValueError(f"unknown negatives {kind!r}; expected one of {NEGATIVES}")
+
+
+def _check(value: str, choices, what: str) -> None:
+  if value not in choices:
+    raise ValueError(f"unknown {what} {value!r}; expected one of {tuple(choices)}")
+
+
+class ImplicitLosses:
+  """L_aux and L_prim as pure functions of (θ, φ, batch, rng), and the net's logits."""
+
+  def __init__(self, net: nn.Module, energy: SPENEnergy, *, primary: str,
+               energy_weight: float, num_samples: int, negatives: str, temperature: float,
+               include_net_output: bool, margin_cost: str, score: str, l2: float,
+               net_l2: float):
+    self.net, self.energy, self.primary = net, energy, primary
+    self.energy_weight, self.num_samples = energy_weight, num_samples
+    self.negatives, self.temperature = negatives, temperature
+    self.include_net_output, self.margin_cost = include_net_output, margin_cost
+    self.score = scores_lib.get_score(score)
+    self.l2, self.net_l2 = l2, net_l2
+    self.energy_fn = energy_model.encoding_energy(energy)
+
+  def logits(self, theta, x: jax.Array, rng: Optional[jax.Array] = None) -> jax.Array:
+    if rng is None:
+      return self.net.apply({"params": theta}, x, train=False)
+    return self.net.apply({"params": theta}, x, train=True, rngs={"dropout": rng})
+
+  def aux(self, theta, phi, batch, rng, encoding=None):
+    """`(L_aux, metrics)`; `encoding` (of φ, precomputed) saves re-encoding x."""
+    if encoding is None:
+      encoding = energy_model.encode(self.energy, phi, batch["x"])
+    logits = self.logits(theta, batch["x"], rng)
+    bce = base.multilabel_bce(logits, batch["y"])
+    energy = jnp.mean(self.energy_fn(phi, encoding, jax.nn.sigmoid(logits)))
+    loss = bce + self.energy_weight * energy + self.net_l2 * base.l2_penalty(theta)
+    return loss, {"bce": bce, "energy": energy}
+
+  def prim(self, theta, phi, batch, rng):
+    """`(L_prim, metrics)`, the energy in training mode (dropout from `rng`)."""
+    x, y = batch["x"], batch["y"]
+    dropout_rng, sample_rng = jax.random.split(rng)
+    logits = self.logits(theta, x)
+    y_net = jax.nn.sigmoid(logits)
+    encoding = energy_model.encode(self.energy, phi, x, train=True, rng=dropout_rng)
+    energy_of = lambda ys: seal.sample_energies(self.energy_fn, phi, encoding, ys)
+    metrics = {}
+    if self.primary == "ssvm":
+      delta = seal.margin_delta(y_net, y, self.margin_cost, self.score)
+      energies = energy_of(jnp.stack([y_net, y], axis=1))
+      hinge = delta - energies[:, 0] + energies[:, 1]
+      per_example = jax.nn.relu(hinge)
+      metrics["active"] = jnp.mean(hinge > 0)
+    elif self.primary == "cd":
+      samples = [y[:, None],
+                 bernoulli_negatives(sample_rng, logits, self.num_samples, self.negatives,
+                                     self.temperature)]
+      if self.include_net_output:
+        samples.append(y_net[:, None])
+      ys = jnp.concatenate(samples, axis=1)
+      costs = jax.vmap(lambda s: 1.0 - self.score(s, y), in_axes=1, out_axes=1)(ys)
+      per_example = contrastive_divergence_loss(energy_of(ys), costs)
+    else:  # dvn
+      ys = jnp.stack([y_net, y], axis=1)
+      targets = jax.vmap(lambda s: self.score(s, y), in_axes=1, out_axes=1)(ys)
+      per_example = jnp.sum(dvn.value_regression_loss(energy_of(ys), targets), axis=1)
+    primary = jnp.mean(per_example)
+    metrics.update(primary=primary, gold_energy=jnp.mean(energy_of(y[:, None])))
+    return primary + self.l2 * base.l2_penalty(phi), metrics
+
+
+def implicit_objective(net: nn.Module, energy: SPENEnergy,
+                       optimizer: optax.GradientTransformation,
+                       inner_optimizer: optax.GradientTransformation, *,
+                       primary: str = "cd", energy_weight: float = 1.0,
+                       inner_steps: int = 5,
+                       inverse_hvp: diff.InverseHVP = diff.InverseHVP(),
+                       gradient: str = "implicit", num_samples: int = 10,
+                       negatives: str = "straight_through", temperature: float = 0.5,
+                       include_net_output: bool = False, margin_cost: str = "l1",
+                       score: str = "soft_f1", l2: float = 0.0, net_l2: float = 0.0
+                       ) -> base.Objective:
+  """The implicit bilevel objective; state `{"inference_net", "energy"}` (`ParamGroup`s).
+
+  Args:
+    net: the inference network A_θ, `net(x, train=...) -> logits [B, L]`.
+    energy: the energy E_φ (`SPENEnergy`).
+    optimizer: the outer optimizer of φ.
+    inner_optimizer: the inner optimizer of θ (its state persists across updates).
+    primary: L_prim, one of `PRIMARY_LOSSES`.
+    energy_weight: λ of L_aux.
+    inner_steps: T_inner ≥ 1.
+    inverse_hvp: the inverse-HVP solver of the implicit term.
+    gradient: `'implicit'` (Eq. 4) or `'explicit'` (∂_φ L_prim only, the ablation).
+    num_samples: K, CD's sampled negatives.
+    negatives: how CD's samples keep a gradient path (`NEGATIVES`).
+    temperature: the relaxed samples' temperature.
+    include_net_output: add σ(A_θ(x)) to CD's negatives.
+    margin_cost: SSVM's Δ (`seal.MARGIN_COSTS`).
+    score: the task score (`scores.SCORES`): CD's cost is 1 − score, DVN's target.
+    l2: ½‖W‖² weight on the energy (in L_prim).
+    net_l2: ½‖W‖² weight on the net (in L_aux).
+  """
+  _check(primary, PRIMARY_LOSSES, "primary loss")
+  _check(gradient, GRADIENTS, "gradient")
+  _check(negatives, NEGATIVES, "negatives")
+  _check(margin_cost, seal.MARGIN_COSTS, "margin cost")
+  diff.implicit.check_config(inverse_hvp)
+  if inner_steps < 1:
+    raise ValueError(f"inner_steps must be >= 1; got {inner_steps}")
+  if primary == "cd" and num_samples < 1:
+    raise ValueError(f"the CD primary loss needs num_samples >= 1; got {num_samples}")
+  if not temperature > 0:
+    raise ValueError(f"temperature must be > 0; got {temperature}")
+  losses = ImplicitLosses(net, energy, primary=primary, energy_weight=energy_weight,
+                          num_samples=num_samples, negatives=negatives,
+                          temperature=temperature, include_net_output=include_net_output,
+                          margin_cost=margin_cost, score=score, l2=l2, net_l2=net_l2)
+
+  def fresh(rng, x):
+    net_rng, energy_rng = jax.random.split(rng)
+    return (flax.core.unfreeze(net.init({"params": net_rng}, x)["params"]),
+            energy_model.init_params(energy, energy_rng, x))
+
+  def make_state(theta, phi):
+    return {"inference_net": base.init_group(theta, inner_optimizer),
+            "energy": base.init_group(phi, optimizer)}
+
+  def init(rng, batch):
+    return make_state(*fresh(rng, batch["x"]))
+
+  def init_from(prev_state, rng, batch):
+    theta, _ = fresh(rng, batch["x"])
+    phi = energy_model.carry_params(energy, prev_state, rng, batch["x"])
+    prev = {k: getattr(v, "params", v) for k, v in prev_state.items()}
+    local = prev["energy"].get("local_net") if "energy" in prev else None
+    match = base.first_match([("inference_net", prev.get("inference_net")),
+                              ("test_net", prev.get("test_net")), ("net", prev.get("net")),
+                              ("energy.local_net", local)], theta)
+    source = match[0] if match else "fresh"
+    theta = match[1] if match else theta
+    logging.info("implicit init_from: inference_net <- %s, energy <- %s", source,
+                 "energy" if "energy" in prev else "net -> local_net")
+    return make_state(theta, phi)
+
+  def update(state, batch, rng):
+    inner_rng, hessian_rng, prim_rng = jax.random.split(rng, 3)
+    phi = state["energy"].params
+    # φ is fixed during the inner loop: encode x once.
+    encoding = jax.lax.stop_gradient(energy_model.encode(energy, phi, batch["x"]))
+
+    def inner_step(group, step_rng):
+      return base.minimize_step(losses.aux, inner_optimizer, group, phi, batch, step_rng,
+                                encoding)
+
+    theta_group, inner_metrics = jax.lax.scan(inner_step, state["inference_net"],
+                                              jax.random.split(inner_rng, inner_steps))
+    theta = theta_group.params
+    aux = lambda t, p: losses.aux(t, p, batch, hessian_rng)[0]
+    prim = lambda t, p: losses.prim(t, p, batch, prim_rng)[0]
+    _, prim_metrics = losses.prim(theta, phi, batch, prim_rng)
+    norm = optax.tree.norm
+    if gradient == "implicit":
+      g = diff.implicit_gradient(aux, prim, theta, phi, inverse_hvp)
+      grads, value = g.total, g.value
+      extra = dict(explicit_norm=norm(g.explicit), implicit_norm=norm(g.implicit),
+                   prim_grad_theta_norm=norm(g.prim_grad_theta), ihvp_residual=g.residual)
+    else:
+      value, grads = jax.value_and_grad(prim, argnums=1)(theta, phi)
+      extra = dict(explicit_norm=norm(grads))
+    energy_group = base.apply_gradients(state["energy"], grads, optimizer)
+    metrics = dict(prim_metrics, loss=value, grad_norm=norm(grads), **extra)
+    metrics.update({f"aux_{k}": v[-1] for k, v in inner_metrics.items()
+                    if k in ("loss", "bce", "energy", "grad_norm")})
+    return {"inference_net": theta_group, "energy": energy_group}, metrics
+
+  def predict(state, x):
+    return jax.nn.sigmoid(losses.logits(state["inference_net"].params, x))
+
+  return base.Objective(init, update, predict, init_from)

@@ -1,0 +1,66 @@
+"""Implicit bilevel energy training (Shankar & Piratla) on multi-label data: an
+inference network A_θ fit to MLE + λ·energy in an inner loop, the energy updated by the
+implicit gradient of a primary loss (energynets/objectives/implicit.py).
+
+--config=experiments/configs/implicit.py:<dataset>
+--config.implicit.primary=cd|ssvm|dvn          (Table 1's L_CD, L_SSVM, L_DVN rows)
+--config.implicit.gradient=explicit            (ablation: no implicit term)
+--config.implicit.inverse_hvp.method=neumann|cg --config.implicit.inverse_hvp.num_terms=K
+--config.implicit.inner_steps=T                (T_inner)
+
+Stages:
+1. `pretrain`: the MLP baseline (experiments/configs/mlp.py, BCE).
+2. `implicit`: per batch, T_inner steps of `config.inner_optimizer` on θ, then one step
+   of `config.optimizer` on φ by the implicit gradient. Its `init_from` carries the MLP
+   into A_θ and into the energy's local term (feature network of the MLP's shape).
+   Prediction is σ(A_θ(x)), one forward pass.
+`--config.stage_order=implicit` starts both from random, as the paper's Algorithm 1.
+
+Choices (the paper gives no hyper-parameters for its multi-label runs):
+- energy: the SPEN energy of spen_ssvm.py / infnet.py (15 softplus measurements, 5 for
+  delicious) — the paper's `yᵀWb(x) + vᵀσ(My)` (Belanger & McCallum 2016);
+- L_aux's MLE is the BCE summed over labels (the paper's MBCE), λ = 1;
+- T_inner = 5 steps of Adam on θ per outer step (the paper's Algorithm 1 writes plain
+  gradient steps); the inner optimizer's state persists across outer steps;
+- the inverse-HVP: von Neumann with K = 10 terms (the paper's choice of method), α and
+  the sensitivity to K / T_inner / CG in benchmarks/results/implicit.md;
+- CD: K = 10 straight-through Bernoulli negatives, cost 1 − soft-F1;
+- SSVM: Δ = L1 (as infnet.py).
+"""
+
+import ml_collections
+
+from experiments.configs import base
+from experiments.configs import mlp
+
+
+def _optimizer(learning_rate: float) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict(dict(
+      name="adam", learning_rate=learning_rate, schedule="cosine", warmup_steps=0,
+      weight_decay=0.0, momentum=0.9, clip_norm=0.0))
+
+
+def get_config(dataset: str = "synthetic"):
+  config = mlp.get_config(dataset)
+  config.method = "implicit"
+  config.energy = base.energy_like_model(config.model, 5 if dataset == "delicious" else 15)
+  config.implicit = ml_collections.ConfigDict(dict(
+      primary="cd", gradient="implicit", energy_weight=1.0, inner_steps=5,
+      inverse_hvp=dict(method="neumann", num_terms=10, alpha=1e-3, damping=0.0, tol=1e-6),
+      num_samples=10, negatives="straight_through", temperature=0.5,
+      include_net_output=False, margin_cost="l1", score="soft_f1", net_l2=config.loss.l2))
+  config.optimizer = _optimizer(1e-3)
+  config.inner_optimizer = _optimizer(1e-4)
+  steps = config.train.steps
+  config.stage_order = "pretrain,implicit"
+  config.stages.pretrain = dict(method="local", train=dict(steps=steps),
+                                optimizer=dict(learning_rate=1e-3))
+  config.stages.implicit = dict(method="implicit", train=dict(steps=1500),
+                                optimizer=dict(learning_rate=1e-3))
+  if dataset == "synthetic":
+    config.energy.num_measurements = 16
+    config.stages.pretrain.train.steps = 3000
+    config.stages.implicit.train.steps = 1000
+    config.inner_optimizer.learning_rate = 1e-3
+    config.train.eval_every = 500
+  return config
