@@ -96,6 +96,32 @@ def denoising_energy(noise_sigma: float, kind: str = "deep_prior") -> ml_collect
       pooling="sum", num_filters=24, filter_size=5, temperature=25.0))
 
 
+def cosine_adam(learning_rate: float) -> ml_collections.ConfigDict:
+  """An optimizer config (Adam, cosine decay): a second parameter group's optimizer
+  (e.g. `config.test_net_optimizer`, `config.inner_optimizer`)."""
+  return ml_collections.ConfigDict(dict(
+      name="adam", learning_rate=learning_rate, schedule="cosine", warmup_steps=0,
+      weight_decay=0.0, momentum=0.9, clip_norm=0.0))
+
+
+def mlp_pretrain_then(config: ml_collections.ConfigDict, method: str, steps: int,
+                      synthetic_steps: int) -> None:
+  """Two stages in place: `pretrain` (the MLP config's BCE training, `config.train.steps`
+  steps; 3000 on synthetic) then `method` (`steps`; `synthetic_steps` on synthetic, small
+  enough for a CPU run of about a minute), both Adam at 1e-3. Shared by the configs
+  whose feed-forward network starts from the MLP (infnet, implicit)."""
+  synthetic = config.data.name == "synthetic"
+  config.stage_order = f"pretrain,{method}"
+  config.stages.pretrain = dict(method="local",
+                                train=dict(steps=3000 if synthetic else config.train.steps),
+                                optimizer=dict(learning_rate=1e-3))
+  config.stages[method] = dict(method=method,
+                               train=dict(steps=synthetic_steps if synthetic else steps),
+                               optimizer=dict(learning_rate=1e-3))
+  if synthetic:
+    config.train.eval_every = 500
+
+
 def spen_stages(config: ml_collections.ConfigDict, method: str) -> None:
   """SPEN's staged training (§4, A.4) in place: `pretrain` features and local head with
   BCE (`spen_pretrain`), then `energy` (features clamped, the global term trained by

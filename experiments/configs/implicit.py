@@ -37,12 +37,6 @@ from experiments.configs import base
 from experiments.configs import mlp
 
 
-def _optimizer(learning_rate: float) -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict(dict(
-      name="adam", learning_rate=learning_rate, schedule="cosine", warmup_steps=0,
-      weight_decay=0.0, momentum=0.9, clip_norm=0.0))
-
-
 def get_config(dataset: str = "synthetic"):
   config = mlp.get_config(dataset)
   config.method = "implicit"
@@ -52,18 +46,10 @@ def get_config(dataset: str = "synthetic"):
       inverse_hvp=dict(method="neumann", num_terms=10, alpha=0.02, damping=0.0, tol=1e-6),
       num_samples=10, negatives="straight_through", temperature=0.5,
       include_net_output=False, margin_cost="l1", score="soft_f1", net_l2=config.loss.l2))
-  config.optimizer = _optimizer(1e-3)
-  config.inner_optimizer = _optimizer(1e-4)
-  steps = config.train.steps
-  config.stage_order = "pretrain,implicit"
-  config.stages.pretrain = dict(method="local", train=dict(steps=steps),
-                                optimizer=dict(learning_rate=1e-3))
-  config.stages.implicit = dict(method="implicit", train=dict(steps=1500),
-                                optimizer=dict(learning_rate=1e-3))
+  config.optimizer = base.cosine_adam(1e-3)
+  config.inner_optimizer = base.cosine_adam(1e-4)
+  base.mlp_pretrain_then(config, "implicit", steps=1500, synthetic_steps=1000)
   if dataset == "synthetic":
     config.energy.num_measurements = 16
-    config.stages.pretrain.train.steps = 3000
-    config.stages.implicit.train.steps = 1000
     config.inner_optimizer.learning_rate = 1e-3
-    config.train.eval_every = 500
   return config

@@ -39,12 +39,6 @@ from experiments.configs import base
 from experiments.configs import mlp
 
 
-def _optimizer(learning_rate: float) -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict(dict(
-      name="adam", learning_rate=learning_rate, schedule="cosine", warmup_steps=0,
-      weight_decay=0.0, momentum=0.9, clip_norm=0.0))
-
-
 def get_config(dataset: str = "synthetic"):
   config = mlp.get_config(dataset)
   config.method = "infnet"
@@ -56,19 +50,10 @@ def get_config(dataset: str = "synthetic"):
       objective="compound", architecture="stacked", compound_weight=1.0,
       energy_weight=config_dict.placeholder(float), ce_weight=1.0, num_inner_steps=5,
       truncate="energy", surrogate="l1", net_l2=config.loss.l2))
-  config.optimizer = _optimizer(1e-3)
-  config.test_net_optimizer = _optimizer(1e-4)
-  config.cost_net_optimizer = _optimizer(1e-3)
-  steps = config.train.steps
-  config.stage_order = "pretrain,infnet"
-  config.stages.pretrain = dict(method="local", train=dict(steps=steps),
-                                optimizer=dict(learning_rate=1e-3))
-  config.stages.infnet = dict(method="infnet", train=dict(steps=1500),
-                              optimizer=dict(learning_rate=1e-3))
+  config.optimizer = base.cosine_adam(1e-3)
+  config.test_net_optimizer = base.cosine_adam(1e-4)
+  config.cost_net_optimizer = base.cosine_adam(1e-3)
+  base.mlp_pretrain_then(config, "infnet", steps=1500, synthetic_steps=1500)
   if dataset == "synthetic":
     config.energy.num_measurements = 16
-    # Small enough for a CPU run well under a minute (the MLP config uses 20000 steps).
-    config.stages.pretrain.train.steps = 3000
-    config.stages.infnet.train.steps = 1500
-    config.train.eval_every = 500
   return config
