@@ -218,7 +218,7 @@ def _build_implicit(config, dataset, optimizer) -> objectives.Objective:
       inverse_hvp=diff.InverseHVP(**m.inverse_hvp), gradient=m.gradient,
       num_samples=m.num_samples, negatives=m.negatives, temperature=m.temperature,
       include_net_output=m.include_net_output, margin_cost=m.margin_cost, score=m.score,
-      l2=config.loss.l2, net_l2=m.net_l2)
+      l2=config.loss.l2, net_l2=m.net_l2, max_residual=m.max_residual)
 
 
 # config.method -> builder(config, dataset, optimizer) -> Objective. A new method adds

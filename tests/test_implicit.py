@@ -155,6 +155,23 @@ class ObjectiveTest(parameterized.TestCase):
     self.assertNotIn("implicit_norm", metrics)
     self.assertGreater(float(metrics["explicit_norm"]), 0.0)
 
+  def test_a_failed_solve_falls_back_to_the_explicit_gradient(self):
+    batch = _batch()
+    explicit = _objective("cd", gradient="explicit")
+    state = explicit.init(jax.random.key(0), batch)
+    strict = _objective("cd", max_residual=1e-30)  # every solve counts as failed
+    loose = _objective("cd")
+    rng = jax.random.key(1)
+    (want, _), (got, metrics), (other, loose_metrics) = (
+        _jit(o.update)(state, batch, rng) for o in (explicit, strict, loose))
+    self.assertEqual(float(metrics["implicit_used"]), 0.0)
+    self.assertEqual(float(loose_metrics["implicit_used"]), 1.0)
+    for a, b in zip(jax.tree.leaves(want["energy"].params),
+                    jax.tree.leaves(got["energy"].params)):
+      np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    self.assertFalse(all(np.allclose(a, b) for a, b in zip(
+        jax.tree.leaves(want["energy"].params), jax.tree.leaves(other["energy"].params))))
+
   def test_init_from_a_local_bce_state_carries_the_mlp_into_both(self):
     net = MLP((6,), L)
     batch = _batch()
@@ -182,6 +199,7 @@ class ObjectiveTest(parameterized.TestCase):
       (dict(inner_steps=0), "inner_steps"),
       (dict(num_samples=0), "num_samples"),
       (dict(inverse_hvp=diff.InverseHVP("neumann", alpha=-1.0)), "alpha"),
+      (dict(max_residual=0.0), "max_residual"),
   )
   def test_bad_arguments_are_named(self, kwargs, match):
     with self.assertRaisesRegex(ValueError, match):

@@ -37,8 +37,11 @@ Primary losses (`primary`), per example, ȳ_A = σ(A_θ(x)):
 One `update` (Algorithm 1, one `jax.jit`): T_inner = `inner_steps` steps of
 `inner_optimizer` on L_aux from the current θ (warm start: θ_{t+1} is where the inner
 loop ended, and the inner optimizer's state persists across updates), then one step of
-`optimizer` on φ with the implicit gradient at that θ. `gradient='explicit'` drops the
-implicit term: the energy then follows `∂_φ L_prim` only, which is the alternating
+`optimizer` on φ with the implicit gradient at that θ. A step whose inverse-HVP solve failed
+(relative residual above `max_residual`: the truncated Neumann series diverges where
+α λ_max(H) > 2, and the energy's curvature can spike during training) steps on the
+explicit term alone and reports `implicit_used` = 0. `gradient='explicit'` drops the
+implicit term always: the energy then follows `∂_φ L_prim` only, which is the alternating
 (InfNet-style) training the paper argues is biased — the ablation of the method.
 
 Choices, with reasons:
@@ -62,7 +65,8 @@ Choices, with reasons:
 Metrics of `update`: `loss` (L_prim), `grad_norm` (of the total outer gradient; the
 trainer's non-finite guard reads both), `explicit_norm`, `implicit_norm`,
 `prim_grad_theta_norm` (‖∂_θ L_prim‖: zero means no implicit term), `ihvp_residual`
-(relative residual of the inverse-HVP solve: how well K terms solved it), and the last
+(relative residual of the inverse-HVP solve: how well K terms solved it),
+`implicit_used` (1 if the implicit term entered the step), and the last
 inner step's `aux_loss`, `aux_bce`, `aux_energy`, `aux_grad_norm`.
 
 Staged training (`init_from`): the energy continues a SPEN/infnet/implicit state
@@ -199,8 +203,8 @@ def implicit_objective(net: nn.Module, energy: SPENEnergy,
                        gradient: str = "implicit", num_samples: int = 10,
                        negatives: str = "straight_through", temperature: float = 0.5,
                        include_net_output: bool = False, margin_cost: str = "l1",
-                       score: str = "soft_f1", l2: float = 0.0, net_l2: float = 0.0
-                       ) -> base.Objective:
+                       score: str = "soft_f1", l2: float = 0.0, net_l2: float = 0.0,
+                       max_residual: float = float("inf")) -> base.Objective:
   """The implicit bilevel objective; state `{"inference_net", "energy"}` (`ParamGroup`s).
 
   Args:
@@ -221,6 +225,9 @@ def implicit_objective(net: nn.Module, energy: SPENEnergy,
     score: the task score (`scores.SCORES`): CD's cost is 1 − score, DVN's target.
     l2: ½‖W‖² weight on the energy (in L_prim).
     net_l2: ½‖W‖² weight on the net (in L_aux).
+    max_residual: a step whose inverse-HVP relative residual exceeds this drops the
+      implicit term and steps on the explicit one (a residual above 1 is a worse solve
+      of `H w = ∂_θ L_prim` than w = 0: a diverging Neumann series, αλ_max(H) > 2).
   """
   _check(primary, PRIMARY_LOSSES, "primary loss")
   _check(gradient, GRADIENTS, "gradient")
@@ -231,6 +238,8 @@ def implicit_objective(net: nn.Module, energy: SPENEnergy,
     raise ValueError(f"inner_steps must be >= 1; got {inner_steps}")
   if primary == "cd" and num_samples < 1:
     raise ValueError(f"the CD primary loss needs num_samples >= 1; got {num_samples}")
+  if not max_residual > 0:
+    raise ValueError(f"max_residual must be > 0; got {max_residual}")
   if not temperature > 0:
     raise ValueError(f"temperature must be > 0; got {temperature}")
   losses = ImplicitLosses(net, energy, primary=primary, energy_weight=energy_weight,
@@ -283,9 +292,12 @@ def implicit_objective(net: nn.Module, energy: SPENEnergy,
     norm = optax.tree.norm
     if gradient == "implicit":
       g = diff.implicit_gradient(aux, prim, theta, phi, inverse_hvp)
-      grads, value = g.total, g.value
+      value = g.value
+      used = g.residual <= max_residual
+      grads = jax.tree.map(lambda e, t: jnp.where(used, t, e), g.explicit, g.total)
       extra = dict(explicit_norm=norm(g.explicit), implicit_norm=norm(g.implicit),
-                   prim_grad_theta_norm=norm(g.prim_grad_theta), ihvp_residual=g.residual)
+                   prim_grad_theta_norm=norm(g.prim_grad_theta), ihvp_residual=g.residual,
+                   implicit_used=used.astype(jnp.float32))
     else:
       value, grads = jax.value_and_grad(prim, argnums=1)(theta, phi)
       extra = dict(explicit_norm=norm(grads))
