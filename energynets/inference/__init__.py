@@ -1,5 +1,10 @@
 """Inference engines over relaxed outputs (see DESIGN.md, "Output domains and inference")."""
 
+from energynets.inference.crf import crf_log_likelihood
+from energynets.inference.crf import crf_log_partition
+from energynets.inference.crf import crf_marginals
+from energynets.inference.crf import crf_sequence_score
+from energynets.inference.crf import viterbi_decode
 from energynets.inference.gbi import EnergyFn
 from energynets.inference.gbi import GBIConfig
 from energynets.inference.gbi import GBIResult
@@ -14,6 +19,11 @@ from energynets.inference.gbi import validate_config
 from energynets.inference.unrolled import unrolled_gbi
 
 __all__ = [
+    "crf_log_likelihood",
+    "crf_log_partition",
+    "crf_marginals",
+    "crf_sequence_score",
+    "viterbi_decode",
     "EnergyFn",
     "GBIConfig",
     "GBIResult",

@@ -23,8 +23,9 @@ Conventions shared by every function here.
   sharded step pads a ragged final batch with empty rows, and an error there could
   only be raised on the host; a zero contribution is the correct limit of the sum
   over rows.
-- Everything is a `lax.scan` over time on time-major arrays, in log space
-  (logsumexp / max), with static shapes: each function jits and vmaps as is.
+- Every recursion is a `lax.scan` over time on time-major arrays, in log space
+  (logsumexp / max), with static shapes: each function jits and vmaps as is (the
+  sequence score needs no recursion and is a gather).
 """
 
 from typing import Optional
