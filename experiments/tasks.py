@@ -10,6 +10,9 @@ splits of `(x, y)` arrays, which validation metrics select checkpoints, and whic
 - `denoising`: generated depth-like scenes (`energynets.data.denoising`); PSNR on the
   depth test scenes and on crops of scikit-image's natural images (`natural/psnr`),
   the transfer test of a denoiser trained on depth.
+- `sequence`: Twitter POS and CoNLL-2003 NER (`energynets.data.sequences`), x the packed
+  token array `[N, T, 3 + C]` and y one-hot tags `[N, T, L]`; token accuracy, and for NER
+  the conlleval span precision / recall / F1.
 
 `task_for(config)` picks the task from `config.data.name`.
 """
@@ -56,14 +59,14 @@ class Task(NamedTuple):
     name: 'multilabel' or 'denoising'.
     load: `config -> dataset` with `train`, `validation`, `test` splits (`.x`, `.y`),
       `name` and `meta`.
-    validation_metrics: `(y, predictions) -> {"validation/<metric>": value}`, computed
-      at every evaluation of the loop (checkpoint selection).
+    validation_metrics: `(split, predictions) -> {"validation/<metric>": value}`,
+      computed at every evaluation of the loop (checkpoint selection).
     results: `(dataset, predictions) -> {"<split>/<metric>": value}` of a finished run.
     metric_definitions: written into every results.json.
   """
   name: str
   load: Callable[[ml_collections.ConfigDict], Any]
-  validation_metrics: Callable[[np.ndarray, np.ndarray], dict[str, float]]
+  validation_metrics: Callable[[Any, np.ndarray], dict[str, float]]
   results: Callable[[Any, Predictions], dict[str, float]]
   metric_definitions: dict[str, str]
 
@@ -91,7 +94,8 @@ def load_multilabel(config: ml_collections.ConfigDict) -> data_lib.MultiLabelDat
                                root_label=cfg.root_label, **extra)
 
 
-def multilabel_validation_metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]:
+def multilabel_validation_metrics(split, probs: np.ndarray) -> dict[str, float]:
+  y = split.y
   threshold = metrics.tune_threshold(y, probs)
   return {"validation/example_f1": metrics.example_f1(y, probs >= threshold),
           "validation/example_f1@0.5": metrics.example_f1(y, probs >= 0.5)}
@@ -137,8 +141,8 @@ def load_denoising(config: ml_collections.ConfigDict) -> DenoisingData:
                        meta)
 
 
-def denoising_validation_metrics(y: np.ndarray, estimate: np.ndarray) -> dict[str, float]:
-  return {"validation/psnr": metrics.psnr(y, estimate)}
+def denoising_validation_metrics(split, estimate: np.ndarray) -> dict[str, float]:
+  return {"validation/psnr": metrics.psnr(split.y, estimate)}
 
 
 def denoising_results(dataset: DenoisingData, predictions: Predictions) -> dict[str, float]:
@@ -153,5 +157,88 @@ DENOISING = Task("denoising", load_denoising, denoising_validation_metrics,
 DENOISING_DATASETS = ("depth_scenes",)
 
 
+# ------------------------------------------------------------------------------ sequence
+
+SEQUENCE_METRICS = {
+    "token_acc": "fraction of real tokens whose predicted tag (argmax of the per-token "
+                 "output; Viterbi for the CRF) equals the gold tag",
+    "span_f1": "NER only: entity F1, micro over all spans, exact span and type, conlleval "
+               "semantics (an I- tag after O or another type starts a chunk); also "
+               "span_precision, span_recall",
+    "scale": "fractions in [0, 1]",
+}
+
+
+class SequenceSplit(NamedTuple):
+  """One split as the loop sees it (x, y), with what decoding its predictions needs."""
+  x: np.ndarray
+  y: np.ndarray
+  mask: np.ndarray
+  tag_names: tuple
+  scheme: str
+
+
+class SequenceData(NamedTuple):
+  name: str
+  train: SequenceSplit
+  validation: SequenceSplit
+  test: SequenceSplit
+  num_tags: int
+  source: Any  # the `energynets.data.SequenceDataset` (vocabularies)
+  meta: dict
+
+
+def load_sequence(config: ml_collections.ConfigDict) -> SequenceData:
+  cfg = config.data
+  ds = data_lib.load_sequence_dataset(cfg.name, data_dir=cfg.data_dir or None,
+                                      scheme=cfg.scheme or None, lowercase=cfg.lowercase,
+                                      min_count=cfg.min_count,
+                                      max_word_length=cfg.max_word_length)
+
+  def split(s):
+    return SequenceSplit(data_lib.pack_tokens(s), data_lib.one_hot_tags(s, ds.num_tags),
+                         s.mask, ds.tag_names, ds.scheme)
+
+  meta = dict(ds.meta, split_rule=ds.meta.get("split_rule", "shipped files"))
+  return SequenceData(cfg.name, split(ds.train), split(ds.validation), split(ds.test),
+                      ds.num_tags, ds, meta)
+
+
+def _sequence_scores(split: SequenceSplit, outputs: np.ndarray, prefix: str
+                     ) -> dict[str, float]:
+  gold, pred = split.y.argmax(-1), np.asarray(outputs).argmax(-1)
+  scores = {f"{prefix}/token_acc": metrics.token_accuracy(gold, pred, split.mask)}
+  if split.scheme in ("iob2", "bioes"):
+    span = metrics.span_f1(data_lib.decode_tags(gold, split.mask, split.tag_names),
+                           data_lib.decode_tags(pred, split.mask, split.tag_names),
+                           split.scheme)
+    scores.update({f"{prefix}/span_f1": span.f1, f"{prefix}/span_precision": span.precision,
+                   f"{prefix}/span_recall": span.recall})
+  return scores
+
+
+def sequence_validation_metrics(split: SequenceSplit, outputs: np.ndarray
+                                ) -> dict[str, float]:
+  return _sequence_scores(split, outputs, "validation")
+
+
+def sequence_results(dataset: SequenceData, predictions: Predictions) -> dict[str, float]:
+  results = {}
+  for name in ("validation", "test"):
+    split = getattr(dataset, name)
+    results.update(_sequence_scores(split, predictions(split), name))
+  return results
+
+
+SEQUENCE = Task("sequence", load_sequence, sequence_validation_metrics, sequence_results,
+                SEQUENCE_METRICS)
+
+SEQUENCE_DATASETS = ("twitter_pos", "conll2003")
+
+
 def task_for(config: ml_collections.ConfigDict) -> Task:
-  return DENOISING if config.data.name in DENOISING_DATASETS else MULTILABEL
+  if config.data.name in DENOISING_DATASETS:
+    return DENOISING
+  if config.data.name in SEQUENCE_DATASETS:
+    return SEQUENCE
+  return MULTILABEL

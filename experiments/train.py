@@ -17,6 +17,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from energynets import data as data_lib
 from energynets import diff
 from energynets import energies
 from energynets import inference
@@ -69,6 +70,38 @@ def _build_local(config, dataset, optimizer) -> objectives.Objective:
   if config.loss.l2_c > 0:
     l2 = 1.0 / (config.loss.l2_c * len(dataset.train.x))
   return objectives.local_bce(net, optimizer, l2=l2)
+
+
+def tagger(config, dataset) -> nets.PackedTagger:
+  """The BiLSTM tagger of `config.model` on the packed token array, sized by `dataset`'s
+  vocabularies (a sequence dataset: `experiments.tasks.SequenceData`)."""
+  m, source = config.model, dataset.source
+  word_init = None
+  if m.glove_path:
+    matrix, found = data_lib.load_glove(m.glove_path, source.word_vocab, m.word_dim)
+    logging.info("GloVe %s: %d of %d words found", m.glove_path, found,
+                 len(source.word_vocab))
+    word_init = nets.pretrained_embedding_init(matrix)
+  size = lambda vocab: len(vocab) if vocab is not None else 0
+  embedder = nets.TokenEmbedder(
+      vocab_size=len(source.word_vocab), word_dim=m.word_dim, word_init=word_init,
+      char_vocab_size=len(source.char_vocab) if m.char_filters else 0,
+      char_dim=m.char_dim, char_filters=m.char_filters,
+      num_pos=size(source.pos_vocab) if m.pos_dim else 0, pos_dim=m.pos_dim,
+      num_chunk=size(source.chunk_vocab) if m.chunk_dim else 0, chunk_dim=m.chunk_dim,
+      dropout=m.dropout)
+  encoder = nets.BiLSTM(hidden_size=m.hidden, num_layers=m.num_layers, dropout=m.dropout)
+  return nets.PackedTagger(embedder=embedder, encoder=encoder, num_tags=dataset.num_tags,
+                           dropout=m.dropout)
+
+
+def _build_local_token_ce(config, dataset, optimizer) -> objectives.Objective:
+  return objectives.local_token_ce(tagger(config, dataset), optimizer, l2=config.loss.l2)
+
+
+def _build_crf(config, dataset, optimizer) -> objectives.Objective:
+  return objectives.crf_objective(tagger(config, dataset), dataset.num_tags, optimizer,
+                                  l2=config.loss.l2)
 
 
 def _build_local_squared_error(config, dataset, optimizer) -> objectives.Objective:
@@ -226,6 +259,8 @@ def _build_implicit(config, dataset, optimizer) -> objectives.Objective:
 OBJECTIVE_BUILDERS: dict[str, Callable[..., objectives.Objective]] = {
     "local": _build_local,
     "local_squared_error": _build_local_squared_error,
+    "local_token_ce": _build_local_token_ce,
+    "crf": _build_crf,
     "spen_pretrain": _build_spen_pretrain,
     "ssvm": _build_ssvm,
     "dmf": _build_dmf,
@@ -416,7 +451,7 @@ def _validation_evaluator(task, predict, validation, eval_bs, mesh):
 
   def evaluate(state):
     outputs = train_lib.predict_in_batches(predict, state, validation.x, eval_bs, mesh)
-    return task.validation_metrics(validation.y, outputs)
+    return task.validation_metrics(validation, outputs)
 
   return evaluate
 

@@ -161,6 +161,24 @@ def _tasks_of(method: str) -> tuple[str, ...]:
 
 MULTILABEL_CONFIGS = [m for m in CONFIGS if "multilabel" in _tasks_of(m)]
 DENOISING_CONFIGS = [m for m in CONFIGS if "denoising" in _tasks_of(m)]
+SEQUENCE_CONFIGS = [m for m in CONFIGS if "sequence" in _tasks_of(m)]
+
+
+@pytest.mark.parametrize("method", SEQUENCE_CONFIGS)
+def test_every_sequence_config_trains_and_writes_token_metrics(method, tmp_path, data_dir):
+  """Each sequence config runs end to end on Twitter POS (a few steps) and reports token
+  accuracy; the NER variant reports span F1 too (checked on the smaller POS data here
+  and in tests/test_sequence_objectives.py)."""
+  from experiments import train
+  config = train.get_config(method, "twitter_pos", [
+      "train.steps=4", "train.eval_every=2", "train.log_every=2", "train.tensorboard=False",
+      "train.batch_size=8", "model.hidden=8", "model.word_dim=8", "model.char_filters=4",
+      f"data.data_dir={data_dir}"])
+  results = train.train_and_evaluate(config, str(tmp_path))
+  assert results["meta"]["task"] == "sequence"
+  for key in ("validation/token_acc", "test/token_acc"):
+    assert 0.0 <= results[key] <= 1.0, (key, results[key])
+  assert "test/span_f1" not in results  # POS has no spans
 
 
 @pytest.mark.parametrize("method", DENOISING_CONFIGS)

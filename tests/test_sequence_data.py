@@ -511,3 +511,20 @@ def test_load_options(real_dir):
   base = _load("twitter_pos", str(real_dir))
   assert len(ds.word_vocab) < len(base.word_vocab) and ds.train.chars.shape[2] == 8
   assert ds.meta["lowercase"] and ds.meta["min_count"] == 2
+
+
+def test_packed_tokens_round_trip_and_one_hot_tags():
+  ds = data.build_sequence_dataset(
+      "conll2003", {k: data.parse_conll2003(TESTDATA / "conll_tiny.txt")
+                    for k in ("train", "validation", "test")}, scheme="iob2")
+  split = ds.train
+  x = data.pack_tokens(split)
+  assert x.dtype == np.int32 and x.shape == split.words.shape + (3 + split.chars.shape[-1],)
+  batch = data.unpack_tokens(x)
+  for name in ("words", "pos", "chunk", "chars", "mask"):
+    np.testing.assert_array_equal(batch[name], getattr(split, name))
+  y = data.one_hot_tags(split, ds.num_tags)
+  np.testing.assert_array_equal(y.sum(-1), split.mask)
+  np.testing.assert_array_equal(y.argmax(-1)[split.mask], split.tags[split.mask])
+  with pytest.raises(ValueError, match=r"\[B, T, 3 \+ C\]"):
+    data.unpack_tokens(x[..., :3])

@@ -19,6 +19,9 @@ from energynets.data.registry import load_dataset
 from energynets.data.registry import REGISTRY
 from energynets.data.registry import resolve_data_dir
 from energynets.data.sequences import batch_of
+from energynets.data.sequences import one_hot_tags
+from energynets.data.sequences import pack_tokens
+from energynets.data.sequences import unpack_tokens
 from energynets.data.sequences import bioes_to_iob2
 from energynets.data.sequences import bucketed_batches
 from energynets.data.sequences import build_sequence_dataset
@@ -62,6 +65,9 @@ __all__ = [
     "TWITTER_POS_TAGS",
     "Vocabulary",
     "batch_of",
+    "one_hot_tags",
+    "pack_tokens",
+    "unpack_tokens",
     "bioes_to_iob2",
     "block_exclusivity",
     "block_exclusivity_weights",

@@ -18,11 +18,13 @@ NER+ in the paper also uses the case of the first letter; it is not in the batch
 format and is not implemented here (the character CNN sees case).
 """
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+from energynets.data.sequences import unpack_tokens
 
 Batch = dict[str, jax.Array]
 Initializer = Callable[..., jax.Array]
@@ -168,15 +170,26 @@ class BiLSTMTagger(nn.Module):
   as in `MLP`: an energy needs the logits for its local term and the features for
   its other terms, from one pass and with the parameter names of a plain tagger.
   Logits at padded positions are the head's bias; losses must mask them.
+
+  With `packed=True` (or as `PackedTagger`) the input is instead the packed token array
+  `x [B, T, 3 + C]` of `energynets.data.pack_tokens` (word id 0 = padding), which is
+  what the trainer, the objectives and the energies move; it is unpacked here, so the
+  parameters are exactly those of the dict-input tagger.
   """
   embedder: TokenEmbedder
   encoder: BiLSTM
   num_tags: int
   dropout: float = 0.0
+  packed: bool = False
 
   @nn.compact
-  def __call__(self, batch: Batch, *, train: bool = False,
+  def __call__(self, batch: Batch | jax.Array, *, train: bool = False,
                return_features: bool = False) -> jax.Array | tuple[jax.Array, jax.Array]:
+    if self.packed:
+      batch = unpack_tokens(batch)
+    elif not isinstance(batch, Mapping):
+      raise ValueError(f"{type(self).__name__}(packed=False) takes the batch dict; got a "
+                       f"{type(batch).__name__} (use packed=True for the packed token array)")
     mask = _require(batch, "mask", "every sequence model")
     x = self.embedder(batch, train=train)
     x = self.encoder(x, mask, train=train)
@@ -184,3 +197,13 @@ class BiLSTMTagger(nn.Module):
       x = nn.Dropout(self.dropout, deterministic=not train)(x)
     logits = nn.Dense(self.num_tags, name="head")(x)
     return (logits, x) if return_features else logits
+
+
+class PackedTagger(BiLSTMTagger):
+  """`BiLSTMTagger` on the packed token array `x [B, T, 3 + C]` (`packed=True`).
+
+  The tagger of the sequence objectives (`local_token_ce`, `crf_objective`) and the
+  `local_net` of `energynets.energies.SequenceEnergy`: the same module and parameter
+  names in all of them, so a token-CE stage's params drop into the energy unchanged.
+  """
+  packed: bool = True

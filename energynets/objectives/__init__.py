@@ -3,18 +3,19 @@
 from energynets.objectives.base import (Objective, ParamGroup, apply_gradients, init_group,
                                         l2_penalty, metrics_and_grads, minimize_step,
                                         multilabel_bce)
+from energynets.objectives.crf import crf_objective
 from energynets.objectives.dmf import deep_mean_field
 from energynets.objectives.dvn import deep_value_network
 from energynets.objectives.e2e import e2e_objective
 from energynets.objectives.implicit import contrastive_divergence_loss, implicit_objective
 from energynets.objectives.infnet import inference_network, infnet_losses
-from energynets.objectives.local import local_bce, local_squared_error
+from energynets.objectives.local import local_bce, local_squared_error, local_token_ce
 from energynets.objectives.seal import seal_losses, seal_objective, task_net_ranking
 from energynets.objectives.ssvm import search_statistics, spen_pretrain, ssvm_hinge
 
 __all__ = ["Objective", "ParamGroup", "apply_gradients", "contrastive_divergence_loss",
-           "deep_mean_field",
+           "crf_objective", "deep_mean_field",
            "deep_value_network", "e2e_objective", "implicit_objective", "inference_network", "infnet_losses", "init_group",
-           "l2_penalty", "local_bce", "local_squared_error", "metrics_and_grads",
+           "l2_penalty", "local_bce", "local_squared_error", "local_token_ce", "metrics_and_grads",
            "minimize_step", "multilabel_bce", "seal_losses", "seal_objective",
            "search_statistics", "spen_pretrain", "ssvm_hinge", "task_net_ranking"]

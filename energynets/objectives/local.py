@@ -6,6 +6,11 @@ different network. The loss is binary cross-entropy summed over labels and avera
 over examples, plus `l2 · ½‖W‖²` on weight matrices; with `l2 = 1 / (C · N_train)`
 this is exactly scikit-learn's `LogisticRegression(C)` objective divided by `C · N`.
 
+`local_token_ce` is the sequence-labeling counterpart (the BiLSTM-CE baseline of the
+sequence papers): softmax cross-entropy per token against one-hot tags `y [B, T, L]`,
+averaged over real tokens (padding has all-zero tag rows and contributes nothing);
+prediction is the per-token softmax.
+
 `local_squared_error` is the regression counterpart (the feed-forward CNN denoiser of
 E2E-SPEN §6.1.3): mean squared error over the output's non-batch axes (per-pixel MSE,
 the quantity PSNR is a log of), averaged over examples; prediction is the net's output.
@@ -23,6 +28,22 @@ def local_bce(net: nn.Module, optimizer: optax.GradientTransformation, *,
               l2: float = 0.0) -> base.Objective:
   """Per-label BCE on the logits of `net(x) -> [B, L]`; prediction is `sigmoid`."""
   return _local(net, optimizer, "bce", base.multilabel_bce, jax.nn.sigmoid, l2)
+
+
+def token_cross_entropy(logits: jax.Array, y: jax.Array) -> jax.Array:
+  """`[B, T, L] x2 -> scalar`: softmax CE per token, averaged over real tokens (rows of
+  `y` that are one-hot; all-zero rows are padding)."""
+  per_token = -jnp.sum(y * jax.nn.log_softmax(logits, axis=-1), axis=-1)
+  num_tokens = jnp.maximum(jnp.sum(y), 1.0)
+  return jnp.sum(per_token) / num_tokens
+
+
+def local_token_ce(net: nn.Module, optimizer: optax.GradientTransformation, *,
+                   l2: float = 0.0) -> base.Objective:
+  """Token cross-entropy on the logits of `net(x) -> [B, T, L]`; prediction is the
+  per-token `softmax`."""
+  return _local(net, optimizer, "token_ce", token_cross_entropy,
+                lambda logits: jax.nn.softmax(logits, axis=-1), l2)
 
 
 def local_squared_error(net: nn.Module, optimizer: optax.GradientTransformation, *,

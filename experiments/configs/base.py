@@ -96,6 +96,43 @@ def denoising_energy(noise_sigma: float, kind: str = "deep_prior") -> ml_collect
       pooling="sum", num_filters=24, filter_size=5, temperature=25.0))
 
 
+# Sequence-labeling dataset variants (experiments/tasks.py: the sequence task).
+# conll2003_plus is CoNLL-2003 with POS and chunk embeddings (the papers' NER+ setting).
+SEQUENCE_DATASETS = ("twitter_pos", "conll2003", "conll2003_plus")
+
+
+def get_sequence_base_config(dataset: str = "twitter_pos") -> ml_collections.ConfigDict:
+  """Shared defaults of the sequence-labeling configs (a BiLSTM tagger, token CE).
+
+  Embeddings are learned from scratch (no pretrained vectors ship here; a GloVe-format
+  file can be given as `model.glove_path`). NER uses the BIOES scheme (17 tags, as the
+  papers); selection is on validation token accuracy (POS) or span F1 (NER).
+  """
+  if dataset not in SEQUENCE_DATASETS:
+    raise ValueError(f"unknown sequence dataset variant {dataset!r}; expected one of "
+                     f"{SEQUENCE_DATASETS}")
+  ner = dataset.startswith("conll2003")
+  config = ml_collections.ConfigDict()
+  config.method = "local_token_ce"
+  config.data = ml_collections.ConfigDict(dict(
+      name="conll2003" if ner else dataset, data_dir="", scheme="bioes" if ner else "",
+      lowercase=False, min_count=1, max_word_length=20, split_seed=0))
+  plus = dataset == "conll2003_plus"
+  config.model = ml_collections.ConfigDict(dict(
+      word_dim=100, char_dim=30, char_filters=50, pos_dim=25 if plus else 0,
+      chunk_dim=25 if plus else 0, hidden=100, num_layers=1, dropout=0.5, glove_path=""))
+  config.loss = ml_collections.ConfigDict(dict(l2=0.0))
+  config.optimizer = cosine_adam(1e-3)
+  config.train = ml_collections.ConfigDict(dict(
+      steps=8000 if ner else 2000, batch_size=32, eval_batch_size=256, seed=0,
+      log_every=100, eval_every=500 if ner else 250, checkpoint_every=1000,
+      select_metric="validation/span_f1" if ner else "validation/token_acc",
+      select_mode="max", tensorboard=True, num_devices=0))
+  config.stage_order = ""
+  config.stages = ml_collections.ConfigDict()
+  return config
+
+
 def cosine_adam(learning_rate: float) -> ml_collections.ConfigDict:
   """An optimizer config (Adam, cosine decay): a second parameter group's optimizer
   (e.g. `config.test_net_optimizer`, `config.inner_optimizer`)."""
