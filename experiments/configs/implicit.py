@@ -23,21 +23,20 @@ Choices (the paper gives no hyper-parameters for its multi-label runs):
 - T_inner = 5 steps of Adam on θ per outer step (the paper's Algorithm 1 writes plain
   gradient steps); the inner optimizer's state persists across outer steps;
 - the inverse-HVP: von Neumann with K = 10 terms (the paper's choice of method) and
-  α = 0.02: the Neumann series converges for α < 2/λ_max(H), and on bibtex, at the
-  pretrained MLP (batch 128), power iteration gives λ_max ≈ 18.8 (α < 0.106); 0.02
-  leaves room for the curvature the energy term adds during training. It still spiked
-  above 2/α = 100 at some steps of a first bibtex run (relative residual 43 and 144,
-  implicit term 10-30× the explicit one, validation F1 dropping 4 points), hence
-  `max_residual = 2`: such a step uses the explicit gradient alone (the fraction of steps
-  that do is logged as `implicit_used`; a residual of 1-2 is the mild growth of the
-  series along directions of negative curvature, kept). The sensitivity
-  to K / T_inner / CG is in benchmarks/results/implicit.md;
+  α = 0.002 (the paper's "suitably chosen large divisor" is 1/α = 500). The series
+  converges only for α < 2/λ_max(H): at the pretrained MLP on bibtex (batch 128) power
+  iteration gives λ_max ≈ 18.8, but the energy term's curvature grows in training, and
+  with α = 0.02 the series diverged at most steps of a bibtex run (relative residual
+  22-700). `max_residual = 2`: a step whose solve failed anyway uses the explicit
+  gradient alone (logged as `implicit_used`; a residual of 1-2 is the mild growth of the
+  series along directions of negative curvature, kept). The sensitivity to K / T_inner /
+  CG is in benchmarks/results/implicit.md;
 - CD: K = 10 straight-through Bernoulli negatives plus the network's own soft output
-  σ(A_θ(x)) as a negative, cost 1 − soft-F1. With hard samples alone the energy is only
-  ever pushed up at vertices of the box, and the network, which lives inside it, found
-  soft outputs of very low energy that fit the data badly: on bibtex the inner BCE rose
-  from 2.3 to 35 within 500 steps while E(x, σ(A_θ(x))) fell to −48 and validation F1
-  dropped from 48 to 19;
+  σ(A_θ(x)) as a negative, cost 1 − soft-F1: with hard samples alone the energy is only
+  ever pushed up at vertices of the box while the network lives inside it. (A bibtex
+  run with hard negatives only, and with the since-fixed dropout mismatch of the
+  energy between L_prim and L_aux, saw the inner BCE rise from 2.3 to 35 within 500
+  steps while E(x, σ(A_θ(x))) fell to −48 and validation F1 dropped from 48 to 19.)
 - SSVM: Δ = L1 (as infnet.py).
 """
 
@@ -53,7 +52,7 @@ def get_config(dataset: str = "synthetic"):
   config.energy = base.energy_like_model(config.model, 5 if dataset == "delicious" else 15)
   config.implicit = ml_collections.ConfigDict(dict(
       primary="cd", gradient="implicit", energy_weight=1.0, inner_steps=5,
-      inverse_hvp=dict(method="neumann", num_terms=10, alpha=0.02, damping=0.0, tol=1e-6),
+      inverse_hvp=dict(method="neumann", num_terms=10, alpha=0.002, damping=0.0, tol=1e-6),
       num_samples=10, negatives="straight_through", temperature=0.5,
       include_net_output=True, margin_cost="l1", score="soft_f1", net_l2=config.loss.l2,
       max_residual=2.0))
