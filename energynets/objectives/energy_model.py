@@ -11,6 +11,9 @@ with y shaped like x (the denoising energies: Real domain, GBI from the noisy in
   `carry` continues a SPEN state or a `local_bce` MLP (its params become `local_net`).
 - `module_model(module, domain)`: `encode` is the identity, starts `'input'` (y_0 = x),
   `'uniform'` or `'zeros'`; `carry` continues a state with the same `energy` params.
+- `sequence_model(SequenceEnergy)`: the Simplex per token; `encode` runs the tagger once
+  (`SequenceEncoding`), starts `'uniform'` (1/L) or `'local'` (softmax of the logits),
+  `carry` continues a sequence-energy state, a token-CE tagger or a CRF.
 
 The SPEN adapters (`encode`, `encoding_energy`, `start_point`, `init_params`,
 `carry_params`) are also used directly by the SEAL, DVN and inference-network
@@ -26,6 +29,7 @@ import jax.numpy as jnp
 
 from energynets import domains
 from energynets.energies.mlc import Encoding, LocalNetEnergy, SPENEnergy, param_groups
+from energynets.energies import sequence as sequence_lib
 from energynets.inference import gbi as gbi_lib
 from energynets.objectives import base
 
@@ -154,6 +158,80 @@ def spen_model(energy: SPENEnergy) -> EnergyModel:
       groups=param_groups(energy))
 
 
+def sequence_model(energy: sequence_lib.SequenceEnergy) -> EnergyModel:
+  """A `SequenceEnergy` on the per-token Simplex; the tagger runs once per x (`encode`).
+
+  Starts: `'uniform'` (1/L per token) or `'local'` (the tagger's softmax). Padded
+  positions get the same treatment as real ones (a point of the simplex); the energy
+  ignores them, so GBI moves them only through the entropy term, harmlessly, and
+  decoding must mask them as for every sequence output.
+
+  `carry` continues `prev_state`:
+  - `{"energy": ...}` of a sequence energy: every group carried;
+  - `{"net": ...}` of `local_token_ce` (the same tagger): its params become `local_net`;
+  - `{"net": ...}` of `crf_objective` (`{"tagger", "crf"}`): the tagger becomes
+    `local_net` and the CRF transitions W become `pairwise` (its start and end scores
+    have no counterpart in Eq. (7) and are dropped);
+  other groups are freshly initialized from `rng`.
+
+  Objectives take this model, not the bare module: `as_model` does not recognize a
+  `SequenceEnergy` (it would treat it as a module with y shaped like x).
+  """
+  simplex = domains.Simplex()
+
+  def init_params(rng, x, y=None):
+    del y
+    return sequence_lib.init_params(energy, rng, x)
+
+  def encode_x(params, x, train=False, rng=None):
+    rngs = {"dropout": rng} if rng is not None else None
+    return energy.apply({"params": params}, x, train=train, rngs=rngs, method="encode")
+
+  def energy_fn(params, encoding, y):
+    return energy.apply({"params": params}, encoding, y, method="energy_from_encoding")
+
+  def start(encoding, x, init):
+    del x
+    logits = encoding.logits
+    if init == "uniform":
+      return simplex.uniform_init(logits.shape, logits.dtype)
+    if init == "local":
+      return jax.nn.softmax(logits, axis=-1)
+    raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
+
+  def carry(prev_state, rng, x, y=None):
+    reference = jax.eval_shape(lambda: init_params(rng, x))
+    if "energy" in prev_state:
+      return base.carried(prev_state["energy"].params, reference,
+                          "the previous state into this SequenceEnergy")
+    if "net" in prev_state:
+      prev = flax.core.unfreeze(prev_state["net"].params)
+      if isinstance(prev, dict) and set(prev) == {"tagger", "crf"}:
+        carried = dict(
+            local_net=base.carried(prev["tagger"], reference["local_net"],
+                                   "the CRF's tagger into this SequenceEnergy as local_net"),
+            pairwise=base.carried(prev["crf"]["transitions"], reference["pairwise"],
+                                  "the CRF transitions into this SequenceEnergy as pairwise"))
+      else:
+        carried = dict(local_net=base.carried(
+            prev, reference["local_net"],
+            "the token-CE tagger into this SequenceEnergy as local_net"))
+      # Checked before the (costly) fresh initialization of the other groups.
+      return dict(init_params(rng, x), **carried)
+    raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; expected "
+                     "'energy' (a sequence-energy stage) or 'net' (token CE or CRF)")
+
+  return EnergyModel(
+      domain=simplex,
+      init_params=init_params,
+      encode=encode_x,
+      energy=energy_fn,
+      start=start,
+      inits=INITS,
+      carry=carry,
+      groups=sequence_lib.param_groups(energy))
+
+
 def module_model(module: nn.Module, domain=domains.Real()) -> EnergyModel:
   """Any Flax module `E(x, y) -> [B]` with y shaped like x (denoising, segmentation).
 
@@ -194,11 +272,14 @@ def module_model(module: nn.Module, domain=domains.Real()) -> EnergyModel:
 
 def as_model(energy) -> EnergyModel:
   """`EnergyModel` as is; a SPEN-style energy (`SPENEnergy`, `ICNNEnergy`: `encode` +
-  `energy_from_encoding`) -> `spen_model`; other modules -> `module_model`."""
+  `energy_from_encoding`) -> `spen_model`; a `SequenceEnergy` -> `sequence_model`;
+  other modules -> `module_model`."""
   if isinstance(energy, EnergyModel):
     return energy
   if isinstance(energy, LocalNetEnergy):  # SPENEnergy, ICNNEnergy
     return spen_model(energy)
+  if isinstance(energy, sequence_lib.SequenceEnergy):
+    return sequence_model(energy)
   if isinstance(energy, nn.Module):
     return module_model(energy)
   raise TypeError(f"expected an EnergyModel, a SPENEnergy or a Flax module; got "
