@@ -52,6 +52,16 @@ DENOISING_COLUMNS = (
     ("PSNR test", "test/psnr", 1.0),
     ("PSNR natural", "natural/psnr", 1.0),
 )
+SEQUENCE_COLUMNS = (
+    ("token acc val", "validation/token_acc", 100.0),
+    ("token acc test", "test/token_acc", 100.0),
+)
+NER_COLUMNS = SEQUENCE_COLUMNS + (
+    ("span F1 val", "validation/span_f1", 100.0),
+    ("span F1 test", "test/span_f1", 100.0),
+    ("span P test", "test/span_precision", 100.0),
+    ("span R test", "test/span_recall", 100.0),
+)
 COLUMNS = (
     ("ex-F1 (tuned)", "test/example_f1", 100.0),
     ("ex-F1 @0.5", "test/example_f1@0.5", 100.0),
@@ -89,10 +99,14 @@ def format_table(rows: list[tuple[str, str, list[dict]]]) -> str:
   """rows: (dataset, method, results of each fold) -> markdown.
 
   Multi-label runs get the F1/Hamming columns, denoising runs (results with
-  `test/psnr`) the PSNR columns.
+  `test/psnr`) the PSNR columns, sequence runs the token-accuracy columns (and span
+  F1 when every row has it: NER).
   """
-  denoising = bool(rows) and all("test/psnr" in runs[0] for _, _, runs in rows)
-  columns = DENOISING_COLUMNS if denoising else COLUMNS
+  columns = COLUMNS
+  for key, candidate in (("test/psnr", DENOISING_COLUMNS), ("test/token_acc", SEQUENCE_COLUMNS),
+                         ("test/span_f1", NER_COLUMNS)):
+    if rows and all(key in runs[0] for _, _, runs in rows):
+      columns = candidate
   header = "| dataset | method | " + " | ".join(c[0] for c in columns) + " |"
   lines = [header, "|" + "---|" * (len(columns) + 2)]
   for dataset, method, runs in rows:
@@ -111,11 +125,13 @@ def format_table(rows: list[tuple[str, str, list[dict]]]) -> str:
 def format_pivot(rows: list[tuple[str, str, list[dict]]], key: str) -> str:
   """One results key as a markdown table: a row per method, a column per dataset.
 
-  A method not run on a dataset shows "–"; several folds show their mean.
+  A method not run on a dataset (or without that key there) shows "–"; several folds
+  show their mean.
   """
   datasets = list(dict.fromkeys(d for d, _, _ in rows))
   methods = list(dict.fromkeys(m for _, m, _ in rows))
-  cells = {(d, m): np.mean([_lookup(r, key) for r in runs]) for d, m, runs in rows}
+  cells = {(d, m): np.mean([_lookup(r, key) for r in runs]) for d, m, runs in rows
+           if all(key in r for r in runs)}  # e.g. span F1: NER rows only
   scale = 1.0 if _unscaled(key) else 100.0
   lines = [f"| {key} | " + " | ".join(datasets) + " |", "|" + "---|" * (len(datasets) + 1)]
   for m in methods:

@@ -110,6 +110,18 @@ def test_denoising_rows_get_psnr_columns_in_db():
       [("depth_scenes", "cnn_denoiser", [run])], "test/psnr")
 
 
+def test_sequence_rows_get_token_accuracy_and_ner_rows_span_f1():
+  from experiments import compare
+  pos = {"validation/token_acc": 0.84, "test/token_acc": 0.85}
+  ner = dict(pos, **{"validation/span_f1": 0.8, "test/span_f1": 0.79,
+                     "test/span_precision": 0.81, "test/span_recall": 0.77})
+  table = compare.format_table([("conll2003", "crf", [ner])])
+  assert "| conll2003 | crf | 84.00 | 85.00 | 80.00 | 79.00 | 81.00 | 77.00 |" in table
+  rows = [("twitter_pos", "crf", [pos]), ("conll2003", "crf", [ner])]
+  assert "| twitter_pos | crf | 84.00 | 85.00 |" in compare.format_table(rows)
+  assert "| crf | – | 79.00 |" in compare.format_pivot(rows, "test/span_f1")
+
+
 def test_pivot_table_puts_methods_in_rows_and_datasets_in_columns():
   from experiments import compare
   rows = [("bibtex", "ce", [{"k": 0.5}]), ("bibtex", "seal", [{"k": 0.25}]),
