@@ -17,13 +17,14 @@ splits of `(x, y)` arrays, which validation metrics select checkpoints, and whic
 `task_for(config)` picks the task from `config.data.name`.
 """
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import ml_collections
 import numpy as np
 
 from energynets import data as data_lib
 from energynets import metrics
+from energynets.data import batching
 from energynets.data import denoising
 
 # predictions(split) -> the model's outputs on every row of that split's x.
@@ -63,12 +64,16 @@ class Task(NamedTuple):
       computed at every evaluation of the loop (checkpoint selection).
     results: `(dataset, predictions) -> {"<split>/<metric>": value}` of a finished run.
     metric_definitions: written into every results.json.
+    train_batches: `(config, dataset, batch_size, seed) -> (step -> batch)`, the loop's
+      training batches when the task needs its own (sequences: similar lengths, cropped);
+      None: uniform random rows.
   """
   name: str
   load: Callable[[ml_collections.ConfigDict], Any]
   validation_metrics: Callable[[Any, np.ndarray], dict[str, float]]
   results: Callable[[Any, Predictions], dict[str, float]]
   metric_definitions: dict[str, str]
+  train_batches: Optional[Callable[..., Callable[[int], dict]]] = None
 
 
 # --------------------------------------------------------------------------- multi-label
@@ -230,8 +235,18 @@ def sequence_results(dataset: SequenceData, predictions: Predictions) -> dict[st
   return results
 
 
+def sequence_train_batches(config, dataset: SequenceData, batch_size: int, seed: int
+                           ) -> Callable[[int], dict]:
+  """Length-bucketed training batches cropped to their longest sentence (rounded up to
+  `config.data.length_multiple`), a pure function of (seed, step)."""
+  arrays = {"x": dataset.train.x, "y": dataset.train.y}
+  lengths = dataset.train.mask.sum(-1)
+  return lambda step: batching.length_bucketed_batch(
+      arrays, lengths, batch_size, seed, step, config.data.length_multiple)
+
+
 SEQUENCE = Task("sequence", load_sequence, sequence_validation_metrics, sequence_results,
-                SEQUENCE_METRICS)
+                SEQUENCE_METRICS, sequence_train_batches)
 
 SEQUENCE_DATASETS = ("twitter_pos", "conll2003")
 

@@ -367,9 +367,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     if name:
       logging.info("=== stage %r: method %s, %d steps", name, stage_config.method,
                    stage_config.train.steps)
+    train_batch = None
+    if task.train_batches is not None:
+      train_batch = task.train_batches(config, dataset, stage_config.train.batch_size,
+                                       stage_config.train.seed)
     result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
                            train_lib.LoopOptions.from_config(stage_config.train), stage_dir,
-                           evaluate=evaluate, mesh=mesh, previous_state=state)
+                           evaluate=evaluate, mesh=mesh, previous_state=state,
+                           train_batch=train_batch)
     state = result.state
     stage_meta.append({"stage": name, "method": stage_config.method,
                        "batch_size": stage_config.train.batch_size,

@@ -92,13 +92,17 @@ def fit(objective: Objective,
         *,
         evaluate: Callable[[Any], dict[str, float]] | None = None,
         mesh: jax.sharding.Mesh | None = None,
-        previous_state: Any = None) -> FitResult:
+        previous_state: Any = None,
+        train_batch: Callable[[int], Mapping[str, np.ndarray]] | None = None) -> FitResult:
   """Trains `objective` on `train_arrays` (`{"x": [N, ...], "y": [N, ...]}`) for `options.steps`.
 
   `evaluate(state) -> {"validation/<metric>": value}` is called every `eval_every`
   steps and at the end; `options.select_metric` picks the returned state.
   `previous_state`: the selected state of the previous training stage; the first
   state is then `objective.init_from(previous_state, ...)` instead of `init`.
+  `train_batch(step) -> {name: [batch_size, ...]}`: the global batch of a step, a pure
+  function of the step (default: `train_batch_indices` rows of `train_arrays`; sequence
+  tasks pass `length_bucketed_batch`).
   """
   mesh = mesh or step_lib.make_mesh()
   step_lib.check_batch_size(options.batch_size, mesh)
@@ -107,9 +111,13 @@ def fit(objective: Objective,
   num_examples = len(next(iter(train_arrays.values())))
   rows = step_lib.process_slice(options.batch_size)
 
+  if train_batch is None:
+    def train_batch(step: int) -> dict[str, np.ndarray]:
+      idx = train_batch_indices(num_examples, options.batch_size, options.seed, step)
+      return {k: v[idx] for k, v in train_arrays.items()}
+
   def batch_at(step: int) -> dict[str, jax.Array]:
-    idx = train_batch_indices(num_examples, options.batch_size, options.seed, step)[rows]
-    return step_lib.shard_batch({k: v[idx] for k, v in train_arrays.items()}, mesh)
+    return step_lib.shard_batch({k: v[rows] for k, v in train_batch(step).items()}, mesh)
 
   init_key, step_key = jax.random.split(jax.random.PRNGKey(options.seed))
   if previous_state is None:

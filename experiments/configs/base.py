@@ -105,7 +105,8 @@ def get_sequence_base_config(dataset: str = "twitter_pos") -> ml_collections.Con
   """Shared defaults of the sequence-labeling configs (a BiLSTM tagger, token CE).
 
   Embeddings are learned from scratch (no pretrained vectors ship here; a GloVe-format
-  file can be given as `model.glove_path`). NER uses the BIOES scheme (17 tags, as the
+  file can be given as `model.glove_path`). Training batches hold sentences of similar
+  length, cropped to the longest rounded up to `data.length_multiple`. NER uses the BIOES scheme (17 tags, as the
   papers); selection is on validation token accuracy (POS) or span F1 (NER).
   """
   if dataset not in SEQUENCE_DATASETS:
@@ -116,7 +117,7 @@ def get_sequence_base_config(dataset: str = "twitter_pos") -> ml_collections.Con
   config.method = "local_token_ce"
   config.data = ml_collections.ConfigDict(dict(
       name="conll2003" if ner else dataset, data_dir="", scheme="bioes" if ner else "",
-      lowercase=False, min_count=1, max_word_length=20, split_seed=0))
+      lowercase=False, min_count=1, max_word_length=20, split_seed=0, length_multiple=32))
   plus = dataset == "conll2003_plus"
   config.model = ml_collections.ConfigDict(dict(
       word_dim=100, char_dim=30, char_filters=50, pos_dim=25 if plus else 0,
