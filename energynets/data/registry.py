@@ -275,6 +275,24 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> pathlib.Path:
   return path
 
 
+def dataset_files(data_dir, subdir: str, files: Mapping[str, str], name: str
+                  ) -> tuple[pathlib.Path, dict[str, pathlib.Path]]:
+  """`(folder, {role: path})` of a dataset's files under the data directory.
+
+  A DataError names a missing folder or file, before any checksum is looked at.
+  """
+  root = resolve_data_dir(data_dir) / subdir
+  if not root.is_dir():
+    raise DataError(root, None, f"dataset folder of {name!r} not found under the data "
+                    f"directory (set data_dir or {DATA_DIR_ENV})")
+  paths = {role: root / f for role, f in files.items()}
+  for p in paths.values():
+    if not p.is_file():
+      raise DataError(p, None, f"file not found (dataset {name!r} needs "
+                      f"{sorted(files.values())})")
+  return root, paths
+
+
 def sha256_of(path: str | os.PathLike) -> str:
   h = hashlib.sha256()
   with open(path, "rb") as f:
@@ -395,15 +413,7 @@ def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
   if resplit and not spec.resplit_counts:
     offered = sorted(n for n, s in REGISTRY.items() if s.resplit_counts)
     raise ValueError(f"{spec.name}: resplit=True is only defined for {offered}")
-  root = resolve_data_dir(data_dir) / spec.subdir
-  if not root.is_dir():
-    raise DataError(root, None, f"dataset folder of {spec.name!r} not found under the data "
-                    f"directory (set data_dir or {DATA_DIR_ENV})")
-  files = {role: root / f for role, f in spec.files.items()}
-  for p in files.values():  # a missing file is reported before any checksum mismatch
-    if not p.is_file():
-      raise DataError(p, None, f"file not found (dataset {spec.name!r} needs "
-                      f"{sorted(spec.files.values())})")
+  root, files = dataset_files(data_dir, spec.subdir, spec.files, spec.name)
   records = [_file_record(p, spec.sha256.get(p.name), root.parent) for p in files.values()]
   meta: dict[str, Any] = {
       "dataset": spec.name, "source": "registry", "kind": spec.kind,

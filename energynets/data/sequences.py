@@ -29,7 +29,7 @@ import numpy as np
 
 from energynets import metrics
 from energynets.data.arff import DataError
-from energynets.data.registry import resolve_data_dir
+from energynets.data.registry import dataset_files
 from energynets.data.registry import sha256_of
 
 PathLike = str | os.PathLike
@@ -554,14 +554,7 @@ def load_sequence_dataset(name: str, data_dir: PathLike | None = None,
   scheme = spec.schemes[0] if scheme is None else scheme
   if scheme not in spec.schemes:
     raise ValueError(f"{name}: scheme must be one of {spec.schemes}; got {scheme!r}")
-  root = resolve_data_dir(data_dir) / spec.subdir
-  if not root.is_dir():
-    raise DataError(root, None, f"dataset folder of {name!r} not found under the data "
-                    f"directory")
-  files = {split: root / f for split, f in spec.files.items()}
-  for p in files.values():  # a missing file is reported before any checksum mismatch.
-    if not p.is_file():
-      raise DataError(p, None, f"file not found ({name} needs {sorted(spec.files.values())})")
+  root, files = dataset_files(data_dir, spec.subdir, spec.files, name)
   records = []
   for split, p in files.items():
     digest = sha256_of(p)
