@@ -150,6 +150,7 @@ class ImplicitGradient(NamedTuple):
     prim_grad_theta: `∂_θ L_prim`, the right-hand side (zero means no implicit term).
     residual: `‖(H + δI) w − ∂_θ L_prim‖ / ‖∂_θ L_prim‖` for the solved w (one extra
       Hessian product): how well the inverse-HVP was solved.
+    aux: what `prim_loss` returned beside its value when `has_aux` (else None).
   """
   value: jax.Array
   total: PyTree
@@ -157,6 +158,7 @@ class ImplicitGradient(NamedTuple):
   implicit: PyTree
   prim_grad_theta: PyTree
   residual: jax.Array
+  aux: Any = None
 
 
 def _solve(aux_at_phi: Callable[[PyTree], jax.Array], theta: PyTree, rhs: PyTree,
@@ -179,7 +181,8 @@ def _solve(aux_at_phi: Callable[[PyTree], jax.Array], theta: PyTree, rhs: PyTree
 
 def implicit_gradient(aux_loss: Callable[[PyTree, PyTree], jax.Array],
                       prim_loss: Callable[[PyTree, PyTree], jax.Array], theta: PyTree,
-                      phi: PyTree, config: InverseHVP = InverseHVP()) -> ImplicitGradient:
+                      phi: PyTree, config: InverseHVP = InverseHVP(), *,
+                      has_aux: bool = False) -> ImplicitGradient:
   """The gradient of `φ ↦ L_prim(θ*(φ), φ)` at `θ ≈ θ*(φ)`, by Eq. 4.
 
   Args:
@@ -188,14 +191,16 @@ def implicit_gradient(aux_loss: Callable[[PyTree, PyTree], jax.Array],
     theta: the inner solution reached (treated as θ*; no gradient flows through how).
     phi: the outer parameters.
     config: the inverse-HVP solver.
+    has_aux: `prim_loss` returns `(value, aux)` (as `jax.value_and_grad`'s `has_aux`).
   """
-  value, (prim_grad_theta, explicit) = jax.value_and_grad(prim_loss, argnums=(0, 1))(
-      theta, phi)
+  value, (prim_grad_theta, explicit) = jax.value_and_grad(
+      prim_loss, argnums=(0, 1), has_aux=has_aux)(theta, phi)
+  value, aux = value if has_aux else (value, None)
   w, residual = _solve(lambda t: aux_loss(t, phi), theta, prim_grad_theta, config)
   cross = cross_hvp(lambda p, t: aux_loss(t, p), phi, theta, w)
   implicit = jax.tree.map(jnp.negative, cross)
   total = jax.tree.map(jnp.add, explicit, implicit)
-  return ImplicitGradient(value, total, explicit, implicit, prim_grad_theta, residual)
+  return ImplicitGradient(value, total, explicit, implicit, prim_grad_theta, residual, aux)
 
 
 def implicit_solution(aux_loss: Callable[..., jax.Array],

@@ -290,19 +290,19 @@ def implicit_objective(net: nn.Module, energy: SPENEnergy,
                                               jax.random.split(inner_rng, inner_steps))
     theta = theta_group.params
     aux = lambda t, p: losses.aux(t, p, batch, hessian_rng)[0]
-    prim = lambda t, p: losses.prim(t, p, batch, prim_rng)[0]
-    _, prim_metrics = losses.prim(theta, phi, batch, prim_rng)
+    prim = lambda t, p: losses.prim(t, p, batch, prim_rng)
     norm = optax.tree.norm
     if gradient == "implicit":
-      g = diff.implicit_gradient(aux, prim, theta, phi, inverse_hvp)
-      value = g.value
+      g = diff.implicit_gradient(aux, prim, theta, phi, inverse_hvp, has_aux=True)
+      value, prim_metrics = g.value, g.aux
       used = g.residual <= max_residual
       grads = jax.tree.map(lambda e, t: jnp.where(used, t, e), g.explicit, g.total)
       extra = dict(explicit_norm=norm(g.explicit), implicit_norm=norm(g.implicit),
                    prim_grad_theta_norm=norm(g.prim_grad_theta), ihvp_residual=g.residual,
                    implicit_used=used.astype(jnp.float32))
     else:
-      value, grads = jax.value_and_grad(prim, argnums=1)(theta, phi)
+      (value, prim_metrics), grads = jax.value_and_grad(prim, argnums=1, has_aux=True)(
+          theta, phi)
       extra = dict(explicit_norm=norm(grads))
     energy_group = base.apply_gradients(state["energy"], grads, optimizer)
     metrics = dict(prim_metrics, loss=value, grad_norm=norm(grads), **extra)
