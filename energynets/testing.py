@@ -6,6 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from energynets import nets
+
 
 def directional_derivatives(value_fn: Callable[[Any], jax.Array],
                             grad_fn: Callable[[Any], Any], params: Any, seed: int,
@@ -82,3 +84,38 @@ def fit_one_batch(objective, batch, num_steps: int, seed: int = 0
     state, metrics = update(state, batch, jax.random.key(t))
     losses.append(float(metrics["loss"]))
   return state, losses, metrics
+
+
+def assert_trees_equal(tree, reference) -> None:
+  """Same structure and exactly equal leaves (what a carried parameter group must be)."""
+  assert jax.tree.structure(tree) == jax.tree.structure(reference), (
+      jax.tree.structure(tree), jax.tree.structure(reference))
+  for a, b in zip(jax.tree.leaves(tree), jax.tree.leaves(reference)):
+    np.testing.assert_array_equal(a, b)
+
+
+# A tiny sequence-labeling problem: 4 sentences of lengths 6, 4, 1, 3 padded to 6, a
+# vocabulary of 12 words (0 = padding), 3 characters per word, 5 tags.
+SEQ_BATCH, SEQ_STEPS, SEQ_CHARS, SEQ_TAGS, SEQ_VOCAB = 4, 6, 3, 5, 12
+
+
+def tiny_sequence_batch(seed: int = 0) -> tuple[dict, np.ndarray, np.ndarray]:
+  """`({"x": packed tokens [4, 6, 6], "y": one-hot tags [4, 6, 5]}, mask, tags)`."""
+  b, t, c, num_tags, vocab = SEQ_BATCH, SEQ_STEPS, SEQ_CHARS, SEQ_TAGS, SEQ_VOCAB
+  rs = np.random.RandomState(seed)
+  lengths = np.array([6, 4, 1, 3])
+  mask = np.arange(t) < lengths[:, None]
+  words = np.where(mask, rs.randint(2, vocab, (b, t)), 0)
+  chars = np.where(mask[..., None], rs.randint(1, 7, (b, t, c)), 0)
+  x = np.concatenate([words[..., None], np.zeros((b, t, 2), int), chars], -1)
+  tags = rs.randint(0, num_tags, (b, t))
+  y = np.eye(num_tags, dtype=np.float32)[tags] * mask[..., None]
+  return {"x": jnp.asarray(x.astype(np.int32)), "y": jnp.asarray(y)}, mask, tags
+
+
+def tiny_tagger():
+  """A `PackedTagger` for `tiny_sequence_batch` (word + char CNN, BiLSTM of 5)."""
+  return nets.PackedTagger(
+      embedder=nets.TokenEmbedder(vocab_size=SEQ_VOCAB, word_dim=6, char_vocab_size=7,
+                                  char_dim=4, char_filters=3),
+      encoder=nets.BiLSTM(hidden_size=5), num_tags=SEQ_TAGS)

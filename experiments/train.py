@@ -95,6 +95,26 @@ def tagger(config, dataset) -> nets.PackedTagger:
                            dropout=m.dropout)
 
 
+def sequence_energy(config, dataset) -> energies.SequenceEnergy:
+  """The `SequenceEnergy` of `config.energy` (Tu et al. 2020, Eq. 7-9) with `tagger`'s
+  BiLSTM as its local net, so a `local_token_ce` stage's tagger carries into it."""
+  e = config.energy
+  return energies.SequenceEnergy(
+      local_net=tagger(config, dataset), tlm_variants=_names(e.tlm_variants) or (),
+      gamma=e.gamma, tlm_weight=e.tlm_weight, tlm_hidden=e.tlm_hidden,
+      pairwise_scale=e.pairwise_scale)
+
+
+def _is_sequence(dataset) -> bool:
+  return isinstance(dataset, tasks.SequenceData)
+
+
+def feed_forward_net(config, dataset):
+  """The feed-forward (inference / task) network: the BiLSTM `tagger` on sequence data,
+  else the `MLP` of `config.model`."""
+  return tagger(config, dataset) if _is_sequence(dataset) else _mlp(config, dataset)
+
+
 def _build_local_token_ce(config, dataset, optimizer) -> objectives.Objective:
   return objectives.local_token_ce(tagger(config, dataset), optimizer, l2=config.loss.l2)
 
@@ -146,7 +166,10 @@ def _names(text: str) -> tuple[str, ...] | None:
 
 
 def energy_module(config, dataset):
-  """`config.energy` as a module: a denoising energy when it names a `kind`, else SPEN."""
+  """`config.energy` as a module: a `SequenceEnergy` on sequence data, a denoising energy
+  when it names a `kind`, else a `SPENEnergy`."""
+  if _is_sequence(dataset):
+    return sequence_energy(config, dataset)
   return image_energy(config) if "kind" in config.energy else spen_energy(config, dataset)
 
 
@@ -179,7 +202,7 @@ def _build_seal(config, dataset, optimizer) -> objectives.Objective:
   the loss-net; config.seal.phase picks dynamic or a static stage."""
   s = config.seal
   return objectives.seal_objective(
-      _mlp(config, dataset), spen_energy(config, dataset), optimizer,
+      feed_forward_net(config, dataset), energy_module(config, dataset), optimizer,
       make_optimizer(config.loss_net_optimizer, config.train.steps),
       objective=s.objective, phase=s.phase, energy_weight=s.energy_weight,
       bce_weight=s.bce_weight, energy_term=s.energy_term, num_samples=s.num_samples,
@@ -194,7 +217,7 @@ def _build_seal(config, dataset, optimizer) -> objectives.Objective:
 def _build_seal_ranking(config, dataset, optimizer) -> objectives.Objective:
   """SEAL's ablation without a loss-net: seal.energy_weight (λ1) weighs the ranking loss."""
   s = config.seal
-  return objectives.task_net_ranking(_mlp(config, dataset), optimizer,
+  return objectives.task_net_ranking(feed_forward_net(config, dataset), optimizer,
                                      num_samples=s.num_samples,
                                      ranking_weight=s.energy_weight, bce_weight=s.bce_weight)
 
@@ -217,7 +240,7 @@ def _build_infnet(config, dataset, optimizer) -> objectives.Objective:
   n = config.infnet
   net_steps = config.train.steps * n.num_inner_steps
   return objectives.inference_network(
-      spen_energy(config, dataset), _mlp(config, dataset), optimizer,
+      energy_module(config, dataset), feed_forward_net(config, dataset), optimizer,
       make_optimizer(config.test_net_optimizer, net_steps),
       make_optimizer(config.cost_net_optimizer, net_steps), objective=n.objective,
       architecture=n.architecture, compound_weight=n.compound_weight,
@@ -245,7 +268,7 @@ def _build_implicit(config, dataset, optimizer) -> objectives.Objective:
   steps per update, so its schedule spans that many steps."""
   m = config.implicit
   return objectives.implicit_objective(
-      _mlp(config, dataset), spen_energy(config, dataset), optimizer,
+      feed_forward_net(config, dataset), energy_module(config, dataset), optimizer,
       make_optimizer(config.inner_optimizer, config.train.steps * m.inner_steps),
       primary=m.primary, energy_weight=m.energy_weight, inner_steps=m.inner_steps,
       inverse_hvp=diff.InverseHVP(**m.inverse_hvp), gradient=m.gradient,

@@ -77,3 +77,15 @@ def test_greedy_bit_flips_reach_a_single_flip_local_minimum():
   for i in range(6):  # no single flip lowers the energy any more
     flipped = y.at[:, i].set(1.0 - y[:, i])
     assert np.all(np.asarray(fn(params, enc, flipped)) >= e - 1e-6)
+
+
+def test_sequence_throughput_reports_tokens_per_second(tmp_path):
+  out = tmp_path / "throughput.md"
+  proc = _run(["benchmarks.sequence_throughput", "--rows=bilstm,crf,infnet,spen_ssvm",
+               "--num_test=6", "--max_length=7", "--num_tokens=30", "--vocab=20",
+               "--chars=9", "--tags=4", "--word_length=3", "--repeats=1", f"--out={out}"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [l.split("|") for l in out.read_text().splitlines() if l.startswith("| ")][1:]
+  assert [r[1].strip() for r in rows] == ["bilstm", "crf", "infnet", "spen_ssvm"]
+  assert [r[2].strip() for r in rows] == ["local_token_ce", "crf", "infnet", "ssvm"]
+  assert all(float(r[4]) > 0 for r in rows) and float(rows[0][5]) == 1.0

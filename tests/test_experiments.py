@@ -186,8 +186,14 @@ def test_every_sequence_config_trains_and_writes_token_metrics(method, tmp_path,
       "train.steps=4", "train.eval_every=2", "train.log_every=2", "train.tensorboard=False",
       "train.batch_size=8", "model.hidden=8", "model.word_dim=8", "model.char_filters=4",
       f"data.data_dir={data_dir}"])
+  for name in config.stages.keys():
+    config.stages[name].train.steps = 4
+  if "energy" in config and "tlm_hidden" in config.energy:
+    config.energy.tlm_hidden = 8
   results = train.train_and_evaluate(config, str(tmp_path))
   assert results["meta"]["task"] == "sequence"
+  stages = [s.strip() for s in config.stage_order.split(",") if s.strip()] or [""]
+  assert [s["stage"] for s in results["meta"]["stages"]] == stages
   for key in ("validation/token_acc", "test/token_acc"):
     assert 0.0 <= results[key] <= 1.0, (key, results[key])
   assert "test/span_f1" not in results  # POS has no spans

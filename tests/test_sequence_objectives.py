@@ -21,26 +21,9 @@ from energynets.objectives import local_token_ce
 from energynets.objectives.local import token_cross_entropy
 from experiments import tasks
 
-B, T, C, L, V = 4, 6, 3, 5, 12
-
-
-def _batch(seed=0):
-  rs = np.random.RandomState(seed)
-  lengths = np.array([6, 4, 1, 3])
-  mask = np.arange(T) < lengths[:, None]
-  words = np.where(mask, rs.randint(2, V, (B, T)), 0)
-  chars = np.where(mask[..., None], rs.randint(1, 7, (B, T, C)), 0)
-  x = np.concatenate([words[..., None], np.zeros((B, T, 2), int), chars], -1).astype(np.int32)
-  tags = rs.randint(0, L, (B, T))
-  y = np.eye(L, dtype=np.float32)[tags] * mask[..., None]
-  return {"x": jnp.asarray(x), "y": jnp.asarray(y)}, mask, tags
-
-
-def _tagger():
-  return nets.PackedTagger(
-      embedder=nets.TokenEmbedder(vocab_size=V, word_dim=6, char_vocab_size=7, char_dim=4,
-                                  char_filters=3),
-      encoder=nets.BiLSTM(hidden_size=5), num_tags=L)
+B, T, L = testing.SEQ_BATCH, testing.SEQ_STEPS, testing.SEQ_TAGS
+_batch = testing.tiny_sequence_batch
+_tagger = testing.tiny_tagger
 
 
 def test_token_cross_entropy_averages_over_real_tokens_only():

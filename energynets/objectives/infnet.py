@@ -30,6 +30,14 @@ extension of the Hamming loss). CE is `multilabel_bce` on the nets' logits (BCE 
 over labels, averaged over examples), and ŷ = σ(logits): the nets output logits [B, L].
 Prediction is A_Ψ(x) = σ(logits) — one forward pass, no search.
 
+Sequences (the paper's POS and NER experiments) use the same objective with a
+`SequenceEnergy` and taggers as nets: outputs are per-token logits `[B, T, L]`, ŷ the
+per-token softmax, CE the token cross-entropy over real tokens and Δ the L1 distance
+over real tokens (padded positions, all-zero gold rows, never count); the stacked F_Φ
+is then exactly the paper's `softmax(W_q[A_Ψ(x)_t; y_t] + b_q)` per position. The
+pieces come from `outputs.OutputStructure`, picked from the energy (`output=`
+overrides it).
+
 Choices, with reasons:
 
 - One `update` = k = `num_inner_steps` inference steps ("I steps") on (Φ, Ψ), then one
@@ -105,6 +113,7 @@ import jax.numpy as jnp
 import optax
 
 from energynets.objectives import base
+from energynets.objectives import outputs
 from energynets.objectives import ssvm
 
 OBJECTIVES = ("margin", "perceptron", "compound")
@@ -177,11 +186,13 @@ class InfNetLosses(NamedTuple):
     energy_loss: `(energy_params, batch, y_cost, y_test, rng) -> (loss, metrics)`, the
       E-step loss at fixed net outputs (`[B, L]` probabilities; `y_cost` is None for
       `'perceptron'`, `y_test` is unused by `'margin'`).
+    structure: the `OutputStructure` (link, local CE, padding) the losses use.
   """
   net_logits: Callable[..., tuple[jax.Array, Optional[jax.Array]]]
   init_nets: Callable[[jax.Array, base.Batch], NetParams]
   inference_loss: Callable[..., tuple[jax.Array, base.Metrics]]
   energy_loss: Callable[..., tuple[jax.Array, base.Metrics]]
+  structure: outputs.OutputStructure = outputs.MULTILABEL
 
 
 def _check_options(objective, architecture, truncate, surrogate, compound_weight,
@@ -205,10 +216,16 @@ def infnet_losses(energy: nn.Module, net: nn.Module, *, objective: str = "compou
                   architecture: str = "stacked", compound_weight: float = 1.0,
                   energy_weight: Optional[float] = None, ce_weight: float = 1.0,
                   truncate: str = "energy", surrogate: str = "l1", l2: float = 0.0,
-                  net_l2: float = 0.0) -> InfNetLosses:
+                  net_l2: float = 0.0, output=None) -> InfNetLosses:
   """The I-step and E-step losses and the nets' forward pass (see `inference_network`)."""
   _check_options(objective, architecture, truncate, surrogate, compound_weight,
                  energy_weight, ce_weight, l2, net_l2)
+  structure = (outputs.for_energy(energy) if output is None
+               else outputs.get_structure(output))
+  link = structure.link
+
+  def delta_of(y_hat, y):  # Δ over real positions (sequences: padding excluded)
+    return ssvm.task_loss(structure.mask_padding(y_hat, y), y, surrogate)
   uses_cost = objective in ("margin", "compound")
   uses_test_in_energy = objective in ("perceptron", "compound")
   if energy_weight is None:
@@ -233,7 +250,7 @@ def infnet_losses(energy: nn.Module, net: nn.Module, *, objective: str = "compou
       cost_logits = net.apply({"params": net_params["cost_net"]}, x, train=train,
                               rngs={"dropout": cost_rng} if train else None)
     else:  # stacked: F_Φ's terms must not reach Ψ
-      test_probs = jax.lax.stop_gradient(jax.nn.sigmoid(test_logits))
+      test_probs = jax.lax.stop_gradient(link(test_logits))
       cost_logits = StackedCostNet(test_logits.shape[-1]).apply(
           {"params": net_params["cost_net"]}, test_probs, y)
     return test_logits, cost_logits
@@ -259,20 +276,20 @@ def infnet_losses(energy: nn.Module, net: nn.Module, *, objective: str = "compou
   def inference_loss(net_params, energy_of, batch, rng):
     y = batch["y"]
     test_logits, cost_logits = net_logits(net_params, batch["x"], y, train=True, rng=rng)
-    y_test = jax.nn.sigmoid(test_logits)
+    y_test = link(test_logits)
     e_test = jnp.mean(energy_of(y_test))
-    ce_test = base.multilabel_bce(test_logits, y)
+    ce_test = structure.local_loss(test_logits, y)
     loss = energy_weight * e_test + ce_weight * ce_test
     metrics = {"energy_test": e_test, "ce_test": ce_test}
     if uses_cost:
-      y_cost = jax.nn.sigmoid(cost_logits)
-      delta = ssvm.task_loss(y_cost, y, surrogate)
+      y_cost = link(cost_logits)
+      delta = delta_of(y_cost, y)
       e_cost = energy_of(y_cost)
       if truncate == "both":  # Tu & Gimpel 2018: maximize the truncated hinge
         cost_term = -jnp.mean(jax.nn.relu(delta - e_cost + energy_of(y)))
       else:  # −(Δ − E(F)); E(x, y) is constant in Φ
         cost_term = jnp.mean(e_cost - delta)
-      ce_cost = base.multilabel_bce(cost_logits, y)
+      ce_cost = structure.local_loss(cost_logits, y)
       loss = loss + cost_term + ce_weight * ce_cost
       metrics.update(cost_augmented=jnp.mean(delta - e_cost), delta=jnp.mean(delta),
                      ce_cost=ce_cost)
@@ -289,7 +306,7 @@ def infnet_losses(energy: nn.Module, net: nn.Module, *, objective: str = "compou
     metrics = {"energy_gold": jnp.mean(e_gold)}
     if uses_cost:
       y_cost = jax.lax.stop_gradient(y_cost)
-      delta = ssvm.task_loss(y_cost, y, surrogate)
+      delta = delta_of(y_cost, y)
       e_cost = energy_of(y_cost)
       margin = delta - e_cost + e_gold
       hinge = jnp.mean(truncated(margin))
@@ -308,7 +325,7 @@ def infnet_losses(energy: nn.Module, net: nn.Module, *, objective: str = "compou
       loss = loss + l2 * base.l2_penalty(energy_params)
     return loss, metrics
 
-  return InfNetLosses(net_logits, init_nets, inference_loss, energy_loss)
+  return InfNetLosses(net_logits, init_nets, inference_loss, energy_loss, structure)
 
 
 def _float_dtype(params) -> jnp.dtype:
@@ -400,6 +417,7 @@ def inference_network(
     surrogate: str = "l1",
     l2: float = 0.0,
     net_l2: float = 0.0,
+    output=None,
 ) -> base.Objective:
   """The joint energy / inference-network objective (see the module docstring).
 
@@ -426,6 +444,8 @@ def inference_network(
     surrogate: Δ, a name of `ssvm.SURROGATES` (paper: `'l1'`).
     l2: weight of `½‖W‖²` on the energy's weight matrices.
     net_l2: weight of `½‖W‖²` on the inference nets' weight matrices.
+    output: the `OutputStructure` (or its name); None: `outputs.for_energy(energy)`,
+      i.e. per-token softmax outputs for a `SequenceEnergy`, σ per label otherwise.
 
   Returns:
     An `Objective` whose state is `{"energy", "test_net", "cost_net"}` `ParamGroup`s
@@ -442,7 +462,7 @@ def inference_network(
   losses = infnet_losses(energy, net, objective=objective, architecture=architecture,
                          compound_weight=compound_weight, energy_weight=energy_weight,
                          ce_weight=ce_weight, truncate=truncate, surrogate=surrogate,
-                         l2=l2, net_l2=net_l2)
+                         l2=l2, net_l2=net_l2, output=output)
   optimizers = {"energy": energy_optimizer, "test_net": test_optimizer,
                 "cost_net": cost_optimizer if cost_optimizer is not None else test_optimizer}
 
@@ -490,8 +510,8 @@ def inference_network(
 
     net_params = {k: g.params for k, g in groups.items()}
     test_logits, cost_logits = losses.net_logits(net_params, batch["x"], batch["y"])
-    y_test = jax.nn.sigmoid(test_logits)
-    y_cost = None if cost_logits is None else jax.nn.sigmoid(cost_logits)
+    y_test = losses.structure.link(test_logits)
+    y_cost = None if cost_logits is None else losses.structure.link(cost_logits)
     energy_group, metrics = base.minimize_step(losses.energy_loss, optimizers["energy"],
                                                state["energy"], batch, y_cost, y_test,
                                                energy_rng)
@@ -500,6 +520,6 @@ def inference_network(
 
   def predict(state, x):
     logits = net.apply({"params": state["test_net"].params}, x, train=False)
-    return jax.nn.sigmoid(logits)
+    return losses.structure.link(logits)
 
   return base.Objective(init, update, predict, init_from)

@@ -22,6 +22,9 @@ import jax.numpy as jnp
 import optax
 
 from energynets.objectives import base
+from energynets.objectives import outputs
+
+token_cross_entropy = outputs.token_cross_entropy
 
 
 def local_bce(net: nn.Module, optimizer: optax.GradientTransformation, *,
@@ -30,20 +33,12 @@ def local_bce(net: nn.Module, optimizer: optax.GradientTransformation, *,
   return _local(net, optimizer, "bce", base.multilabel_bce, jax.nn.sigmoid, l2)
 
 
-def token_cross_entropy(logits: jax.Array, y: jax.Array) -> jax.Array:
-  """`[B, T, L] x2 -> scalar`: softmax CE per token, averaged over real tokens (rows of
-  `y` that are one-hot; all-zero rows are padding)."""
-  per_token = -jnp.sum(y * jax.nn.log_softmax(logits, axis=-1), axis=-1)
-  num_tokens = jnp.maximum(jnp.sum(y), 1.0)
-  return jnp.sum(per_token) / num_tokens
-
-
 def local_token_ce(net: nn.Module, optimizer: optax.GradientTransformation, *,
                    l2: float = 0.0) -> base.Objective:
   """Token cross-entropy on the logits of `net(x) -> [B, T, L]`; prediction is the
   per-token `softmax`."""
-  return _local(net, optimizer, "token_ce", token_cross_entropy,
-                lambda logits: jax.nn.softmax(logits, axis=-1), l2)
+  return _local(net, optimizer, "token_ce", outputs.SEQUENCE.local_loss,
+                outputs.SEQUENCE.link, l2)
 
 
 def local_squared_error(net: nn.Module, optimizer: optax.GradientTransformation, *,

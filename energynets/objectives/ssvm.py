@@ -60,6 +60,7 @@ from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import GBIConfig, GBIResult
 from energynets.objectives import base
 from energynets.objectives import energy_model
+from energynets.objectives import outputs
 from energynets.objectives.energy_model import INITS
 
 SURROGATES = ("squared", "log", "l1")
@@ -93,6 +94,14 @@ def task_loss(y_hat: jax.Array, y: jax.Array, surrogate: str = "squared",
   return jnp.sum(v, axis=tuple(range(1, v.ndim)))
 
 
+def structured_task_loss(domain, y_hat: jax.Array, y: jax.Array, surrogate: str,
+                         eps: float = DEFAULT_SURROGATE_EPS) -> jax.Array:
+  """`task_loss` over real positions only: on the Simplex (sequences) the padded tokens
+  of y (all-zero rows) are excluded (`outputs.mask_token_padding`), which the relaxed
+  ŷ there (a point of the simplex, moved only by GBI's entropy) would otherwise add."""
+  return task_loss(outputs.for_domain(domain).mask_padding(y_hat, y), y, surrogate, eps)
+
+
 # ---------------------------------------------------------------------------------------
 # The energy as GBI sees it, and the two inference problems.
 
@@ -123,7 +132,8 @@ def _loss_augmented(model, params, inputs, x, y, config, surrogate, eps, starts)
   """
   def augmented(p, inputs_and_gold, y_bar):
     enc, gold = inputs_and_gold
-    return model.energy(p, enc, y_bar) - task_loss(y_bar, gold, surrogate, eps)
+    return model.energy(p, enc, y_bar) - structured_task_loss(model.domain, y_bar, gold,
+                                                              surrogate, eps)
 
   params, inputs, y = jax.lax.stop_gradient((params, inputs, y))
   best_y = best_obj = None
@@ -248,10 +258,10 @@ class Margins(NamedTuple):
   energy_gold: jax.Array
 
 
-def _margins(energy_fn, params, encoding, y, y_hat, surrogate, eps) -> Margins:
-  delta = task_loss(y_hat, y, surrogate, eps)
-  e_pred = energy_fn(params, encoding, y_hat)
-  e_gold = energy_fn(params, encoding, y)
+def _margins(model, params, encoding, y, y_hat, surrogate, eps) -> Margins:
+  delta = structured_task_loss(model.domain, y_hat, y, surrogate, eps)
+  e_pred = model.energy(params, encoding, y_hat)
+  e_gold = model.energy(params, encoding, y)
   return Margins(delta - e_pred + e_gold, delta, e_pred, e_gold)
 
 
@@ -260,7 +270,7 @@ def margins(energy, params, x: jax.Array, y: jax.Array, y_hat: jax.Array, *,
             surrogate_eps: float = DEFAULT_SURROGATE_EPS) -> Margins:
   """The SSVM bracket at a given ŷ (deterministic forward pass)."""
   model = energy_model.as_model(energy)
-  return _margins(model.energy, params, model.encode(params, x), y, y_hat, surrogate,
+  return _margins(model, params, model.encode(params, x), y, y_hat, surrogate,
                   surrogate_eps)
 
 
@@ -365,7 +375,7 @@ def ssvm_hinge(energy, optimizer: optax.GradientTransformation, *,
     inputs = model.encode(params, batch["x"], True, rng)
     y_hat = _loss_augmented(model, params, inputs, batch["x"], y, loss_aug_gbi, surrogate,
                             surrogate_eps, starts)
-    m = _margins(model.energy, params, inputs, y, y_hat, surrogate, surrogate_eps)
+    m = _margins(model, params, inputs, y, y_hat, surrogate, surrogate_eps)
     hinge = jnp.mean(jax.nn.relu(m.margin))
     loss = hinge + l2 * base.groups_l2(params, trainable) if l2 else hinge
     return loss, {"hinge": hinge,

@@ -134,6 +134,30 @@ def get_sequence_base_config(dataset: str = "twitter_pos") -> ml_collections.Con
   return config
 
 
+def sequence_energy() -> ml_collections.ConfigDict:
+  """`config.energy` of a `SequenceEnergy` (experiments/train.py:sequence_energy): the
+  tagger of `config.model` as local term, W starting at zero, and the TLM global terms
+  named in `tlm_variants` (comma-separated names of `energies.sequence.TLM_VARIANTS`;
+  empty: Eq. 7 alone; "forward" = GE(a), "forward,backward" = GE(b), all four = GE(c)),
+  with the paper's hidden size 128, γ = 1 for the word-augmented ones."""
+  return ml_collections.ConfigDict(dict(
+      tlm_variants="", gamma=1.0, tlm_weight=1.0, tlm_hidden=128, pairwise_scale=0.0))
+
+
+def sequence_pretrain_then(config: ml_collections.ConfigDict, method: str,
+                           steps: int) -> None:
+  """Two stages in place: `pretrain`, exactly bilstm.py's run (token CE, the base
+  config's steps and batches, Adam 1e-3 cosine, no clipping), then `method` (`steps`),
+  which continues from the pretrained tagger (`init_from`). Shared by the sequence
+  variants of the energy methods; because the first stage is the BiLSTM-CE baseline
+  itself, a finished bilstm run directory can serve as `stages/pretrain`."""
+  config.stage_order = f"pretrain,{method}"
+  config.stages.pretrain = dict(
+      method="local_token_ce", train=dict(steps=config.train.steps),
+      optimizer=dict(name="adam", learning_rate=1e-3, schedule="cosine", clip_norm=0.0))
+  config.stages[method] = dict(method=method, train=dict(steps=steps))
+
+
 def cosine_adam(learning_rate: float) -> ml_collections.ConfigDict:
   """An optimizer config (Adam, cosine decay): a second parameter group's optimizer
   (e.g. `config.test_net_optimizer`, `config.inner_optimizer`)."""

@@ -17,12 +17,14 @@ import ml_collections
 from experiments.configs import base
 
 
-TASKS = ("multilabel", "denoising")  # variants: multi-label datasets, depth_scenes
+TASKS = ("multilabel", "denoising", "sequence")  # + depth_scenes, twitter_pos, conll2003
 
 
 def get_config(dataset: str = "synthetic"):
   if dataset in base.DENOISING_DATASETS:
     return get_denoising_config(dataset)
+  if dataset in base.SEQUENCE_DATASETS:
+    return get_sequence_config(dataset)
   config = base.get_base_config(dataset)
   config.method = "ssvm"
   config.energy = ml_collections.ConfigDict(dict(
@@ -94,4 +96,33 @@ def get_denoising_config(dataset: str = "depth_scenes"):
       method="projected", optimizer="sgd", learning_rate=sigma2, momentum=0.0,
       max_steps=20, rel_tol=0.0, abs_tol=0.0, stop_fraction=1.0, entropy_weight=0.0))
   config.train.batch_size = 8
+  return config
+
+
+def get_sequence_config(dataset: str = "twitter_pos"):
+  """SPEN over per-token simplices: the tagging energy of Tu et al. (2020), Eq. (7)
+  (+ TLM terms via `energy.tlm_variants`), trained with the SSVM hinge and GBI.
+
+  Stages: the BiLSTM-CE run (bilstm.py) as `pretrain`, whose tagger becomes the local
+  term, then `ssvm` (everything trained, W from zero, Adam 5e-4 cosine). Δ is the L1
+  distance over real tokens (Tu et al.'s); GBI (training and test) is entropic mirror
+  descent on the simplices from the tagger's softmax (`init='local'`), momentum 0.9,
+  learning rate 0.5, 20 loss-augmented steps; test-time GBI runs to convergence (at most
+  50 steps) and is decoded by the per-token argmax. Assumptions, not tuned.
+  """
+  config = base.get_sequence_base_config(dataset)
+  config.method = "ssvm"
+  config.energy = base.sequence_energy()
+  config.loss = ml_collections.ConfigDict(dict(
+      l2=0.0, surrogate="l1", surrogate_eps=1e-3, trainable="", init="local",
+      loss_aug_init=""))
+  config.gbi = ml_collections.ConfigDict(dict(
+      method="mirror", optimizer="momentum", learning_rate=0.5, momentum=0.9,
+      num_steps=20, entropy_weight=0.0))
+  config.predict_gbi = ml_collections.ConfigDict(dict(
+      method="mirror", optimizer="momentum", learning_rate=0.5, momentum=0.9,
+      max_steps=50, rel_tol=1e-4, abs_tol=1e-4, stop_fraction=1.0, entropy_weight=0.0))
+  config.optimizer = base.cosine_adam(5e-4)
+  base.sequence_pretrain_then(config, "ssvm",
+                              steps=3000 if dataset.startswith("conll") else 1000)
   return config
