@@ -219,7 +219,8 @@ def _build_seal_ranking(config, dataset, optimizer) -> objectives.Objective:
   s = config.seal
   return objectives.task_net_ranking(feed_forward_net(config, dataset), optimizer,
                                      num_samples=s.num_samples,
-                                     ranking_weight=s.energy_weight, bce_weight=s.bce_weight)
+                                     ranking_weight=s.energy_weight, bce_weight=s.bce_weight,
+                                     output="sequence" if _is_sequence(dataset) else "multilabel")
 
 
 def _build_dvn(config, dataset, optimizer) -> objectives.Objective:

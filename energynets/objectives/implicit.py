@@ -3,7 +3,10 @@
 
 An inference network A_θ (`net(x, train=...) -> logits [B, L]`, prediction σ(A_θ(x)))
 learns from an energy E_φ (a `SPENEnergy`, low = good) used as a loss; the energy is
-trained so that the network trained on it does well on a primary loss:
+trained so that the network trained on it does well on a primary loss (the same with a
+tagger and a `SequenceEnergy`, the implicit paper's POS / NER setting: σ becomes the
+per-token softmax, BCE the token CE, Bernoulli negatives categorical ones per token, and
+every Δ and score counts real tokens only; `outputs.for_energy` picks these pieces):
 
     inner  θ*(φ) = argmin_θ L_aux(θ, φ),
            L_aux = BCE(y, σ(A_θ(x))) + λ · mean E_φ(x, σ(A_θ(x)))   (+ net_l2 ½‖W_θ‖²)  (Eq. 6)
@@ -72,11 +75,13 @@ trainer's non-finite guard reads both), `explicit_norm`, `implicit_norm`,
 `implicit_used` (1 if the implicit term entered the step), and the last
 inner step's `aux_loss`, `aux_bce`, `aux_energy`, `aux_grad_norm`.
 
-Staged training (`init_from`): the energy continues a SPEN/infnet/implicit state
-(`prev["energy"]`) or takes a `local_bce` MLP as its `local_net`; the inference net
-continues `prev["inference_net"]`, else the first of `prev["test_net"]` (infnet),
-`prev["net"]` (local_bce) or the energy's pretrained `local_net` shaped like it, else
-starts fresh. The paper starts both at random; pretraining is the configs' choice.
+Staged training (`init_from`): the energy continues a previous stage by its
+`EnergyModel.carry`: a SPEN/infnet/implicit state (`prev["energy"]`), or a `local_bce`
+MLP (a `local_token_ce` tagger, or a CRF's tagger and transitions, on sequences) as its
+`local_net`; the inference net continues `prev["inference_net"]`, else the first of
+`prev["test_net"]` (infnet), `prev["net"]` (local_bce, local_token_ce) or the energy's
+carried `local_net` shaped like it, else starts fresh. The paper starts both at random;
+pretraining is the configs' choice.
 """
 
 from typing import Optional
@@ -89,10 +94,10 @@ import jax.numpy as jnp
 import optax
 
 from energynets import diff
-from energynets.energies.mlc import SPENEnergy
 from energynets.objectives import base
 from energynets.objectives import dvn
 from energynets.objectives import energy_model
+from energynets.objectives import outputs
 from energynets.objectives import scores as scores_lib
 from energynets.objectives import seal
 
@@ -111,22 +116,34 @@ def contrastive_divergence_loss(energies: jax.Array, costs: jax.Array) -> jax.Ar
   return jax.nn.logsumexp(logits, axis=-1) + energies[:, 0]
 
 
-def bernoulli_negatives(rng: jax.Array, logits: jax.Array, num_samples: int, kind: str,
-                        temperature: float = 0.5) -> jax.Array:
-  """`[B, L] -> [B, K, L]`: samples of `Bernoulli(σ(logits))` with a gradient path.
+def sampled_negatives(structure: outputs.OutputStructure, rng: jax.Array,
+                      logits: jax.Array, num_samples: int, kind: str,
+                      temperature: float = 0.5, y: Optional[jax.Array] = None) -> jax.Array:
+  """`[B, ...] -> [B, K, ...]`: samples of the net's output distribution with a gradient
+  path; on sequences zero at `y`'s padded tokens, in value and gradient.
 
-  `'straight_through'`: hard 0/1 values whose gradient is that of σ(logits);
-  `'relaxed'`: binary-concrete `σ((logits + log u − log(1 − u)) / temperature)`.
+  `'straight_through'`: hard samples (0/1 labels, one-hot tokens) whose gradient is that
+  of the link's probabilities; `'relaxed'`: binary concrete
+  `σ((logits + log u − log(1 − u)) / τ)` / Gumbel-softmax `softmax((logits + g) / τ)`.
   """
   if kind == "straight_through":
-    probs = jax.nn.sigmoid(logits)[:, None]
-    hard = jax.lax.stop_gradient(seal.bernoulli_samples(rng, logits, num_samples))
-    return hard + (probs - jax.lax.stop_gradient(probs))  # exactly `hard` forward
-  if kind == "relaxed":
-    shape = (logits.shape[0], num_samples) + logits.shape[1:]
-    u = jax.random.uniform(rng, shape, logits.dtype, minval=1e-6, maxval=1.0 - 1e-6)
-    return jax.nn.sigmoid((logits[:, None] + jnp.log(u) - jnp.log1p(-u)) / temperature)
-  raise ValueError(f"unknown negatives {kind!r}; expected one of {NEGATIVES}")
+    samples = outputs.straight_through_samples(structure, rng, logits, num_samples, y)
+  elif kind == "relaxed":
+    samples = structure.relaxed_sample(rng, logits, num_samples, temperature, y)
+  else:
+    raise ValueError(f"unknown negatives {kind!r}; expected one of {NEGATIVES}")
+  if y is None:
+    return samples
+  # The straight-through term carries the softmax's gradient to padded tokens too,
+  # where the value is a constant 0: `mask_padding` (a `where`; the identity on
+  # multi-label outputs) cuts it.
+  return structure.mask_padding(samples, y[:, None])
+
+
+def bernoulli_negatives(rng: jax.Array, logits: jax.Array, num_samples: int, kind: str,
+                        temperature: float = 0.5) -> jax.Array:
+  """`sampled_negatives` of multi-label outputs: `Bernoulli(σ(logits))` per label."""
+  return sampled_negatives(outputs.MULTILABEL, rng, logits, num_samples, kind, temperature)
 
 
 def _check(value: str, choices, what: str) -> None:
@@ -137,7 +154,7 @@ def _check(value: str, choices, what: str) -> None:
 class ImplicitLosses:
   """L_aux and L_prim as pure functions of (θ, φ, batch, rng), and the net's logits."""
 
-  def __init__(self, net: nn.Module, energy: SPENEnergy, *, primary: str,
+  def __init__(self, net: nn.Module, energy: nn.Module, *, primary: str,
                energy_weight: float, num_samples: int, negatives: str, temperature: float,
                include_net_output: bool, margin_cost: str, score: str, l2: float,
                net_l2: float):
@@ -148,6 +165,11 @@ class ImplicitLosses:
     self.score = scores_lib.get_score(score)
     self.l2, self.net_l2 = l2, net_l2
     self.energy_fn = energy_model.encoding_energy(energy)
+    self.structure = outputs.for_energy(energy)
+
+  def real_score(self, y_soft: jax.Array, y: jax.Array) -> jax.Array:
+    """The task score over real positions (sequences: padding excluded)."""
+    return self.score(self.structure.mask_padding(y_soft, y), y)
 
   def logits(self, theta, x: jax.Array, rng: Optional[jax.Array] = None) -> jax.Array:
     if rng is None:
@@ -159,8 +181,8 @@ class ImplicitLosses:
     if encoding is None:
       encoding = energy_model.encode(self.energy, phi, batch["x"])
     logits = self.logits(theta, batch["x"], rng)
-    bce = base.multilabel_bce(logits, batch["y"])
-    energy = jnp.mean(self.energy_fn(phi, encoding, jax.nn.sigmoid(logits)))
+    bce = self.structure.local_loss(logits, batch["y"])  # BCE, or token CE on sequences
+    energy = jnp.mean(self.energy_fn(phi, encoding, self.structure.link(logits)))
     loss = bce + self.energy_weight * energy + self.net_l2 * base.l2_penalty(theta)
     return loss, {"bce": bce, "energy": energy}
 
@@ -168,36 +190,37 @@ class ImplicitLosses:
     """`(L_prim, metrics)`; `rng` draws CD's negatives."""
     x, y = batch["x"], batch["y"]
     logits = self.logits(theta, x)
-    y_net = jax.nn.sigmoid(logits)
+    y_net = self.structure.link(logits)
     encoding = energy_model.encode(self.energy, phi, x)
     sample_rng = rng
     energy_of = lambda ys: seal.sample_energies(self.energy_fn, phi, encoding, ys)
     metrics = {}
     if self.primary == "ssvm":
-      delta = seal.margin_delta(y_net, y, self.margin_cost, self.score)
+      delta = seal.margin_delta(self.structure.mask_padding(y_net, y), y, self.margin_cost,
+                                self.score)
       energies = energy_of(jnp.stack([y_net, y], axis=1))
       hinge = delta - energies[:, 0] + energies[:, 1]
       per_example = jax.nn.relu(hinge)
       metrics["active"] = jnp.mean(hinge > 0)
     elif self.primary == "cd":
       samples = [y[:, None],
-                 bernoulli_negatives(sample_rng, logits, self.num_samples, self.negatives,
-                                     self.temperature)]
+                 sampled_negatives(self.structure, sample_rng, logits, self.num_samples,
+                                   self.negatives, self.temperature, y)]
       if self.include_net_output:
         samples.append(y_net[:, None])
       ys = jnp.concatenate(samples, axis=1)
-      costs = jax.vmap(lambda s: 1.0 - self.score(s, y), in_axes=1, out_axes=1)(ys)
+      costs = jax.vmap(lambda s: 1.0 - self.real_score(s, y), in_axes=1, out_axes=1)(ys)
       per_example = contrastive_divergence_loss(energy_of(ys), costs)
     else:  # dvn
       ys = jnp.stack([y_net, y], axis=1)
-      targets = jax.vmap(lambda s: self.score(s, y), in_axes=1, out_axes=1)(ys)
+      targets = jax.vmap(lambda s: self.real_score(s, y), in_axes=1, out_axes=1)(ys)
       per_example = jnp.sum(dvn.value_regression_loss(energy_of(ys), targets), axis=1)
     primary = jnp.mean(per_example)
     metrics.update(primary=primary, gold_energy=jnp.mean(energy_of(y[:, None])))
     return primary + self.l2 * base.l2_penalty(phi), metrics
 
 
-def implicit_objective(net: nn.Module, energy: SPENEnergy,
+def implicit_objective(net: nn.Module, energy: nn.Module,
                        optimizer: optax.GradientTransformation,
                        inner_optimizer: optax.GradientTransformation, *,
                        primary: str = "cd", energy_weight: float = 1.0,
@@ -211,8 +234,10 @@ def implicit_objective(net: nn.Module, energy: SPENEnergy,
   """The implicit bilevel objective; state `{"inference_net", "energy"}` (`ParamGroup`s).
 
   Args:
-    net: the inference network A_θ, `net(x, train=...) -> logits [B, L]`.
-    energy: the energy E_φ (`SPENEnergy`).
+    net: the inference network A_θ, `net(x, train=...) -> logits [B, L]` (a tagger's
+      `[B, T, L]` on sequences).
+    energy: the energy E_φ (`SPENEnergy`, or `SequenceEnergy` for taggers: outputs then
+      per-token softmax, token CE, categorical negatives; `outputs.for_energy`).
     optimizer: the outer optimizer of φ.
     inner_optimizer: the inner optimizer of θ (its state persists across updates).
     primary: L_prim, one of `PRIMARY_LOSSES`.
@@ -250,23 +275,28 @@ def implicit_objective(net: nn.Module, energy: SPENEnergy,
                           temperature=temperature, include_net_output=include_net_output,
                           margin_cost=margin_cost, score=score, l2=l2, net_l2=net_l2)
 
-  def fresh(rng, x):
+  model = energy_model.as_model(energy)
+
+  def fresh(rng, batch):
     net_rng, energy_rng = jax.random.split(rng)
+    x = batch["x"]
     return (flax.core.unfreeze(net.init({"params": net_rng}, x)["params"]),
-            energy_model.init_params(energy, energy_rng, x))
+            model.init_params(energy_rng, x, batch["y"]))
 
   def make_state(theta, phi):
     return {"inference_net": base.init_group(theta, inner_optimizer),
             "energy": base.init_group(phi, optimizer)}
 
   def init(rng, batch):
-    return make_state(*fresh(rng, batch["x"]))
+    return make_state(*fresh(rng, batch))
 
   def init_from(prev_state, rng, batch):
-    theta, _ = fresh(rng, batch["x"])
-    phi = energy_model.carry_params(energy, prev_state, rng, batch["x"])
+    theta, _ = fresh(rng, batch)
+    phi = model.carry(prev_state, rng, batch["x"], batch["y"])
     prev = {k: getattr(v, "params", v) for k, v in prev_state.items()}
-    local = prev["energy"].get("local_net") if "energy" in prev else None
+    # The carried local_net: the previous energy's, a local_bce MLP or token-CE tagger, or
+    # a CRF's tagger (whose {"tagger", "crf"} params match no inference net themselves).
+    local = phi.get("local_net") if isinstance(phi, dict) else None
     match = base.first_match([("inference_net", prev.get("inference_net")),
                               ("test_net", prev.get("test_net")), ("net", prev.get("net")),
                               ("energy.local_net", local)], theta)
@@ -311,6 +341,6 @@ def implicit_objective(net: nn.Module, energy: SPENEnergy,
     return {"inference_net": theta_group, "energy": energy_group}, metrics
 
   def predict(state, x):
-    return jax.nn.sigmoid(losses.logits(state["inference_net"].params, x))
+    return losses.structure.link(losses.logits(state["inference_net"].params, x))
 
   return base.Objective(init, update, predict, init_from)

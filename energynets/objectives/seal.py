@@ -85,12 +85,16 @@ loss-net" (§5): the NCE ranking loss applied to the task-net itself,
 `s(y) = Σ_i log P(y_i | x; Φ)`, noise from the task-net's own Bernoulli samples, plus
 λ2·BCE.
 
-Scope: multi-label. The task-net is any `net(x, train=...) -> logits`; the loss-net is
-reached through `energy_model.encode` / `energy_model.encoding_energy` (so a `SPENEnergy`: feature
-network once per x, then the energy of every sample), outputs live in the Box, noise is
-per-label Bernoulli and scores sum over all non-batch axes. A sequence or segmentation
-variant replaces those pieces (categorical noise per token, its own energy), not the
-losses' structure.
+Multi-label and sequences. The task-net is any `net(x, train=...) -> logits`; the
+loss-net is reached through `energy_model.encode` / `energy_model.encoding_energy` (a
+`SPENEnergy` or a `SequenceEnergy`: features once per x, then the energy of every
+sample). What depends on the outputs comes from `outputs.for_energy(loss_net)`: on
+multi-label data outputs live in the Box, the link is σ, the local loss BCE and noise
+per-label Bernoulli; with a `SequenceEnergy` the task-net is a tagger, outputs are
+per-token distributions (softmax link, token CE, one categorical draw per token, GBI
+over the simplices), and every Δ, score and sample log-probability counts real tokens
+only (`mask_padding`; the soft F1 of per-token distributions over real tokens is the
+soft token accuracy). Static `'regression'` (DVN's GBI samples) is multi-label only.
 """
 
 from typing import Callable, NamedTuple, Optional, Sequence
@@ -107,6 +111,7 @@ from energynets.inference.gbi import GBIConfig
 from energynets.objectives import base
 from energynets.objectives import dvn
 from energynets.objectives import energy_model
+from energynets.objectives import outputs
 from energynets.objectives import scores as scores_lib
 from energynets.objectives import ssvm
 
@@ -133,26 +138,18 @@ def nce_ranking_loss(energies: jax.Array, log_noise: jax.Array) -> jax.Array:
   return jax.nn.logsumexp(ranking_scores, axis=-1) - ranking_scores[:, 0]
 
 
-def bernoulli_log_prob(logits: jax.Array, ys: jax.Array) -> jax.Array:
-  """`logits [B, L], ys [B, S, L] -> [B, S]`: `log Π_i P(y_i | σ(logits_i))` per sample."""
-  logits = jnp.broadcast_to(logits[:, None, :], ys.shape)
-  return -jnp.sum(optax.sigmoid_binary_cross_entropy(logits, ys), axis=-1)
-
-
-def bernoulli_samples(rng: jax.Array, logits: jax.Array, num_samples: int) -> jax.Array:
-  """`[B, L] -> [B, K, L]`: K independent draws `y ~ Bernoulli(σ(logits))`, as floats."""
-  draws = jax.random.bernoulli(rng, jax.nn.sigmoid(logits),
-                               (num_samples,) + logits.shape)
-  return jnp.moveaxis(draws, 0, 1).astype(logits.dtype)
+bernoulli_log_prob = outputs.bernoulli_log_prob
+bernoulli_samples = outputs.bernoulli_samples
 
 
 def gaussian_perturbations(rng: jax.Array, logits: jax.Array, num_samples: int,
-                           std: float) -> jax.Array:
-  """`[B, L] -> [B, 1+K, L]`: `σ(logits)` then K draws `σ(logits + std·ε)`, ε ~ N(0, I)."""
+                           std: float, link=jax.nn.sigmoid) -> jax.Array:
+  """`[B, ...] -> [B, 1+K, ...]`: `link(logits)` then K draws `link(logits + std·ε)`,
+  ε ~ N(0, I) (σ per label; a per-token softmax for sequences)."""
   noise = jax.random.normal(rng, (logits.shape[0], num_samples) + logits.shape[1:],
                             logits.dtype)
-  perturbed = jax.nn.sigmoid(logits[:, None] + std * noise)
-  return jnp.concatenate([jax.nn.sigmoid(logits)[:, None], perturbed], axis=1)
+  perturbed = link(logits[:, None] + std * noise)
+  return jnp.concatenate([link(logits)[:, None], perturbed], axis=1)
 
 
 def sample_energies(energy_fn: gbi_lib.EnergyFn, params, encoding,
@@ -170,15 +167,16 @@ def margin_delta(y_hat: jax.Array, y: jax.Array, cost: str, score: scores_lib.Sc
 
 
 def loss_augmented_output(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
-                          config: GBIConfig, cost_fn) -> jax.Array:
-  """`[B, L]`: ŷ ≈ argmin E − Δ(·, y) by `gbi_scan` from uniform, with no gradient path."""
+                          config: GBIConfig, cost_fn, domain=BOX) -> jax.Array:
+  """`[B, L]`: ŷ ≈ argmin E − Δ(·, y) by `gbi_scan` over `domain` from its uniform
+  point, with no gradient path."""
   def augmented(p, inputs, y_bar):
     enc, gold = inputs
     return energy_fn(p, enc, y_bar) - cost_fn(y_bar, gold)
 
   params, encoding, y = jax.lax.stop_gradient((params, encoding, y))
-  y0 = BOX.uniform_init(y.shape, encoding.logits.dtype)
-  y_hat, _ = gbi_lib.gbi_scan(augmented, params, (encoding, y), y0, BOX, config)
+  y0 = domain.uniform_init(y.shape, encoding.logits.dtype)
+  y_hat, _ = gbi_lib.gbi_scan(augmented, params, (encoding, y), y0, domain, config)
   return jax.lax.stop_gradient(y_hat)
 
 
@@ -266,13 +264,20 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
     raise ValueError(f"energy_weight and bce_weight must be non-negative; got "
                      f"{energy_weight}, {bce_weight}")
   dvn_weights = dvn.check_samples(dvn_samples, dvn_sample_weights)
+  structure = outputs.for_energy(loss_net)
+  if structure is not outputs.MULTILABEL and phase == "loss_net" and objective == "regression":
+    raise ValueError("static 'regression' (DVN's GBI samples) is multi-label only; on "
+                     "sequences use 'regression_s', 'margin' or 'nce'")
   if phase == "loss_net" and objective in ("margin", "regression"):
     if loss_aug_gbi is None:
       raise ValueError(f"loss_aug_gbi is required: the static {objective!r} loss-net draws "
                        "its samples by GBI")
     gbi_lib.validate_config(loss_aug_gbi)
+  link, real = structure.link, structure.mask_padding
   energy_fn = energy_model.encoding_energy(loss_net)
-  cost_fn = lambda y_hat, y: margin_delta(y_hat, y, margin_cost, score_fn, surrogate_eps)
+  cost_fn = lambda y_hat, y: margin_delta(real(y_hat, y), y, margin_cost, score_fn,
+                                          surrogate_eps)
+  real_score = lambda y_hat, y: score_fn(real(y_hat, y), y)
 
   def loss_net_loss(loss_params, task_params, batch, rng):
     dropout_rng, sample_rng = jax.random.split(rng)
@@ -283,10 +288,10 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
 
     if objective == "margin":
       if phase == "dynamic":
-        y_hat = jax.nn.sigmoid(task_logits)
+        y_hat = link(task_logits)
       else:
         y_hat = loss_augmented_output(energy_fn, loss_params, encoding, y, loss_aug_gbi,
-                                      cost_fn)
+                                      cost_fn, structure.domain)
       delta = cost_fn(y_hat, y)
       energy_pred = energy_fn(loss_params, encoding, y_hat)
       energy_gold = energy_fn(loss_params, encoding, y)
@@ -298,20 +303,20 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
 
     if objective == "regression":
       if phase == "dynamic":
-        samples, weights = {"task_net": jax.nn.sigmoid(task_logits)}, {"task_net": 1.0}
+        samples, weights = {"task_net": link(task_logits)}, {"task_net": 1.0}
       else:
         weights = dvn_weights
         samples = dvn.draw_samples(energy_fn, loss_params, encoding, y, sample_rng,
                                    sources=tuple(weights), inference_gbi=loss_aug_gbi,
                                    adversarial_gbi=loss_aug_gbi, score=score_fn)
       regression, metrics = dvn.regression_on_samples(energy_fn, loss_params, encoding, y,
-                                                      samples, weights, score_fn)
+                                                      samples, weights, real_score)
       return regression, dict(metrics, regression=regression)
 
     if objective == "regression_s":
       ys = jax.lax.stop_gradient(
-          gaussian_perturbations(sample_rng, task_logits, num_samples, noise_std))
-      targets = jax.vmap(lambda v: score_fn(v, y), in_axes=1, out_axes=1)(ys)  # [B, 1+K]
+          gaussian_perturbations(sample_rng, task_logits, num_samples, noise_std, link))
+      targets = jax.vmap(lambda v: real_score(v, y), in_axes=1, out_axes=1)(ys)  # [B, 1+K]
       energies = sample_energies(energy_fn, loss_params, encoding, ys)
       per_sample = dvn.value_regression_loss(energies, jax.lax.stop_gradient(targets))
       regression = jnp.mean(jnp.sum(per_sample, axis=-1))  # Σ over S (the paper's sum)
@@ -319,9 +324,9 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
                           "value": jnp.mean(dvn.predicted_value(energies))}
 
     # 'nce'
-    noise = bernoulli_samples(sample_rng, task_logits, num_samples)
-    ys = jnp.concatenate([y[:, None], noise], axis=1)  # [B, 1+K, L], gold first
-    log_noise = jax.lax.stop_gradient(bernoulli_log_prob(task_logits, ys))
+    noise = structure.sample(sample_rng, task_logits, num_samples, y)
+    ys = jnp.concatenate([y[:, None], noise], axis=1)  # [B, 1+K, ...], gold first
+    log_noise = jax.lax.stop_gradient(structure.log_prob(task_logits, ys))
     energies = sample_energies(energy_fn, loss_params, encoding, ys)
     per_example = nce_ranking_loss(energies, log_noise)
     nce = jnp.mean(per_example)
@@ -332,9 +337,9 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
   def task_net_loss(task_params, loss_params, batch, rng):
     logits = _task_logits(task_net, task_params, batch["x"], rng)
     loss_params = jax.lax.stop_gradient(loss_params)
-    energy = loss_net.apply({"params": loss_params}, batch["x"], jax.nn.sigmoid(logits))
+    energy = loss_net.apply({"params": loss_params}, batch["x"], link(logits))
     term = energy if energy_term == "energy" else -dvn.predicted_value(energy)
-    bce = base.multilabel_bce(logits, batch["y"])
+    bce = structure.local_loss(logits, batch["y"])  # BCE, or token CE on sequences
     loss = energy_weight * jnp.mean(term) + bce_weight * bce
     return loss, {"energy": jnp.mean(energy), "bce": bce}
 
@@ -387,6 +392,7 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
   trains_loss_net = phase in ("dynamic", "loss_net")
   trains_task_net = phase in ("dynamic", "task_net")
   energy_fn = energy_model.encoding_energy(loss_net)
+  structure = outputs.for_energy(loss_net)
 
   def fresh_task_params(rng, x):
     return flax.core.unfreeze(task_net.init({"params": rng}, x)["params"])
@@ -473,12 +479,13 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
   def predict_fn(state, x):
     logits = _task_logits(task_net, state["task_net"].params, x)
     if predict == "task_net":
-      return jax.nn.sigmoid(logits)
+      return structure.link(logits)
     params = state["loss_net"].params
     encoding = jax.lax.stop_gradient(energy_model.encode(loss_net, params, x))
-    y0 = (BOX.uniform_init(logits.shape, logits.dtype) if predict_init == "uniform"
-          else jax.nn.sigmoid(logits))
-    return gbi_lib.gbi_while(energy_fn, params, encoding, y0, BOX, predict_gbi).y
+    domain = structure.domain
+    y0 = (domain.uniform_init(logits.shape, logits.dtype) if predict_init == "uniform"
+          else structure.link(logits))
+    return gbi_lib.gbi_while(energy_fn, params, encoding, y0, domain, predict_gbi).y
 
   return base.Objective(init, update, predict_fn, init_from)
 
@@ -498,7 +505,7 @@ def _scan_last(body, state, rng, length: int):
 
 def task_net_ranking(task_net: nn.Module, optimizer: optax.GradientTransformation, *,
                      num_samples: int = 10, ranking_weight: float = 1.0,
-                     bce_weight: float = 1.0) -> base.Objective:
+                     bce_weight: float = 1.0, output="multilabel") -> base.Objective:
   """NCE ranking with `s(y) = Σ_i log P(y_i | x; Φ)` on the task-net itself, + λ2·BCE.
 
   Per example: `−log [P_Φ(y⁰) / Σ_{k=0..K} P_Φ(yᵏ)]`, y⁰ the gold output, yᵏ ~ P_Φ
@@ -506,7 +513,10 @@ def task_net_ranking(task_net: nn.Module, optimizer: optax.GradientTransformatio
   the gradient flows through every log P_Φ(yᵏ)). Loss:
   `ranking_weight · mean ranking + bce_weight · BCE`. State `{"task_net": ParamGroup}`;
   `init_from` carries a `local_bce` or SEAL task-net. Prediction `σ(F(x))`.
+  `output`: the `outputs.OutputStructure` or its name (`'sequence'`: per-token
+  categorical samples and softmax, token CE in place of BCE).
   """
+  structure = outputs.get_structure(output)
   if not isinstance(num_samples, int) or num_samples < 1:
     raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
   if ranking_weight < 0 or bce_weight < 0:
@@ -517,10 +527,10 @@ def task_net_ranking(task_net: nn.Module, optimizer: optax.GradientTransformatio
     dropout_rng, sample_rng = jax.random.split(rng)
     logits = _task_logits(task_net, params, batch["x"], dropout_rng)
     y = jnp.asarray(batch["y"], logits.dtype)
-    noise = bernoulli_samples(sample_rng, jax.lax.stop_gradient(logits), num_samples)
-    log_p = bernoulli_log_prob(logits, jnp.concatenate([y[:, None], noise], axis=1))
+    noise = structure.sample(sample_rng, jax.lax.stop_gradient(logits), num_samples, y)
+    log_p = structure.log_prob(logits, jnp.concatenate([y[:, None], noise], axis=1))
     ranking = jnp.mean(nce_ranking_loss(-log_p, jnp.zeros_like(log_p)))
-    bce = base.multilabel_bce(logits, y)
+    bce = structure.local_loss(logits, y)
     return ranking_weight * ranking + bce_weight * bce, {"ranking": ranking, "bce": bce}
 
   def init(rng, batch):
@@ -532,7 +542,7 @@ def task_net_ranking(task_net: nn.Module, optimizer: optax.GradientTransformatio
     return {"task_net": group}, metrics
 
   def predict(state, x):
-    return jax.nn.sigmoid(_task_logits(task_net, state["task_net"].params, x))
+    return structure.link(_task_logits(task_net, state["task_net"].params, x))
 
   def init_from(prev_state, rng, batch):
     reference = init(rng, batch)["task_net"].params

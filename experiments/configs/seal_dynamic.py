@@ -32,17 +32,51 @@ from experiments.configs import base
 from experiments.configs import mlp
 
 
-def get_config(dataset: str = "synthetic"):
-  config = mlp.get_config(dataset)
-  config.method = "seal"
-  config.energy = base.energy_like_model(config.model, num_measurements=200)
+TASKS = ("multilabel", "sequence")
+
+
+def _seal_options() -> ml_collections.ConfigDict:
   # dvn_samples / dvn_sample_weights: comma-separated (static regression only).
-  config.seal = ml_collections.ConfigDict(dict(
+  return ml_collections.ConfigDict(dict(
       objective="nce", phase="dynamic", energy_weight=1.0, bce_weight=1.0,
       energy_term="energy", num_samples=10, noise_std=1.0, margin_cost="l1",
       surrogate_eps=1e-3, score="soft_f1", dvn_samples="inference,adversarial,gold",
       dvn_sample_weights="", predict="task_net", predict_init="uniform",
       task_net_init="carry", loss_net_steps=1, rounds=1))
+
+
+def get_sequence_config(dataset: str):
+  """SEAL-dynamic for taggers: the task-net is the BiLSTM tagger, the loss-net the
+  tagging energy (Tu et al. Eq. 7, its own BiLSTM local term, fresh; TLM terms via
+  energy.tlm_variants); NCE noise is one categorical draw per token from the current
+  tagger, the task-net's local loss the token CE. Stages: the BiLSTM-CE run
+  (bilstm.py), then 1000 SEAL steps (3000 on NER), task-net Adam 5e-4 cosine, loss-net
+  Adam 1e-3. Assumptions, not tuned (SEAL has no sequence experiments)."""
+  config = base.get_sequence_base_config(dataset)
+  config.method = "seal"
+  config.energy = base.sequence_energy()
+  config.seal = _seal_options()
+  config.gbi = ml_collections.ConfigDict(dict(
+      method="mirror", optimizer="momentum", learning_rate=0.5, momentum=0.9,
+      num_steps=20, entropy_weight=0.0))
+  config.predict_gbi = ml_collections.ConfigDict(dict(
+      method="mirror", optimizer="momentum", learning_rate=0.5, momentum=0.9,
+      max_steps=50, rel_tol=1e-4, abs_tol=1e-4, stop_fraction=1.0, entropy_weight=0.0))
+  config.optimizer = base.cosine_adam(5e-4)
+  config.loss_net_optimizer = base.cosine_adam(1e-3)
+  config.loss_net_optimizer.schedule = "constant"
+  base.sequence_pretrain_then(config, "seal",
+                              steps=3000 if dataset.startswith("conll") else 1000)
+  return config
+
+
+def get_config(dataset: str = "synthetic"):
+  if dataset in base.SEQUENCE_DATASETS:
+    return get_sequence_config(dataset)
+  config = mlp.get_config(dataset)
+  config.method = "seal"
+  config.energy = base.energy_like_model(config.model, num_measurements=200)
+  config.seal = _seal_options()
   # SEAL's GBI (its SPEN/DVN baselines): Adam + clamp, 20 steps (assumption, see
   # spen_gbi.py).
   config.gbi = ml_collections.ConfigDict(dict(
