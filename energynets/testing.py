@@ -5,6 +5,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from energynets import nets
 
@@ -119,3 +120,22 @@ def tiny_tagger():
       embedder=nets.TokenEmbedder(vocab_size=SEQ_VOCAB, word_dim=6, char_vocab_size=7,
                                   char_dim=4, char_filters=3),
       encoder=nets.BiLSTM(hidden_size=5), num_tags=SEQ_TAGS)
+
+
+def minimize(loss: Callable[[Any], jax.Array], params: Any, steps: int,
+             learning_rate: float = 0.05) -> tuple[Any, list[float]]:
+  """`steps` jitted Adam steps on `loss(params)`; the final params and every step's loss
+  (the loss at the params the step started from)."""
+  opt = optax.adam(learning_rate)
+
+  @jax.jit
+  def step(params, state):
+    value, grads = jax.value_and_grad(loss)(params)
+    updates, state = opt.update(grads, state, params)
+    return optax.apply_updates(params, updates), state, value
+
+  state, values = opt.init(params), []
+  for _ in range(steps):
+    params, state, value = step(params, state)
+    values.append(float(value))
+  return params, values

@@ -15,7 +15,6 @@ from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from energynets import domains
 from energynets import testing
@@ -339,20 +338,8 @@ class CNNDenoiserTest(parameterized.TestCase):
     net = CNNDenoiser(features=(8, 8), kernel_size=3)
     params = _params(net, 1, noisy)
     params["net"]["readout"] = jax.tree.map(np.zeros_like, params["net"]["readout"])
-    opt = optax.adam(2e-3)
     loss_fn = lambda p: jnp.mean(jnp.square(net.apply({"params": p}, noisy) - clean))
-
-    @jax.jit
-    def step(p, s):
-      loss, g = jax.value_and_grad(loss_fn)(p)
-      updates, s = opt.update(g, s, p)
-      return optax.apply_updates(p, updates), s, loss
-
-    state = opt.init(params)
-    losses = []
-    for _ in range(50):
-      params, state, loss = step(params, state)
-      losses.append(float(loss))
+    params, losses = testing.minimize(loss_fn, params, 50, 2e-3)
     # It starts at the identity (MSE = the noise variance, ≈ 0.01) and improves on it.
     np.testing.assert_allclose(losses[0], np.mean(np.square(noisy - clean)), rtol=1e-5)
     self.assertLess(losses[-1], 0.9 * losses[0])

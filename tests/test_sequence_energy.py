@@ -100,19 +100,7 @@ def one_hot(tags, mask):
 def fit(loss, params, steps, lr=0.05):
   """`steps` Adam steps on `loss(params)`; returns the params and the first and last
   losses."""
-  opt = optax.adam(lr)
-
-  @jax.jit
-  def step(params, state):
-    value, grads = jax.value_and_grad(loss)(params)
-    updates, state = opt.update(grads, state, params)
-    return optax.apply_updates(params, updates), state, value
-
-  state = opt.init(params)
-  values = []
-  for _ in range(steps):
-    params, state, value = step(params, state)
-    values.append(float(value))
+  params, values = testing.minimize(loss, params, steps, lr)
   return params, values[0], values[-1]
 
 
