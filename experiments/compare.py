@@ -19,6 +19,7 @@ folds are run and reported as mean ± standard deviation.
 import json
 import os
 import shlex
+import shutil
 import sys
 
 from absl import app
@@ -44,6 +45,12 @@ _OUT = flags.DEFINE_string("out", "", "write the markdown table here as well")
 _PIVOT = flags.DEFINE_list(
     "pivot", [], "results keys (e.g. test/example_f1@0.5) to also show as method x dataset "
     "tables, the layout of SEAL's Table 1")
+_REUSE_STAGE = flags.DEFINE_string(
+    "reuse_stage", "", "STAGE=METHOD: a row's training stage STAGE starts from the "
+    "checkpoints of METHOD's finished run on the same dataset (listed earlier in --methods) "
+    "instead of training again, e.g. pretrain=bilstm for the sequence energy methods, whose "
+    "pretrain stage is the BiLSTM-CE run. Their configs must agree on every key of METHOD's "
+    "config (else an error names the keys).")
 flags.mark_flags_as_required(["workdir"])
 
 # (column title, results key, scale): rates are printed as percentages, PSNR in dB.
@@ -84,6 +91,52 @@ def parse_spec(spec: str) -> tuple[str, list[str]]:
 def run_name(spec: str) -> str:
   """The directory name of a spec: `seal_dynamic:seal.objective=nce` -> `seal_dynamic__seal.objective-nce`."""
   return spec.replace(":", "__").replace("=", "-")
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, dict):
+      out.update(_flat(v, f"{prefix}{k}."))
+    else:
+      out[f"{prefix}{k}"] = v
+  return out
+
+
+def reuse_stage(config, run_dir: str, stage: str, source_dir: str) -> bool:
+  """Seeds `<run_dir>/stages/<stage>` with the checkpoints of the finished run in
+  `source_dir`, so that the stage resumes at its last step instead of training.
+
+  Allowed only when the stage's config agrees with the source run's config on every key
+  the source defines (its own stages aside): the same method, data, model, optimizer and
+  schedule, so the reused stage is the stage that would have been trained. Returns
+  False (nothing done) for a config without that stage or a stage already present.
+  """
+  stages = dict(train.stage_configs(config))
+  target = os.path.join(run_dir, "stages", stage)
+  if stage not in stages or os.path.exists(target):
+    return False
+  results_file = os.path.join(source_dir, "results.json")
+  if not os.path.exists(results_file):
+    raise ValueError(f"--reuse_stage: {results_file} does not exist; list the source method "
+                     "before the rows that reuse it, on the same dataset")
+  with open(results_file) as f:
+    source = json.load(f)["meta"]["config"]
+  source = {k: v for k, v in source.items() if k not in ("stages", "stage_order")}
+  # Through JSON as results.json was written (tuples become lists).
+  have = _flat(json.loads(json.dumps(stages[stage].to_dict(), default=str)))
+  want = _flat(source)
+  differ = sorted(k for k in want if k not in have or have[k] != want[k])
+  if differ:
+    raise ValueError(f"--reuse_stage: stage {stage!r} of {run_dir} is not the run in "
+                     f"{source_dir}; they differ at "
+                     + ", ".join(f"{k} ({have.get(k, '<missing>')!r} vs {want[k]!r})"
+                                 for k in differ))
+  for sub in ("checkpoints", "best"):
+    if os.path.isdir(os.path.join(source_dir, sub)):
+      shutil.copytree(os.path.join(source_dir, sub), os.path.join(target, sub))
+  logging.info("stage %r of %s starts from the finished run %s", stage, run_dir, source_dir)
+  return True
 
 
 def _lookup(results: dict, key: str) -> float:
@@ -167,6 +220,8 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_library_logs()
+  if _REUSE_STAGE.value and not all(_REUSE_STAGE.value.partition("=")[::2]):
+    raise app.UsageError(f"--reuse_stage must be STAGE=METHOD, got {_REUSE_STAGE.value!r}")
   rows, figures = [], []
   for dataset in _DATASETS.value:
     dataset_name, dataset_overrides = parse_spec(dataset)
@@ -184,6 +239,11 @@ def main(argv):
         run_dir = os.path.join(_WORKDIR.value,
                                run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""),
                                run_name(method))
+        if _REUSE_STAGE.value:
+          stage, _, source = _REUSE_STAGE.value.partition("=")
+          if source and source != method:
+            reuse_stage(config, run_dir, stage, os.path.join(os.path.dirname(run_dir),
+                                                             run_name(source)))
         logging.info("=== %s on %s (fold %d) -> %s", method, dataset, fold, run_dir)
         runs.append(train.train_and_evaluate(config, run_dir))
         figures += [os.path.join(run_dir, f) for f in runs[-1]["meta"].get("figures", [])]

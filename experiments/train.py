@@ -161,8 +161,10 @@ def _build_spen_pretrain(config, dataset, optimizer) -> objectives.Objective:
 
 
 def _names(text: str) -> tuple[str, ...] | None:
-  """A comma-separated config string as a tuple; None when empty (the default)."""
-  return tuple(n.strip() for n in str(text).split(",") if n.strip()) or None
+  """A config string of names separated by commas or `+` as a tuple; None when empty
+  (the default). `+` lets a name list ride in a comma-separated flag such as compare's
+  --methods (`infnet:energy.tlm_variants=forward+backward`)."""
+  return tuple(n.strip() for n in str(text).replace("+", ",").split(",") if n.strip()) or None
 
 
 def energy_module(config, dataset):

@@ -148,6 +148,48 @@ def test_staged_run_continues_each_stage(tmp_path):
   assert json.loads((tmp_path / "results.json").read_text())["meta"]["stages"][1]["stage"] == "fine"
 
 
+def test_reused_stage_is_the_finished_run_and_replaces_training(tmp_path):
+  from experiments import compare
+  from experiments import train
+  flags = ["train.steps=20", "train.eval_every=10", "train.log_every=10",
+           "train.tensorboard=False"]
+  source = train.train_and_evaluate(train.get_config("mlp", "synthetic", flags),
+                                    str(tmp_path / "mlp"))
+
+  def staged(**pretrain):
+    config = train.get_config("mlp", "synthetic", flags)
+    config.stage_order = "pretrain,fine"
+    with config.unlocked():
+      config.stages.pretrain = pretrain
+      config.stages.fine = {"train": {"steps": 10}, "optimizer": {"learning_rate": 1e-4}}
+    return config
+
+  trained = train.train_and_evaluate(staged(), str(tmp_path / "trained"))
+  assert compare.reuse_stage(staged(), str(tmp_path / "reused"), "pretrain",
+                             str(tmp_path / "mlp"))
+  reused = train.train_and_evaluate(staged(), str(tmp_path / "reused"))
+  # The same selected pretrain state, so the same fine-tuned result, with no pretrain
+  # step taken (nothing logged in that stage).
+  assert reused["meta"]["stages"][0]["selected_step"] == source["meta"]["selected_step"]
+  for key in ("test/example_f1", "test/hamming", "validation/example_f1"):
+    assert reused[key] == trained[key], key
+  log = tmp_path / "reused" / "stages" / "pretrain" / "metrics.jsonl"
+  assert not log.exists() or "train/loss" not in log.read_text()
+  assert "train/loss" in (tmp_path / "trained" / "stages" / "pretrain" / "metrics.jsonl"
+                          ).read_text()
+  # A stage already there, or a config without the stage, is left alone.
+  assert not compare.reuse_stage(staged(), str(tmp_path / "reused"), "pretrain",
+                                 str(tmp_path / "mlp"))
+  assert not compare.reuse_stage(train.get_config("mlp", "synthetic", flags),
+                                 str(tmp_path / "other"), "pretrain", str(tmp_path / "mlp"))
+  # A stage that is not the source run, or a source that has not run, is an error.
+  with pytest.raises(ValueError, match="optimizer.learning_rate"):
+    compare.reuse_stage(staged(optimizer={"learning_rate": 0.5}), str(tmp_path / "bad"),
+                        "pretrain", str(tmp_path / "mlp"))
+  with pytest.raises(ValueError, match="does not exist"):
+    compare.reuse_stage(staged(), str(tmp_path / "bad"), "pretrain", str(tmp_path / "none"))
+
+
 def test_misspelled_stage_option_is_rejected():
   from experiments import train
   config = train.get_config("mlp", "synthetic")
@@ -255,3 +297,11 @@ def test_misspelled_override_is_rejected():
   from experiments import train
   with pytest.raises(KeyError, match="stpes"):
     train.get_config("mlp", "synthetic", ["train.stpes=3"])
+
+
+def test_name_lists_take_commas_or_plus_signs():
+  # `+` lets a list ride inside compare's comma-separated --methods.
+  from experiments import train
+  assert train._names("forward+backward, word_forward") == (
+      "forward", "backward", "word_forward")
+  assert train._names("") is None
