@@ -116,7 +116,9 @@ def neumann_inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree, *, num_te
     power = _axpy(-alpha, apply(power), power)  # (I − αH) power
     return (power, jax.tree.map(jnp.add, total, power)), None
 
-  (_, total), _ = jax.lax.scan(term, (v, v), None, length=num_terms)
+  # Unrolled: K is small, and XLA:CPU ran a loop over an LSTM's Hessian products
+  # several times slower than the unrolled terms (objectives/implicit.py).
+  (_, total), _ = jax.lax.scan(term, (v, v), None, length=num_terms, unroll=True)
   return jax.tree.map(lambda t: alpha * t, total)
 
 
