@@ -8,6 +8,8 @@ Three families live here:
   `"<split>/<metric>"` results map of the design's results contract. They
   follow the project's metric protocol (DESIGN.md, "Metric protocol").
 * Denoising (numpy): `psnr`, the mean over images of per-image PSNR in dB.
+* Segmentation (numpy): `mean_iou` (mean over images of foreground IoU),
+  `dataset_iou` (total intersection / total union) and `per_image_iou`.
 * Differentiable surrogates (jax.numpy): `soft_f1` and `soft_iou`, per example,
   usable under `jit`, `vmap` and `grad` (SEAL/DVN scores, CD costs).
 
@@ -56,6 +58,7 @@ __all__ = [
 # two-decimal value (0.1 == 0.1, not 0.30000000000000004-style drift), which
 # keeps the reported threshold printable and comparable with `==`.
 THRESHOLD_GRID: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(1, 20))
+"""The decision thresholds 0.05, 0.10, ..., 0.95 that `tune_threshold` searches."""
 
 # Scores within this distance are treated as tied in `tune_threshold`: equal
 # F1 values reached through different summation orders may differ in the last
@@ -467,7 +470,7 @@ def soft_f1(y_true: _ArrayLike, y_soft: _ArrayLike, eps: float = 1e-7,
 
 
 def soft_iou(y_true: _ArrayLike, y_soft: _ArrayLike, eps: float = 1e-7,
-             axis: int | tuple[int, ...] = -1) -> jnp.ndarray:
+             axis: int | tuple[int, ...] | None = None) -> jnp.ndarray:
   """Per-example soft IoU, `(Σ y·ŷ + eps) / (Σ y + Σ ŷ − Σ y·ŷ + eps)`.
 
   The product form of intersection over union: on binary inputs it is
@@ -475,20 +478,127 @@ def soft_iou(y_true: _ArrayLike, y_soft: _ArrayLike, eps: float = 1e-7,
   on [0, 1] the denominator never goes negative. Empty/empty scores 1 via
   `eps`, as in `soft_f1`. Works under `jit`, `vmap` and `grad`.
 
+  The two arguments play symmetric roles (the formula is symmetric in y and ŷ),
+  so `soft_iou(pred, gold)` and `soft_iou(gold, pred)` are the same number.
+  With binary gold it equals SEAL's Eq. 10, `Σ min(ŷ, y) / Σ max(ŷ, y)` (for
+  y ∈ {0, 1}: min(ŷ, y) = ŷy and max(ŷ, y) = y + ŷ − ŷy); the two differ only
+  when both arguments are soft.
+
   Args:
-    y_true: [B, L] gold labels (binary or soft), any shape equal to `y_soft`.
-    y_soft: [B, L] relaxed prediction in [0, 1].
+    y_true: [B, ...] gold labels (binary or soft), any shape equal to `y_soft`:
+      [B, L] label vectors, [B, H, W] masks.
+    y_soft: [B, ...] relaxed prediction in [0, 1].
     eps: positive smoothing constant.
-    axis: axes summed over (e.g. `(-2, -1)` for [B, H, W] masks).
+    axis: axes summed over; None (default): every non-batch axis, one score
+      per example whatever its shape (a [B, L] input: the label axis); a 1-D
+      input is one example (e.g. under `vmap`) and is summed whole.
 
   Returns:
     [B] scores in [0, 1] (the input shape without `axis`).
   """
   _check_eps(eps)
   y_true, y_soft = _soft_inputs(y_true, y_soft)
+  if axis is None:
+    axis = tuple(range(1, y_soft.ndim)) if y_soft.ndim > 1 else -1
   inter = jnp.sum(y_true * y_soft, axis=axis)
   union = jnp.sum(y_true, axis=axis) + jnp.sum(y_soft, axis=axis) - inter
   return (inter + eps) / (union + eps)
+
+
+# --------------------------------------------------------------------------
+# Binary segmentation (numpy): mean per-image IoU and dataset IoU.
+#
+# A mask is [N, ...] (N images, usually [N, H, W]); every non-batch axis is
+# a pixel axis. Foreground is predicted where `prob >= threshold` (as in
+# `binarize`). The IoU of one image is |pred ∧ gold| / |pred ∨ gold|.
+# Convention (DESIGN.md: "mean over test images of foreground IoU at 0.5"):
+# an image with empty gold and empty prediction scores 1 (the prediction is
+# exactly right; sklearn's `jaccard_score(..., zero_division=1.0)`), empty
+# gold with a non-empty prediction scores 0. The Weizmann horse splits have no
+# empty gold mask, so on them the convention never applies; it is fixed here
+# so that crops or other data cannot silently change the metric.
+# --------------------------------------------------------------------------
+
+
+def _as_masks(name: str, a: _ArrayLike) -> np.ndarray:
+  """[N, ...] with at least one pixel axis -> [N, P] (P pixels per image)."""
+  a = np.asarray(a)
+  if a.ndim < 2:
+    raise ValueError(f"{name} must be masks [N, H, W] (or [N, ...]); got shape {a.shape}")
+  return a.reshape(a.shape[0], -1) if a.ndim > 2 else a
+
+
+def _check_masks(pred_probs: _ArrayLike, gold: _ArrayLike, threshold: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+  """Validated (predicted foreground, gold foreground), bool [N, P] each."""
+  p, g = np.asarray(pred_probs), np.asarray(gold)
+  _check_same_shape("pred_probs", p, "gold", g)
+  probs = _check_probs("pred_probs", _as_masks("pred_probs", p))
+  return probs >= _check_threshold(threshold), _check_binary("gold", _as_masks("gold", g))
+
+
+def _iou_per_image(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+  """[N] IoU of bool masks [N, P]; empty/empty -> 1."""
+  inter = np.count_nonzero(pred & gold, axis=1)
+  union = np.count_nonzero(pred | gold, axis=1)
+  return np.where(union == 0, 1.0, inter / np.maximum(union, 1))
+
+
+def per_image_iou(pred_probs: _ArrayLike, gold: _ArrayLike,
+                  threshold: float = 0.5) -> np.ndarray:
+  """Foreground IoU of each image, `|ŷ ∧ y| / |ŷ ∨ y|` with `ŷ = pred_probs >= threshold`.
+
+  Empty gold and empty prediction score 1 (see the convention above).
+
+  Args:
+    pred_probs: [N, H, W] (or [N, ...]) foreground probabilities in [0, 1].
+    gold: binary masks of the same shape.
+    threshold: decision threshold in [0, 1].
+
+  Returns:
+    [N] float64 scores in [0, 1].
+  """
+  return _iou_per_image(*_check_masks(pred_probs, gold, threshold))
+
+
+def mean_iou(pred_probs: _ArrayLike, gold: _ArrayLike, threshold: float = 0.5) -> float:
+  """Mean over images of the foreground IoU: the segmentation headline metric.
+
+  What the SEAL and DVN papers report for Weizmann horses ("mean image IoU").
+  An image with empty gold and empty prediction scores 1; empty gold with any
+  predicted foreground scores 0.
+
+  Args:
+    pred_probs: [N, H, W] (or [N, ...]) foreground probabilities in [0, 1].
+    gold: binary masks of the same shape.
+    threshold: foreground where `prob >= threshold`.
+
+  Returns:
+    A float in [0, 1].
+  """
+  return float(per_image_iou(pred_probs, gold, threshold).mean())
+
+
+def dataset_iou(pred_probs: _ArrayLike, gold: _ArrayLike, threshold: float = 0.5) -> float:
+  """Dataset-level foreground IoU: total intersection / total union over all images.
+
+  Unlike `mean_iou` it weighs images by their union's size (large horses count
+  more). With no foreground anywhere, in gold or prediction, it is 1.
+
+  Args:
+    pred_probs: [N, H, W] (or [N, ...]) foreground probabilities in [0, 1].
+    gold: binary masks of the same shape.
+    threshold: foreground where `prob >= threshold`.
+
+  Returns:
+    A float in [0, 1].
+  """
+  pred, g = _check_masks(pred_probs, gold, threshold)
+  union = np.count_nonzero(pred | g)
+  return 1.0 if union == 0 else float(np.count_nonzero(pred & g) / union)
+
+
+__all__ += ["per_image_iou", "mean_iou", "dataset_iou"]
 
 
 # --------------------------------------------------------------------------
@@ -512,6 +622,7 @@ SPAN_SCHEMES: dict[str, frozenset[str]] = {
     "iob2": frozenset("BI"),
     "bioes": frozenset("BIES"),
 }
+"""The tag prefixes each span scheme allows: `'iob2'` B/I, `'bioes'` B/I/E/S."""
 
 
 class SpanScores(NamedTuple):

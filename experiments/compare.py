@@ -69,6 +69,11 @@ NER_COLUMNS = SEQUENCE_COLUMNS + (
     ("span P test", "test/span_precision", 100.0),
     ("span R test", "test/span_recall", 100.0),
 )
+SEGMENTATION_COLUMNS = (
+    ("mean IoU val", "validation/mean_iou", 100.0),
+    ("mean IoU test", "test/mean_iou", 100.0),
+    ("dataset IoU test", "test/dataset_iou", 100.0),
+)
 COLUMNS = (
     ("ex-F1 (tuned)", "test/example_f1", 100.0),
     ("ex-F1 @0.5", "test/example_f1@0.5", 100.0),
@@ -93,16 +98,6 @@ def run_name(spec: str) -> str:
   return spec.replace(":", "__").replace("=", "-")
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-  out = {}
-  for k, v in d.items():
-    if isinstance(v, dict):
-      out.update(_flat(v, f"{prefix}{k}."))
-    else:
-      out[f"{prefix}{k}"] = v
-  return out
-
-
 def reuse_stage(config, run_dir: str, stage: str, source_dir: str) -> bool:
   """Seeds `<run_dir>/stages/<stage>` with the checkpoints of the finished run in
   `source_dir`, so that the stage resumes at its last step instead of training.
@@ -124,8 +119,8 @@ def reuse_stage(config, run_dir: str, stage: str, source_dir: str) -> bool:
     source = json.load(f)["meta"]["config"]
   source = {k: v for k, v in source.items() if k not in ("stages", "stage_order")}
   # Through JSON as results.json was written (tuples become lists).
-  have = _flat(json.loads(json.dumps(stages[stage].to_dict(), default=str)))
-  want = _flat(source)
+  have = train.flatten_dict(json.loads(json.dumps(stages[stage].to_dict(), default=str)))
+  want = train.flatten_dict(source)
   differ = sorted(k for k in want if k not in have or have[k] != want[k])
   if differ:
     raise ValueError(f"--reuse_stage: stage {stage!r} of {run_dir} is not the run in "
@@ -153,11 +148,11 @@ def format_table(rows: list[tuple[str, str, list[dict]]]) -> str:
 
   Multi-label runs get the F1/Hamming columns, denoising runs (results with
   `test/psnr`) the PSNR columns, sequence runs the token-accuracy columns (and span
-  F1 when every row has it: NER).
+  F1 when every row has it: NER), segmentation runs the mean / dataset IoU columns.
   """
   columns = COLUMNS
   for key, candidate in (("test/psnr", DENOISING_COLUMNS), ("test/token_acc", SEQUENCE_COLUMNS),
-                         ("test/span_f1", NER_COLUMNS)):
+                         ("test/span_f1", NER_COLUMNS), ("test/mean_iou", SEGMENTATION_COLUMNS)):
     if rows and all(key in runs[0] for _, _, runs in rows):
       columns = candidate
   header = "| dataset | method | " + " | ".join(c[0] for c in columns) + " |"

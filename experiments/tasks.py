@@ -13,6 +13,10 @@ splits of `(x, y)` arrays, which validation metrics select checkpoints, and whic
 - `sequence`: Twitter POS and CoNLL-2003 NER (`energynets.data.sequences`), x the packed
   token array `[N, T, 3 + C]` and y one-hot tags `[N, T, L]`; token accuracy, and for NER
   the conlleval span precision / recall / F1.
+- `segmentation`: Weizmann horses (`energynets.data.segmentation`), x normalized images
+  `[N, 32, 32, 3]` and y binary masks `[N, 32, 32]`; mean per-image foreground IoU
+  (selection) and dataset IoU at 0.5; training batches augmented (random padded crop,
+  horizontal flip).
 
 `task_for(config)` picks the task from `config.data.name`.
 """
@@ -26,6 +30,7 @@ from energynets import data as data_lib
 from energynets import metrics
 from energynets.data import batching
 from energynets.data import denoising
+from energynets.data import segmentation
 
 # predictions(split) -> the model's outputs on every row of that split's x.
 Predictions = Callable[[Any], np.ndarray]
@@ -57,7 +62,7 @@ class Task(NamedTuple):
   """The task-specific part of an experiment.
 
   Attributes:
-    name: 'multilabel' or 'denoising'.
+    name: 'multilabel', 'denoising', 'sequence' or 'segmentation'.
     load: `config -> dataset` with `train`, `validation`, `test` splits (`.x`, `.y`),
       `name` and `meta`.
     validation_metrics: `(split, predictions) -> {"validation/<metric>": value}`,
@@ -251,9 +256,67 @@ SEQUENCE = Task("sequence", load_sequence, sequence_validation_metrics, sequence
 SEQUENCE_DATASETS = ("twitter_pos", "conll2003")
 
 
+# --------------------------------------------------------------------------- segmentation
+
+SEGMENTATION_METRICS = {
+    "mean_iou": "mean over images of the foreground IoU |ŷ ∧ y| / |ŷ ∨ y|, ŷ = prob >= 0.5 "
+                "(an image with empty gold and empty prediction scores 1; the horse splits "
+                "have none); the SEAL / DVN 'mean image IoU'",
+    "dataset_iou": "total intersection / total union over all images of the split, at 0.5",
+    "scale": "fractions in [0, 1]",
+}
+
+
+def load_segmentation(config: ml_collections.ConfigDict) -> segmentation.SegmentationDataset:
+  cfg = config.data
+  return segmentation.load_segmentation(cfg.name, data_dir=cfg.data_dir or None)
+
+
+def _segmentation_scores(split, probs: np.ndarray, prefix: str) -> dict[str, float]:
+  return {f"{prefix}/mean_iou": metrics.mean_iou(probs, split.y),
+          f"{prefix}/dataset_iou": metrics.dataset_iou(probs, split.y)}
+
+
+def segmentation_validation_metrics(split, probs: np.ndarray) -> dict[str, float]:
+  return _segmentation_scores(split, probs, "validation")
+
+
+def segmentation_results(dataset, predictions: Predictions) -> dict[str, float]:
+  results = {}
+  for name in ("validation", "test"):
+    split = getattr(dataset, name)
+    results.update(_segmentation_scores(split, predictions(split), name))
+  return results
+
+
+def segmentation_train_batches(config, dataset, batch_size: int, seed: int
+                               ) -> Callable[[int], dict]:
+  """Training batches, a pure function of (seed, step): the loop's uniform random rows,
+  augmented (`segmentation.augmented_batch`: padded random crop by `data.augment_pad`
+  pixels, horizontal flip if `data.augment_flip`) unless `data.augment` is off."""
+  cfg = config.data
+  x, y = dataset.train.x, dataset.train.y
+  if not cfg.augment:
+    def plain(step):
+      idx = batching.train_batch_indices(len(x), batch_size, seed, step)
+      return {"x": x[idx], "y": y[idx]}
+    return plain
+  return lambda step: segmentation.augmented_batch(
+      x, y, batch_size, seed, step, pad=cfg.augment_pad, flip=cfg.augment_flip,
+      pad_mode=cfg.augment_pad_mode)
+
+
+SEGMENTATION = Task("segmentation", load_segmentation, segmentation_validation_metrics,
+                    segmentation_results, SEGMENTATION_METRICS, segmentation_train_batches)
+
+SEGMENTATION_DATASETS = tuple(segmentation.SEGMENTATION_DATASETS)
+
+
 def task_for(config: ml_collections.ConfigDict) -> Task:
   if config.data.name in DENOISING_DATASETS:
     return DENOISING
   if config.data.name in SEQUENCE_DATASETS:
     return SEQUENCE
+  if config.data.name in SEGMENTATION_DATASETS:
+    return SEGMENTATION
   return MULTILABEL

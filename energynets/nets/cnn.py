@@ -1,7 +1,8 @@
-"""Convolutional nets on grayscale images: the DeepPrior trunk and the CNN denoiser.
+"""Convolutional nets: the DeepPrior trunk, the CNN denoiser and the segmentation FCN.
 
-Images are `[B, H, W]` (one channel, values in the data's scale; the denoising data use
-[0, 1], with PSNR reported at peak 1 ≙ 255).
+Denoising images are `[B, H, W]` (one channel, values in the data's scale; the
+denoising data use [0, 1], with PSNR reported at peak 1 ≙ 255). Segmentation images
+are `[B, H, W, C]` (RGB, normalized) and their masks `[B, H, W]`.
 
 `ConvStack` is the shared trunk: `len(features)` k×k convolutions, each followed by the
 activation, then a 1×1 readout. The E2E-SPEN paper (Belanger, Yang & McCallum 2017,
@@ -14,6 +15,7 @@ readout adds a bias, 1 parameter) and a comparison between them isolates energy-
 inference from network capacity.
 """
 
+import math
 from typing import Sequence
 
 import flax.linen as nn
@@ -114,3 +116,81 @@ class CNNDenoiser(nn.Module):
                          self.padding, readout_bias=True, zero_readout=True,
                          name="net")(x[..., None])
     return x + residual[..., 0]
+
+
+class FCN(nn.Module):
+  """`x [B, H, W, C] -> logits [B, H, W]`: a small fully convolutional segmentation net.
+
+  The feed-forward baseline and SEAL task-net of the Weizmann-horse experiments, which
+  "follow Gygli et al. (2017) and use a Fully Convolutional Network (FCN)" (SEAL §4.4),
+  and the local net of `energynets.energies.SegmentationEnergy`. The papers' text does
+  not give the layers; the defaults have the widths of SEAL's public horse task-net
+  (which is also their value network's trunk): 5×5 convolutions of 64 channels at
+  stride 1, then 128 and 128 at stride 2 (32×32 -> 16×16 -> 8×8). The decoder is
+  Long et al.'s FCN skip architecture (as in that task-net), cheap because it upsamples
+  *scores*, not features:
+
+  - a 1×1 convolution scores every encoder level (one logit per position);
+  - from the coarsest level up, the running score map is upsampled by the next level's
+    stride with a learned transposed convolution (kernel 2·stride, no bias: FCN's
+    learnable bilinear-like upsampling) and the finer level's score is added
+    (`skip_connections`; without them the coarsest score alone is upsampled, and the
+    8×8 map cannot place a horse's legs to a pixel).
+
+  'SAME' padding throughout, so H and W must be divisible by the product of the
+  strides (4 by default; 32×32 images and SEAL's 24×24 crops both are); the first
+  stride must be 1, so the finest score map has the image's resolution. No batch
+  statistics (no batch norm): an example's logits never depend on its batch-mates, which
+  the energies and GBI that reuse this net rely on.
+
+  Parameters: `conv_i` (encoder), `score_i` (1×1 scores), `up_i` (upsampling).
+
+  Attributes:
+    features: channels of the encoder convolutions.
+    strides: stride of each encoder convolution, as long as `features`; the first is 1.
+    kernel_size: k of the k×k encoder convolutions.
+    activation: a name of `energynets.nets.ACTIVATIONS` (ReLU for a task net; as an
+      energy's local net it reads only x, so the energy's smoothness in y does not
+      depend on it).
+    dropout: dropout rate on every encoder level's features before they are scored.
+    skip_connections: add the finer levels' scores on the way up (FCN-8s style).
+  """
+  features: Sequence[int] = (64, 128, 128)
+  strides: Sequence[int] = (1, 2, 2)
+  kernel_size: int = 5
+  activation: str = "relu"
+  dropout: float = 0.0
+  skip_connections: bool = True
+
+  @nn.compact
+  def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
+    if x.ndim != 4:
+      raise ValueError(f"FCN expects images [B, H, W, C]; got {x.shape}")
+    strides = tuple(self.strides)
+    if len(self.features) != len(strides) or not strides or strides[0] != 1:
+      raise ValueError(f"FCN needs one stride per encoder layer, the first 1; got features "
+                       f"{tuple(self.features)} and strides {strides}")
+    factor = math.prod(strides)
+    if x.shape[1] % factor or x.shape[2] % factor:
+      raise ValueError(f"FCN with strides {strides} needs H and W divisible by {factor}; "
+                       f"got {x.shape[1:3]}")
+    act = activation_by_name(self.activation)
+    k = (self.kernel_size, self.kernel_size)
+    h, levels = x, []
+    for i, (width, stride) in enumerate(zip(self.features, strides)):
+      h = act(nn.Conv(width, k, strides=(stride, stride), padding="SAME", name=f"conv_{i}")(h))
+      levels.append(nn.Dropout(self.dropout, deterministic=not train)(h))
+
+    def score(i):
+      return nn.Conv(1, (1, 1), name=f"score_{i}")(levels[i])
+
+    last = len(levels) - 1
+    logits = score(last)
+    for i in range(last - 1, -1, -1):
+      s = strides[i + 1]
+      if s > 1:
+        logits = nn.ConvTranspose(1, (2 * s, 2 * s), strides=(s, s), padding="SAME",
+                                  use_bias=False, name=f"up_{i}")(logits)
+      if self.skip_connections:
+        logits = logits + score(i)
+    return logits[..., 0]

@@ -30,6 +30,18 @@ Metrics = dict[str, jax.Array]
 
 
 class Objective(NamedTuple):
+  """A training method as pure functions (see the module docstring), like optax's
+  `GradientTransformation`.
+
+  Attributes:
+    init: `(rng, example_batch) -> state`, every trained group and its optimizer state.
+    update: `(state, batch, rng) -> (state, metrics)`, one full step; `metrics` holds at
+      least `loss` and `grad_norm` (scalars).
+    predict: `(state, x [B, ...]) -> y_soft [B, ...]`, a soft prediction in the output
+      domain (e.g. `[B, L]` in [0, 1] for multi-label data).
+    init_from: optional `(prev_state, rng, example_batch) -> state`, the first state of
+      a stage that continues from the previous stage's state.
+  """
   init: Callable[[jax.Array, Batch], State]
   update: Callable[[State, Batch, jax.Array], tuple[State, Metrics]]
   predict: Callable[[State, jax.Array], jax.Array]
@@ -37,17 +49,24 @@ class Objective(NamedTuple):
 
 
 class ParamGroup(NamedTuple):
-  """Parameters trained by one optimizer, with that optimizer's state."""
+  """Parameters trained by one optimizer, with that optimizer's state.
+
+  Attributes:
+    params: the parameters (a pytree, e.g. Flax `params`).
+    opt_state: the optimizer's state (an `optax.OptState` for `params`).
+  """
   params: Any
-  opt_state: optax.OptState
+  opt_state: Any  # optax.OptState (typed Any: its forward references break pdoc)
 
 
 def init_group(params: Any, optimizer: optax.GradientTransformation) -> ParamGroup:
+  """`ParamGroup(params, optimizer.init(params))`."""
   return ParamGroup(params, optimizer.init(params))
 
 
 def apply_gradients(group: ParamGroup, grads: Any,
                     optimizer: optax.GradientTransformation) -> ParamGroup:
+  """One optimizer step: `group` moved by `grads` (a pytree shaped like its params)."""
   updates, opt_state = optimizer.update(grads, group.opt_state, group.params)
   return ParamGroup(optax.apply_updates(group.params, updates), opt_state)
 
@@ -78,9 +97,13 @@ def metrics_and_grads(loss_fn: Callable[..., tuple[jax.Array, Metrics]], params:
 def multilabel_bce(logits: jax.Array, labels: jax.Array) -> jax.Array:
   """Per-label binary cross-entropy on logits, summed over labels, averaged over examples.
 
-  The local loss of every multi-label method (BR/MLP, SPEN pretraining, DMF marginals).
+  The local loss of every multi-label method (BR/MLP, SPEN pretraining, DMF marginals),
+  and the pixel BCE of binary segmentation: every non-batch axis is a label axis, so a
+  mask `[B, H, W]` sums over its H·W pixels, the same scale as the segmentation
+  energies and task losses, which also sum over pixels.
   """
-  return optax.sigmoid_binary_cross_entropy(logits, labels).sum(-1).mean()
+  per_label = optax.sigmoid_binary_cross_entropy(logits, labels)
+  return per_label.reshape(per_label.shape[0], -1).sum(-1).mean()
 
 
 def same_shapes(params: Any, reference: Any) -> bool:

@@ -29,7 +29,9 @@ The loss is `Σ_source w_source · mean_batch ℓ(ȳ_source)` (`samples` picks t
 through either GBI unroll), and s is always a fixed target in the parameter gradient.
 
 State `{"energy": ParamGroup}`, the SPEN state, so `energy_model.carry_params` continues a
-SPEN or `local_bce` state (`init_from`) and SPEN's search statistics apply.
+SPEN or `local_bce` state (`init_from`) and SPEN's search statistics apply. The energy may
+also be a `SegmentationEnergy` (masks ȳ ∈ [0,1]^{H×W}, `score='soft_iou'`): the same
+objective through its `energy_model.segmentation_model`.
 """
 
 from typing import Mapping, Optional, Sequence
@@ -175,7 +177,8 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
   """The DVN objective (see the module docstring).
 
   Args:
-    energy: the `SPENEnergy` whose `σ(−E)` is the value network.
+    energy: the `SPENEnergy` (or `SegmentationEnergy`) whose `σ(−E)` is the value
+      network.
     optimizer: for all of its parameters.
     inference_gbi: `gbi_scan` options of the training-time prediction.
     predict_gbi: `gbi_while` options of test-time prediction (`ssvm.infer`).
@@ -203,6 +206,10 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
   for config in (inference_gbi, adversarial_gbi, predict_gbi):
     gbi_lib.validate_config(config)
   energy_fn = energy_model.encoding_energy(energy)
+  # Initialization and staged continuation depend on the output's shape (label vectors
+  # or masks): the energy's `EnergyModel` knows it (SPEN: exactly `init_params` and
+  # `carry_params`).
+  model = energy_model.as_model(energy)
 
   def loss_fn(params, batch, rng):
     dropout_rng, sample_rng = jax.random.split(rng)
@@ -218,7 +225,8 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
     return loss, dict(metrics, regression=regression)
 
   def init_fn(rng, batch):
-    return {"energy": base.init_group(energy_model.init_params(energy, rng, batch["x"]), optimizer)}
+    return {"energy": base.init_group(model.init_params(rng, batch["x"], batch["y"]),
+                                      optimizer)}
 
   def update(state, batch, rng):
     group, metrics = base.minimize_step(loss_fn, optimizer, state["energy"], batch, rng)
@@ -228,7 +236,7 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
     return ssvm.infer(energy, state["energy"].params, x, predict_gbi, init=init).y
 
   def init_from(prev_state, rng, batch):
-    params = energy_model.carry_params(energy, prev_state, rng, batch["x"])
+    params = model.carry(prev_state, rng, batch["x"], batch["y"])
     return {"energy": base.init_group(params, optimizer)}
 
   return base.Objective(init_fn, update, predict, init_from)

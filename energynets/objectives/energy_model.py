@@ -14,6 +14,10 @@ with y shaped like x (the denoising energies: Real domain, GBI from the noisy in
 - `sequence_model(SequenceEnergy)`: the Simplex per token; `encode` runs the tagger once
   (`SequenceEncoding`), starts `'uniform'` (1/L) or `'local'` (softmax of the logits),
   `carry` continues a sequence-energy state, a token-CE tagger or a CRF.
+- `segmentation_model(SegmentationEnergy)`: the Box over pixels (masks `[B, H, W]`, x
+  images `[B, H, W, C]`, so not y shaped like x); `encode` runs the local FCN once
+  (`SegmentationEncoding`), starts `'uniform'` (0.5) or `'local'` (σ of the FCN's
+  logits), `carry` continues a segmentation-energy state or a `local_bce` FCN.
 
 The SPEN adapters (`encode`, `encoding_energy`, `start_point`, `init_params`,
 `carry_params`) are also used directly by the SEAL, DVN and inference-network
@@ -29,6 +33,7 @@ import jax.numpy as jnp
 
 from energynets import domains
 from energynets.energies.mlc import Encoding, LocalNetEnergy, SPENEnergy, param_groups
+from energynets.energies import image as image_lib
 from energynets.energies import sequence as sequence_lib
 from energynets.inference import gbi as gbi_lib
 from energynets.objectives import base
@@ -232,8 +237,54 @@ def sequence_model(energy: sequence_lib.SequenceEnergy) -> EnergyModel:
       groups=sequence_lib.param_groups(energy))
 
 
+def segmentation_model(energy: image_lib.SegmentationEnergy) -> EnergyModel:
+  """A `SegmentationEnergy` on the Box over pixels; the local FCN runs once per x.
+
+  The SPEN adapters apply as they are (`encode`, `encoding_energy`, `start_point`: the
+  starts `'uniform'` and `'local'` read only the encoding's `[B, H, W]` logits); what
+  differs is the shape of y, `[B, H, W]` for images x `[B, H, W, C]`.
+
+  `carry` continues `prev_state`:
+  - `{"energy": ...}` of a segmentation energy: every group carried;
+  - `{"net": ...}` of `local_bce` on the same `FCN`: its params become `local_net` (the
+    pretrain stage of staged training), `global` is freshly initialized from `rng`.
+  """
+
+  def init(rng, x, y=None):
+    del y  # a mask shaped like the images' pixels
+    return flax.core.unfreeze(
+        energy.init({"params": rng}, x, jnp.zeros(x.shape[:3], jnp.float32))["params"])
+
+  def start(encoding, x, init_name):
+    del x
+    return start_point(encoding, init_name)
+
+  def carry(prev_state, rng, x, y=None):
+    reference = jax.eval_shape(lambda: init(rng, x))
+    if "energy" in prev_state:
+      return base.carried(prev_state["energy"].params, reference,
+                          "the previous state into this SegmentationEnergy")
+    if "net" in prev_state and energy.local_net is not None:
+      local = base.carried(prev_state["net"].params, reference["local_net"],
+                           "the local_bce FCN into this SegmentationEnergy as local_net")
+      return dict(init(rng, x), local_net=local)
+    raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; expected "
+                     "'energy' (a segmentation-energy stage) or 'net' (a local_bce FCN, "
+                     "for an energy with a local_net)")
+
+  return EnergyModel(
+      domain=BOX,
+      init_params=init,
+      encode=lambda params, x, train=False, rng=None: encode(energy, params, x, train, rng),
+      energy=encoding_energy(energy),
+      start=start,
+      inits=INITS,
+      carry=carry,
+      groups=image_lib.segmentation_param_groups(energy))
+
+
 def module_model(module: nn.Module, domain=domains.Real()) -> EnergyModel:
-  """Any Flax module `E(x, y) -> [B]` with y shaped like x (denoising, segmentation).
+  """Any Flax module `E(x, y) -> [B]` with y shaped like x (denoising).
 
   `encode` is the identity (the energy sees x itself); starts: `'input'` (y_0 = x, the
   noisy image), `'uniform'` (`domain.uniform_init`) or `'zeros'`.
@@ -273,13 +324,15 @@ def module_model(module: nn.Module, domain=domains.Real()) -> EnergyModel:
 def as_model(energy) -> EnergyModel:
   """`EnergyModel` as is; a SPEN-style energy (`SPENEnergy`, `ICNNEnergy`: `encode` +
   `energy_from_encoding`) -> `spen_model`; a `SequenceEnergy` -> `sequence_model`;
-  other modules -> `module_model`."""
+  a `SegmentationEnergy` -> `segmentation_model`; other modules -> `module_model`."""
   if isinstance(energy, EnergyModel):
     return energy
   if isinstance(energy, LocalNetEnergy):  # SPENEnergy, ICNNEnergy
     return spen_model(energy)
   if isinstance(energy, sequence_lib.SequenceEnergy):
     return sequence_model(energy)
+  if isinstance(energy, image_lib.SegmentationEnergy):
+    return segmentation_model(energy)
   if isinstance(energy, nn.Module):
     return module_model(energy)
   raise TypeError(f"expected an EnergyModel, a SPENEnergy or a Flax module; got "

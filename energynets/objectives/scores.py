@@ -1,8 +1,9 @@
 """Differentiable task scores `s(ȳ, y) ∈ [0, 1]` of a relaxed output against the gold one.
 
 Value-regression objectives (SEAL's `regression`/`regression_s` loss-nets, DVN) regress
-σ(−E(x, ȳ)) onto `s(ȳ, y)`; SEAL's margin loss-net may use `1 − s` as its cost Δ. A
-score is a pure function
+σ(−E(x, ȳ)) onto `s(ȳ, y)` (`soft_f1` for multi-label outputs, `soft_iou` for
+segmentation masks); SEAL's margin loss-net may use `1 − s` as its cost Δ. A score is
+a pure function
 
     score(y_soft [B, ...], y [B, ...]) -> [B]
 
@@ -59,7 +60,33 @@ def soft_f1(y_soft: jax.Array, y: jax.Array) -> jax.Array:
   return jnp.where(empty, jnp.ones_like(ratio), ratio)
 
 
-SCORES: dict[str, Score] = {"soft_f1": soft_f1}
+def soft_iou(y_soft: jax.Array, y: jax.Array) -> jax.Array:
+  """`[B, ...] x2 -> [B]`: per-example soft IoU `Σ ȳ·y / (Σ ȳ + Σ y − Σ ȳ·y)`.
+
+  The segmentation score of DVN (Gygli et al. 2017) and SEAL (Eq. 10, written there
+  as `Σ min(ȳ, y) / Σ max(ȳ, y)`, which is this for binary gold y). On binary inputs
+  it equals `energynets.metrics.per_image_iou`, including empty gold and empty
+  prediction scoring 1 (the only zero of the denominator on [0, 1], since
+  `ȳ + y − ȳy = 1 − (1 − ȳ)(1 − y) ≥ 0`).
+
+  Args:
+    y_soft: `[B, ...]` relaxed prediction in [0, 1] (masks `[B, H, W]`).
+    y: `[B, ...]` gold output in [0, 1] (binary in practice).
+
+  Returns:
+    `[B]` scores in [0, 1], summed over all non-batch axes; the gradient is that of
+    the ratio except at the empty point, where it is 0 (as `soft_f1`).
+  """
+  _check_shapes(y_soft, y)
+  axes = tuple(range(1, jnp.ndim(y)))
+  intersection = jnp.sum(y_soft * y, axis=axes)
+  union = jnp.sum(y_soft, axis=axes) + jnp.sum(y, axis=axes) - intersection
+  empty = union <= 0.0
+  ratio = intersection / jnp.where(empty, 1.0, union)  # double `where`: see soft_f1
+  return jnp.where(empty, jnp.ones_like(ratio), ratio)
+
+
+SCORES: dict[str, Score] = {"soft_f1": soft_f1, "soft_iou": soft_iou}
 
 
 def get_score(name: str) -> Score:

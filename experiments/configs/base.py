@@ -203,3 +203,56 @@ def spen_stages(config: ml_collections.ConfigDict, method: str) -> None:
                               optimizer=dict(name="adam", learning_rate=1e-3))
   config.stages.joint = dict(method=method, train=dict(steps=1000),
                              optimizer=dict(name="adam", learning_rate=1e-4))
+
+
+# Segmentation dataset variants (experiments/tasks.py: the segmentation task).
+SEGMENTATION_DATASETS = ("weizmann_horse",)
+
+
+def get_segmentation_base_config(dataset: str = "weizmann_horse") -> ml_collections.ConfigDict:
+  """Shared defaults of the segmentation configs (Weizmann horses, SEAL §4.4): the FCN
+  of `config.model` trained with pixel BCE (`method='local'`).
+
+  `data`: the shipped split (`split_seed` is recorded but unused: there is no random
+  split); training batches are augmented (`augment`: a random crop of the image padded
+  by `augment_pad` pixels, `augment_pad_mode` 'constant' / 'reflect' / 'edge', and a
+  horizontal flip if `augment_flip`). `model`: the `nets.FCN` (SEAL's public task-net
+  widths: 5×5 convolutions of 64, 128, 128 channels at strides 1, 2, 2, FCN skip
+  scores). Batch 16 and 3000 steps (300 epochs of the 160 training images) are this
+  project's choice, not the papers'. Selection is on validation mean IoU.
+  """
+  if dataset not in SEGMENTATION_DATASETS:
+    raise ValueError(f"unknown segmentation dataset variant {dataset!r}; expected one of "
+                     f"{SEGMENTATION_DATASETS}")
+  config = ml_collections.ConfigDict()
+  config.method = "local"
+  config.data = ml_collections.ConfigDict(dict(
+      name=dataset, data_dir="", split_seed=0, augment=True, augment_pad=4,
+      augment_flip=True, augment_pad_mode="constant"))
+  config.model = ml_collections.ConfigDict(dict(
+      features=(64, 128, 128), strides=(1, 2, 2), kernel_size=5, activation="relu",
+      dropout=0.0, skip_connections=True))
+  # l2: coefficient of ½‖W‖² (l2_c as in the multi-label configs).
+  config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0))
+  config.optimizer = cosine_adam(1e-3)
+  config.train = ml_collections.ConfigDict(dict(
+      steps=3000, batch_size=16, eval_batch_size=128, seed=0, log_every=100,
+      eval_every=100, checkpoint_every=1000, select_metric="validation/mean_iou",
+      select_mode="max", tensorboard=True, num_devices=0))
+  config.stage_order = ""
+  config.stages = ml_collections.ConfigDict()
+  return config
+
+
+def segmentation_energy(local_term: bool = True) -> ml_collections.ConfigDict:
+  """`config.energy` of a `SegmentationEnergy` (experiments/train.py:segmentation_energy).
+
+  The global term is DVN's / SEAL's value network on the image with the mask as a 4th
+  channel (5×5 convolutions of 64, 128, 128 channels at strides 1, 2, 2, flattened,
+  dense 384 and 192, scalar readout), with softplus so that GBI sees a smooth energy;
+  `local_term`: add SPEN's local term −Σ_p ȳ_p ℓ_p(x) with the FCN of `config.model`
+  as ℓ (so a pretrained FCN stage carries into it). DVN and SEAL use no local term.
+  """
+  return ml_collections.ConfigDict(dict(
+      local_term=local_term, features=(64, 128, 128), strides=(1, 2, 2), kernel_size=5,
+      hidden=(384, 192), activation="softplus", pooling="flatten"))

@@ -17,12 +17,29 @@ import ml_collections
 from experiments.configs import base
 
 
-TASKS = ("multilabel", "denoising", "sequence")  # + depth_scenes, twitter_pos, conll2003
+# + depth_scenes, twitter_pos, conll2003, weizmann_horse
+TASKS = ("multilabel", "denoising", "sequence", "segmentation")
+
+
+def mirror_gbi(config: ml_collections.ConfigDict, learning_rate: float, momentum: float,
+               max_steps: int) -> None:
+  """`config.gbi` (loss-augmented inference in training: 20 steps) and
+  `config.predict_gbi` (test: to convergence, tolerance 1e-4, at most `max_steps`), in
+  place: entropic mirror descent with momentum, the same step at training and test."""
+  config.gbi = ml_collections.ConfigDict(dict(
+      method="mirror", optimizer="momentum", learning_rate=learning_rate,
+      momentum=momentum, num_steps=20, entropy_weight=0.0))
+  config.predict_gbi = ml_collections.ConfigDict(dict(
+      method="mirror", optimizer="momentum", learning_rate=learning_rate,
+      momentum=momentum, max_steps=max_steps, rel_tol=1e-4, abs_tol=1e-4,
+      stop_fraction=1.0, entropy_weight=0.0))
 
 
 def get_config(dataset: str = "synthetic"):
   if dataset in base.DENOISING_DATASETS:
     return get_denoising_config(dataset)
+  if dataset in base.SEGMENTATION_DATASETS:
+    return get_segmentation_config(dataset)
   if dataset in base.SEQUENCE_DATASETS:
     return get_sequence_config(dataset)
   config = base.get_base_config(dataset)
@@ -45,12 +62,7 @@ def get_config(dataset: str = "synthetic"):
   config.loss = ml_collections.ConfigDict(dict(
       l2=1e-5, l2_c=0.0, surrogate="squared", surrogate_eps=1e-3, trainable="",
       init="uniform", loss_aug_init=""))
-  config.gbi = ml_collections.ConfigDict(dict(
-      method="mirror", optimizer="momentum", learning_rate=0.1, momentum=0.95,
-      num_steps=20, entropy_weight=0.0))
-  config.predict_gbi = ml_collections.ConfigDict(dict(
-      method="mirror", optimizer="momentum", learning_rate=0.1, momentum=0.95,
-      max_steps=100, rel_tol=1e-4, abs_tol=1e-4, stop_fraction=1.0, entropy_weight=0.0))
+  mirror_gbi(config, learning_rate=0.1, momentum=0.95, max_steps=100)
   base.spen_stages(config, "ssvm")
   if dataset == "synthetic":
     # Selected on validation example-F1 at 1.5k training examples (SPEN Table 3):
@@ -116,13 +128,38 @@ def get_sequence_config(dataset: str = "twitter_pos"):
   config.loss = ml_collections.ConfigDict(dict(
       l2=0.0, surrogate="l1", surrogate_eps=1e-3, trainable="", init="local",
       loss_aug_init=""))
-  config.gbi = ml_collections.ConfigDict(dict(
-      method="mirror", optimizer="momentum", learning_rate=0.5, momentum=0.9,
-      num_steps=20, entropy_weight=0.0))
-  config.predict_gbi = ml_collections.ConfigDict(dict(
-      method="mirror", optimizer="momentum", learning_rate=0.5, momentum=0.9,
-      max_steps=50, rel_tol=1e-4, abs_tol=1e-4, stop_fraction=1.0, entropy_weight=0.0))
+  mirror_gbi(config, learning_rate=0.5, momentum=0.9, max_steps=50)
   config.optimizer = base.cosine_adam(5e-4)
   base.sequence_pretrain_then(config, "ssvm",
                               steps=3000 if dataset.startswith("conll") else 1000)
+  return config
+
+
+def get_segmentation_config(dataset: str = "weizmann_horse"):
+  """SPEN on Weizmann horses: `SegmentationEnergy` (the FCN as local term + the DVN-style
+  global term on image and mask) trained with the SSVM hinge, in SPEN's three stages.
+
+  Stages: `pretrain`, exactly fcn.py's run (the FCN with pixel BCE, whose params become
+  the energy's `local_net`; a finished fcn run can serve as this stage through compare's
+  --reuse_stage=pretrain=fcn), `energy` (FCN clamped, the global term trained, Adam 1e-3)
+  and `joint` (everything, Adam 1e-4). Δ is the squared error summed over pixels;
+  GBI (training and test) is entropic mirror descent over the pixels' Box from the FCN's
+  prediction (`init='local'`), momentum 0.95, learning rate 0.1 (SPEN A.5's multi-label
+  values), 20 loss-augmented steps, at most 100 at test. Step counts and rates are
+  assumptions, not tuned.
+  """
+  config = base.get_segmentation_base_config(dataset)
+  config.method = "ssvm"
+  config.energy = base.segmentation_energy(local_term=True)
+  config.loss = ml_collections.ConfigDict(dict(
+      l2=0.0, l2_c=0.0, surrogate="squared", surrogate_eps=1e-3, trainable="",
+      init="local", loss_aug_init=""))
+  mirror_gbi(config, learning_rate=0.1, momentum=0.95, max_steps=100)
+  config.stage_order = "pretrain,energy,joint"
+  # pretrain = fcn.py's config exactly (method, optimizer, steps), so its run is reusable.
+  config.stages.pretrain = dict(method="local", train=dict(steps=config.train.steps))
+  config.stages.energy = dict(method="ssvm", loss=dict(trainable="global"),
+                              train=dict(steps=1000), optimizer=dict(learning_rate=1e-3))
+  config.stages.joint = dict(method="ssvm", train=dict(steps=1000),
+                             optimizer=dict(learning_rate=1e-4))
   return config
