@@ -65,7 +65,8 @@ def _mlp(config, dataset) -> nets.MLP:
 
 
 def _build_local(config, dataset, optimizer) -> objectives.Objective:
-  net = _mlp(config, dataset)
+  # BCE per label; on segmentation data per pixel of the FCN's logit map.
+  net = fcn(config) if _is_segmentation(dataset) else _mlp(config, dataset)
   l2 = config.loss.l2
   if config.loss.l2_c > 0:
     l2 = 1.0 / (config.loss.l2_c * len(dataset.train.x))
@@ -109,10 +110,34 @@ def _is_sequence(dataset) -> bool:
   return isinstance(dataset, tasks.SequenceData)
 
 
+def _is_segmentation(dataset) -> bool:
+  return isinstance(dataset, data_lib.SegmentationDataset)
+
+
+def fcn(config) -> nets.FCN:
+  """The segmentation `FCN` of `config.model` (task-net, and the energy's local net)."""
+  m = config.model
+  return nets.FCN(features=tuple(m.features), strides=tuple(m.strides),
+                  kernel_size=m.kernel_size, activation=m.activation, dropout=m.dropout,
+                  skip_connections=m.skip_connections)
+
+
+def segmentation_energy(config) -> energies.SegmentationEnergy:
+  """The `SegmentationEnergy` of `config.energy`: its global term, and `fcn(config)` as
+  the local term when `energy.local_term` (so a `local` FCN stage carries into it)."""
+  e = config.energy
+  return energies.SegmentationEnergy(
+      local_net=fcn(config) if e.local_term else None, features=tuple(e.features),
+      strides=tuple(e.strides), kernel_size=e.kernel_size, hidden=tuple(e.hidden),
+      activation=e.activation, pooling=e.pooling)
+
+
 def feed_forward_net(config, dataset):
   """The feed-forward (inference / task) network: the BiLSTM `tagger` on sequence data,
-  else the `MLP` of `config.model`."""
-  return tagger(config, dataset) if _is_sequence(dataset) else _mlp(config, dataset)
+  the `FCN` on segmentation data, else the `MLP` of `config.model`."""
+  if _is_sequence(dataset):
+    return tagger(config, dataset)
+  return fcn(config) if _is_segmentation(dataset) else _mlp(config, dataset)
 
 
 def _build_local_token_ce(config, dataset, optimizer) -> objectives.Objective:
@@ -168,10 +193,13 @@ def _names(text: str) -> tuple[str, ...] | None:
 
 
 def energy_module(config, dataset):
-  """`config.energy` as a module: a `SequenceEnergy` on sequence data, a denoising energy
-  when it names a `kind`, else a `SPENEnergy`."""
+  """`config.energy` as a module: a `SequenceEnergy` on sequence data, a
+  `SegmentationEnergy` on segmentation data, a denoising energy when it names a `kind`,
+  else a `SPENEnergy`."""
   if _is_sequence(dataset):
     return sequence_energy(config, dataset)
+  if _is_segmentation(dataset):
+    return segmentation_energy(config)
   return image_energy(config) if "kind" in config.energy else spen_energy(config, dataset)
 
 
@@ -228,7 +256,7 @@ def _build_seal_ranking(config, dataset, optimizer) -> objectives.Objective:
 def _build_dvn(config, dataset, optimizer) -> objectives.Objective:
   d = config.dvn
   return objectives.deep_value_network(
-      spen_energy(config, dataset), optimizer,
+      energy_module(config, dataset), optimizer,
       inference_gbi=inference.GBIConfig(**config.gbi),
       adversarial_gbi=inference.GBIConfig(**config.adversarial_gbi),
       predict_gbi=inference.GBIConfig(**config.predict_gbi), samples=_names(d.samples),
@@ -249,7 +277,7 @@ def _build_infnet(config, dataset, optimizer) -> objectives.Objective:
       architecture=n.architecture, compound_weight=n.compound_weight,
       energy_weight=n.energy_weight, ce_weight=n.ce_weight,
       num_inner_steps=n.num_inner_steps, truncate=n.truncate, surrogate=n.surrogate,
-      l2=config.loss.l2, net_l2=n.net_l2)
+      l2=config.loss.l2, net_l2=n.net_l2, carry_energy=n.carry_energy)
 
 
 def _build_e2e(config, dataset, optimizer) -> objectives.Objective:
@@ -308,11 +336,12 @@ def build_objective(config: ml_collections.ConfigDict,
   return OBJECTIVE_BUILDERS[config.method](config, dataset, optimizer)
 
 
-def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
+def flatten_dict(tree: dict, prefix: str = "") -> dict[str, Any]:
+  """A nested dict as one level of dotted keys (`{'a': {'b': 1}}` -> `{'a.b': 1}`)."""
   flat = {}
   for key, value in tree.items():
     if isinstance(value, dict):
-      flat.update(_flatten(value, f"{prefix}{key}."))
+      flat.update(flatten_dict(value, f"{prefix}{key}."))
     else:
       flat[f"{prefix}{key}"] = value
   return flat
@@ -342,7 +371,7 @@ def stage_configs(config: ml_collections.ConfigDict
     stage = ml_collections.ConfigDict(base)
     stage.lock()  # unknown keys raise instead of being added
     try:
-      stage.update_from_flattened_dict(_flatten(stages[name]))
+      stage.update_from_flattened_dict(flatten_dict(stages[name]))
     except (KeyError, AttributeError) as e:
       raise ValueError(f"stage {name!r} overrides {e}, which the config does not have") from e
     result.append((name, stage))

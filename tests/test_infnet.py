@@ -299,14 +299,20 @@ class StagesTest(parameterized.TestCase):
     pretrained = lb_state["net"].params
     objs = {a: infnet.inference_network(energy, net, optax.adam(1e-3), optax.adam(1e-3),
                                         architecture=a) for a in infnet.ARCHITECTURES}
+    fresh_energy = infnet.inference_network(energy, net, optax.adam(1e-3),
+                                            optax.adam(1e-3), carry_energy=False)
 
     @_jit  # one compilation for every architecture
     def fresh_and_carried(lb_state, rng):
       return {a: (obj.init(rng, batch), obj.init_from(lb_state, rng, batch),
                   obj.predict(obj.init_from(lb_state, rng, batch), batch["x"]))
-              for a, obj in objs.items()}
+              for a, obj in objs.items()}, fresh_energy.init_from(lb_state, rng, batch)
 
-    states = fresh_and_carried(lb_state, jax.random.key(2))
+    states, uncarried = fresh_and_carried(lb_state, jax.random.key(2))
+    # carry_energy=False: the energy as `init` makes it, the nets carried all the same.
+    _assert_trees_equal(self, uncarried["energy"].params,
+                        states["stacked"][0]["energy"].params)
+    _assert_trees_equal(self, uncarried["test_net"].params, pretrained)
     for architecture, (fresh, state, y_soft) in states.items():
       _assert_trees_equal(self, state["energy"].params["local_net"], pretrained)
       _assert_trees_equal(self, state["energy"].params["global"],

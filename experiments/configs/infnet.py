@@ -7,6 +7,7 @@ energy, MLP nets) or on sequences (the paper's tagging energy, BiLSTM nets).
 --config.infnet.objective=margin|perceptron|compound
 --config.infnet.architecture=separated|shared|stacked
 --config.infnet.truncate=energy|both|none   --config.infnet.ce_weight=0   (Table 1 ablation)
+--config.infnet.carry_energy=False   (the energy starts fresh; the nets still pretrained)
 
 Stages:
 1. `pretrain`: the MLP baseline (experiments/configs/mlp.py, BCE).
@@ -50,7 +51,7 @@ def _infnet_options(net_l2: float) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict(dict(
       objective="compound", architecture="stacked", compound_weight=1.0,
       energy_weight=config_dict.placeholder(float), ce_weight=1.0, num_inner_steps=5,
-      truncate="energy", surrogate="l1", net_l2=net_l2))
+      truncate="energy", surrogate="l1", net_l2=net_l2, carry_energy=True))
 
 
 def get_sequence_config(dataset: str):
