@@ -12,12 +12,8 @@ import time
 
 from absl import app
 from absl import flags
-import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.multiclass import OneVsRestClassifier
 
 from benchmarks import common
-from energynets import metrics
 from energynets.train import quiet_library_logs
 from experiments import train
 
@@ -33,22 +29,6 @@ KEYS = ("test/example_f1@0.5", "test/example_f1", "threshold", "test/micro_f1", 
         "test/hamming")
 
 
-def sklearn_results(dataset, c: float) -> dict[str, float]:
-  y = dataset.train.y
-  # A label with no positive train example cannot be fit; it is predicted 0 (its prior).
-  fit_cols = np.flatnonzero(y.max(0) > 0)
-  clf = OneVsRestClassifier(LogisticRegression(C=c, max_iter=2000), n_jobs=-1)
-  clf.fit(dataset.train.x, y[:, fit_cols])
-
-  def probs(split):
-    p = np.zeros(split.y.shape, np.float32)
-    p[:, fit_cols] = clf.predict_proba(split.x)
-    return p
-
-  return metrics.evaluate_multilabel(val=(dataset.validation.y, probs(dataset.validation)),
-                                     test=(dataset.test.y, probs(dataset.test)))
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -60,7 +40,7 @@ def main(argv):
   ours = train.train_and_evaluate(config, os.path.join(_WORKDIR.value, "br"))
   dataset = train.load_data(config)
   started = time.time()
-  theirs = sklearn_results(dataset, _C.value)
+  theirs = common.sklearn_br_results(dataset, _C.value)
   sk_seconds = time.time() - started
 
   lines = ["| | " + " | ".join(KEYS) + " | train s |", "|---" * (len(KEYS) + 2) + "|"]

@@ -10,7 +10,9 @@ from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from energynets import metrics
 from energynets.train import Checkpointer
 from experiments import train
 
@@ -71,3 +73,24 @@ def restore_spen_params(config, dataset, workdir: str) -> tuple[Any, str]:
       return state["energy"].params, f"{directory} step {step}"
     checkpointer.close()
   raise FileNotFoundError(f"no checkpoint under {stage_dir}/best or /checkpoints")
+
+
+def sklearn_br_results(dataset, c: float) -> dict[str, float]:
+  """scikit-learn's one-vs-rest `LogisticRegression(C=c)` on a multi-label dataset,
+  evaluated by our metric protocol (the oracle of `br`; here, not in the flag-defining
+  br_vs_sklearn binary, so tests can import it next to other binaries)."""
+  from sklearn.linear_model import LogisticRegression  # pylint: disable=g-import-not-at-top
+  from sklearn.multiclass import OneVsRestClassifier  # pylint: disable=g-import-not-at-top
+  y = dataset.train.y
+  # A label with no positive train example cannot be fit; it is predicted 0 (its prior).
+  fit_cols = np.flatnonzero(y.max(0) > 0)
+  clf = OneVsRestClassifier(LogisticRegression(C=c, max_iter=2000), n_jobs=-1)
+  clf.fit(dataset.train.x, y[:, fit_cols])
+
+  def probs(split):
+    p = np.zeros(split.y.shape, np.float32)
+    p[:, fit_cols] = clf.predict_proba(split.x)
+    return p
+
+  return metrics.evaluate_multilabel(val=(dataset.validation.y, probs(dataset.validation)),
+                                     test=(dataset.test.y, probs(dataset.test)))

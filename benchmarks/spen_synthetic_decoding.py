@@ -9,13 +9,13 @@ bound what test-time inference can reach from the learned energy:
   *discrete* energy: repeatedly flip the single bit that lowers E most, until none
   does (at most `--flip_sweeps` flips).
 
-For the run at `--workdir` (an experiments.main run of spen_ssvm on synthetic), this
+For the run at `--run_dir` (an experiments.main run of spen_ssvm on synthetic), this
 prints example-F1 at 0.5 of: GBI as trained (`predict_gbi`), the per-block argmax of the
 local logits, and the bit-flip polish of GBI's rounding; and, over test examples, how
 often the rounded GBI output is a valid one-hot-per-block labeling and how often its
 energy is above the argmax labeling's or the gold labeling's.
 
-  python -m benchmarks.spen_synthetic_decoding --workdir=/tmp/syn/runs/base1500
+  python -m benchmarks.spen_synthetic_decoding --run_dir=/tmp/syn/runs/base1500
 """
 
 import json
@@ -37,9 +37,9 @@ from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
 from experiments import train
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "experiments.main run of spen_ssvm:synthetic")
+_RUN_DIR = flags.DEFINE_string("run_dir", None, "experiments.main run of spen_ssvm:synthetic")
 _FLIP_SWEEPS = flags.DEFINE_integer("flip_sweeps", 20, "most single-bit flips per example")
-flags.mark_flags_as_required(["workdir"])
+flags.mark_flags_as_required(["run_dir"])
 
 BLOCK = 4
 
@@ -70,14 +70,14 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_library_logs()
-  with open(os.path.join(_WORKDIR.value, "results.json")) as f:
+  with open(os.path.join(_RUN_DIR.value, "results.json")) as f:
     config = ml_collections.ConfigDict(json.load(f)["meta"]["config"])
   if config.data.name != "synthetic":
-    raise ValueError(f"{_WORKDIR.value} is a run on {config.data.name!r}; this diagnosis "
+    raise ValueError(f"{_RUN_DIR.value} is a run on {config.data.name!r}; this diagnosis "
                      "needs the synthetic block-exclusivity task")
   dataset = train.load_data(config)
   energy = train.spen_energy(config, dataset)
-  params, source = common.restore_spen_params(config, dataset, _WORKDIR.value)
+  params, source = common.restore_spen_params(config, dataset, _RUN_DIR.value)
   _, last = train.stage_configs(config)[-1]
   energy_fn = energy_model.encoding_energy(energy)
   x = jnp.asarray(dataset.test.x)

@@ -43,7 +43,7 @@ def test_spen_synthetic_decoding_diagnoses_a_trained_run(tmp_path):
                f"--workdir={run}", "--config.data.num_train=200", "--config.train.eval_every=20",
                "--config.train.tensorboard=False", *steps])
   assert proc.returncode == 0, proc.stderr[-3000:]
-  proc = _run(["benchmarks.spen_synthetic_decoding", f"--workdir={run}", "--flip_sweeps=3"])
+  proc = _run(["benchmarks.spen_synthetic_decoding", f"--run_dir={run}", "--flip_sweeps=3"])
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "per-block argmax of local logits" in proc.stdout
   assert "one-hot in every block" in proc.stdout

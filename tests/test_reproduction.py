@@ -25,11 +25,11 @@ def test_mlp_bibtex_reaches_the_seal_cross_entropy_row(tmp_path, data_dir):
 
 
 def test_br_bibtex_agrees_with_scikit_learn(tmp_path, data_dir):
-  from benchmarks import br_vs_sklearn
+  from benchmarks import common
   from experiments import train
   ours = _run("br", "bibtex", tmp_path, data_dir=data_dir)
   dataset = train.load_data(train.get_config("br", "bibtex", [f"data.data_dir={data_dir}"]))
-  theirs = br_vs_sklearn.sklearn_results(dataset, 1.0)
+  theirs = common.sklearn_br_results(dataset, 1.0)
   for key in ("test/example_f1", "test/example_f1@0.5"):
     assert abs(ours[key] - theirs[key]) <= 0.010, (key, ours[key], theirs[key])
 
