@@ -44,6 +44,9 @@ import jax.numpy as jnp
 
 # Keeps logs and logits finite; 1 − 1e-6 is still distinct from 1 in float32.
 DEFAULT_EPS = 1e-6
+"""The default clip `eps` of every domain's logarithms (see the module docstring)."""
+
+__all__ = ["DEFAULT_EPS", "Box", "Domain", "Real", "Simplex", "get_domain"]
 
 
 class Domain(Protocol):

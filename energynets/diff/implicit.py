@@ -124,7 +124,18 @@ def neumann_inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree, *, num_te
 
 def cg_inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree, *, num_terms: int,
                    damping: float = 0.0, tol: float = 1e-6) -> PyTree:
-  """`(H + δI)⁻¹ v` by at most `num_terms` conjugate-gradient iterations from 0."""
+  """`(H + δI)⁻¹ v` by at most `num_terms` conjugate-gradient iterations from 0.
+
+  Args:
+    hvp_fn: `u -> H u` for a symmetric H (positive definite for CG to be reliable).
+    v: the right-hand side, any pytree (e.g. parameters, or outputs `[B, L]`).
+    num_terms: the maximum number of CG iterations (one Hessian product each).
+    damping: δ ≥ 0.
+    tol: the relative residual at which CG stops early.
+
+  Returns:
+    A pytree shaped like `v`.
+  """
   solution, _ = jax.scipy.sparse.linalg.cg(_damped(hvp_fn, damping), v, tol=tol,
                                            maxiter=num_terms)
   return solution
@@ -132,7 +143,16 @@ def cg_inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree, *, num_terms: 
 
 def inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree,
                 config: InverseHVP = InverseHVP()) -> PyTree:
-  """`H⁻¹ v` by `config.method`."""
+  """`H⁻¹ v` by `config.method` (`neumann_inverse_hvp` or `cg_inverse_hvp`).
+
+  Args:
+    hvp_fn: `u -> H u` (a pytree map, e.g. `lambda u: hvp(f, x, u)`).
+    v: the right-hand side, any pytree.
+    config: the solver and its options.
+
+  Returns:
+    A pytree shaped like `v`.
+  """
   check_config(config)
   if config.method == "neumann":
     return neumann_inverse_hvp(hvp_fn, v, num_terms=config.num_terms, alpha=config.alpha,

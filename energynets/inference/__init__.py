@@ -5,7 +5,6 @@ from energynets.inference.crf import crf_log_partition
 from energynets.inference.crf import crf_marginals
 from energynets.inference.crf import crf_sequence_score
 from energynets.inference.crf import viterbi_decode
-from energynets.inference.gbi import EnergyFn
 from energynets.inference.gbi import GBIConfig
 from energynets.inference.gbi import GBIResult
 from energynets.inference.gbi import GBIState
@@ -17,6 +16,12 @@ from energynets.inference.gbi import init_state
 from energynets.inference.gbi import make_objective
 from energynets.inference.gbi import validate_config
 from energynets.inference.unrolled import unrolled_gbi
+from energynets.inference import gbi
+
+EnergyFn = gbi.EnergyFn
+"""The energy contract of every inference routine: `energy(params, x, y [B, ...]) -> [B]`,
+one value per example with examples independent (no batch statistics); `params` and `x`
+are any pytrees."""
 
 __all__ = [
     "crf_log_likelihood",

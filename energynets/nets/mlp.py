@@ -17,6 +17,7 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 
 
 def activation_by_name(name: str) -> Callable[[jax.Array], jax.Array]:
+  """The elementwise non-linearity `ACTIVATIONS[name]` (ValueError naming the choices)."""
   try:
     return ACTIVATIONS[name]
   except KeyError:

@@ -202,7 +202,7 @@ def e2e_losses(energy, *, gbi: GBIConfig, loss: str = "bce", per_iterate: bool =
   return E2ELosses(loss_fn, unroll, model, init_step_sizes(gbi))
 
 
-def e2e_objective(energy, optimizer: optax.GradientTransformation, *, gbi: GBIConfig,
+def e2e_objective(energy: Any, optimizer: optax.GradientTransformation, *, gbi: GBIConfig,
                   loss: str = "bce", per_iterate: bool = True, gradient: str = "scan",
                   init: str = "local", learn_step_sizes: bool = True,
                   step_size_optimizer: Optional[optax.GradientTransformation] = None,

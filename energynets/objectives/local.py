@@ -29,7 +29,11 @@ token_cross_entropy = outputs.token_cross_entropy
 
 def local_bce(net: nn.Module, optimizer: optax.GradientTransformation, *,
               l2: float = 0.0) -> base.Objective:
-  """Per-label BCE on the logits of `net(x) -> [B, L]`; prediction is `sigmoid`."""
+  """Per-label BCE on the logits of `net(x) -> [B, L]`; prediction is `sigmoid`.
+
+  Batches are `{"x": [B, ...], "y": [B, L]}` with y in {0, 1}; the state is
+  `{"net": ParamGroup}`; `l2` weighs `½‖W‖²` on the net's weight matrices.
+  """
   return _local(net, optimizer, "bce", base.multilabel_bce, jax.nn.sigmoid, l2)
 
 
@@ -43,7 +47,8 @@ def local_token_ce(net: nn.Module, optimizer: optax.GradientTransformation, *,
 
 def local_squared_error(net: nn.Module, optimizer: optax.GradientTransformation, *,
                         l2: float = 0.0) -> base.Objective:
-  """Per-example mean squared error of `net(x)` against y; prediction is `net(x)`."""
+  """Per-example mean squared error of `net(x) -> [B, ...]` against `y [B, ...]`;
+  prediction is `net(x)`. State `{"net": ParamGroup}`."""
 
   def mse(outputs, targets):
     axes = tuple(range(1, outputs.ndim))

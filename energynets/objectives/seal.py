@@ -505,7 +505,8 @@ def _scan_last(body, state, rng, length: int):
 
 def task_net_ranking(task_net: nn.Module, optimizer: optax.GradientTransformation, *,
                      num_samples: int = 10, ranking_weight: float = 1.0,
-                     bce_weight: float = 1.0, output="multilabel") -> base.Objective:
+                     bce_weight: float = 1.0,
+                     output: str | outputs.OutputStructure = "multilabel") -> base.Objective:
   """NCE ranking with `s(y) = Σ_i log P(y_i | x; Φ)` on the task-net itself, + λ2·BCE.
 
   Per example: `−log [P_Φ(y⁰) / Σ_{k=0..K} P_Φ(yᵏ)]`, y⁰ the gold output, yᵏ ~ P_Φ

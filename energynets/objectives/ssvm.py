@@ -49,7 +49,7 @@ optimizer is an `optax.multi_transform` that gives them `set_to_zero` updates (s
 momentum, weight decay or schedule can move them, and they carry no optimizer state).
 """
 
-from typing import NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -185,7 +185,7 @@ def infer(energy, params, x: jax.Array, config: GBIConfig, *,
                            model.domain, config)
 
 
-def search_statistics(energy: SPENEnergy, params, x: jax.Array, y: jax.Array,
+def search_statistics(energy: SPENEnergy, params: Any, x: jax.Array, y: jax.Array,
                       config: GBIConfig, *, init: str = "uniform") -> dict[str, jax.Array]:
   """How test-time GBI behaves on a batch (SPEN §7.4): steps taken and search error.
 
@@ -323,7 +323,7 @@ def spen_pretrain(energy: SPENEnergy, optimizer: optax.GradientTransformation, *
   return _objective(energy_model.spen_model(energy), optimizer, trainable, loss_fn, predict)
 
 
-def ssvm_hinge(energy, optimizer: optax.GradientTransformation, *,
+def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
          loss_aug_gbi: GBIConfig, predict_gbi: GBIConfig, surrogate: str = "squared",
          surrogate_eps: float = DEFAULT_SURROGATE_EPS,
          trainable: Optional[Sequence[str]] = None, l2: float = 0.0,

@@ -3,11 +3,15 @@
 from energynets.train.checkpoint import Checkpointer
 from energynets.train.loop import (FitResult, LoopOptions, NonFiniteLossError, fit,
                                    predict_in_batches)
-from energynets.train.step import (DATA_AXIS, batch_sharded, build_init, build_init_from,
+from energynets.train.step import (batch_sharded, build_init, build_init_from,
                                    build_predict,
                                    build_train_step, check_batch_size, make_mesh, replicate,
                                    replicated, shard_batch)
 from energynets.train.writers import MetricWriter, quiet_library_logs
+from energynets.train import step
+
+DATA_AXIS: str = step.DATA_AXIS
+"""`'data'`: the name of the device-mesh axis that batches are sharded along."""
 
 __all__ = ["Checkpointer", "DATA_AXIS", "FitResult", "LoopOptions", "MetricWriter",
            "NonFiniteLossError", "batch_sharded", "build_init", "build_init_from", "build_predict",

@@ -32,6 +32,16 @@ class NonFiniteLossError(FloatingPointError):
 
 @dataclasses.dataclass(frozen=True)
 class FitResult:
+  """What `fit` returns.
+
+  Attributes:
+    state: the selected state (best on validation by `LoopOptions.select_metric`,
+      else the last one), e.g. `{"task_net": ParamGroup, "loss_net": ParamGroup}`.
+    final_step: the number of steps trained (including those of a resumed run).
+    selected_step: the step of `state`.
+    selected_value: `select_metric` at `selected_step` (None without evaluation).
+    history: the validation records in order, `{"step": int, "validation/...": float}`.
+  """
   state: Any              # the selected state (best on validation, else the last one)
   final_step: int
   selected_step: int
@@ -41,6 +51,19 @@ class FitResult:
 
 @dataclasses.dataclass(frozen=True)
 class LoopOptions:
+  """Options of `fit` (the `config.train` block of an experiment config).
+
+  Attributes:
+    steps: total training steps (`objective.update` calls).
+    batch_size: global batch size B (split over the devices of the mesh).
+    seed: seeds the initial state, every step's key and the batch order.
+    log_every: write training metrics every this many steps.
+    eval_every: call `evaluate(state)` every this many steps (and at the end).
+    checkpoint_every: save the latest state every this many steps (and at the end).
+    select_metric: the evaluation metric that picks the returned state (None: last).
+    select_mode: `'max'` or `'min'` of `select_metric`.
+    tensorboard: also write TensorBoard event files (else `metrics.jsonl` only).
+  """
   steps: int
   batch_size: int
   seed: int = 0
@@ -53,6 +76,8 @@ class LoopOptions:
 
   @classmethod
   def from_config(cls, cfg: Mapping[str, Any]) -> "LoopOptions":
+    """From a mapping of these fields (unknown keys are an error; `eval_batch_size` and
+    `num_devices`, read by the experiment runner, are ignored)."""
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(cfg) - names - {"eval_batch_size", "num_devices"}
     if unknown:
@@ -68,7 +93,11 @@ def _first_nonfinite(first: jax.Array, loss: jax.Array, step: jax.Array) -> jax.
 
 def predict_in_batches(predict: Callable, state: Any, x: np.ndarray, batch_size: int,
                        mesh: jax.sharding.Mesh) -> np.ndarray:
-  """Runs a jitted `predict(state, x)` over all rows of `x`; returns numpy `[N, ...]`."""
+  """Runs a jitted `predict(state, x)` over all rows of `x [N, ...]`; returns numpy `[N, ...]`.
+
+  `batch_size` rows at a time (the last batch padded, the padding dropped);
+  `predict` is typically `build_predict(objective, mesh)`.
+  """
   step_lib.check_batch_size(batch_size, mesh)
   outputs = []
   rows = step_lib.process_slice(batch_size)
@@ -95,6 +124,11 @@ def fit(objective: Objective,
         previous_state: Any = None,
         train_batch: Callable[[int], Mapping[str, np.ndarray]] | None = None) -> FitResult:
   """Trains `objective` on `train_arrays` (`{"x": [N, ...], "y": [N, ...]}`) for `options.steps`.
+
+  Each step is `objective.update` on a batch of `options.batch_size` rows (`[B, ...]`),
+  jitted by `build_train_step`; checkpoints go to `workdir/checkpoints` (latest: rerun
+  the same call to resume) and `workdir/best` (the state selected on validation), and
+  metrics to `workdir/metrics.jsonl`. Returns a `FitResult`.
 
   `evaluate(state) -> {"validation/<metric>": value}` is called every `eval_every`
   steps and at the end; `options.select_metric` picks the returned state.

@@ -16,6 +16,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from energynets.objectives.base import Objective
 
 DATA_AXIS = "data"
+"""The name of the mesh axis that batches are sharded along."""
 
 
 def make_mesh(num_devices: int | None = None) -> Mesh:
@@ -29,10 +30,12 @@ def make_mesh(num_devices: int | None = None) -> Mesh:
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
+  """The sharding of a state: a full copy on every device of `mesh`."""
   return NamedSharding(mesh, P())
 
 
 def batch_sharded(mesh: Mesh) -> NamedSharding:
+  """The sharding of a batch: its leading axis `[B, ...]` split over the `'data'` axis."""
   return NamedSharding(mesh, P(DATA_AXIS))
 
 
@@ -59,18 +62,24 @@ def shard_batch(local_batch: Mapping[str, np.ndarray], mesh: Mesh) -> dict[str, 
 
 
 def replicate(tree: Any, mesh: Mesh) -> Any:
+  """`tree` (any pytree of arrays) placed on every device of `mesh` (`replicated`)."""
   return jax.device_put(tree, replicated(mesh))
 
 
 def build_train_step(objective: Objective, mesh: Mesh) -> Callable:
-  """`step(state, batch, rng) -> (state, metrics)`, jitted, state donated."""
+  """`step(state, batch, rng) -> (state, metrics)`, jitted, state donated.
+
+  `batch` is `{name: [B, ...]}` sharded along the `'data'` axis (`shard_batch`); the
+  state is replicated and its buffers are reused for the new state.
+  """
   repl, data = replicated(mesh), batch_sharded(mesh)
   return jax.jit(objective.update, in_shardings=(repl, data, repl),
                  out_shardings=(repl, repl), donate_argnums=(0,))
 
 
 def build_predict(objective: Objective, mesh: Mesh) -> Callable:
-  """`predict(state, x) -> y_soft`, jitted, with `x` and the output sharded by rows."""
+  """`predict(state, x [B, ...]) -> y_soft [B, ...]`, jitted, with `x` and the output
+  sharded by rows (`predict_in_batches` runs it over a whole split)."""
   repl, data = replicated(mesh), batch_sharded(mesh)
   return jax.jit(objective.predict, in_shardings=(repl, data), out_shardings=data)
 

@@ -1,0 +1,46 @@
+"""The notebooks in notebooks/ run end to end and are committed without outputs.
+
+Each notebook is executed by nbclient in a fresh IPython kernel (the `python3` kernel of
+the interpreter running the tests, so the installed `energynets`), from a temporary
+working directory; the first cell that raises fails the test with its traceback
+(`nbclient.exceptions.CellExecutionError`). Together they take about a minute on 2 CPU
+cores.
+"""
+
+import pathlib
+
+import nbformat
+from nbclient import NotebookClient
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
+# Figures each notebook must show (a cell that silently plots nothing is a failure too).
+MIN_FIGURES = {"quickstart.ipynb": 5, "differentiation.ipynb": 2}
+
+
+def test_the_notebooks_exist():
+  assert {p.name for p in NOTEBOOKS} >= set(MIN_FIGURES)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_committed_without_outputs(path):
+  notebook = nbformat.read(path, as_version=4)
+  nbformat.validate(notebook)
+  for index, cell in enumerate(notebook.cells):
+    if cell.cell_type == "code":
+      assert cell.outputs == [] and cell.execution_count is None, (
+          f"{path.name}, cell {index}: outputs are committed; clear them before "
+          f"committing (Jupyter: Edit > Clear All Outputs)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_executes(path, tmp_path, monkeypatch):
+  monkeypatch.delenv("QUICKSTART_DATASET", raising=False)  # the default, synthetic data
+  notebook = nbformat.read(path, as_version=4)
+  NotebookClient(notebook, timeout=600, kernel_name="python3",
+                 resources={"metadata": {"path": str(tmp_path)}}).execute()
+  outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+  assert not [o for o in outputs if o.output_type == "error"]
+  figures = sum("image/png" in o.get("data", {}) for o in outputs)
+  assert figures >= MIN_FIGURES.get(path.name, 0), f"{path.name} showed {figures} figures"
