@@ -204,6 +204,9 @@ def _preamble(table: str) -> str:
   if "PSNR test" in table:
     return ("PSNR in dB, peak 1 on images in [0, 1]; `natural`: crops of scikit-image's "
             "natural images.")
+  if "mean IoU" in table:
+    return ("Rates are percentages: mean IoU is the mean over images of the foreground IoU "
+            "of the mask thresholded at 0.5; dataset IoU pools every pixel of the split.")
   if "token acc" in table:
     return ("Rates are percentages: token accuracy over real tokens; span F1 / P / R over "
             "entities, exact span and type (conlleval).")

@@ -531,3 +531,4 @@ def test_compare_prints_mean_iou_columns_for_segmentation_rows():
   assert "| weizmann_horse | fcn | 75.10 | 77.80 | 80.12 |" in table
   assert "| fcn | 77.80 |" in compare.format_pivot([("weizmann_horse", "fcn", [run])],
                                                      "test/mean_iou")
+  assert "thresholded at 0.5" in compare._preamble(table)
