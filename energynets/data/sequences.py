@@ -663,8 +663,9 @@ def pack_tokens(split: SequenceSplit) -> np.ndarray:
   return np.concatenate(columns + [split.chars], axis=-1).astype(np.int32)
 
 
-def unpack_tokens(x) -> dict:
-  """`x [B, T, 3 + C]` (numpy or jax) -> {"words", "pos", "chunk", "chars", "mask"}."""
+def unpack_tokens(x: Any) -> dict[str, Any]:
+  """`x [B, T, 3 + C]` (a numpy or jax integer array) -> {"words", "pos", "chunk" `[B, T]`,
+  "chars" `[B, T, C]`, "mask" `[B, T]` bool}, arrays of x's kind."""
   if x.ndim != 3 or x.shape[-1] < len(PACKED_COLUMNS) + 1:
     raise ValueError(f"packed tokens need shape [B, T, 3 + C] with C >= 1; got {x.shape}")
   batch = {name: x[..., i] for i, name in enumerate(PACKED_COLUMNS)}
