@@ -295,14 +295,10 @@ def segmentation_train_batches(config, dataset, batch_size: int, seed: int
   augmented (`segmentation.augmented_batch`: padded random crop by `data.augment_pad`
   pixels, horizontal flip if `data.augment_flip`) unless `data.augment` is off."""
   cfg = config.data
-  x, y = dataset.train.x, dataset.train.y
-  if not cfg.augment:
-    def plain(step):
-      idx = batching.train_batch_indices(len(x), batch_size, seed, step)
-      return {"x": x[idx], "y": y[idx]}
-    return plain
+  # Augmentation off is the identity transform (no padding, no flip) of the same rows.
+  pad, flip = (cfg.augment_pad, cfg.augment_flip) if cfg.augment else (0, False)
   return lambda step: segmentation.augmented_batch(
-      x, y, batch_size, seed, step, pad=cfg.augment_pad, flip=cfg.augment_flip,
+      dataset.train.x, dataset.train.y, batch_size, seed, step, pad=pad, flip=flip,
       pad_mode=cfg.augment_pad_mode)
 
 
