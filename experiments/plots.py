@@ -27,3 +27,39 @@ def plot_measurement_matrix(kernel: np.ndarray, path: str, title: str = "") -> N
   fig.tight_layout()
   fig.savefig(path, dpi=100)
   plt.close(fig)
+
+
+def plot_segmentation_masks(images: np.ndarray, gold: np.ndarray,
+                            predictions: dict[str, np.ndarray], path: str,
+                            scores: dict[str, np.ndarray] | None = None) -> None:
+  """A grid of test images: one row per image with the image, its gold mask and each
+  model's mask at 0.5 (columns in `predictions` order), titled with the per-image IoU
+  when `scores` (`name -> [N]`) are given.
+
+  Args:
+    images: `[N, H, W, 3]` RGB in [0, 1] (undo the loader's normalization first).
+    gold: `[N, H, W]` masks in {0, 1}.
+    predictions: model name -> `[N, H, W]` soft masks.
+    path: the PNG to write.
+    scores: optional model name -> `[N]` IoU of each image.
+  """
+  n = len(images)
+  columns = 2 + len(predictions)
+  fig, axes = plt.subplots(n, columns, figsize=(1.6 * columns, 1.6 * n), squeeze=False)
+  for i in range(n):
+    panels = [("image", np.clip(images[i], 0.0, 1.0)), ("gold", gold[i])]
+    panels += [(name, (probs[i] >= 0.5).astype(np.float32))
+               for name, probs in predictions.items()]
+    for j, (name, panel) in enumerate(panels):
+      ax = axes[i, j]
+      ax.imshow(panel, cmap=None if panel.ndim == 3 else "gray", vmin=0.0, vmax=1.0,
+                interpolation="nearest")
+      ax.set_xticks([])
+      ax.set_yticks([])
+      title = name if i == 0 else ""
+      if scores is not None and name in scores:
+        title = f"{title}\nIoU {100 * scores[name][i]:.1f}".strip()
+      ax.set_title(title, fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)

@@ -72,6 +72,9 @@ class Task(NamedTuple):
     train_batches: `(config, dataset, batch_size, seed) -> (step -> batch)`, the loop's
       training batches when the task needs its own (sequences: similar lengths, cropped);
       None: uniform random rows.
+    predict_split: `(config, predict_rows, x) -> predictions of x`, where `predict_rows`
+      runs the model on any rows; for tasks whose model sees other inputs than the
+      split's rows (segmentation's test-time crops); None: `predict_rows(x)`.
   """
   name: str
   load: Callable[[ml_collections.ConfigDict], Any]
@@ -79,6 +82,14 @@ class Task(NamedTuple):
   results: Callable[[Any, Predictions], dict[str, float]]
   metric_definitions: dict[str, str]
   train_batches: Optional[Callable[..., Callable[[int], dict]]] = None
+  predict_split: Optional[Callable[..., np.ndarray]] = None
+
+  def predict(self, config: ml_collections.ConfigDict,
+              predict_rows: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    """The predictions of every row of `x` (validation and test go through here)."""
+    if self.predict_split is None:
+      return predict_rows(x)
+    return self.predict_split(config, predict_rows, x)
 
 
 # --------------------------------------------------------------------------- multi-label
@@ -292,18 +303,32 @@ def segmentation_results(dataset, predictions: Predictions) -> dict[str, float]:
 def segmentation_train_batches(config, dataset, batch_size: int, seed: int
                                ) -> Callable[[int], dict]:
   """Training batches, a pure function of (seed, step): the loop's uniform random rows,
-  augmented (`segmentation.augmented_batch`: padded random crop by `data.augment_pad`
-  pixels, horizontal flip if `data.augment_flip`) unless `data.augment` is off."""
+  augmented (`segmentation.augmented_batch`: a random `data.crop_size` window, 0 = the
+  image's size, of the image padded by `data.augment_pad` pixels, flipped if
+  `data.augment_flip`). With `data.augment` off: the rows as they are, or, with a
+  `crop_size`, random crops without padding or flips (the model's input size)."""
   cfg = config.data
   # Augmentation off is the identity transform (no padding, no flip) of the same rows.
   pad, flip = (cfg.augment_pad, cfg.augment_flip) if cfg.augment else (0, False)
   return lambda step: segmentation.augmented_batch(
       dataset.train.x, dataset.train.y, batch_size, seed, step, pad=pad, flip=flip,
-      pad_mode=cfg.augment_pad_mode)
+      pad_mode=cfg.augment_pad_mode, crop=cfg.crop_size)
+
+
+def segmentation_predict_split(config, predict_rows, x: np.ndarray) -> np.ndarray:
+  """Whole images, or with `data.crop_size` SEAL's test protocol: the crops of
+  `data.eval_crop_offsets` (`segmentation.crop_grid`), averaged back per pixel."""
+  cfg = config.data
+  if not cfg.crop_size:
+    return predict_rows(x)
+  crops = segmentation.crop_grid(x, cfg.crop_size, tuple(cfg.eval_crop_offsets))
+  return segmentation.average_crops(predict_rows(crops), x.shape[1], x.shape[2],
+                                    tuple(cfg.eval_crop_offsets))
 
 
 SEGMENTATION = Task("segmentation", load_segmentation, segmentation_validation_metrics,
-                    segmentation_results, SEGMENTATION_METRICS, segmentation_train_batches)
+                    segmentation_results, SEGMENTATION_METRICS, segmentation_train_batches,
+                    segmentation_predict_split)
 
 SEGMENTATION_DATASETS = tuple(segmentation.SEGMENTATION_DATASETS)
 

@@ -24,9 +24,29 @@ from energynets import inference
 from energynets import nets
 from energynets import objectives
 from energynets import train as train_lib
+from energynets.data import segmentation
 from energynets.train.optimizers import make_optimizer
 from experiments import plots
 from experiments import tasks
+
+
+def initialize_distributed(coordinator_address: str | None = None,
+                           num_processes: int | None = None,
+                           process_id: int | None = None) -> None:
+  """Joins this process to a multi-process (multi-host) run; call before any JAX work.
+
+  `jax.distributed.initialize`: with all three arguments the process joins the
+  coordinator at `coordinator_address` (`host:port` of process 0, which serves it);
+  without them JAX detects the cluster itself (TPU pods, SLURM, Open MPI). Afterwards
+  `jax.devices()` lists every process's devices, so `make_mesh` spans all hosts, and
+  the loop feeds each process only its rows of every batch (`process_slice`,
+  `shard_batch`); orbax writes each checkpoint once and only process 0 writes metrics
+  and results.json.
+  """
+  jax.distributed.initialize(coordinator_address=coordinator_address,
+                             num_processes=num_processes, process_id=process_id)
+  logging.info("process %d of %d: %d local and %d global devices", jax.process_index(),
+               jax.process_count(), jax.local_device_count(), jax.device_count())
 
 
 def get_config(method: str, dataset: str, overrides: tuple[str, ...] | list[str] = ()
@@ -394,6 +414,10 @@ def code_revision() -> str:
     return "unknown"
 
 
+# The selected model's soft test predictions, next to results.json.
+PREDICTIONS_FILE = "test_predictions.npz"
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Trains (stage by stage), selects on validation, evaluates on test; writes results.json."""
   started = time.time()
@@ -417,7 +441,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
       stage_config.train.batch_size = full
     objective = build_objective(stage_config, dataset)
     predict = train_lib.build_predict(objective, mesh)
-    evaluate = _validation_evaluator(task, predict, dataset.validation, eval_bs, mesh)
+    evaluate = _validation_evaluator(task, config, predict, dataset.validation, eval_bs, mesh)
     stage_dir = os.path.join(workdir, "stages", name) if name else workdir
     if name:
       logging.info("=== stage %r: method %s, %d steps", name, stage_config.method,
@@ -435,8 +459,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                        "batch_size": stage_config.train.batch_size,
                        "selected_step": result.selected_step, "final_step": result.final_step})
 
+  test_outputs = {}
+
   def soft_predictions(split):
-    return train_lib.predict_in_batches(predict, state, split.x, eval_bs, mesh)
+    rows = lambda x: train_lib.predict_in_batches(predict, state, x, eval_bs, mesh)
+    outputs = task.predict(config, rows, split.x)
+    if split is dataset.test:
+      test_outputs["test"] = outputs
+    return outputs
 
   results = task.results(dataset, soft_predictions)
   diagnostics = DIAGNOSTICS.get(stages[-1][1].method)
@@ -468,6 +498,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
           measurements, figure, f"C1 of {config.method} on {dataset.name} "
           f"({config.get('energy', {}).get('activation', '')})")
       results["meta"]["figures"] = [os.path.basename(figure)]
+    if isinstance(test_outputs.get("test"), np.ndarray):
+      # The selected model's soft test outputs, for figures and significance tests
+      # without retraining (float16: these are probabilities or [0, 1] images).
+      np.savez_compressed(os.path.join(workdir, PREDICTIONS_FILE),
+                          test=test_outputs["test"].astype(np.float16))
     with open(os.path.join(workdir, "results.json"), "w") as f:
       json.dump(results, f, indent=2, sort_keys=True, default=_json_default)
   return results
@@ -480,6 +515,10 @@ def _ssvm_search_statistics(config, dataset, state) -> dict[str, float]:
   stats = jax.jit(lambda p, x, y: objectives.search_statistics(
       energy, p, x, y, gbi_config, init=config.loss.init))
   params, x, y = state["energy"].params, dataset.test.x, dataset.test.y
+  if config.data.get("crop_size"):
+    # The energy scores crops only (segmentation's crop protocol): statistics per crop.
+    offsets = tuple(config.data.eval_crop_offsets)
+    x, y = (segmentation.crop_grid(a, config.data.crop_size, offsets) for a in (x, y))
   batch = config.train.eval_batch_size
   parts = [(len(x[i:i + batch]), stats(params, x[i:i + batch], y[i:i + batch]))
            for i in range(0, len(x), batch)]
@@ -506,12 +545,12 @@ def _measurement_kernel(state) -> np.ndarray | None:
     return None
 
 
-def _validation_evaluator(task, predict, validation, eval_bs, mesh):
+def _validation_evaluator(task, config, predict, validation, eval_bs, mesh):
   """`evaluate(state)` for the loop: the task's validation metrics."""
 
   def evaluate(state):
-    outputs = train_lib.predict_in_batches(predict, state, validation.x, eval_bs, mesh)
-    return task.validation_metrics(validation, outputs)
+    rows = lambda x: train_lib.predict_in_batches(predict, state, x, eval_bs, mesh)
+    return task.validation_metrics(validation, task.predict(config, rows, validation.x))
 
   return evaluate
 

@@ -162,8 +162,8 @@ def _match(image, mask, source_image, source_mask, pad, mode):
   padded_image = np.pad(source_image, ((pad, pad), (pad, pad), (0, 0)), mode=mode)
   padded_mask = np.pad(source_mask, ((pad, pad), (pad, pad)), mode=mode)
   found = []
-  for dy in range(2 * pad + 1):
-    for dx in range(2 * pad + 1):
+  for dy in range(padded_mask.shape[0] - h + 1):
+    for dx in range(padded_mask.shape[1] - w + 1):
       for flip in (False, True):
         crop = padded_image[dy:dy + h, dx:dx + w]
         crop_mask = padded_mask[dy:dy + h, dx:dx + w]
@@ -194,6 +194,75 @@ def test_augmentation_crops_and_flips_image_and_mask_alike(mode):
   assert len({t[:2] for t in seen}) >= 10 and {t[2] for t in seen} == {False, True}
   same, _ = segmentation.augment(images, masks, np.random.default_rng(7), pad=0, flip=False)
   np.testing.assert_array_equal(same, images)
+
+
+@pytest.mark.parametrize("pad, crop", [(0, 6), (2, 9)])
+def test_augmentation_takes_random_smaller_crops(pad, crop):
+  rng = np.random.default_rng(3)
+  images = rng.normal(size=(40, 10, 12, 3)).astype(np.float32)
+  masks = rng.integers(0, 2, (40, 10, 12)).astype(np.float32)
+  out_images, out_masks = segmentation.augment(images, masks, np.random.default_rng(7),
+                                               pad=pad, crop=crop)
+  assert out_images.shape == (40, crop, crop, 3) and out_masks.shape == (40, crop, crop)
+  offsets = set()
+  for i in range(len(images)):
+    found = _match(out_images[i], out_masks[i], images[i], masks[i], pad, "constant")
+    assert [agree for _, agree in found] == [True], (i, found)
+    offsets.add(found[0][0][:2])
+  # Offsets range over the whole padded image, not only a corner.
+  assert max(dy for dy, _ in offsets) > (10 + 2 * pad - crop) // 2
+  assert max(dx for _, dx in offsets) > (12 + 2 * pad - crop) // 2
+  with pytest.raises(ValueError, match="crop=11 must be in"):
+    segmentation.augment(images, masks, np.random.default_rng(0), pad=0, crop=11)
+
+
+def test_crop_grid_and_average_crops_are_seals_36_crop_protocol():
+  rng = np.random.default_rng(4)
+  masks = rng.random((3, 32, 32)).astype(np.float32)
+  crops = segmentation.crop_grid(masks, 24)
+  assert crops.shape == (3 * 36, 24, 24)
+  # Image-major, row offset outer, column offset inner (SEAL's thirty_six_crop order).
+  np.testing.assert_array_equal(crops[36 + 1], masks[1, 0:24, 2:26])
+  np.testing.assert_array_equal(crops[36 + 6], masks[1, 2:26, 0:24])
+  # Consistent crops average back to the image; pixels average over their covers.
+  np.testing.assert_allclose(segmentation.average_crops(crops, 32, 32), masks, rtol=1e-6)
+  ones = np.zeros_like(crops)
+  ones[::36] = 1.0  # only each image's first crop (offset 0, 0) says 1
+  averaged = segmentation.average_crops(ones, 32, 32)
+  assert averaged[0, 0, 0] == 1.0 and averaged[0, 31, 31] == 0.0
+  # Pixel (1, 1) is covered by the crops at row and column offsets 0 only: 1 of 1.
+  # Pixel (2, 2) by offsets {0, 2} x {0, 2}: 1 of 4.
+  assert averaged[2, 1, 1] == 1.0 and averaged[2, 2, 2] == pytest.approx(0.25)
+  with pytest.raises(ValueError, match="does not fit a 32×32 image"):
+    segmentation.crop_grid(masks, 25)
+  with pytest.raises(ValueError, match="uncovered"):
+    segmentation.average_crops(segmentation.crop_grid(masks, 10, (0, 2)), 32, 32, (0, 2))
+  with pytest.raises(ValueError, match="needs \\[N·36, 24, 24\\]"):
+    segmentation.average_crops(crops[:-1], 32, 32)
+
+
+def test_the_crop_protocol_predicts_crops_and_averages_them(horses):
+  import ml_collections
+  from experiments import tasks
+  ds, _ = horses
+  config = ml_collections.ConfigDict(dict(data=dict(
+      name="weizmann_horse", augment=True, augment_pad=0, augment_flip=True,
+      augment_pad_mode="constant", crop_size=24,
+      eval_crop_offsets=segmentation.SEAL_CROP_OFFSETS)))
+  batch = tasks.SEGMENTATION.train_batches(config, ds, 16, 0)(3)
+  assert batch["x"].shape == (16, 24, 24, 3) and batch["y"].shape == (16, 24, 24)
+  seen = []
+  # A model that predicts each pixel's first channel: its crop average is the channel.
+  def predict_rows(x):
+    seen.append(x.shape)
+    return x[..., 0]
+  x = ds.validation.x[:5]
+  out = tasks.SEGMENTATION.predict(config, predict_rows, x)
+  assert seen == [(5 * 36, 24, 24, 3)]
+  np.testing.assert_allclose(out, x[..., 0], rtol=1e-5, atol=1e-6)
+  config.data.crop_size = 0
+  assert tasks.SEGMENTATION.predict(config, predict_rows, x).shape == (5, 32, 32)
+  assert seen[-1] == (5, 32, 32, 3)
 
 
 def test_augmented_batches_are_a_pure_function_of_seed_and_step():
@@ -462,7 +531,7 @@ def test_seal_and_implicit_train_an_fcn_against_the_segmentation_energy(horses):
 # ---------------------------------------------------------------------- driver
 
 
-SEGMENTATION_CONFIGS = ("fcn", "dvn", "spen_ssvm")
+SEGMENTATION_CONFIGS = ("fcn", "dvn", "spen_ssvm", "seal_dynamic", "seal_static", "implicit")
 
 
 def test_the_segmentation_configs_are_the_ones_that_declare_the_task():
@@ -475,7 +544,8 @@ def test_the_segmentation_configs_are_the_ones_that_declare_the_task():
 
 
 @pytest.mark.parametrize("method", SEGMENTATION_CONFIGS)
-def test_every_segmentation_config_trains_and_writes_mean_iou(method, tmp_path, data_dir):
+def test_every_segmentation_config_trains_and_writes_mean_iou(method, tmp_path, data_dir,
+                                                             horses):
   """Each segmentation config runs end to end on the horses (tiny nets, a few steps)."""
   from experiments import tasks
   from experiments import train
@@ -486,8 +556,12 @@ def test_every_segmentation_config_trains_and_writes_mean_iou(method, tmp_path, 
   assert tasks.task_for(config) is tasks.SEGMENTATION
   if "energy" in config:
     config.energy.update(dict(features=(4, 8), strides=(1, 2), kernel_size=3, hidden=(8,)))
+  if "gbi" in config:
     config.gbi.num_steps = 3
     config.predict_gbi.max_steps = 5
+  if method == "implicit":
+    config.implicit.update(dict(inner_steps=2, num_samples=2))
+    config.implicit.inverse_hvp.num_terms = 2
   for name in config.stages.keys():
     config.stages[name].train.steps = 4
   results = train.train_and_evaluate(config, str(tmp_path))
@@ -501,7 +575,12 @@ def test_every_segmentation_config_trains_and_writes_mean_iou(method, tmp_path, 
   written = json.loads((tmp_path / "results.json").read_text())
   assert written["test/mean_iou"] == results["test/mean_iou"]
   assert written["meta"]["dataset_meta"]["files"][0]["path"] == str(HORSE_FILE)
-  if method != "fcn":  # GBI at test: the search statistics of the energy methods
+  with np.load(tmp_path / train.PREDICTIONS_FILE) as saved:  # the test masks, for figures
+    assert saved["test"].shape == (128, 32, 32)
+    # float16 storage may move a pixel across 0.5, hence the tolerance.
+    assert metrics.mean_iou(saved["test"].astype(np.float32), horses[0].test.y) == \
+        pytest.approx(results["test/mean_iou"], abs=0.01)
+  if method in ("dvn", "spen_ssvm"):  # GBI at test: the search statistics
     assert 1 <= results["test/gbi_steps_mean"] <= config.predict_gbi.max_steps
 
 
@@ -511,7 +590,7 @@ def test_segmentation_task_batches_are_augmented_and_deterministic(horses):
   ds, _ = horses
   config = ml_collections.ConfigDict(dict(data=dict(
       name="weizmann_horse", augment=True, augment_pad=4, augment_flip=True,
-      augment_pad_mode="constant")))
+      augment_pad_mode="constant", crop_size=0)))
   batch = tasks.SEGMENTATION.train_batches(config, ds, 16, 0)
   np.testing.assert_array_equal(batch(5)["x"], batch(5)["x"])
   from energynets.data import batching
@@ -532,3 +611,30 @@ def test_compare_prints_mean_iou_columns_for_segmentation_rows():
   assert "| fcn | 77.80 |" in compare.format_pivot([("weizmann_horse", "fcn", [run])],
                                                      "test/mean_iou")
   assert "thresholded at 0.5" in compare._preamble(table)
+
+
+def test_the_horse_figure_reads_saved_predictions(tmp_path, horses):
+  from benchmarks import horse_figure
+  from experiments import train
+  ds, _ = horses
+  rng = np.random.default_rng(0)
+  runs = {}
+  for name in ("FCN", "SEAL"):
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    probs = np.clip(ds.test.y + rng.normal(0, 0.4, ds.test.y.shape), 0, 1)
+    np.savez_compressed(run_dir / train.PREDICTIONS_FILE, test=probs.astype(np.float16))
+    runs[name] = str(run_dir)
+  out = tmp_path / "masks.png"
+  means = horse_figure.make_figure(ds, runs, 4, str(out))
+  assert out.stat().st_size > 1000
+  for name, run_dir in runs.items():
+    with np.load(pathlib.Path(run_dir) / train.PREDICTIONS_FILE) as f:
+      assert means[name] == metrics.mean_iou(f["test"].astype(np.float32), ds.test.y)
+  assert list(horse_figure.parse_runs(["b=/x", "a=/y"])) == ["b", "a"]
+  with pytest.raises(ValueError, match="NAME=RUN_DIR"):
+    horse_figure.parse_runs(["/x"])
+  with pytest.raises(ValueError, match="twice"):
+    horse_figure.parse_runs(["a=/x", "a=/y"])
+  with pytest.raises(FileNotFoundError, match="has not finished"):
+    horse_figure.make_figure(ds, {"none": str(tmp_path)}, 4, str(out))

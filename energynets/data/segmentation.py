@@ -14,16 +14,20 @@ mean and (population) standard deviation of the *train* split only, so nothing a
 validation or test leaks into training; masks become float32 {0, 1} `[N, H, W]`
 (predictions live in the Box [0, 1]^{H×W}).
 
-Training-time augmentation (`augment`, `augmented_batch`): a random crop of the image
-padded by `pad` pixels on every side, back to the original size (a shift of up to `pad`
-pixels), and a horizontal flip with probability ½, the same crop and flip for an
-image and its mask. Padding is 'constant' by default: zeros, which for the normalized
-image is the train split's mean colour and for the mask is background. The batch of a
-step is a pure function of `(seed, step)` (as `batching.train_batch_indices`), so a
-resumed run sees the same augmented batches. The SEAL/DVN public code instead trains on
-random 24×24 crops and averages 36 fixed crops at test time; that protocol is not
-implemented here (the nets and energies accept 24×24 inputs: `FCN`, and
-`SegmentationEnergy` with `pooling='mean'` or built at that size).
+Training-time augmentation (`augment`, `augmented_batch`): a random `crop`×`crop` window
+(the original size by default) of the image padded by `pad` pixels on every side, and a
+horizontal flip with probability ½, the same crop and flip for an image and its mask.
+Padding is 'constant' by default: zeros, which for the normalized image is the train
+split's mean colour and for the mask is background. The batch of a step is a pure
+function of `(seed, step)` (as `batching.train_batch_indices`), so a resumed run sees
+the same augmented batches.
+
+SEAL's / DVN's crop protocol (their public code): train on random 24×24 crops of the
+unpadded 32×32 image (`crop=24, pad=0`), predict on a fixed grid of 36 crops at offsets
+`SEAL_CROP_OFFSETS` in each axis (`crop_grid`), and average the crops' soft masks per
+pixel over the crops that cover it (`average_crops`). The nets and energies see only
+24×24 inputs then (`FCN` is size-agnostic; `SegmentationEnergy` with `pooling='flatten'`
+is built at its training size).
 """
 
 import dataclasses
@@ -43,6 +47,9 @@ PathLike = str | os.PathLike
 SPLIT_PREFIXES = {"train": "train", "validation": "val", "test": "test"}
 PAD_MODES = ("constant", "reflect", "edge")
 DEFAULT_PAD = 4
+# Crop offsets (rows and columns alike) of SEAL's 36 test crops of 24×24 in a 32×32
+# image (iesl/seal-neurips-2022, its horse dataset reader's `thirty_six_crop`).
+SEAL_CROP_OFFSETS = (0, 2, 3, 4, 6, 8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,13 +254,14 @@ def load_segmentation(name: str = "weizmann_horse",
 
 
 def augment(images: np.ndarray, masks: np.ndarray, rng: np.random.Generator,
-            pad: int = DEFAULT_PAD, flip: bool = True, pad_mode: str = "constant"
-            ) -> tuple[np.ndarray, np.ndarray]:
+            pad: int = DEFAULT_PAD, flip: bool = True, pad_mode: str = "constant",
+            crop: int = 0) -> tuple[np.ndarray, np.ndarray]:
   """Random padded crop and horizontal flip, the same for each image and its mask.
 
   Per example: pad `pad` pixels on every side (`pad_mode`: 'constant' zeros, 'reflect'
-  or 'edge', as `np.pad`), take the original-size window at a uniform offset in
-  `[0, 2·pad]²` (a shift of up to `pad` pixels each way), then mirror left-right with
+  or 'edge', as `np.pad`), take a `crop`×`crop` window (0: the original `H×W`) at a
+  uniform offset in `[0, H + 2·pad − crop] × [0, W + 2·pad − crop]` (for the original
+  size: a shift of up to `pad` pixels each way), then mirror left-right with
   probability ½ if `flip`. Draws come from `rng` in a fixed order (offsets, then flips),
   so equal generators give equal outputs.
 
@@ -261,12 +269,14 @@ def augment(images: np.ndarray, masks: np.ndarray, rng: np.random.Generator,
     images: `[N, H, W, C]`.
     masks: `[N, H, W]`.
     rng: the generator of this batch.
-    pad: the padding (and largest shift) in pixels, ≥ 0.
+    pad: the padding in pixels, ≥ 0.
     flip: whether to flip.
     pad_mode: one of `PAD_MODES`.
+    crop: the side of the window, 0 < crop ≤ min(H, W) + 2·pad; 0: the original size.
 
   Returns:
-    `(images, masks)` of the input shapes and dtypes.
+    `(images [N, h, w, C], masks [N, h, w])` with `h = w = crop` (or `H, W`), the input
+    dtypes.
   """
   if images.ndim != 4 or masks.shape != images.shape[:3]:
     raise ValueError(f"augment needs images [N, H, W, C] and masks [N, H, W]; got "
@@ -274,15 +284,20 @@ def augment(images: np.ndarray, masks: np.ndarray, rng: np.random.Generator,
   if pad < 0 or pad_mode not in PAD_MODES:
     raise ValueError(f"augment needs pad >= 0 and pad_mode in {PAD_MODES}; got {pad}, "
                      f"{pad_mode!r}")
-  n, h, w = masks.shape
-  offsets = rng.integers(0, 2 * pad + 1, size=(n, 2))
+  n, height, width = masks.shape
+  h, w = (crop, crop) if crop else (height, width)
+  if crop < 0 or h > height + 2 * pad or w > width + 2 * pad:
+    raise ValueError(f"augment's crop={crop} must be in [0, min(H, W) + 2·pad] = "
+                     f"[0, {min(height, width) + 2 * pad}]")
+  offsets = rng.integers(0, [height + 2 * pad - h + 1, width + 2 * pad - w + 1], size=(n, 2))
   flips = rng.random(n) < 0.5 if flip else np.zeros(n, bool)
   # One padded copy of the batch: image and mask padded the same way (a 'constant'
   # mask pad is background, 0), so every crop below is aligned across the two.
   spatial = ((0, 0), (pad, pad), (pad, pad))
   padded_images = np.pad(images, spatial + ((0, 0),), mode=pad_mode)
   padded_masks = np.pad(masks, spatial, mode=pad_mode)
-  out_images, out_masks = np.empty_like(images), np.empty_like(masks)
+  out_images = np.empty((n, h, w) + images.shape[3:], images.dtype)
+  out_masks = np.empty((n, h, w), masks.dtype)
   for i, ((dy, dx), mirror) in enumerate(zip(offsets, flips)):
     image = padded_images[i, dy:dy + h, dx:dx + w]
     mask = padded_masks[i, dy:dy + h, dx:dx + w]
@@ -296,8 +311,8 @@ _AUGMENT_STREAM = 21
 
 
 def augmented_batch(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int, step: int,
-                    pad: int = DEFAULT_PAD, flip: bool = True, pad_mode: str = "constant"
-                    ) -> dict[str, np.ndarray]:
+                    pad: int = DEFAULT_PAD, flip: bool = True, pad_mode: str = "constant",
+                    crop: int = 0) -> dict[str, np.ndarray]:
   """The augmented training batch of step `step`, a pure function of `(seed, step)`.
 
   Rows are `batching.train_batch_indices(len(x), batch_size, seed, step)` (epochs of
@@ -306,5 +321,47 @@ def augmented_batch(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int, st
   """
   idx = batching.train_batch_indices(len(x), batch_size, seed, step)
   rng = np.random.default_rng([_AUGMENT_STREAM, seed, step])
-  images, masks = augment(x[idx], y[idx], rng, pad=pad, flip=flip, pad_mode=pad_mode)
+  images, masks = augment(x[idx], y[idx], rng, pad=pad, flip=flip, pad_mode=pad_mode,
+                          crop=crop)
   return {"x": images, "y": masks}
+
+
+# ------------------------------------------------------------------ test-time crops
+
+
+def _check_grid(height: int, width: int, size: int, offsets) -> None:
+  if size <= 0 or not offsets or min(offsets) < 0 or max(offsets) + size > min(height, width):
+    raise ValueError(f"a crop grid of {size}×{size} windows at offsets {tuple(offsets)} "
+                     f"does not fit a {height}×{width} image")
+
+
+def crop_grid(images: np.ndarray, size: int, offsets=SEAL_CROP_OFFSETS) -> np.ndarray:
+  """`[N, H, W, ...] -> [N·K², size, size, ...]`: the K×K `size`-pixel windows at
+  (`offsets[i]`, `offsets[j]`), image-major (image n's crops are rows n·K² ... )."""
+  n, height, width = images.shape[:3]
+  _check_grid(height, width, size, offsets)
+  crops = [images[:, dy:dy + size, dx:dx + size] for dy in offsets for dx in offsets]
+  return np.stack(crops, axis=1).reshape((n * len(crops), size, size) + images.shape[3:])
+
+
+def average_crops(crop_probs: np.ndarray, height: int, width: int,
+                  offsets=SEAL_CROP_OFFSETS) -> np.ndarray:
+  """The inverse of `crop_grid` for soft masks: `[N·K², s, s] -> [N, H, W]`, each pixel the
+  mean of the crops that cover it (SEAL's test-time averaging); pixels no crop covers
+  raise, since they would have no prediction."""
+  size = crop_probs.shape[-1]
+  _check_grid(height, width, size, offsets)
+  k2 = len(offsets) ** 2
+  if crop_probs.ndim != 3 or crop_probs.shape[0] % k2 or crop_probs.shape[1] != size:
+    raise ValueError(f"average_crops needs [N·{k2}, {size}, {size}] soft masks; got "
+                     f"{crop_probs.shape}")
+  probs = crop_probs.reshape((-1, k2, size, size)).astype(np.float64)
+  total = np.zeros((len(probs), height, width))
+  count = np.zeros((height, width))
+  for c, (dy, dx) in enumerate((dy, dx) for dy in offsets for dx in offsets):
+    total[:, dy:dy + size, dx:dx + size] += probs[:, c]
+    count[dy:dy + size, dx:dx + size] += 1
+  if not count.all():
+    raise ValueError(f"crops of {size} at offsets {tuple(offsets)} leave pixels of the "
+                     f"{height}×{width} image uncovered")
+  return (total / count).astype(crop_probs.dtype)

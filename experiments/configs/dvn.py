@@ -71,5 +71,9 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   config.method = "dvn"
   config.energy = base.segmentation_energy(local_term=False)
   _dvn_options(config, score="soft_iou")
+  # The value network's loss is a mean over samples, not a pixel sum: Adam, not the
+  # FCN's pixel-scaled SGD.
+  config.optimizer = base.cosine_adam(1e-3)
   config.optimizer.clip_norm = 10.0
+  config.train.steps = 3000  # each step runs 2 × 20 GBI steps: the CPU budget's limit
   return config

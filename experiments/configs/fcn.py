@@ -4,9 +4,11 @@
 
 SEAL Table 4's "FCN (cross-entropy)" row (77.80 mean IoU on this split) and the task-net
 every SEAL / implicit segmentation run starts from. The net is `nets.FCN` with SEAL's
-public task-net widths (base.get_segmentation_base_config); the loss is binary
-cross-entropy summed over the 32×32 pixels, averaged over images (`objectives.local_bce`:
-a pixel is a label); batches are augmented with padded random crops and horizontal flips.
+public task-net widths, trained as SEAL's public horse config trains it
+(base.get_segmentation_base_config): random 24×24 crops (and flips), SGD with momentum
+0.9 and weight decay at SEAL's values rescaled to our loss (`base.segmentation_sgd`),
+36 averaged crops at validation and test. The loss is binary cross-entropy summed over
+the crop's pixels, averaged over images (`objectives.local_bce`: a pixel is a label).
 Selection on validation mean IoU; results: `test/mean_iou`, `test/dataset_iou`.
 """
 

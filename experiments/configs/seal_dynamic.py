@@ -32,7 +32,7 @@ from experiments.configs import base
 from experiments.configs import mlp
 
 
-TASKS = ("multilabel", "sequence")
+TASKS = ("multilabel", "sequence", "segmentation")
 
 
 def _seal_options() -> ml_collections.ConfigDict:
@@ -70,9 +70,44 @@ def get_sequence_config(dataset: str):
   return config
 
 
+def get_segmentation_config(dataset: str = "weizmann_horse"):
+  """SEAL-dynamic on Weizmann horses (SEAL §4.4, Table 4: regression 79.23, NCE 76.78).
+
+  SEAL's public horse config, where it states a choice: the task-net is the FCN of
+  fcn.py (its optimizer too: SEAL's SGD), the loss-net DVN's value network
+  (`base.segmentation_energy(local_term=False)`) trained from scratch alongside it, one
+  step of each per batch; the loss-net regresses σ(−E) onto the soft IoU of the
+  task-net's output (`objective='regression'`, `score='soft_iou'`), and the task-net
+  minimizes SEAL's `mean pixel BCE − w·σ(−E(x, ŷ))` (`energy_term='neg_value'`) scaled
+  to our pixel-summed BCE: `energy_weight = w · 576` with w = 1 (SEAL tunes w); 24×24
+  random crops in training, 36 averaged crops at test (the base config's `crop_size`).
+  NCE (Table 4's second row): `--config.seal.objective=nce
+  --config.seal.energy_term=energy`, noise drawn per pixel from the task-net's output.
+  The loss-net: Adam 1e-3 (cosine), gradients clipped at norm 10 (SEAL's clipping).
+  """
+  config = base.get_segmentation_base_config(dataset)
+  config.method = "seal"
+  config.energy = base.segmentation_energy(local_term=False)
+  config.seal = _seal_options()
+  config.seal.update(dict(objective="regression", score="soft_iou", energy_term="neg_value",
+                          energy_weight=float(config.data.crop_size ** 2), bce_weight=1.0))
+  # Unused by dynamic regression and NCE (static phases and seal.predict=gbi only).
+  config.gbi = ml_collections.ConfigDict(dict(
+      method="projected", optimizer="adam", learning_rate=0.05, num_steps=20,
+      entropy_weight=0.0))
+  config.predict_gbi = ml_collections.ConfigDict(dict(
+      method="projected", optimizer="adam", learning_rate=0.05, max_steps=30, rel_tol=1e-4,
+      abs_tol=1e-4, stop_fraction=1.0, entropy_weight=0.0))
+  config.loss_net_optimizer = base.cosine_adam(1e-3)
+  config.loss_net_optimizer.clip_norm = 10.0
+  return config
+
+
 def get_config(dataset: str = "synthetic"):
   if dataset in base.SEQUENCE_DATASETS:
     return get_sequence_config(dataset)
+  if dataset in base.SEGMENTATION_DATASETS:
+    return get_segmentation_config(dataset)
   config = mlp.get_config(dataset)
   config.method = "seal"
   config.energy = base.energy_like_model(config.model, num_measurements=200)

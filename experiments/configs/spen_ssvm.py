@@ -159,7 +159,7 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   # pretrain = fcn.py's config exactly (method, optimizer, steps), so its run is reusable.
   config.stages.pretrain = dict(method="local", train=dict(steps=config.train.steps))
   config.stages.energy = dict(method="ssvm", loss=dict(trainable="global"),
-                              train=dict(steps=1000), optimizer=dict(learning_rate=1e-3))
+                              train=dict(steps=1000), optimizer=base.cosine_adam(1e-3))
   config.stages.joint = dict(method="ssvm", train=dict(steps=1000),
-                             optimizer=dict(learning_rate=1e-4))
+                             optimizer=base.cosine_adam(1e-4))
   return config
