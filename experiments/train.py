@@ -5,6 +5,8 @@
 """
 
 import ast
+import contextlib
+import fcntl
 import importlib
 import json
 import os
@@ -418,8 +420,45 @@ def code_revision() -> str:
 PREDICTIONS_FILE = "test_predictions.npz"
 
 
+# Held (flock) by the process that runs in a workdir; the OS drops it when that process
+# ends, however it ends, so a killed run leaves no stale lock.
+LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def workdir_lock(workdir: str):
+  """Refuses a workdir that another process is training in: two runs in one directory
+  would overwrite each other's checkpoints and results. Process 0 alone locks in a
+  multi-process run (its processes share the workdir)."""
+  if jax.process_index() != 0:
+    yield
+    return
+  os.makedirs(workdir, exist_ok=True)
+  path = os.path.join(workdir, LOCK_FILE)
+  handle = open(path, "w")
+  try:
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    handle.close()
+    raise RuntimeError(f"{workdir} is in use by another process (it holds {path}): wait "
+                       "for that run to end or pick another workdir") from None
+  try:
+    yield
+  finally:
+    fcntl.flock(handle, fcntl.LOCK_UN)
+    handle.close()
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-  """Trains (stage by stage), selects on validation, evaluates on test; writes results.json."""
+  """Trains (stage by stage), selects on validation, evaluates on test; writes results.json.
+
+  A finished run resumes at its last step (only re-evaluates); a workdir another process
+  is using is refused (`workdir_lock`)."""
+  with workdir_lock(workdir):
+    return _train_and_evaluate(config, workdir)
+
+
+def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   started = time.time()
   task = tasks.task_for(config)
   dataset = task.load(config)

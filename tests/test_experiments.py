@@ -132,6 +132,30 @@ def test_pivot_table_puts_methods_in_rows_and_datasets_in_columns():
   assert lines[3] == "| seal | 25.00 | – |"  # not run there
 
 
+def test_a_workdir_in_use_is_refused(tmp_path):
+  import subprocess
+  import sys
+  from experiments import train
+  config = train.get_config("br", "synthetic", ["train.steps=2", "train.tensorboard=False"])
+  # Another process holds the workdir's lock (as a run in progress does).
+  holder = subprocess.Popen(
+      [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+       "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+       str(tmp_path / train.LOCK_FILE)], stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(RuntimeError, match="in use by another process"):
+      train.train_and_evaluate(config, str(tmp_path))
+    assert not (tmp_path / "results.json").exists()
+  finally:
+    holder.kill()
+    holder.wait()
+  # The lock goes with its process: the run now proceeds, and releases it when done.
+  train.train_and_evaluate(config, str(tmp_path))
+  with train.workdir_lock(str(tmp_path)):
+    pass
+
+
 def test_staged_run_continues_each_stage(tmp_path):
   from experiments import train  # in-process: the CLI config is locked, stages come from files
   config = train.get_config("mlp", "synthetic", ["train.eval_every=10", "train.log_every=10",
