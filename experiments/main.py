@@ -2,6 +2,10 @@ r"""Runs one experiment: train, select on validation, evaluate, write results.js
 
   python -m experiments.main --config=experiments/configs/mlp.py:bibtex --workdir=/tmp/mlp \
       --config.train.steps=5000 --config.data.data_dir=../shared/data
+
+Multi-host: start the same command once per process with `--multihost` (TPU pods,
+SLURM, Open MPI: JAX detects the cluster) or with `--coordinator_address=HOST:PORT
+--num_processes=N --process_id=I` (see launch/README.md).
 """
 
 from absl import app
@@ -17,12 +21,25 @@ _CONFIG = config_flags.DEFINE_config_file(
     lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "directory for checkpoints, logs and results")
 flags.mark_flags_as_required(["workdir"])
+_MULTIHOST = flags.DEFINE_bool(
+    "multihost", False, "join a multi-process run by jax.distributed.initialize(), the "
+    "cluster detected by JAX (TPU pods, SLURM, Open MPI; JAX_COORDINATOR_ADDRESS if set); "
+    "implied by --coordinator_address")
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "HOST:PORT of process 0, which serves the coordinator of "
+    "a multi-process run (with --num_processes and --process_id)")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None,
+                                      "number of processes of a multi-process run")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None,
+                                   "this process's index in 0..num_processes-1")
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_library_logs()
+  if _MULTIHOST.value or _COORDINATOR.value:
+    train.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   results = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
   logging.info("results: %s", {k: round(v, 4) for k, v in results.items() if k != "meta"})
 

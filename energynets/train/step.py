@@ -55,10 +55,19 @@ def process_slice(global_batch_size: int) -> slice:
 
 
 def shard_batch(local_batch: Mapping[str, np.ndarray], mesh: Mesh) -> dict[str, jax.Array]:
-  """Process-local numpy rows -> global arrays sharded along the data axis."""
+  """Process-local numpy rows -> global arrays sharded along the data axis.
+
+  Every process passes the same number of rows (`process_slice`), so the global batch
+  has `rows * process_count` rows, which must split evenly over the devices
+  (`check_batch_size`: a `ValueError` naming the sizes, not XLA's tiling error).
+  """
   sharding = batch_sharded(mesh)
-  return {k: jax.make_array_from_process_local_data(sharding, np.asarray(v))
-          for k, v in local_batch.items()}
+  out = {}
+  for k, v in local_batch.items():
+    v = np.asarray(v)
+    check_batch_size(len(v) * jax.process_count(), mesh)
+    out[k] = jax.make_array_from_process_local_data(sharding, v)
+  return out
 
 
 def replicate(tree: Any, mesh: Mesh) -> Any:
