@@ -81,8 +81,9 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   minimizes SEAL's `mean pixel BCE − w·σ(−E(x, ŷ))` (`energy_term='neg_value'`) scaled
   to our pixel-summed BCE: `energy_weight = w · 576` with w = 1 (SEAL tunes w); 24×24
   random crops in training, 36 averaged crops at test (the base config's `crop_size`).
-  NCE (Table 4's second row): `--config.seal.objective=nce
-  --config.seal.energy_term=energy`, noise drawn per pixel from the task-net's output.
+  NCE (Table 4's second row): `--config.seal.objective=nce`, noise drawn per pixel
+  from the task-net's output; the task-net keeps the bounded `−σ(−E)` term (with the
+  unbounded `energy_term='energy'` at this weight, a run's loss was NaN by step 18).
   The loss-net: Adam 1e-3 (cosine), gradients clipped at norm 10 (SEAL's clipping).
   """
   config = base.get_segmentation_base_config(dataset)
