@@ -543,16 +543,21 @@ def test_the_segmentation_configs_are_the_ones_that_declare_the_task():
   assert declared == sorted(SEGMENTATION_CONFIGS)
 
 
-@pytest.mark.parametrize("method", SEGMENTATION_CONFIGS)
-def test_every_segmentation_config_trains_and_writes_mean_iou(method, tmp_path, data_dir,
-                                                             horses):
+# Each config, and its variants that change the stages.
+SEGMENTATION_RUNS = [(m, ()) for m in SEGMENTATION_CONFIGS] + [
+    ("seal_dynamic", ("stage_order=pretrain+seal",))]
+
+
+@pytest.mark.parametrize("method, overrides", SEGMENTATION_RUNS)
+def test_every_segmentation_config_trains_and_writes_mean_iou(method, overrides, tmp_path,
+                                                             data_dir, horses):
   """Each segmentation config runs end to end on the horses (tiny nets, a few steps)."""
   from experiments import tasks
   from experiments import train
   config = train.get_config(method, "weizmann_horse", [
       "train.steps=4", "train.eval_every=2", "train.log_every=2", "train.tensorboard=False",
       "train.batch_size=8", f"data.data_dir={data_dir}", "model.features=(4, 8)",
-      "model.strides=(1, 2)", "model.kernel_size=3"])
+      "model.strides=(1, 2)", "model.kernel_size=3", *overrides])
   assert tasks.task_for(config) is tasks.SEGMENTATION
   if "energy" in config:
     config.energy.update(dict(features=(4, 8), strides=(1, 2), kernel_size=3, hidden=(8,)))
@@ -566,7 +571,7 @@ def test_every_segmentation_config_trains_and_writes_mean_iou(method, tmp_path, 
     config.stages[name].train.steps = 4
   results = train.train_and_evaluate(config, str(tmp_path))
   assert results["meta"]["task"] == "segmentation"
-  stages = [s.strip() for s in config.stage_order.split(",") if s.strip()] or [""]
+  stages = list(train._names(config.stage_order) or [""])
   assert [s["stage"] for s in results["meta"]["stages"]] == stages
   for key in ("validation/mean_iou", "validation/dataset_iou", "test/mean_iou",
               "test/dataset_iou"):

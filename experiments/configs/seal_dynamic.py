@@ -85,6 +85,11 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   from the task-net's output; the task-net keeps the bounded `−σ(−E)` term (with the
   unbounded `energy_term='energy'` at this weight, a run's loss was NaN by step 18).
   The loss-net: Adam 1e-3 (cosine), gradients clipped at norm 10 (SEAL's clipping).
+
+  SEAL trains both nets from scratch (the default, one stage). Fine-tuning a trained
+  FCN instead: `--config.stage_order=pretrain,seal` (compare: `stage_order=pretrain+seal`
+  with --reuse_stage=pretrain=fcn): `pretrain` is fcn.py's run exactly, then 2000 SEAL
+  steps at a quarter of its learning rate, with a fresh loss-net.
   """
   config = base.get_segmentation_base_config(dataset)
   config.method = "seal"
@@ -101,6 +106,11 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
       abs_tol=1e-4, stop_fraction=1.0, entropy_weight=0.0))
   config.loss_net_optimizer = base.cosine_adam(1e-3)
   config.loss_net_optimizer.clip_norm = 10.0
+  # Used only with stage_order=pretrain,seal (see above); "" keeps SEAL's single stage.
+  config.stages.pretrain = dict(method="local", train=dict(steps=config.train.steps))
+  finetune = base.segmentation_sgd()
+  finetune.learning_rate /= 4
+  config.stages.seal = dict(method="seal", train=dict(steps=2000), optimizer=finetune)
   return config
 
 
