@@ -34,7 +34,6 @@ weights, but the number of steps to convergence and the search error do.
 """
 
 import functools
-import json
 import os
 
 from absl import app
@@ -74,10 +73,8 @@ METHODS = ("projected", "mirror", "logit")
 
 def _run_config(workdir: str) -> ml_collections.ConfigDict:
   """The trained run's config (results.json), else the SPEN config with --set applied."""
-  path = os.path.join(workdir, "results.json") if workdir else ""
-  if path and os.path.exists(path):
-    with open(path) as f:
-      config = ml_collections.ConfigDict(json.load(f)["meta"]["config"])
+  if workdir and os.path.exists(os.path.join(workdir, "results.json")):
+    config = common.finished_run_config(workdir)
     train.apply_overrides(config, _SET.value)
     return config
   return train.get_config(_CONFIG.value, _DATASET.value, _SET.value)

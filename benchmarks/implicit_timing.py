@@ -27,7 +27,6 @@ import math
 from absl import app
 from absl import flags
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from benchmarks import common
@@ -57,24 +56,15 @@ _REPEATS = flags.DEFINE_integer("repeats", 5, "timed calls per row (median)")
 _OUT = flags.DEFINE_string("out", "", "also write the markdown report here")
 
 
-class _Shapes:
-  """What the objective builders read from a dataset: its shapes."""
-
-  def __init__(self, num_features, num_labels):
-    self.num_features, self.num_labels = num_features, num_labels
-    self.label_names = tuple(f"l{i}" for i in range(num_labels))
-
-
 def _batch(rs, size):
-  return {"x": jnp.asarray(rs.uniform(size=(size, _NUM_FEATURES.value)) < 0.05, jnp.float32),
-          "y": jnp.asarray(rs.uniform(size=(size, _NUM_LABELS.value)) < 0.02, jnp.float32)}
+  return common.random_multilabel_batch(rs, size, _NUM_FEATURES.value, _NUM_LABELS.value)
 
 
 def time_row(spec: str, rs) -> dict:
   name, *overrides = spec.split(":")  # experiments.compare's spec syntax
   config = train.get_config(name, "bibtex", overrides)
   _, stage = train.stage_configs(config)[-1]
-  shapes = _Shapes(_NUM_FEATURES.value, _NUM_LABELS.value)
+  shapes = common.MultilabelShapes(_NUM_FEATURES.value, _NUM_LABELS.value)
   objective = train.build_objective(stage, shapes)
   batch = _batch(rs, stage.train.batch_size)
   state = objective.init(jax.random.key(0), batch)

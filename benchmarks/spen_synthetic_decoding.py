@@ -18,14 +18,11 @@ energy is above the argmax labeling's or the gold labeling's.
   python -m benchmarks.spen_synthetic_decoding --run_dir=/tmp/syn/runs/base1500
 """
 
-import json
-import os
 
 from absl import app
 from absl import flags
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
 from benchmarks import common
@@ -70,8 +67,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_library_logs()
-  with open(os.path.join(_RUN_DIR.value, "results.json")) as f:
-    config = ml_collections.ConfigDict(json.load(f)["meta"]["config"])
+  config = common.finished_run_config(_RUN_DIR.value)
   if config.data.name != "synthetic":
     raise ValueError(f"{_RUN_DIR.value} is a run on {config.data.name!r}; this diagnosis "
                      "needs the synthetic block-exclusivity task")

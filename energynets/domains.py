@@ -97,10 +97,19 @@ class Box:
   def mirror_step(self, y: jax.Array, grad: jax.Array, lr: jax.Array | float) -> jax.Array:
     """`σ(logit y − η g)`: entropic mirror descent on each coordinate's 2-simplex.
 
-    Equal to `y e^{−ηg} / (y e^{−ηg} + 1 − y)` (SPEN §2, "normalizing over each
-    coordinate"), written in logit space because that form cannot overflow.
+    Computed as `y e^{−ηg} / (y e^{−ηg} + 1 − y)` (SPEN §2, "normalizing over each
+    coordinate"), divided through by `e^{−ηg}` where `ηg < 0`, so that the exponent is
+    never positive (no overflow) and one exp replaces the logit form's two logs and exp
+    (5x faster on CPU; the step is most of a GBI step's time, benchmarks/suite.py). `y`
+    is clipped to `[eps, 1 − eps]` first, as `to_logits` does, so that a coordinate at 0
+    or 1 can still move.
     """
-    return jax.nn.sigmoid(self.to_logits(y) - lr * grad)
+    y = self._clip(y)
+    a = lr * grad
+    # e^{−|a|}, written with a branch per sign so that its derivative at a = 0 is −1
+    # (the derivative of |a| there would be 0).
+    t = jnp.exp(jnp.where(a >= 0, -a, a))
+    return jnp.where(a >= 0, y * t / (y * t + (1.0 - y)), y / (y + (1.0 - y) * t))
 
   def to_logits(self, y: jax.Array) -> jax.Array:
     y = self._clip(y)

@@ -1,5 +1,6 @@
 """The speed benchmarks run end to end on the synthetic task and write their reports."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -47,6 +48,16 @@ def test_spen_synthetic_decoding_diagnoses_a_trained_run(tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "per-block argmax of local logits" in proc.stdout
   assert "one-hot in every block" in proc.stdout
+  # The speed/accuracy table of the same run: feed-forward, T = 1, 3, and converged.
+  out = tmp_path / "gbi_steps.md"
+  proc = _run(["benchmarks.gbi_steps", f"--run_dir={run}", "--steps=1,3", "--repeats=1",
+               f"--out={out}"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = json.loads(out.with_suffix(".json").read_text())
+  assert [r["runs"][0]["gbi_steps"] for r in rows][1:3] == [1.0, 3.0]
+  assert rows[0]["runs"][0]["gbi_steps"] == 0.0  # the feed-forward row comes first
+  for r in rows:
+    assert 0.0 <= r["runs"][0]["test/example_f1"] <= 1.0
 
 
 def test_block_argmax_is_one_hot_per_block():

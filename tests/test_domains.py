@@ -157,6 +157,25 @@ def test_box_mirror_step_matches_per_coordinate_closed_form(shape):
   assert np.all((out > 0) & (out < 1))
 
 
+def test_box_mirror_step_equals_the_logit_form_with_its_gradients():
+  # mirror_step is computed without logs (one exp); it must stay σ(logit(clip y) − ηg)
+  # in value and derivatives, at zero and huge gradients and at y = 0 or 1 too.
+  rs = np.random.RandomState(0)
+  y = jnp.asarray(np.concatenate([rs.uniform(size=(6, 5)), np.zeros((1, 5)),
+                                  np.ones((1, 5))]), jnp.float32)
+  logit_form = lambda y_, g_: jax.nn.sigmoid(BOX.to_logits(y_) - 0.3 * g_)
+  weights = jnp.arange(5.0)
+  for scale in (1e-3, 1.0, 1e4):
+    g = jnp.asarray(rs.randn(8, 5) * scale, jnp.float32).at[0].set(0.0)
+    for fn in (lambda y_, g_: BOX.mirror_step(y_, g_, 0.3), logit_form):
+      assert np.all(np.isfinite(fn(y, g)))
+    np.testing.assert_allclose(BOX.mirror_step(y, g, 0.3), logit_form(y, g), atol=1e-6)
+    for argnum in (0, 1):
+      grad = lambda fn: jax.grad(lambda *a: jnp.sum(fn(*a) * weights), argnum)(y, g)
+      np.testing.assert_allclose(grad(lambda y_, g_: BOX.mirror_step(y_, g_, 0.3)),
+                                 grad(logit_form), rtol=1e-4, atol=1e-5)
+
+
 def test_real_mirror_step_is_a_gradient_step():
   y, g = _unconstrained((3, 4), 1), _unconstrained((3, 4), 2)
   np.testing.assert_allclose(_call(REAL, "mirror_step", jnp.asarray(y), jnp.asarray(g), 0.3),

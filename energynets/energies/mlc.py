@@ -33,7 +33,7 @@ F(x) is computed once per input (`encode`) and reused by every GBI step
 F(x)").
 """
 
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import flax.linen as nn
 import jax
@@ -54,16 +54,43 @@ class Encoding(NamedTuple):
   logits: jax.Array
 
 
+class _DenseParams(nn.Module):
+  """The parameters of `nn.Dense(features, use_bias)`: same names, shapes, dtype and
+  initializers (so the same values from the same key), returned instead of applied."""
+  features: int
+  use_bias: bool = True
+
+  @nn.compact
+  def __call__(self, in_features: int) -> tuple[jax.Array, Optional[jax.Array]]:
+    kernel = self.param("kernel", nn.linear.default_kernel_init,
+                        (in_features, self.features), jnp.float32)
+    bias = (self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
+            if self.use_bias else None)
+    return kernel, bias
+
+
 class MeasurementEnergy(nn.Module):
-  """`[B, D] -> [B]`: `wᵀ g(M v + m)` with M affine (bias m) and w without bias."""
+  """`[..., D] -> [...]`: `wᵀ g(M v + m)` with M affine (bias m) and w without bias.
+
+  The parameters are those of `nn.Dense(num_measurements, name="measurements")` and
+  `nn.Dense(1, use_bias=False, name="weights")`. The measurements are computed
+  transposed, `[num_measurements, ...]`, so that g and its derivative run along the
+  batch: XLA:CPU vectorizes an elementwise op along the minor dimension, and with
+  SPEN's 15 measurements minor, the softplus of this term took most of a GBI step
+  (8x slower than transposed; benchmarks/suite.py's profile).
+  """
   num_measurements: int
   activation: str = "softplus"
 
   @nn.compact
   def __call__(self, v: jax.Array) -> jax.Array:
     act = activation_by_name(self.activation)
-    h = act(nn.Dense(self.num_measurements, use_bias=True, name="measurements")(v))
-    return nn.Dense(1, use_bias=False, name="weights")(h)[..., 0]
+    kernel, bias = _DenseParams(self.num_measurements, name="measurements")(v.shape[-1])
+    weights, _ = _DenseParams(1, use_bias=False, name="weights")(self.num_measurements)
+    dtype = jnp.result_type(v, kernel)
+    v, kernel, bias, weights = (jnp.asarray(a, dtype) for a in (v, kernel, bias, weights))
+    pre = jnp.einsum("dm,...d->m...", kernel, v) + bias.reshape((-1,) + (1,) * (v.ndim - 1))
+    return jnp.einsum("m,m...->...", weights[:, 0], act(pre))
 
 
 class LocalNetEnergy(nn.Module):

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Submit experiments.main as a multi-node GPU job (launch/slurm.sbatch) with sbatch.
+#
+# usage: bash launch/slurm_submit.sh [launcher options] [experiments.main flags...]
+#
+# Launcher options:
+#   --nodes=N             default 2
+#   --gpus_per_node=G     default 8
+#   --cpus_per_task=C     default 8
+#   --time=HH:MM:SS       default 04:00:00
+#   --partition=P         default: the cluster's (or sbatch's SBATCH_PARTITION)
+#   --account=A           default: the cluster's (or SBATCH_ACCOUNT)
+#   --job_name=NAME       default energynets
+#   --dry_run             (or DRY_RUN=1) print the sbatch command instead of submitting
+# Every other argument goes to experiments.main unchanged; --config and --workdir are
+# required. The job runs from this repository's root, which (with the workdir and the
+# data) must be on a filesystem every node sees.
+#
+# example:
+#   bash launch/slurm_submit.sh --nodes=4 --gpus_per_node=8 --partition=gpu \
+#     --config=experiments/configs/seal_dynamic.py:bibtex --workdir=/shared/runs/seal \
+#     --config.data.data_dir=/shared/data
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+REPO_ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+
+nodes=2
+gpus_per_node=8
+cpus_per_task=8
+time_limit=04:00:00
+partition=""
+account=""
+job_name="energynets"
+experiment_args=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --nodes=*) nodes="${1#*=}" ;;
+    --gpus_per_node=*) gpus_per_node="${1#*=}" ;;
+    --cpus_per_task=*) cpus_per_task="${1#*=}" ;;
+    --time=*) time_limit="${1#*=}" ;;
+    --partition=*) partition="${1#*=}" ;;
+    --account=*) account="${1#*=}" ;;
+    --job_name=*) job_name="${1#*=}" ;;
+    --dry_run) DRY_RUN=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) experiment_args+=("$1") ;;
+  esac
+  shift
+done
+export DRY_RUN="${DRY_RUN:-0}"
+[[ "$nodes" =~ ^[1-9][0-9]*$ ]] || die "--nodes must be a positive integer, got '$nodes'"
+[[ "$gpus_per_node" =~ ^[1-9][0-9]*$ ]] || \
+  die "--gpus_per_node must be a positive integer, got '$gpus_per_node'"
+require_experiment_flags ${experiment_args[@]+"${experiment_args[@]}"}
+
+submit=(sbatch --job-name="$job_name" --nodes="$nodes" --ntasks-per-node=1
+        --gpus-per-node="$gpus_per_node" --cpus-per-task="$cpus_per_task" --time="$time_limit"
+        --chdir="$REPO_ROOT")
+[[ -n "$partition" ]] && submit+=(--partition="$partition")
+[[ -n "$account" ]] && submit+=(--account="$account")
+run_cmd "${submit[@]}" "$REPO_ROOT/launch/slurm.sbatch" "${experiment_args[@]}"
