@@ -539,9 +539,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict
       results["meta"]["figures"] = [os.path.basename(figure)]
     if isinstance(test_outputs.get("test"), np.ndarray):
       # The selected model's soft test outputs, for figures and significance tests
-      # without retraining (float16: these are probabilities or [0, 1] images).
+      # without retraining; float32 as computed, since outputs near 0.5 (an untrained
+      # DVN's) would cross the threshold when rounded.
       np.savez_compressed(os.path.join(workdir, PREDICTIONS_FILE),
-                          test=test_outputs["test"].astype(np.float16))
+                          test=np.asarray(test_outputs["test"], np.float32))
     with open(os.path.join(workdir, "results.json"), "w") as f:
       json.dump(results, f, indent=2, sort_keys=True, default=_json_default)
   return results
