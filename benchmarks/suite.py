@@ -324,28 +324,24 @@ def scaling_section(sizes: Sizes) -> list[dict]:
   train_batch = None  # the config's
   t_default = 20 if not sizes.quick else sizes.gbi_steps[-1]
   points = []
+
+  def shape_points(curve, value, num_labels, rows, batch):
+    """The four rows measured at each point of the batch-size and label-count curves."""
+    return [
+        (curve, value, "feed-forward predict", lambda: _feed_forward_point(
+            num_labels, rows, sizes, repeats)),
+        (curve, value, f"GBI predict (T={t_default})", lambda: _gbi_point(
+            num_labels, rows, t_default, sizes, repeats)),
+        (curve, value, "seal_dynamic train step", lambda: _train_point(
+            "seal_dynamic", num_labels, batch, sizes, repeats)),
+        (curve, value, "e2e train step", lambda: _train_point(
+            "e2e", num_labels, batch, sizes, repeats)),
+    ]
+
   for b in sizes.batch_sizes:
-    points += [
-        ("batch_size", b, "feed-forward predict", lambda b=b: _feed_forward_point(
-            labels, b, sizes, repeats)),
-        ("batch_size", b, f"GBI predict (T={t_default})", lambda b=b: _gbi_point(
-            labels, b, t_default, sizes, repeats)),
-        ("batch_size", b, "seal_dynamic train step", lambda b=b: _train_point(
-            "seal_dynamic", labels, b, sizes, repeats)),
-        ("batch_size", b, "e2e train step", lambda b=b: _train_point(
-            "e2e", labels, b, sizes, repeats)),
-    ]
+    points += shape_points("batch_size", b, labels, b, b)
   for n in sizes.label_counts:
-    points += [
-        ("labels", n, "feed-forward predict", lambda n=n: _feed_forward_point(
-            n, test, sizes, repeats)),
-        ("labels", n, f"GBI predict (T={t_default})", lambda n=n: _gbi_point(
-            n, test, t_default, sizes, repeats)),
-        ("labels", n, "seal_dynamic train step", lambda n=n: _train_point(
-            "seal_dynamic", n, train_batch, sizes, repeats)),
-        ("labels", n, "e2e train step", lambda n=n: _train_point(
-            "e2e", n, train_batch, sizes, repeats)),
-    ]
+    points += shape_points("labels", n, n, test, train_batch)
   for t in sizes.gbi_steps:
     points += [
         ("gbi_steps", t, "GBI predict", lambda t=t: _gbi_point(labels, test, t, sizes,
