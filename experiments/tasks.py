@@ -75,6 +75,8 @@ class Task(NamedTuple):
     predict_split: `(config, predict_rows, x) -> predictions of x`, where `predict_rows`
       runs the model on any rows; for tasks whose model sees other inputs than the
       split's rows (segmentation's test-time crops); None: `predict_rows(x)`.
+    model_rows: `(config, a) -> the rows the model sees of a split's x or y` at
+      evaluation (segmentation's crops); None: `a` itself.
   """
   name: str
   load: Callable[[ml_collections.ConfigDict], Any]
@@ -83,6 +85,7 @@ class Task(NamedTuple):
   metric_definitions: dict[str, str]
   train_batches: Optional[Callable[..., Callable[[int], dict]]] = None
   predict_split: Optional[Callable[..., np.ndarray]] = None
+  model_rows: Optional[Callable[..., np.ndarray]] = None
 
   def predict(self, config: ml_collections.ConfigDict,
               predict_rows: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
@@ -90,6 +93,10 @@ class Task(NamedTuple):
     if self.predict_split is None:
       return predict_rows(x)
     return self.predict_split(config, predict_rows, x)
+
+  def rows_for_model(self, config: ml_collections.ConfigDict, a: np.ndarray) -> np.ndarray:
+    """A split's inputs or targets as the model sees them at evaluation."""
+    return a if self.model_rows is None else self.model_rows(config, a)
 
 
 # --------------------------------------------------------------------------- multi-label
@@ -315,20 +322,29 @@ def segmentation_train_batches(config, dataset, batch_size: int, seed: int
       pad_mode=cfg.augment_pad_mode, crop=cfg.crop_size)
 
 
-def segmentation_predict_split(config, predict_rows, x: np.ndarray) -> np.ndarray:
-  """Whole images, or with `data.crop_size` SEAL's test protocol: the crops of
-  `data.eval_crop_offsets` (`segmentation.crop_grid`), averaged back per pixel."""
+def segmentation_model_rows(config, a: np.ndarray) -> np.ndarray:
+  """Images `[N, H, W, C]` or masks `[N, H, W]` as the model sees them at evaluation:
+  whole, or with `data.crop_size` the crops at `data.eval_crop_offsets`
+  (`segmentation.crop_grid`, SEAL's test protocol)."""
   cfg = config.data
   if not cfg.crop_size:
-    return predict_rows(x)
-  crops = segmentation.crop_grid(x, cfg.crop_size, tuple(cfg.eval_crop_offsets))
-  return segmentation.average_crops(predict_rows(crops), x.shape[1], x.shape[2],
-                                    tuple(cfg.eval_crop_offsets))
+    return a
+  return segmentation.crop_grid(a, cfg.crop_size, tuple(cfg.eval_crop_offsets))
+
+
+def segmentation_predict_split(config, predict_rows, x: np.ndarray) -> np.ndarray:
+  """The model's soft masks of whole images; with `data.crop_size`, of the crops
+  (`segmentation_model_rows`) averaged back per pixel."""
+  probs = predict_rows(segmentation_model_rows(config, x))
+  if not config.data.crop_size:
+    return probs
+  return segmentation.average_crops(probs, x.shape[1], x.shape[2],
+                                    tuple(config.data.eval_crop_offsets))
 
 
 SEGMENTATION = Task("segmentation", load_segmentation, segmentation_validation_metrics,
                     segmentation_results, SEGMENTATION_METRICS, segmentation_train_batches,
-                    segmentation_predict_split)
+                    segmentation_predict_split, segmentation_model_rows)
 
 SEGMENTATION_DATASETS = tuple(segmentation.SEGMENTATION_DATASETS)
 

@@ -26,7 +26,6 @@ from energynets import inference
 from energynets import nets
 from energynets import objectives
 from energynets import train as train_lib
-from energynets.data import segmentation
 from energynets.train.optimizers import make_optimizer
 from experiments import plots
 from experiments import tasks
@@ -501,8 +500,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict
   test_outputs = {}
 
   def soft_predictions(split):
-    rows = lambda x: train_lib.predict_in_batches(predict, state, x, eval_bs, mesh)
-    outputs = task.predict(config, rows, split.x)
+    outputs = _split_predictions(task, config, predict, state, split.x, eval_bs, mesh)
     if split is dataset.test:
       test_outputs["test"] = outputs
     return outputs
@@ -555,10 +553,9 @@ def _ssvm_search_statistics(config, dataset, state) -> dict[str, float]:
   stats = jax.jit(lambda p, x, y: objectives.search_statistics(
       energy, p, x, y, gbi_config, init=config.loss.init))
   params, x, y = state["energy"].params, dataset.test.x, dataset.test.y
-  if config.data.get("crop_size"):
-    # The energy scores crops only (segmentation's crop protocol): statistics per crop.
-    offsets = tuple(config.data.eval_crop_offsets)
-    x, y = (segmentation.crop_grid(a, config.data.crop_size, offsets) for a in (x, y))
+  # What the energy scores (segmentation's crops: statistics per crop).
+  task = tasks.task_for(config)
+  x, y = (task.rows_for_model(config, a) for a in (x, y))
   batch = config.train.eval_batch_size
   parts = [(len(x[i:i + batch]), stats(params, x[i:i + batch], y[i:i + batch]))
            for i in range(0, len(x), batch)]
@@ -589,10 +586,16 @@ def _validation_evaluator(task, config, predict, validation, eval_bs, mesh):
   """`evaluate(state)` for the loop: the task's validation metrics."""
 
   def evaluate(state):
-    rows = lambda x: train_lib.predict_in_batches(predict, state, x, eval_bs, mesh)
-    return task.validation_metrics(validation, task.predict(config, rows, validation.x))
+    outputs = _split_predictions(task, config, predict, state, validation.x, eval_bs, mesh)
+    return task.validation_metrics(validation, outputs)
 
   return evaluate
+
+
+def _split_predictions(task, config, predict, state, x, eval_bs, mesh) -> np.ndarray:
+  """The task's predictions of a split's rows `x`, the model run in eval batches."""
+  rows = lambda model_x: train_lib.predict_in_batches(predict, state, model_x, eval_bs, mesh)
+  return task.predict(config, rows, x)
 
 
 def _json_default(value):
