@@ -174,7 +174,8 @@ def _build_local_squared_error(config, dataset, optimizer) -> objectives.Objecti
   del dataset  # the denoiser is fully convolutional: any image size
   c = config.cnn
   net = nets.CNNDenoiser(features=tuple(c.features), kernel_size=c.kernel_size,
-                         activation=c.activation, padding=c.padding)
+                         activation=c.activation, padding=c.padding,
+                         conv_impl=c.conv_impl)
   return objectives.local_squared_error(net, optimizer)
 
 
@@ -192,7 +193,7 @@ def image_energy(config):
   """The denoising energy of `config.energy` (`kind`: 'deep_prior' or 'foe')."""
   e = config.energy
   common = dict(noise_variance=e.noise_variance, learn_noise_variance=e.learn_noise_variance,
-                padding=e.padding)
+                padding=e.padding, conv_impl=e.conv_impl)
   if e.kind == "deep_prior":
     return energies.DeepPriorEnergy(features=tuple(e.features), kernel_size=e.kernel_size,
                                     activation=e.activation, pooling=e.pooling, **common)

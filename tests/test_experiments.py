@@ -283,6 +283,18 @@ def test_every_denoising_config_trains_and_writes_psnr(method, tmp_path):
   assert json.loads((tmp_path / "results.json").read_text())["test/psnr"] == results["test/psnr"]
 
 
+@pytest.mark.parametrize("method", DENOISING_CONFIGS)
+def test_denoising_variants_set_the_image_size(method):
+  """`depth_scenes_32` is the 32×32 generated-scene table; an unknown variant is named."""
+  from experiments import train
+  for variant, side in (("depth_scenes", 64), ("depth_scenes_32", 32)):
+    config = train.get_config(method, variant)
+    assert (config.data.name, config.data.height, config.data.width) == (
+        "depth_scenes", side, side)
+  with pytest.raises(ValueError, match="depth_scenes_48"):
+    train.get_config(method, "depth_scenes_48")
+
+
 @pytest.mark.parametrize("method", MULTILABEL_CONFIGS)
 def test_every_config_trains_and_writes_results(method, tmp_path):
   """Each config file runs end to end on the synthetic task (every stage, tiny)."""

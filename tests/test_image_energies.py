@@ -12,6 +12,7 @@ import math
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +22,7 @@ from energynets import testing
 from energynets.energies import DeepPriorEnergy, FieldOfExperts, soft_abs
 from energynets.inference import GBIConfig, gbi_scan
 from energynets.nets import CNNDenoiser
+from energynets.nets.cnn import PatchConv, resolve_conv_impl
 
 B, H, W = 3, 8, 9
 FOE = FieldOfExperts(num_filters=3, filter_size=3, noise_variance=0.02, init_weight=0.7)
@@ -301,6 +303,62 @@ class SmoothnessTest(parameterized.TestCase):
     self.assertTrue(all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads)))
     for g in jax.tree.leaves(grads):  # σ², α and the filters are all trained through it
       self.assertGreater(float(np.max(np.abs(g))), 0.0)
+
+
+class ConvImplTest(parameterized.TestCase):
+  """`PatchConv` (im2col) is `nn.Conv`: same parameters, values and derivatives.
+
+  The module constants above resolve `conv_impl='auto'` to 'patches' on CPU, so the
+  finite-difference and NumPy-reference tests already check it; these compare the two
+  implementations against each other, including the second derivatives E2E training uses.
+  """
+
+  @parameterized.parameters(("VALID", (3, 3), 1, 4), ("SAME", (3, 3), 2, 3),
+                            ("VALID", (2, 4), 3, 5), ("SAME", (4, 2), 1, 2))
+  def test_patch_conv_is_flax_conv(self, padding, kernel, channels, features):
+    v = np.random.RandomState(21).randn(2, 7, 6, channels).astype(np.float32)
+    lax_conv = nn.Conv(features, kernel, padding=padding)
+    patch_conv = PatchConv(features, kernel, padding=padding)
+    params = lax_conv.init(_key(3), v)
+    self.assertEqual(jax.tree.map(np.shape, patch_conv.init(_key(3), v)), jax.tree.map(np.shape, params))
+    # The same initializers: the same draw from the same key.
+    for a, b in zip(jax.tree.leaves(patch_conv.init(_key(3), v)), jax.tree.leaves(params)):
+      np.testing.assert_array_equal(a, b)
+    params = jax.tree.map(lambda a: a + 0.1 * np.random.RandomState(4).randn(*a.shape)
+                          .astype(a.dtype), params)  # non-zero bias too
+    np.testing.assert_allclose(patch_conv.apply(params, v), lax_conv.apply(params, v),
+                               rtol=1e-5, atol=1e-5)
+    loss = lambda conv: lambda p, u: jnp.sum(jnp.sin(conv.apply(p, u)))
+    g_patch = jax.grad(loss(patch_conv), argnums=(0, 1))(params, v)
+    g_lax = jax.grad(loss(lax_conv), argnums=(0, 1))(params, v)
+    for a, b in zip(jax.tree.leaves(g_patch), jax.tree.leaves(g_lax)):
+      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+  @parameterized.named_parameters(("foe", FOE), ("deep_prior", DEEP),
+                                  ("deep_prior_reflect", DEEP.clone(padding="REFLECT")))
+  def test_energies_and_their_hvps_agree(self, energy):
+    params = _params(energy, 22)
+    x, y = _images(23)
+    v = np.random.RandomState(24).randn(*y.shape).astype(np.float32)
+
+    def derivatives(impl):
+      fn = lambda p, u: jnp.sum(energy.clone(conv_impl=impl).apply({"params": p}, x, u))
+      grad_y = jax.grad(fn, argnums=1)
+      hvp = jax.jvp(lambda u: grad_y(params, u), (y,), (v,))[1]
+      cross = jax.grad(lambda p: jnp.vdot(grad_y(p, y), v))(params)  # ∂/∂φ ⟨∇_y E, v⟩
+      return [fn(params, y), grad_y(params, y), hvp, *jax.tree.leaves(cross)]
+
+    for a, b in zip(derivatives("patches"), derivatives("lax")):
+      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(b))))
+
+  def test_auto_and_bad_names(self):
+    self.assertEqual(resolve_conv_impl("auto"),
+                     "patches" if jax.default_backend() == "cpu" else "lax")
+    self.assertEqual(resolve_conv_impl("lax"), "lax")
+    with self.assertRaisesRegex(ValueError, "conv_impl"):
+      resolve_conv_impl("fft")
+    with self.assertRaisesRegex(ValueError, "padding"):
+      PatchConv(2, (3, 3), padding="CIRCULAR").init(_key(0), np.zeros((1, 5, 5, 1)))
 
 
 class CNNDenoiserTest(parameterized.TestCase):

@@ -66,7 +66,7 @@ import jax
 import jax.numpy as jnp
 
 from energynets.nets import PADDINGS, ConvStack
-from energynets.nets.cnn import pad_image
+from energynets.nets.cnn import conv2d, pad_image
 from energynets.nets.mlp import activation_by_name
 
 POOLINGS = ("sum", "mean")
@@ -138,6 +138,8 @@ class FieldOfExperts(nn.Module):
     noise_variance, learn_noise_variance: the data term (`GaussianDataTerm`).
     init_weight: the initial α_k (all equal).
     padding: one of `energynets.nets.PADDINGS` (default 'VALID'; module docstring).
+    conv_impl: how the filters are applied (`energynets.nets.cnn.CONV_IMPLS`; the same
+      function either way).
   """
   num_filters: int = 24
   filter_size: int = 5
@@ -146,6 +148,7 @@ class FieldOfExperts(nn.Module):
   learn_noise_variance: bool = True
   init_weight: float = 1.0
   padding: str = "VALID"
+  conv_impl: str = "auto"
 
   def setup(self):
     if self.num_filters < 1 or self.filter_size < 1 or not self.temperature > 0:
@@ -157,8 +160,8 @@ class FieldOfExperts(nn.Module):
       raise ValueError(f"unknown padding {self.padding!r}; expected one of {PADDINGS}")
     self.data_term = GaussianDataTerm(self.noise_variance, self.learn_noise_variance)
     conv_padding = "SAME" if self.padding == "SAME" else "VALID"
-    self.filters = nn.Conv(self.num_filters, (self.filter_size, self.filter_size),
-                           padding=conv_padding, use_bias=False)
+    self.filters = conv2d(self.num_filters, (self.filter_size, self.filter_size),
+                          padding=conv_padding, conv_impl=self.conv_impl, use_bias=False)
     self.log_weights = self.param(
         "log_weights", nn.initializers.constant(math.log(self.init_weight)),
         (self.num_filters,))
@@ -206,6 +209,7 @@ class DeepPriorEnergy(nn.Module):
     pooling: 'sum' (default) or 'mean' over output pixels (module docstring).
     noise_variance, learn_noise_variance: the data term (`GaussianDataTerm`).
     padding: one of `energynets.nets.PADDINGS` (default 'VALID').
+    conv_impl: how the convolutions are computed (`energynets.nets.cnn.CONV_IMPLS`).
   """
   features: Sequence[int] = (32, 32)
   kernel_size: int = 7
@@ -214,6 +218,7 @@ class DeepPriorEnergy(nn.Module):
   noise_variance: float = 0.01
   learn_noise_variance: bool = True
   padding: str = "VALID"
+  conv_impl: str = "auto"
 
   def setup(self):
     if self.pooling not in POOLINGS:
@@ -222,7 +227,7 @@ class DeepPriorEnergy(nn.Module):
       raise ValueError(f"unknown padding {self.padding!r}; expected one of {PADDINGS}")
     self.data_term = GaussianDataTerm(self.noise_variance, self.learn_noise_variance)
     self.prior = ConvStack(tuple(self.features), self.kernel_size, 1, self.activation,
-                           self.padding, readout_bias=False)
+                           self.padding, readout_bias=False, conv_impl=self.conv_impl)
 
   def __call__(self, x: jax.Array, y: jax.Array) -> jax.Array:
     """`x, y [B, H, W] -> [B]`."""

@@ -21,5 +21,6 @@ def get_config(dataset: str = "depth_scenes"):
   config = base.get_denoising_base_config(dataset)
   config.method = "local_squared_error"
   config.cnn = ml_collections.ConfigDict(dict(
-      features=(32, 32), kernel_size=7, activation="softplus", padding="REFLECT"))
+      features=(32, 32), kernel_size=7, activation="softplus", padding="REFLECT",
+      conv_impl="auto"))
   return config
