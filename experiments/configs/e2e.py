@@ -90,7 +90,7 @@ def get_denoising_config(dataset: str = "depth_scenes"):
   config = base.get_denoising_base_config(dataset)
   config.method = "e2e"
   sigma2 = config.data.noise_sigma ** 2
-  config.energy = base.denoising_energy(config.data.noise_sigma)
+  base.use_denoising_energy(config)
   config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0, trainable=""))
   config.e2e = ml_collections.ConfigDict(dict(
       loss="squared", per_iterate=False, gradient="scan", init="input",
@@ -101,8 +101,4 @@ def get_denoising_config(dataset: str = "depth_scenes"):
   config.step_size_optimizer = ml_collections.ConfigDict(dict(
       name="adam", learning_rate=1e-2, schedule="constant", warmup_steps=0,
       weight_decay=0.0, momentum=0.9, clip_norm=0.0))
-  config.train.batch_size = 8
-  # Adam 3e-3 (the denoising base has 1e-3): faster in short CPU runs of both energies
-  # (FOE-3 on 64×64 scenes 30.37 vs 29.82 dB, benchmarks/results/e2e.md notes).
-  config.optimizer.learning_rate = 3e-3
   return config

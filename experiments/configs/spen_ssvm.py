@@ -96,7 +96,7 @@ def get_denoising_config(dataset: str = "depth_scenes"):
   """
   config = base.get_denoising_base_config(dataset)
   config.method = "ssvm"
-  config.energy = base.denoising_energy(config.data.noise_sigma)
+  base.use_denoising_energy(config)
   config.loss = ml_collections.ConfigDict(dict(
       l2=0.0, l2_c=0.0, surrogate="squared", surrogate_eps=1e-3, trainable="",
       init="input", loss_aug_init="input,gold"))
@@ -107,10 +107,6 @@ def get_denoising_config(dataset: str = "depth_scenes"):
   config.predict_gbi = ml_collections.ConfigDict(dict(
       method="projected", optimizer="sgd", learning_rate=sigma2, momentum=0.0,
       max_steps=20, rel_tol=0.0, abs_tol=0.0, stop_fraction=1.0, entropy_weight=0.0))
-  config.train.batch_size = 8
-  # Adam 3e-3 (the denoising base has 1e-3): faster in short CPU runs of both energies
-  # (FOE-3 on 64×64 scenes 30.37 vs 29.82 dB, benchmarks/results/e2e.md notes).
-  config.optimizer.learning_rate = 3e-3
   return config
 
 
