@@ -513,6 +513,86 @@ def test_any_trailing_shape(domain, shape, method):
     assert np.all(np.asarray(smooth_energy(params, x, y)) < np.asarray(initial))
 
 
+# --- entropy annealing ------------------------------------------------------------------------
+
+
+def exclusive_blocks(p, x, y):
+  """`−⟨x, y⟩ + w Σ_blocks Σ_{i<j} y_i y_j` over blocks of 4 labels: a non-convex energy
+  (pairwise repulsion inside a block) whose discrete argmin has at most one label per
+  block, and where descent from one start can stop at a worse vertex."""
+  b = y.reshape(y.shape[0], -1, 4)
+  s = b.sum(-1)
+  return -jnp.sum(x * y, -1) + p["w"] * jnp.sum(0.5 * (s * s - jnp.sum(b * b, -1)), -1)
+
+
+def test_annealing_schedule_is_a_geometric_decay_to_the_final_temperature():
+  config = GBIConfig(entropy_weight=0.01, entropy_anneal_init=5.0, entropy_anneal_steps=8)
+  taus = np.asarray(gbi_lib.entropy_weight_at(config, jnp.arange(12)))
+  expected = [max(5.0 * 1e-3 ** (t / 8), 0.01) for t in range(8)] + [0.01] * 4
+  np.testing.assert_allclose(taus, expected, rtol=1e-5)
+  assert taus[0] == 5.0 and np.all(np.diff(taus) <= 0)
+  # Without annealing τ is the fixed entropy_weight.
+  assert gbi_lib.entropy_weight_at(GBIConfig(entropy_weight=0.3), 7) == 0.3
+
+
+def test_annealed_scan_equals_a_hand_loop_of_gbi_steps_at_each_temperature():
+  params = mlp_params(seed=3)
+  x = jnp.asarray(np.random.RandomState(9).randn(3, 3), jnp.float32)
+  y0 = BOX.uniform_init((3, 6))
+  config = GBIConfig(method="mirror", optimizer="momentum", learning_rate=0.05,
+                     entropy_anneal_init=2.0, entropy_anneal_steps=6, num_steps=9)
+  y_t, trace = scan(mlp_energy, params, x, y0, BOX, config)
+  plain = config._replace(entropy_anneal_steps=0, entropy_anneal_init=0.0)
+  tau = lambda t: 2.0 * 1e-3 ** (t / 6) if t < 6 else 0.0
+  state = gbi_lib.init_state(mlp_energy, params, x, y0, BOX, plain._replace(
+      entropy_weight=tau(0)))
+  for t in range(1, 10):
+    state = gbi_lib.gbi_step(mlp_energy, params, x, state, 0.05, BOX, plain, tau(t))
+    np.testing.assert_allclose(trace.ys[t - 1], state.z, atol=1e-6)
+    # The traced objective is E − τ_t·H at step t's own temperature.
+    np.testing.assert_allclose(
+        trace.energies[t - 1],
+        mlp_energy(params, x, state.z) - tau(t) * BOX.entropy(state.z), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(y_t, state.z, atol=1e-6)
+  # While annealing, the objective differs from the energy; plain GBI's trajectory differs.
+  y_plain, _ = scan(mlp_energy, params, x, y0, BOX, plain)
+  assert np.max(np.abs(np.asarray(y_plain) - np.asarray(y_t))) > 1e-3
+
+
+def test_annealed_while_runs_the_whole_schedule_then_equals_scan():
+  params = mlp_params(seed=3)
+  x = jnp.asarray(np.random.RandomState(9).randn(3, 3), jnp.float32)
+  y0 = BOX.uniform_init((3, 6))
+  config = GBIConfig(method="mirror", optimizer="momentum", learning_rate=0.05,
+                     entropy_anneal_init=2.0, entropy_anneal_steps=40, num_steps=60,
+                     max_steps=60, rel_tol=1e-2, abs_tol=1e-2)
+  res = loop(mlp_energy, params, x, y0, BOX, config)
+  # Loose tolerances would stop plain GBI within a few steps; annealing holds every
+  # example for the whole schedule.
+  assert np.all(np.asarray(res.steps) >= 41), res.steps
+  exact = loop(mlp_energy, params, x, y0, BOX, config._replace(rel_tol=0.0, abs_tol=0.0))
+  y_t, _ = scan(mlp_energy, params, x, y0, BOX, config)
+  np.testing.assert_allclose(exact.y, y_t, atol=1e-6)
+
+
+def test_annealing_finds_the_brute_force_argmin_where_plain_gbi_stops_short():
+  rs = np.random.RandomState(0)
+  x = jnp.asarray(rs.randn(300, 8) * 2, jnp.float32)
+  params = {"w": jnp.float32(4.0)}
+  cands = jnp.asarray(list(itertools.product((0.0, 1.0), repeat=8)), jnp.float32)
+  values = jax.vmap(lambda xi: exclusive_blocks(params, jnp.broadcast_to(xi, (256, 8)),
+                                                cands))(x)
+  brute = np.asarray(cands)[np.asarray(jnp.argmin(values, axis=1))]
+  plain = GBIConfig(method="mirror", learning_rate=0.02, momentum=0.9, max_steps=400)
+  annealed = plain._replace(entropy_anneal_init=3.0, entropy_anneal_steps=300)
+  hits = {}
+  for name, config in (("plain", plain), ("annealed", annealed)):
+    res = loop(exclusive_blocks, params, x, BOX.uniform_init(x.shape), BOX, config)
+    hits[name] = np.mean(np.all((np.asarray(res.y) >= 0.5) == brute, axis=-1))
+  assert hits["annealed"] == 1.0, hits
+  assert hits["plain"] < 0.95, hits
+
+
 # --- validation --------------------------------------------------------------------------------
 
 
@@ -528,6 +608,13 @@ def test_invalid_configs_and_energies_raise():
   with pytest.raises(ValueError, match="step_sizes"):
     gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX,
                      GBIConfig(num_steps=4, step_sizes=jnp.ones(3)))
+  with pytest.raises(ValueError, match="entropy_anneal_init"):
+    gbi_lib.gbi_while(mlp_energy, params, x, y0, BOX,
+                      GBIConfig(entropy_anneal_steps=10, entropy_anneal_init=0.0))
+  with pytest.raises(ValueError, match="entropy_anneal_steps"):
+    gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX, GBIConfig(entropy_anneal_steps=-1))
+  with pytest.raises(ValueError, match="entropy_weight"):
+    gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX, GBIConfig(entropy_weight=-0.1))
   with pytest.raises(ValueError, match="one value per example"):
     gbi_lib.gbi_scan(lambda p, v, y: jnp.sum(mlp_energy(p, v, y)), params, x, y0, BOX,
                      GBIConfig(num_steps=2))

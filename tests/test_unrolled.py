@@ -172,3 +172,16 @@ def test_unknown_strategy_and_bad_step_sizes_are_rejected():
   with pytest.raises(ValueError, match="step_sizes must have shape"):
     unrolled.unrolled_gbi(spen_like, params, (features, mask), y0, BOX,
                           _config("logit", "sgd")._replace(step_sizes=jnp.ones(2)), "adjoint")
+
+
+def test_annealing_unrolls_by_scan_and_is_refused_by_the_adjoint():
+  params, features, mask, y0, _, _ = _problem()
+  config = _config("mirror", "momentum")._replace(entropy_anneal_init=1.0,
+                                                  entropy_anneal_steps=3)
+  with pytest.raises(ValueError, match="entropy annealing"):
+    unrolled.unrolled_gbi(spen_like, params, (features, mask), y0, BOX, config, "adjoint")
+  y_scan, _ = unrolled.unrolled_gbi(spen_like, params, (features, mask), y0, BOX, config,
+                                    "scan")
+  y_remat, _ = unrolled.unrolled_gbi(spen_like, params, (features, mask), y0, BOX, config,
+                                     "remat")
+  np.testing.assert_allclose(y_remat, y_scan, rtol=1e-6)

@@ -5,6 +5,12 @@ Prediction with an energy network is `argmin_y E(x, y)` over a relaxation of y
 
     objective(y) = energy(params, x, y) − τ · domain.entropy(y)        (τ = entropy_weight)
 
+optionally with τ annealed (`entropy_anneal_init`, `entropy_anneal_steps`): a
+continuation from a smooth, nearly convex problem (large τ, the minimum near the
+domain's centre) down to the energy itself, which on non-convex energies such as
+SPEN's HardTanh measurements reaches lower minima than descending E from one start
+(benchmarks/results/spen.md);
+
 with one of three update rules (`GBIConfig.method`):
 
 - `'projected'`: `y ← project(y − η d)` (Euclidean projected gradient);
@@ -73,6 +79,12 @@ class GBIConfig(NamedTuple):
       smoothing; SPEN A.4 "temperature"). Pair it with 'mirror' or 'logit': the
       entropy's gradient is unbounded at the faces, so 'projected' iterates that reach
       a face are kicked back (with heavy momentum this can cycle).
+    entropy_anneal_init, entropy_anneal_steps: entropy annealing (continuation). With
+      `entropy_anneal_steps = A > 0`, the objective evaluated after step t (t = 0 at
+      y0) uses `τ_t = max(τ_0 · 1000^(−t/A), entropy_weight)` for t < A and
+      `entropy_weight` from then on, `τ_0 = entropy_anneal_init`: a geometric decay by
+      a factor 1000 over A steps. `gbi_while` tests convergence only once annealing is
+      over (every example runs at least A steps). A = 0 (the default) is plain GBI.
     num_steps: T of `gbi_scan`.
     rel_tol: per-example convergence when `|E_t − E_{t−1}| / max(|E_{t−1}|, tiny) < rel_tol`.
     abs_tol: ... or when `max |y_t − y_{t−1}| < abs_tol` (l∞ over the example's y).
@@ -94,6 +106,8 @@ class GBIConfig(NamedTuple):
   adam_eps: float = 1e-8
   adam_eps_root: float = 1e-16
   entropy_weight: float = 0.0
+  entropy_anneal_init: float = 0.0
+  entropy_anneal_steps: int = 0
   num_steps: int = 20
   # Tolerances are not given in SPEN; these are assumptions, tune per task.
   rel_tol: float = 1e-4
@@ -175,20 +189,50 @@ def validate_config(config: GBIConfig) -> None:
     raise ValueError(f"stop_fraction must be in [0, 1]; got {config.stop_fraction}")
   if config.num_steps < 0 or config.max_steps < 0:
     raise ValueError("num_steps and max_steps must be non-negative")
+  if config.entropy_weight < 0:
+    raise ValueError(f"entropy_weight must be non-negative; got {config.entropy_weight}")
+  if config.entropy_anneal_steps < 0:
+    raise ValueError("entropy_anneal_steps must be non-negative; got "
+                     f"{config.entropy_anneal_steps}")
+  if config.entropy_anneal_steps and config.entropy_anneal_init <= config.entropy_weight:
+    raise ValueError(
+        f"entropy annealing starts above the final temperature: entropy_anneal_init="
+        f"{config.entropy_anneal_init} must exceed entropy_weight={config.entropy_weight} "
+        f"when entropy_anneal_steps={config.entropy_anneal_steps}")
+
+
+ANNEAL_RATIO = 1e-3  # τ falls by this factor over `entropy_anneal_steps` steps.
+
+
+def entropy_weight_at(config: GBIConfig, t: jax.Array | int) -> jax.Array | float:
+  """τ of the objective evaluated after `t` steps (t = 0: at y0); see `GBIConfig`."""
+  if not config.entropy_anneal_steps:
+    return config.entropy_weight
+  a = config.entropy_anneal_steps
+  t = jnp.asarray(t, jnp.float32)
+  annealed = config.entropy_anneal_init * ANNEAL_RATIO ** (t / a)
+  return jnp.where(t < a, jnp.maximum(annealed, config.entropy_weight),
+                   config.entropy_weight)
 
 
 def make_objective(energy: EnergyFn, domain: domains_lib.Domain,
-                   config: GBIConfig) -> EnergyFn:
-  """`(params, x, y) -> [B]`: the energy, minus `τ·entropy` when τ is non-zero."""
-  tau = config.entropy_weight
+                   config: GBIConfig, tau: Optional[jax.Array | float] = None) -> EnergyFn:
+  """`(params, x, y) -> [B]`: the energy, minus `τ·entropy` when τ is non-zero.
+
+  τ is `tau` when given (an annealing step's temperature, possibly traced), else
+  `config.entropy_weight`."""
+  if tau is None:
+    tau = config.entropy_weight
+  # A traced τ (annealing) always keeps the term; a Python 0 drops it at trace time.
+  keep_entropy = isinstance(tau, jax.Array) or bool(tau)
 
   def objective(params, x, y):
     e = energy(params, x, y)
     if e.shape != y.shape[:1]:
       raise ValueError(f"energy must return one value per example, shape {y.shape[:1]}; "
                        f"got {e.shape}")
-    if tau:
-      e = e - tau * domain.entropy(y)
+    if keep_entropy:
+      e = e - jnp.asarray(tau, e.dtype) * domain.entropy(y)
     return e
 
   return objective
@@ -257,8 +301,8 @@ def _direction(g: jax.Array, opt: OptState, config: GBIConfig) -> tuple[jax.Arra
 
 def init_state(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
                domain: domains_lib.Domain, config: GBIConfig) -> GBIState:
-  """The carry at `y0` (objective and gradient already evaluated there)."""
-  objective = make_objective(energy, domain, config)
+  """The carry at `y0` (objective and gradient already evaluated there, at τ_0)."""
+  objective = make_objective(energy, domain, config, entropy_weight_at(config, 0))
   z = _to_z(y0, domain, config)
   e, g = _value_and_grad(objective, params, x, z, domain, config)
   return GBIState(z, _init_opt(z, config), e, g)
@@ -266,8 +310,9 @@ def init_state(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
 
 def gbi_step(energy: EnergyFn, params: PyTree, x: PyTree, state: GBIState,
              lr: jax.Array | float, domain: domains_lib.Domain,
-             config: GBIConfig) -> GBIState:
-  """One update of every example in the batch, then objective and gradient at the new point."""
+             config: GBIConfig, tau: Optional[jax.Array | float] = None) -> GBIState:
+  """One update of every example in the batch, then objective and gradient at the new
+  point (with entropy temperature `tau`, default `config.entropy_weight`)."""
   d, opt = _direction(state.grad, state.opt, config)
   if config.method == "projected":
     z = domain.project(state.z - lr * d)
@@ -275,7 +320,7 @@ def gbi_step(energy: EnergyFn, params: PyTree, x: PyTree, state: GBIState,
     z = domain.mirror_step(state.z, d, lr)
   else:  # logit
     z = state.z - lr * d
-  objective = make_objective(energy, domain, config)
+  objective = make_objective(energy, domain, config, tau)
   e, g = _value_and_grad(objective, params, x, z, domain, config)
   return GBIState(z, opt, e, g)
 
@@ -316,14 +361,18 @@ def gbi_scan(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
                      f"{jnp.shape(config.step_sizes)}")
   state = init_state(energy, params, x, y0, domain, config)
   lrs = _step_sizes(config, num_steps, y0.dtype)
+  # τ of the point reached by each step (None: the fixed entropy_weight, no scan input).
+  taus = (entropy_weight_at(config, jnp.arange(1, num_steps + 1))
+          if config.entropy_anneal_steps else None)
 
-  def body(state, lr):
-    state = gbi_step(energy, params, x, state, lr, domain, config)
+  def body(state, lr_and_tau):
+    lr, tau = lr_and_tau
+    state = gbi_step(energy, params, x, state, lr, domain, config, tau)
     return state, (_to_y(state.z, domain, config), state.objective)
 
   if config.remat:
     body = jax.checkpoint(body)
-  final, (ys, energies) = jax.lax.scan(body, state, lrs)
+  final, (ys, energies) = jax.lax.scan(body, state, (lrs, taus))
   # y_T from the final carry, not ys[-1]: a caller that drops the trace then lets XLA
   # remove it (measured 10-25% of GBI time at T=20 in benchmarks/gbi.py).
   return _to_y(final.z, domain, config), GBITrace(ys, energies, state.objective)
@@ -353,7 +402,7 @@ def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
   Each iteration updates only the not-yet-converged examples (converged examples keep
   their y, optimizer state and step count). An example converges when the relative
   objective change or the l∞ change of its y (in the domain, also in logit mode) falls
-  below `rel_tol` / `abs_tol`. The loop stops when at least
+  below `rel_tol` / `abs_tol`, tested only after entropy annealing (if any) has ended. The loop stops when at least
   `ceil(stop_fraction · B)` examples have converged, or after `max_steps` iterations.
   With `stop_fraction = 1` each example's result is independent of its batch-mates.
 
@@ -384,10 +433,13 @@ def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
 
   def body(carry: _WhileCarry) -> _WhileCarry:
     old = carry.state
-    new = gbi_step(energy, params, x, old, lr_at(carry.t), domain, config)
+    tau = entropy_weight_at(config, carry.t + 1)
+    new = gbi_step(energy, params, x, old, lr_at(carry.t), domain, config, tau)
     rel = jnp.abs(new.objective - old.objective) / jnp.maximum(jnp.abs(old.objective), tiny)
     dy = _linf_change(_to_y(new.z, domain, config), _to_y(old.z, domain, config))
-    done_now = (rel < config.rel_tol) | (dy < config.abs_tol)
+    # Both objectives are at the final τ only from step A + 1 on.
+    done_now = (((rel < config.rel_tol) | (dy < config.abs_tol))
+                & (carry.t >= config.entropy_anneal_steps))
     active = ~carry.converged
     return _WhileCarry(
         t=carry.t + 1,

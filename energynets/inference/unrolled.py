@@ -95,6 +95,9 @@ def unrolled_gbi(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
   if config.step_sizes is not None and jnp.shape(config.step_sizes) != (num_steps,):
     raise ValueError(f"step_sizes must have shape ({num_steps},) = (num_steps,); got "
                      f"{jnp.shape(config.step_sizes)}")
+  if gradient == "adjoint" and config.entropy_anneal_steps:
+    raise ValueError("the adjoint strategy differentiates one fixed objective; entropy "
+                     "annealing (entropy_anneal_steps > 0) needs gradient='scan' or 'remat'")
   if gradient != "adjoint":
     y_final, trace = gbi_lib.gbi_scan(energy, params, x, y0, domain,
                                       config._replace(remat=gradient == "remat"))
