@@ -48,6 +48,23 @@ def test_spen_synthetic_decoding_diagnoses_a_trained_run(tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "per-block argmax of local logits" in proc.stdout
   assert "one-hot in every block" in proc.stdout
+  assert "exact minimizer over {0,1}^16" in proc.stdout
+  # Test-time GBI options on validation: the run's own row reproduces its results.json.
+  out = tmp_path / "options.md"
+  proc = _run(["benchmarks.gbi_options", f"--run_dir={run}", "--grid=learning_rate=0.02,0.1",
+               "--grid=entropy_anneal_init=3", "--set=entropy_anneal_steps=20",
+               "--set=max_steps=40", f"--out={out}"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [l for l in out.read_text().splitlines() if l.startswith("| ") and "---" not in l]
+  assert len(rows) == 1 + 1 + 2  # header, the run's own options, 2 × 1 grid rows
+  results = json.loads((run / "results.json").read_text())
+  own = [c.strip() for c in rows[1].strip("|").split("|")]
+  assert own[0] == "the run's predict_gbi"
+  assert own[-3:-1] == [f"{100 * results['validation/example_f1']:.2f}",
+                        f"{100 * results['validation/example_f1@0.5']:.2f}"]
+  assert [r.split("|")[1:3] for r in rows[2:]] == [[" 3.0 ", " 0.02 "], [" 3.0 ", " 0.1 "]]
+  proc = _run(["benchmarks.gbi_options", f"--run_dir={run}", "--grid=step_size=1,2"])
+  assert proc.returncode != 0 and "'step_size' is not a GBI option" in proc.stderr
   # The speed/accuracy table of the same run: feed-forward, T = 1, 3, and converged.
   out = tmp_path / "gbi_steps.md"
   proc = _run(["benchmarks.gbi_steps", f"--run_dir={run}", "--steps=1,3", "--repeats=1",

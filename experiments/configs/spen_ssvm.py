@@ -89,9 +89,10 @@ def get_config(dataset: str = "synthetic"):
     # 100 more at τ = 0; mirror steps of 0.02, momentum 0.9). The learned energy is
     # non-convex: plain mirror descent from the local start stops at a worse vertex in
     # ~13% of test examples (benchmarks/results/spen.md). Chosen on validation
-    # example-F1 at 0.5 over τ0 ∈ {1, 3, 10}, A ∈ {100, 300}, η ∈ {0.02, 0.1},
-    # μ ∈ {0.9, 0.95}, on one trained run per size: 89.78 → 90.63 (1.5k), 95.45 → 96.86
-    # (15k). Annealing the loss-augmented GBI as well was worse (validation 85.8–88.9).
+    # example-F1 over τ0 ∈ {1, 3, 10}, A ∈ {100, 300}, η ∈ {0.02, 0.1}, μ ∈ {0.9, 0.95}
+    # for one trained run per size (benchmarks/results/gbi_options_synthetic_*.md): at
+    # 0.5, 89.78 → 90.63 (1.5k) and 95.45 → 96.86 (15k). Annealing the loss-augmented
+    # GBI as well trained worse energies (validation 84.7–88.9, spen.md).
     config.predict_gbi.update(dict(learning_rate=0.02, momentum=0.9, max_steps=400,
                                    entropy_anneal_init=3.0, entropy_anneal_steps=300))
     config.gbi.num_steps = 50
