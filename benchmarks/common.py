@@ -8,7 +8,7 @@ import statistics
 import sys
 import time
 import types
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -116,6 +116,26 @@ def restore_spen_params(config, dataset, workdir: str) -> tuple[Any, str]:
       return state["energy"].params, f"{directory} step {step}"
     checkpointer.close()
   raise FileNotFoundError(f"no checkpoint under {stage_dir}/best or /checkpoints")
+
+
+class SpenRun(NamedTuple):
+  """A finished SPEN run, restored: what the run-reading benchmarks start from."""
+  config: ml_collections.ConfigDict  # as the run recorded it
+  dataset: Any
+  energy: Any                         # the SPENEnergy module
+  params: Any                         # its last stage's selected parameters
+  source: str                         # where they were restored from
+  last: ml_collections.ConfigDict     # the last stage's config (predict_gbi, loss.init)
+
+
+def restore_spen_run(run_dir: str, data_dir: str = "") -> SpenRun:
+  """The run of experiments.main at `run_dir`: config, data, energy and parameters of
+  its last stage (`restore_spen_params`)."""
+  config = finished_run_config(run_dir, data_dir)
+  dataset = train.load_data(config)
+  energy = train.spen_energy(config, dataset)
+  params, source = restore_spen_params(config, dataset, run_dir)
+  return SpenRun(config, dataset, energy, params, source, train.stage_configs(config)[-1][1])
 
 
 def sklearn_br_results(dataset, c: float) -> dict[str, float]:

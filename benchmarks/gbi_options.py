@@ -25,7 +25,6 @@ from energynets import metrics
 from energynets.inference import GBIConfig
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
-from experiments import train
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "a trained SPEN run of experiments.main")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "data directory (else the run's / "
@@ -71,11 +70,8 @@ def main(argv):
   quiet_library_logs()
   grid = parse_options(_GRID.value, multi=True)
   fixed = parse_options(_SET.value, multi=False)
-  config = common.finished_run_config(_RUN_DIR.value, _DATA_DIR.value)
-  dataset = train.load_data(config)
-  energy = train.spen_energy(config, dataset)
-  params, source = common.restore_spen_params(config, dataset, _RUN_DIR.value)
-  _, last = train.stage_configs(config)[-1]
+  _, dataset, energy, params, source, last = common.restore_spen_run(_RUN_DIR.value,
+                                                                     _DATA_DIR.value)
   own = dict(last.predict_gbi.to_dict())
   x = jnp.asarray(dataset.validation.x, jnp.float32)
   gold = np.asarray(dataset.validation.y)
@@ -89,17 +85,16 @@ def main(argv):
             float(np.mean(np.asarray(result.steps))))
 
   keys = sorted(grid)
+  width = max(len(keys), 1)
   lines = ["| " + " | ".join(keys or ["options"]) + " | val ex-F1 (tuned) | val ex-F1 @0.5 "
-           "| mean GBI steps |", "|" + "---|" * (max(len(keys), 1) + 3)]
-  rows = [("the run's predict_gbi", own)]
+           "| mean GBI steps |", "|" + "---|" * (width + 3)]
+  rows = [(["the run's predict_gbi"] + [""] * (width - 1), own)]
   for values in itertools.product(*(grid[k] for k in keys)):
-    rows.append((values, {**own, **fixed, **dict(zip(keys, values))}))
-  for label, options in rows:
+    rows.append(([str(v) for v in values] or ["--set options"],
+                 {**own, **fixed, **dict(zip(keys, values))}))
+  for cells, options in rows:
     tuned, at_half, steps = evaluate(options)
-    cells = ([label] + [""] * (len(keys) - 1) if isinstance(label, str)
-             else [str(v) for v in label])
-    lines.append(f"| {' | '.join(cells or [label])} | {tuned:.2f} | {at_half:.2f} | "
-                 f"{steps:.1f} |")
+    lines.append(f"| {' | '.join(cells)} | {tuned:.2f} | {at_half:.2f} | {steps:.1f} |")
     print(lines[-1], flush=True)
   own_text = ", ".join(f"{k} {v}" for k, v in sorted(own.items()))
   header = (f"Run {_RUN_DIR.value} (parameters: {source}), {dataset.name}: validation "

@@ -62,11 +62,8 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_library_logs()
-  config = common.finished_run_config(_RUN_DIR.value, _DATA_DIR.value)
-  dataset = train.load_data(config)
-  energy = train.spen_energy(config, dataset)
-  params, source = common.restore_spen_params(config, dataset, _RUN_DIR.value)
-  _, last = train.stage_configs(config)[-1]
+  _, dataset, energy, params, source, last = common.restore_spen_run(_RUN_DIR.value,
+                                                                     _DATA_DIR.value)
   predict = dict(last.predict_gbi.to_dict())
   init = last.loss.init
   energy_fn = energy_model.encoding_energy(energy)

@@ -37,7 +37,6 @@ from energynets.inference import GBIConfig
 from energynets.objectives import energy_model
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
-from experiments import train
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "experiments.main run of spen_ssvm:synthetic")
 _FLIP_SWEEPS = flags.DEFINE_integer("flip_sweeps", 20, "most single-bit flips per example")
@@ -89,10 +88,7 @@ def main(argv):
   if config.data.name != "synthetic":
     raise ValueError(f"{_RUN_DIR.value} is a run on {config.data.name!r}; this diagnosis "
                      "needs the synthetic block-exclusivity task")
-  dataset = train.load_data(config)
-  energy = train.spen_energy(config, dataset)
-  params, source = common.restore_spen_params(config, dataset, _RUN_DIR.value)
-  _, last = train.stage_configs(config)[-1]
+  _, dataset, energy, params, source, last = common.restore_spen_run(_RUN_DIR.value)
   energy_fn = energy_model.encoding_energy(energy)
   x = jnp.asarray(dataset.test.x)
   gold = np.asarray(dataset.test.y)

@@ -53,6 +53,10 @@ from energynets.diff.hvp import tree_vdot
 PyTree = Any
 METHODS = ("neumann", "cg")
 
+# Loop bodies unrolled at most this many iterations per loop iteration: small loops
+# (the configs' K and T_inner) unroll fully, long ones stay quick to compile.
+MAX_UNROLL = 16
+
 
 class InverseHVP(NamedTuple):
   """How to solve `H w = v` for the implicit term.
@@ -116,9 +120,11 @@ def neumann_inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree, *, num_te
     power = _axpy(-alpha, apply(power), power)  # (I − αH) power
     return (power, jax.tree.map(jnp.add, total, power)), None
 
-  # Unrolled: K is small, and XLA:CPU ran a loop over an LSTM's Hessian products
-  # several times slower than the unrolled terms (objectives/implicit.py).
-  (_, total), _ = jax.lax.scan(term, (v, v), None, length=num_terms, unroll=True)
+  # Unrolled (up to MAX_UNROLL terms per loop iteration): K is small, and XLA:CPU ran a
+  # loop over an LSTM's Hessian products several times slower than the unrolled terms
+  # (objectives/implicit.py).
+  (_, total), _ = jax.lax.scan(term, (v, v), None, length=num_terms,
+                               unroll=max(1, min(num_terms, MAX_UNROLL)))
   return jax.tree.map(lambda t: alpha * t, total)
 
 
