@@ -402,8 +402,9 @@ def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
   Each iteration updates only the not-yet-converged examples (converged examples keep
   their y, optimizer state and step count). An example converges when the relative
   objective change or the l∞ change of its y (in the domain, also in logit mode) falls
-  below `rel_tol` / `abs_tol`, tested only after entropy annealing (if any) has ended. The loop stops when at least
-  `ceil(stop_fraction · B)` examples have converged, or after `max_steps` iterations.
+  below `rel_tol` / `abs_tol`, tested only after entropy annealing (if any) has ended.
+  The loop stops when at least `ceil(stop_fraction · B)` examples have converged, or
+  after `max_steps` iterations.
   With `stop_fraction = 1` each example's result is independent of its batch-mates.
 
   Args: as `gbi_scan`.
