@@ -96,7 +96,11 @@ def get_config(dataset: str = "synthetic"):
     config.predict_gbi.update(dict(learning_rate=0.02, momentum=0.9, max_steps=400,
                                    entropy_anneal_init=3.0, entropy_anneal_steps=300))
     config.gbi.num_steps = 50
-    config.stages.energy.optimizer.learning_rate = 1e-2
+    # Energy stage at 3e-2 (session 9): the global term's training depends on the seed
+    # (with 1e-2, seeds 1 and 2 learned no exclusivity at 15k). Mean validation
+    # example-F1 over training seeds 0-2, 1.5k / 15k: 1e-2 88.67 / 95.09, 3e-2
+    # 89.90 / 95.90, 1e-1 84.48 / 89.93; 1e-3 was 84.20 at 15k (seeds 1, 2) (spen.md).
+    config.stages.energy.optimizer.learning_rate = 3e-2
     config.stages.joint.optimizer.learning_rate = 1e-3
     config.stages.joint.train.steps = 5000
   return config
