@@ -46,8 +46,14 @@ def _value(key: str, text: str):
   if isinstance(default, str):
     return text
   if isinstance(default, bool):
+    if text.lower() not in ("0", "1", "false", "true"):
+      raise app.UsageError(f"{key} takes true or false, got {text!r}")
     return text.lower() in ("1", "true")
-  return type(default)(float(text)) if isinstance(default, int) else float(text)
+  kind = int if isinstance(default, int) else float
+  try:
+    return kind(text)
+  except ValueError:
+    raise app.UsageError(f"{key} takes {kind.__name__} values, got {text!r}") from None
 
 
 def parse_options(specs: list[str], multi: bool) -> dict:
@@ -80,8 +86,8 @@ def main(argv):
     result = ssvm_lib.infer(energy, params, x, GBIConfig(**options), init=last.loss.init)
     y = np.asarray(result.y)
     threshold = metrics.tune_threshold(gold, y)
-    return (100 * metrics.example_f1(gold, (y >= threshold).astype(np.float32)),
-            100 * metrics.example_f1(gold, (y >= 0.5).astype(np.float32)),
+    return (100 * metrics.example_f1(gold, metrics.binarize(y, threshold)),
+            100 * metrics.example_f1(gold, metrics.binarize(y)),
             float(np.mean(np.asarray(result.steps))))
 
   keys = sorted(grid)

@@ -14,9 +14,8 @@ bound what test-time inference can reach from the learned energy:
 For the run at `--run_dir` (an experiments.main run of spen_ssvm on synthetic), this
 prints example-F1 at 0.5 of: GBI as trained (`predict_gbi`), the per-block argmax of the
 local logits, the bit-flip polish of GBI's rounding and the exact discrete minimizer;
-and, over test examples, how
-often the rounded GBI output is a valid one-hot-per-block labeling and how often its
-energy is above the argmax labeling's or the gold labeling's.
+and, over test examples, how often the rounded GBI output is a valid one-hot-per-block
+labeling and how often its energy is above the argmax labeling's or the gold labeling's.
 
   python -m benchmarks.spen_synthetic_decoding --run_dir=/tmp/syn/runs/base1500
 """

@@ -65,6 +65,8 @@ def test_spen_synthetic_decoding_diagnoses_a_trained_run(tmp_path):
   assert [r.split("|")[1:3] for r in rows[2:]] == [[" 3.0 ", " 0.02 "], [" 3.0 ", " 0.1 "]]
   proc = _run(["benchmarks.gbi_options", f"--run_dir={run}", "--grid=step_size=1,2"])
   assert proc.returncode != 0 and "'step_size' is not a GBI option" in proc.stderr
+  proc = _run(["benchmarks.gbi_options", f"--run_dir={run}", "--set=max_steps=1.5"])
+  assert proc.returncode != 0 and "max_steps takes int values, got '1.5'" in proc.stderr
   # The speed/accuracy table of the same run: feed-forward, T = 1, 3, and converged.
   out = tmp_path / "gbi_steps.md"
   proc = _run(["benchmarks.gbi_steps", f"--run_dir={run}", "--steps=1,3", "--repeats=1",
