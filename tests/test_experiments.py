@@ -214,6 +214,31 @@ def test_reused_stage_is_the_finished_run_and_replaces_training(tmp_path):
     compare.reuse_stage(staged(), str(tmp_path / "bad"), "pretrain", str(tmp_path / "none"))
 
 
+def test_seal_dynamic_fine_tunes_the_finished_mlp_run(tmp_path):
+  """`stage_order=pretrain+seal`: the pretrain stage is mlp.py's run exactly (so
+  `--reuse_stage=pretrain=mlp` accepts it), then SEAL continues from its task-net at a
+  quarter of SEAL's learning rate."""
+  from experiments import compare
+  from experiments import train
+  flags = ["train.eval_every=4", "train.log_every=4", "train.tensorboard=False",
+           "train.batch_size=32", "train.eval_batch_size=256"]
+  mlp = train.train_and_evaluate(train.get_config("mlp", "synthetic", flags + ["train.steps=8"]),
+                                 str(tmp_path / "mlp"))
+  config = train.get_config("seal_dynamic", "synthetic", flags + ["stage_order=pretrain+seal"])
+  for name in config.stages.keys():
+    config.stages[name].train.steps = 8
+  # On synthetic the stage keeps the MLP's own evaluation interval, over the flag's.
+  assert config.stages.pretrain.train.eval_every == 1000
+  config.stages.pretrain.train.eval_every = 4
+  assert config.stages.seal.optimizer.learning_rate == config.optimizer.learning_rate / 4
+  assert compare.reuse_stage(config, str(tmp_path / "seal"), "pretrain", str(tmp_path / "mlp"))
+  results = train.train_and_evaluate(config, str(tmp_path / "seal"))
+  stages = results["meta"]["stages"]
+  assert [(s["stage"], s["method"]) for s in stages] == [("pretrain", "local"), ("seal", "seal")]
+  assert stages[0]["selected_step"] == mlp["meta"]["selected_step"]
+  assert 0.0 <= results["test/example_f1@0.5"] <= 1.0
+
+
 def test_misspelled_stage_option_is_rejected():
   from experiments import train
   config = train.get_config("mlp", "synthetic")

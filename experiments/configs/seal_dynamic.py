@@ -136,9 +136,21 @@ def get_config(dataset: str = "synthetic"):
       name="adam", learning_rate=1e-3, schedule="constant", warmup_steps=0,
       weight_decay=0.0, momentum=0.9, clip_norm=0.0))
   config.train.select_metric = "validation/example_f1@0.5"
+  # Fine-tuning a trained MLP instead of SEAL's from-scratch task-net:
+  # `--config.stage_order=pretrain,seal` (compare: `--reuse_stage=pretrain=mlp`).
+  # `pretrain` is mlp.py's run exactly (its optimizer: no clipping), then `seal` trains
+  # a fresh loss-net with the carried task-net at a quarter of the learning rate.
   if dataset == "synthetic":
     config.energy.update(dict(feature_hidden=(), num_measurements=16))
     # Small enough for a CPU run well under a minute (the MLP config uses 20000 steps).
     config.train.steps = 3000
     config.train.eval_every = 500
+  mlp_run = mlp.get_config(dataset)
+  # Only where the MLP's run differs, so that command-line train options reach both.
+  mlp_train = {k: v for k, v in mlp_run.train.items() if config.train[k] != v}
+  config.stages.pretrain = dict(method="local", train=mlp_train,
+                                optimizer=mlp_run.optimizer.to_dict())
+  finetune = config.optimizer.to_dict()
+  finetune["learning_rate"] /= 4
+  config.stages.seal = dict(method="seal", train=dict(steps=1000), optimizer=finetune)
   return config
