@@ -32,11 +32,19 @@ class Column(NamedTuple):
 
 class Json(NamedTuple):
   """A row of `benchmarks/results/<file>.json` (experiments.compare's format); `file` may
-  be a tuple of stems, tried in order (a full table that will replace a partial one)."""
+  be a tuple of stems, tried in order (a full table that will replace a partial one).
+  `method` may be a tuple of method specs (one config's seeds, `seeds(...)`): their
+  runs are pooled into one cell (mean ± std), all from the same file."""
   file: Union[str, tuple[str, ...]]
   dataset: str
-  method: str
+  method: Union[str, tuple[str, ...]]
   pending: str = ""  # where the run is tracked, shown while the file or row is absent
+
+
+def seeds(method: str, n: int = 3) -> tuple[str, ...]:
+  """The method specs of `method` at training seeds 0..n-1, as experiments.compare names
+  them (`method`, `method:train.seed=1`, ...)."""
+  return (method,) + tuple(f"{method}:train.seed={s}" for s in range(1, n))
 
 
 class Md(NamedTuple):
@@ -384,7 +392,8 @@ IMPLICIT_TABLE1 = PaperTable(
              Json("spen_hierarchical_delicious", "delicious", "spen_ssvm"), NO_DATA, NO_DATA),
         _row("NCE", "20.12 | 16.97 | 19.50 | -", "", _IMPL_PENDING, _IMPL_PENDING, NO_DATA,
              NO_DATA),
-        _row("DVN", "42.73 | 29.71 | 31.90 | 37.1", "dvn", _impl_bibtex("dvn"), _IMPL_PENDING,
+        _row("DVN", "42.73 | 29.71 | 31.90 | 37.1", "dvn",
+             Json("seal_bibtex", "bibtex", "dvn", "issue 7"), _IMPL_PENDING,
              NO_DATA, NO_DATA),
         _row("ALEN", "46.4 | - | - | 38.3", "", OTHER, OTHER, NO_DATA, NO_DATA),
         _row("GSPEN", "48.6 | - | - | 40.7", "", OTHER, OTHER, NO_DATA, NO_DATA),
@@ -497,18 +506,26 @@ _EXPR = "expr_fun:data.root_label=True"
 _SPO = "spo_fun:data.root_label=True"
 _SEAL_TUNED = ("seal_dynamic:seal.energy_weight=4.0:seal.num_samples=40:"
                "loss_net_optimizer.learning_rate=1e-4:seal.loss_net_steps=3")
+_SEAL_NODROP = "seal_dynamic:energy.dropout=0.0:energy.input_dropout=0.0"
+_SEAL_PUBLIC = ("seal_dynamic:seal.energy_weight=5.5:seal.num_samples=20:"
+                "loss_net_optimizer.learning_rate=5e-5:seal.loss_net_steps=3")
+_SEAL_FINETUNED = "seal_dynamic:stage_order=pretrain+seal"
 _SEAL_COLUMNS = tuple(Column(name, SEAL_F1) for name in ("bibtex", "delicious", "genbase",
                                                            "cal500"))
 _SEAL_COLUMNS += (Column("eurlexev", (SEAL_F1[0],)),)
 _SEAL_COLUMNS += tuple(Column(name, SEAL_F1) for name in ("expr_fun", "spo_fun"))
 
 
+def _more(method: str) -> Json:
+  return Json("seal_bibtex_more", "bibtex", method, "issue 5")
+
+
 def _seal_row(label, paper, method, bibtex=None, delicious=None, small=False,
-              funcat=False) -> Row:
-  """A SEAL Table 1 row: genbase / cal500 from seal_small_datasets where `small`,
+              funcat=False, small_file="seal_small_datasets") -> Row:
+  """A SEAL Table 1 row: genbase / cal500 from `small_file` where `small`,
   bibtex / delicious / FunCat where given, eurlexev never (no data)."""
   pend = _SEAL_PENDING
-  small = (tuple(Json("seal_small_datasets", d, method) for d in ("genbase", "cal500"))
+  small = (tuple(Json(small_file, d, method) for d in ("genbase", "cal500"))
            if small else (pend, pend))
   funcat_cells = ((Json("seal_funcat_partial", _EXPR, method),
                    Json("seal_funcat_partial", _SPO, method)) if funcat else (pend, pend))
@@ -523,40 +540,54 @@ SEAL_TABLE1 = PaperTable(
     (
         _seal_row("cross-entropy (CE)", "42.40 ± 0.18 | 29.89 ± 0.08 | 47.37 ± 7.47 | "
                   "33.58 ± 0.43 | 42.19 ± 0.07 | 37.50 ± 0.18 | 27.81 ± 0.13", "mlp",
-                  bibtex=Json("seal_bibtex_partial", "bibtex", "mlp"),
+                  bibtex=Json("seal_bibtex_seeds", "bibtex", seeds("mlp")),
                   delicious=Json("baselines", "delicious", "mlp"), small=True,
                   funcat=True),
         _seal_row("energy network with GBI: SPEN", "42.99 ± 0.16 | 24.20 ± 0.07 | "
                   "32.13 ± 0.15 | 37.24 ± 1.07 | 41.86 ± 0.04 | 36.74 ± 0.61 | 27.95 ± 0.18",
-                  "spen_gbi", small=True),
+                  "spen_gbi", bibtex=_more("spen_gbi"), small=True),
         _seal_row("energy network with GBI: DVN", "45.95 ± 0.13 | 24.87 ± 0.57 | "
                   "77.92 ± 1.00 | 47.74 ± 0.19 | 25.49 ± 0.32 | 31.47 ± 0.43 | 29.35 ± 0.31",
-                  "dvn", bibtex=Json("seal_bibtex_partial", "bibtex", "dvn"), small=True),
+                  "dvn", bibtex=Json("seal_bibtex_seeds", "bibtex", seeds("dvn")),
+                  delicious=Json("seal_delicious", "delicious", "dvn"), small=True,
+                  small_file="dvn_small_datasets"),
         _seal_row("energy network with GBI: NCE ranking", "12.95 ± 0.53 | 12.69 ± 0.15 | "
                   "12.40 ± 0.81 | 33.89 ± 0.49 | 0.19 ± 0.00 | 27.74 ± 0.17 | 18.06 ± 0.38",
                   "seal_static (loss_net stage, nce)"),
         _seal_row("SEAL-static: margin", "43.11 ± 0.15 | 28.08 ± 0.06 | 57.45 ± 5.17 | "
                   "33.91 ± 0.45 | 42.15 ± 0.08 | 38.13 ± 0.17 | 28.15 ± 0.17",
-                  "seal_static:seal.objective=margin"),
+                  "seal_static:seal.objective=margin",
+                  bibtex=_more("seal_static:seal.objective=margin")),
         _seal_row("SEAL-static: regression", "42.29 ± 0.18 | 30.09 ± 0.08 | 96.68 ± 0.11 | "
                   "37.63 ± 0.44 | 42.18 ± 0.07 | 38.12 ± 0.17 | 28.42 ± 0.09",
-                  "seal_static:seal.objective=regression"),
+                  "seal_static:seal.objective=regression",
+                  bibtex=_more("seal_static:seal.objective=regression")),
         _seal_row("SEAL-static: NCE ranking", "43.03 ± 0.15 | 30.08 ± 0.05 | 96.43 ± 0.15 | "
                   "37.82 ± 0.38 | 42.11 ± 0.11 | 37.78 ± 0.16 | 28.29 ± 0.05", "seal_static",
-                  small=True),
+                  bibtex=_more("seal_static"), small=True),
         _seal_row("SEAL-dynamic: margin (InfNet)", "42.86 ± 0.16 | 29.75 ± 0.11 | "
                   "96.53 ± 0.21 | 36.69 ± 0.40 | 41.83 ± 0.65 | 37.81 ± 0.14 | 28.43 ± 0.13",
-                  "infnet", small=True),
+                  "infnet", bibtex=_more("infnet"), small=True),
         _seal_row("SEAL-dynamic: regression", "43.74 ± 0.14 | 29.79 ± 0.05 | 96.95 ± 0.14 | "
                   "37.97 ± 0.33 | 41.67 ± 0.08 | 37.99 ± 0.09 | 29.02 ± 0.11",
-                  "seal_dynamic:seal.objective=regression", small=True),
+                  "seal_dynamic:seal.objective=regression",
+                  bibtex=_more("seal_dynamic:seal.objective=regression"), small=True),
         _seal_row("SEAL-dynamic: regression-s", "44.53 ± 0.18 | 29.87 ± 0.07 | "
                   "96.81 ± 0.20 | 38.95 ± 0.13 | 42.37 ± 0.05 | 37.93 ± 0.12 | 28.29 ± 0.12",
-                  "seal_dynamic:seal.objective=regression_s"),
+                  "seal_dynamic:seal.objective=regression_s",
+                  bibtex=_more("seal_dynamic:seal.objective=regression_s")),
         _seal_row("SEAL-dynamic: NCE ranking", "44.76 ± 0.17 | 34.67 ± 0.38 | 97.32 ± 0.81 | "
                   "41.62 ± 0.80 | 42.77 ± 0.06 | 38.28 ± 0.09 | 28.83 ± 0.13", "seal_dynamic",
-                  bibtex=Json("seal_bibtex_partial", "bibtex", "seal_dynamic"), small=True,
+                  bibtex=Json("seal_bibtex_seeds", "bibtex", seeds("seal_dynamic")),
+                  delicious=Json("seal_delicious", "delicious", "seal_dynamic"),
+                  small=True,
                   funcat=True),
+        _seal_row("SEAL-dynamic: NCE ranking, loss-net without dropout", "", _SEAL_NODROP,
+                  bibtex=Json("seal_bibtex_seeds", "bibtex", seeds(_SEAL_NODROP))),
+        _seal_row("SEAL-dynamic: NCE ranking, SEAL's bibtex settings", "", _SEAL_PUBLIC,
+                  bibtex=Json("seal_bibtex", "bibtex", _SEAL_PUBLIC)),
+        _seal_row("SEAL-dynamic: NCE ranking, fine-tuned from the MLP", "", _SEAL_FINETUNED,
+                  bibtex=Json("seal_bibtex", "bibtex", _SEAL_FINETUNED)),
         _seal_row("SEAL-dynamic: NCE ranking, SEAL's FunCat settings", "", _SEAL_TUNED,
                   funcat=True),
     ),

@@ -167,18 +167,21 @@ def _json_row(cell: pt.Json, results: Results
   """(stem, row) from the first of the cell's files that has its row; else (_, None,
   what is absent)."""
   stems = (cell.file,) if isinstance(cell.file, str) else cell.file
+  methods = (cell.method,) if isinstance(cell.method, str) else cell.method
   absent = []
   for stem in stems:
     rows = results.compare_rows(stem)
     if rows is None:
       absent.append(f"`{stem}.json` (absent)")
       continue
-    row = next((r for r in rows if (r["dataset"], r["method"]) == (cell.dataset, cell.method)),
-               None)
-    if row is not None:
-      return stem, row, ""
-    absent.append(f"`{stem}.json` row {cell.dataset} / {cell.method} (file present, row "
-                  "absent)")
+    by_key = {(r["dataset"], r["method"]): r for r in rows}
+    missing = [m for m in methods if (cell.dataset, m) not in by_key]
+    if not missing:
+      # Several methods (one config's seeds): one row of all their runs.
+      runs = [run for m in methods for run in by_key[(cell.dataset, m)]["runs"]]
+      return stem, {"dataset": cell.dataset, "method": methods[0], "runs": runs}, ""
+    absent.append(f"`{stem}.json` row {cell.dataset} / {', '.join(missing)} (file present, "
+                  "row absent)")
   return "", None, ", ".join(absent)
 
 
