@@ -23,6 +23,8 @@ A SEAL-static margin loss-net can also come from an SSVM-trained SPEN with the s
 Other choices as in seal_dynamic.py.
 """
 
+import ml_collections
+
 from experiments.configs import seal_dynamic
 
 TASKS = ("multilabel", "segmentation")  # weizmann_horse: seal_dynamic's horse options
@@ -33,6 +35,8 @@ def get_config(dataset: str = "synthetic"):
   steps = config.train.steps
   select = config.train.select_metric
   config.stage_order = "pretrain,loss_net,task_net"
+  # Its own three stages only: seal_dynamic's fine-tuning stages do not apply here.
+  config.stages = ml_collections.ConfigDict()
   config.stages.pretrain = dict(method="local", train=dict(steps=steps, select_metric=select))
   config.stages.loss_net = dict(method="seal", seal=dict(phase="loss_net", predict="gbi"),
                                 train=dict(steps=steps, select_metric=None))
