@@ -98,6 +98,18 @@ def run_name(spec: str) -> str:
   return spec.replace(":", "__").replace("=", "-")
 
 
+def stage_mismatch(stage_config, source_config) -> list[str]:
+  """`key (stage's value vs source's value)` for every key of `source_config` (a run's
+  config dict, its own stages aside) where the stage's config differs: empty when the
+  stage is the source run."""
+  source = {k: v for k, v in source_config.items() if k not in ("stages", "stage_order")}
+  # Through JSON as results.json is written (tuples become lists).
+  have = train.flatten_dict(json.loads(json.dumps(stage_config.to_dict(), default=str)))
+  want = train.flatten_dict(json.loads(json.dumps(source, default=str)))
+  return [f"{k} ({have.get(k, '<missing>')!r} vs {want[k]!r})"
+          for k in sorted(want) if k not in have or have[k] != want[k]]
+
+
 def reuse_stage(config, run_dir: str, stage: str, source_dir: str) -> bool:
   """Seeds `<run_dir>/stages/<stage>` with the checkpoints of the finished run in
   `source_dir`, so that the stage resumes at its last step instead of training.
@@ -116,22 +128,42 @@ def reuse_stage(config, run_dir: str, stage: str, source_dir: str) -> bool:
     raise ValueError(f"--reuse_stage: {results_file} does not exist; list the source method "
                      "before the rows that reuse it, on the same dataset")
   with open(results_file) as f:
-    source = json.load(f)["meta"]["config"]
-  source = {k: v for k, v in source.items() if k not in ("stages", "stage_order")}
-  # Through JSON as results.json was written (tuples become lists).
-  have = train.flatten_dict(json.loads(json.dumps(stages[stage].to_dict(), default=str)))
-  want = train.flatten_dict(source)
-  differ = sorted(k for k in want if k not in have or have[k] != want[k])
+    differ = stage_mismatch(stages[stage], json.load(f)["meta"]["config"])
   if differ:
     raise ValueError(f"--reuse_stage: stage {stage!r} of {run_dir} is not the run in "
-                     f"{source_dir}; they differ at "
-                     + ", ".join(f"{k} ({have.get(k, '<missing>')!r} vs {want[k]!r})"
-                                 for k in differ))
+                     f"{source_dir}; they differ at " + ", ".join(differ))
   for sub in ("checkpoints", "best"):
     if os.path.isdir(os.path.join(source_dir, sub)):
       shutil.copytree(os.path.join(source_dir, sub), os.path.join(target, sub))
   logging.info("stage %r of %s starts from the finished run %s", stage, run_dir, source_dir)
   return True
+
+
+def check_reuse_plan(row_configs, stage: str, source: str) -> None:
+  """Fails before anything trains if a row's `stage` cannot start from `source`'s run.
+
+  `row_configs`: `(dataset, method, config)` of every row, in order. The source's config
+  is the one its own row builds, so a row whose stage differs from it (e.g. spen_ssvm's
+  `spen_pretrain` against mlp's `local`) is named now, not after the rows before it have
+  trained. `reuse_stage` checks again against the finished run's results.json.
+  """
+  sources = {dataset: config for dataset, method, config in row_configs if method == source}
+  bad = []
+  for dataset, method, config in row_configs:
+    stages = dict(train.stage_configs(config))
+    if method == source or stage not in stages:
+      continue
+    if dataset not in sources:
+      raise app.UsageError(f"--reuse_stage: {method} on {dataset} reuses {source!r}, which "
+                           "is not a row on that dataset; list it in --methods first")
+    differ = stage_mismatch(stages[stage], sources[dataset].to_dict())
+    if differ:
+      bad.append(f"{method} on {dataset}: " + ", ".join(differ[:4])
+                 + (f" and {len(differ) - 4} more" if len(differ) > 4 else ""))
+  if bad:
+    raise app.UsageError(
+        f"--reuse_stage={stage}={source}: the {stage!r} stage of these rows is not "
+        f"{source}'s run (run them in a compare without --reuse_stage): " + "; ".join(bad))
 
 
 def _lookup(results: dict, key: str) -> float:
@@ -220,12 +252,11 @@ def main(argv):
   quiet_library_logs()
   if _REUSE_STAGE.value and not all(_REUSE_STAGE.value.partition("=")[::2]):
     raise app.UsageError(f"--reuse_stage must be STAGE=METHOD, got {_REUSE_STAGE.value!r}")
-  rows, figures = [], []
+  plan = []  # (dataset, method, fold, config, run_dir) of every run, built before any trains
   for dataset in _DATASETS.value:
     dataset_name, dataset_overrides = parse_spec(dataset)
     folds = range(_YEAST_FOLDS.value) if dataset_name == "yeast" else [0]
     for method in _METHODS.value:
-      runs = []
       name, overrides = parse_spec(method)
       for fold in folds:
         config = train.get_config(name, dataset_name,
@@ -237,15 +268,21 @@ def main(argv):
         run_dir = os.path.join(_WORKDIR.value,
                                run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""),
                                run_name(method))
-        if _REUSE_STAGE.value:
-          stage, _, source = _REUSE_STAGE.value.partition("=")
-          if source and source != method:
-            reuse_stage(config, run_dir, stage, os.path.join(os.path.dirname(run_dir),
-                                                             run_name(source)))
-        logging.info("=== %s on %s (fold %d) -> %s", method, dataset, fold, run_dir)
-        runs.append(train.train_and_evaluate(config, run_dir))
-        figures += [os.path.join(run_dir, f) for f in runs[-1]["meta"].get("figures", [])]
-      rows.append((dataset, method, runs))
+        plan.append((dataset, method, fold, config, run_dir))
+  stage, _, source = _REUSE_STAGE.value.partition("=")
+  if _REUSE_STAGE.value:
+    check_reuse_plan([(d + (f" fold {k}" if "-fold" in os.path.basename(os.path.dirname(r))
+                            else ""), m, c) for d, m, k, c, r in plan], stage, source)
+  rows, figures = [], []
+  for dataset, method, fold, config, run_dir in plan:
+    if _REUSE_STAGE.value and method != source:
+      reuse_stage(config, run_dir, stage, os.path.join(os.path.dirname(run_dir),
+                                                       run_name(source)))
+    logging.info("=== %s on %s (fold %d) -> %s", method, dataset, fold, run_dir)
+    if not rows or rows[-1][:2] != (dataset, method):
+      rows.append((dataset, method, []))
+    rows[-1][2].append(train.train_and_evaluate(config, run_dir))
+    figures += [os.path.join(run_dir, f) for f in rows[-1][2][-1]["meta"].get("figures", [])]
   table = format_table(rows)
   for key in _PIVOT.value:
     table += "\n\n" + format_pivot(rows, key)

@@ -87,6 +87,15 @@ def test_compare_prints_table_and_writes_files(tmp_path):
     assert (tmp_path / "runs" / "synthetic" / method / "results.json").exists()
 
 
+def test_compare_refuses_a_reuse_plan_before_training(tmp_path):
+  proc = _run(["experiments.compare", "--methods=mlp,spen_ssvm", "--reuse_stage=pretrain=mlp",
+               f"--workdir={tmp_path / 'runs'}"], tmp_path)
+  assert proc.returncode != 0
+  assert "spen_ssvm on synthetic: " in proc.stderr
+  assert "method ('spen_pretrain' vs 'local')" in proc.stderr
+  assert not (tmp_path / "runs").exists()  # not even the source row trained
+
+
 def test_method_spec_carries_its_own_overrides():
   from experiments import compare
   assert compare.parse_spec("seal_dynamic:seal.objective=nce:train.steps=5") == (
@@ -170,6 +179,21 @@ def test_staged_run_continues_each_stage(tmp_path):
   for stage in ("warm", "fine"):
     assert (tmp_path / "stages" / stage / "metrics.jsonl").exists()
   assert json.loads((tmp_path / "results.json").read_text())["meta"]["stages"][1]["stage"] == "fine"
+
+
+def test_reuse_plan_names_a_mismatched_row_before_anything_trains():
+  from absl import app
+  from experiments import compare
+  from experiments import train
+  rows = [("bibtex", m, train.get_config(m, "bibtex", []))
+          for m in ("mlp", "implicit", "spen_ssvm", "br")]
+  # implicit's pretrain is mlp's run; br has no pretrain stage; spen_ssvm's pretrain is
+  # SPEN's own (another method and model), so the plan fails and names it.
+  with pytest.raises(app.UsageError, match=r"spen_ssvm on bibtex: method \('spen_pretrain'"):
+    compare.check_reuse_plan(rows, "pretrain", "mlp")
+  compare.check_reuse_plan([r for r in rows if r[1] != "spen_ssvm"], "pretrain", "mlp")
+  with pytest.raises(app.UsageError, match="not a row on that dataset"):
+    compare.check_reuse_plan(rows[1:2], "pretrain", "mlp")
 
 
 def test_reused_stage_is_the_finished_run_and_replaces_training(tmp_path):
