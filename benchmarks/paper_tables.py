@@ -381,20 +381,18 @@ _IMPL_DVN = "implicit:implicit.primary=dvn"
 _RESPLIT = ":data.resplit=True"
 
 
-def _impl_cells(method: str, bibtex: Optional[Json] = None) -> tuple[Json, ...]:
+def _impl_cells(method: str, bibtex: Optional[Json] = None,
+                seeded: bool = False) -> tuple[Json, ...]:
   """A row's four multi-label cells: bibtex and delicious on MULAN's split, then on the
-  seeded re-split of the paper's sizes (`data.resplit=True`), each pair from its file;
-  `bibtex` replaces the MULAN bibtex cell (a row from another file, or seeds)."""
-  bibtex = bibtex or Json("implicit_bibtex", "bibtex", method, "issue 7")
-  return (bibtex,) + tuple(Json(stem, dataset, method, "issue 7") for stem, dataset in (
-      ("implicit_delicious", "delicious"),
-      ("implicit_bibtex_resplit", "bibtex" + _RESPLIT),
-      ("implicit_delicious_resplit", "delicious" + _RESPLIT)))
-
-
-def _impl_seeds(method: str) -> Json:
-  """Seeds 0-2 of `method` on bibtex (MULAN's split), session 12's seed file."""
-  return Json("implicit_bibtex_seeds", "bibtex", seeds(method), "issue 7")
+  seeded re-split of the paper's sizes (`data.resplit=True`), each pair from its file.
+  `bibtex` replaces the MULAN bibtex cell (a row from another file); `seeded`: both
+  bibtex cells pool seeds 0-2 (MULAN's from `implicit_bibtex_seeds`)."""
+  on_bibtex = seeds(method) if seeded else method
+  bibtex = bibtex or Json("implicit_bibtex_seeds" if seeded else "implicit_bibtex", "bibtex",
+                          on_bibtex, "issue 7")
+  return (bibtex, Json("implicit_delicious", "delicious", method, "issue 7"),
+          Json("implicit_bibtex_resplit", "bibtex" + _RESPLIT, on_bibtex, "issue 7"),
+          Json("implicit_delicious_resplit", "delicious" + _RESPLIT, method, "issue 7"))
 
 
 def _paper_twice(numbers: str) -> str:
@@ -424,7 +422,7 @@ IMPLICIT_TABLE1 = PaperTable(
         _row("GSPEN", _paper_twice("48.6 | - | - | 40.7"), "", *(OTHER,) * 4, NO_DATA,
              NO_DATA),
         _row("MBCE", _paper_twice("42.47 | 30.12 | 43.25 | 33.8"), "mlp",
-             *_impl_cells("mlp", bibtex=_impl_seeds("mlp")), NO_DATA, NO_DATA),
+             *_impl_cells("mlp", seeded=True), NO_DATA, NO_DATA),
         _row("iALEN", _paper_twice("42.8 | - | - | 37.2"), "", *(OTHER,) * 4, NO_DATA,
              NO_DATA),
         _row("implicit L_SSVM", _paper_twice("44.55 | 30.34 | 42.50 | 37.9"), _IMPL_SSVM,
@@ -432,7 +430,7 @@ IMPLICIT_TABLE1 = PaperTable(
         _row("implicit L_DVN", _paper_twice("44.94 | 28.87 | 42.35 | 38.1"), _IMPL_DVN,
              *_impl_cells(_IMPL_DVN), NO_DATA, NO_DATA),
         _row("implicit L_CD", _paper_twice("46.21† | 35.12 | 43.49 | 38.5†"), "implicit",
-             *_impl_cells("implicit", bibtex=_impl_seeds("implicit")), NO_DATA, NO_DATA),
+             *_impl_cells("implicit", seeded=True), NO_DATA, NO_DATA),
     ),
     note="† marks the paper's significance claims. The paper's numbers are on its own "
          "re-split, whose rows are not published; they are printed over both our MULAN "
