@@ -250,9 +250,12 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_library_logs()
-  if _REUSE_STAGE.value and not all(_REUSE_STAGE.value.partition("=")[::2]):
+  stage, _, source = _REUSE_STAGE.value.partition("=")
+  if _REUSE_STAGE.value and not (stage and source):
     raise app.UsageError(f"--reuse_stage must be STAGE=METHOD, got {_REUSE_STAGE.value!r}")
-  plan = []  # (dataset, method, fold, config, run_dir) of every run, built before any trains
+  # (dataset, method, fold, config, run_dir, column) of every run, built before any trains;
+  # `column` is where a reused stage's source run lives: the dataset, or one yeast fold.
+  plan = []
   for dataset in _DATASETS.value:
     dataset_name, dataset_overrides = parse_spec(dataset)
     folds = range(_YEAST_FOLDS.value) if dataset_name == "yeast" else [0]
@@ -265,24 +268,24 @@ def main(argv):
           config.data.fold = fold
         if _DATA_DIR.value and "data_dir" in config.data:  # generated data has no files
           config.data.data_dir = _DATA_DIR.value
+        column = dataset + (f" fold {fold}" if len(folds) > 1 else "")
         run_dir = os.path.join(_WORKDIR.value,
                                run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""),
                                run_name(method))
-        plan.append((dataset, method, fold, config, run_dir))
-  stage, _, source = _REUSE_STAGE.value.partition("=")
+        plan.append((dataset, method, fold, config, run_dir, column))
   if _REUSE_STAGE.value:
-    check_reuse_plan([(d + (f" fold {k}" if "-fold" in os.path.basename(os.path.dirname(r))
-                            else ""), m, c) for d, m, k, c, r in plan], stage, source)
+    check_reuse_plan([(column, m, c) for _, m, _, c, _, column in plan], stage, source)
   rows, figures = [], []
-  for dataset, method, fold, config, run_dir in plan:
+  for dataset, method, fold, config, run_dir, _ in plan:
     if _REUSE_STAGE.value and method != source:
       reuse_stage(config, run_dir, stage, os.path.join(os.path.dirname(run_dir),
                                                        run_name(source)))
     logging.info("=== %s on %s (fold %d) -> %s", method, dataset, fold, run_dir)
     if not rows or rows[-1][:2] != (dataset, method):
       rows.append((dataset, method, []))
-    rows[-1][2].append(train.train_and_evaluate(config, run_dir))
-    figures += [os.path.join(run_dir, f) for f in rows[-1][2][-1]["meta"].get("figures", [])]
+    results = train.train_and_evaluate(config, run_dir)
+    rows[-1][2].append(results)
+    figures += [os.path.join(run_dir, f) for f in results["meta"].get("figures", [])]
   table = format_table(rows)
   for key in _PIVOT.value:
     table += "\n\n" + format_pivot(rows, key)
