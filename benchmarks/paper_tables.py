@@ -462,14 +462,18 @@ IMPLICIT_TABLE9 = PaperTable(
     ),
 )
 
-def _horses(method: str) -> Json:
-  """A Weizmann horse row of horses.json (issue 9)."""
-  return Json(("horses",), "weizmann_horse", method, "issue 9")
+def _horses(method, file: str = "horses") -> Json:
+  """A Weizmann horse row of `<file>.json` (issue 9): horses.json (session 7's rows),
+  horses_seeds.json (FCN and SEAL-dynamic regression, seeds 0-2: `seeds(...)`),
+  horses_dvn.json (DVN at the value network's working learning rate),
+  horses_static.json (SEAL-static)."""
+  return Json((file,), "weizmann_horse", method, "issue 9")
 
 
 # horses.md's rows (experiments.compare specs: CPU-budget overrides are in the names).
 _SEAL_HORSE_NCE = "seal_dynamic:seal.objective=nce:seal.num_samples=4:train.steps=1500"
 _SEAL_HORSE_FINETUNED = "seal_dynamic:stage_order=pretrain+seal"
+_SEAL_HORSE_STATIC_NCE = "seal_static:seal.objective=nce:seal.num_samples=4"
 _DVN_HORSE = ("dvn:train.steps=1000:train.eval_every=250:gbi.num_steps=10:"
               "adversarial_gbi.num_steps=10:predict_gbi.max_steps=20")
 _IMPLICIT_HORSE = ("implicit:stages.implicit.train.steps=300:"
@@ -479,11 +483,11 @@ IMPLICIT_TABLE10 = PaperTable(
     "implicit_table10", "Table 10 (Appendix E)", "Weizmann horses, test mean IoU (%)",
     (Column("horses 32×32", (IOU,)),),
     (
-        _row("DVN", "83.9", _DVN_HORSE, _horses(_DVN_HORSE)),
+        _row("DVN", "83.9", _DVN_HORSE, _horses(_DVN_HORSE, "horses_dvn")),
         _row("cGLOW", "81.2", "", OTHER),
         _row("ALEN", "85.7", "", OTHER),
         _row("implicit (ours: L_DVN)", "89.4†", _IMPLICIT_HORSE, _horses(_IMPLICIT_HORSE)),
-        _row("FCN", "", "fcn", _horses("fcn")),
+        _row("FCN", "", "fcn", _horses(seeds("fcn"), "horses_seeds")),
     ),
 )
 
@@ -649,13 +653,16 @@ SEAL_TABLE4 = PaperTable(
     "seal_table4", "Table 4 (§4.4)", "Weizmann horses, test mean IoU (%)",
     (Column("horses 32×32", (IOU,)),),
     (
-        _row("FCN (cross-entropy)", "77.80±0.59", "fcn", _horses("fcn")),
-        _row("DVN with GBI", "72.93±0.52", _DVN_HORSE, _horses(_DVN_HORSE)),
+        _row("FCN (cross-entropy)", "77.80±0.59", "fcn",
+             _horses(seeds("fcn"), "horses_seeds")),
+        _row("DVN with GBI", "72.93±0.52", _DVN_HORSE, _horses(_DVN_HORSE, "horses_dvn")),
         _row("SEAL-dynamic (regression)", "79.23±0.35", "seal_dynamic",
-             _horses("seal_dynamic")),
+             _horses(seeds("seal_dynamic"), "horses_seeds")),
         _row("SEAL-dynamic (NCE)", "76.78±0.60", _SEAL_HORSE_NCE, _horses(_SEAL_HORSE_NCE)),
         _row("SEAL-dynamic (regression), fine-tuned from the FCN", "",
              _SEAL_HORSE_FINETUNED, _horses(_SEAL_HORSE_FINETUNED)),
+        _row("SEAL-static (NCE)", "", _SEAL_HORSE_STATIC_NCE,
+             _horses(_SEAL_HORSE_STATIC_NCE, "horses_static")),
     ),
 )
 
@@ -674,8 +681,9 @@ SEAL = Paper(
         "a cell says n = k.\n"
         "- **Horses:** the same 32×32 files as SEAL's repository (160 / 40 / 128) and its "
         "crop protocol (random 24×24 training crops, 36 crops averaged at test), plus "
-        "left-right flips; one seed per row, and DVN, NCE and implicit with fewer steps "
-        "than their configs (the CPU budget; the overrides are in the row names).\n"
+        "left-right flips; FCN and SEAL-dynamic (regression) over seeds 0-2, every other "
+        "row one seed, and DVN, NCE and implicit with fewer steps than their configs (the "
+        "CPU budget; the overrides are in the row names).\n"
         "- **AAPD (Table 2), CoNLL-12 SRL (Table 3):** not available; not attempted."),
     claims=("seal_*", "feedforward_vs_gbi*", "horses*"),
 )

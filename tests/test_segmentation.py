@@ -528,6 +528,33 @@ def test_seal_and_implicit_train_an_fcn_against_the_segmentation_energy(horses):
   assert implicit.predict(state, batch["x"]).shape == (8, 32, 32)
 
 
+@pytest.mark.parametrize("learning_rate, alive", [(None, True), (1e-3, False)])
+def test_the_horse_dvn_config_keeps_its_value_network_sensitive_to_the_mask(
+    learning_rate, alive, data_dir, horses):
+  """The full-size value network of dvn.py's horse config, 20 steps on the 24×24
+  training crops of 8 images: σ(−E) must still tell the gold mask from the uniform 0.5 start of GBI (else
+  test-time GBI never moves: the 24.80 of horses.md). At Adam 1e-3 (the rate that
+  collapsed) the last convolution's softplus units all die and the two values agree;
+  the parametrized 1e-3 case checks that this test sees it."""
+  from experiments import train
+  overrides = [f"data.data_dir={data_dir}", "gbi.num_steps=2", "adversarial_gbi.num_steps=2"]
+  if learning_rate is not None:
+    overrides.append(f"optimizer.learning_rate={learning_rate}")
+  config = train.get_config("dvn", "weizmann_horse", overrides)
+  ds, _ = horses
+  value_net = train.build_objective(config, ds)
+  crop = (slice(None, 8), slice(4, 28), slice(4, 28))
+  batch = {"x": jnp.asarray(ds.train.x[crop]), "y": jnp.asarray(ds.train.y[crop])}
+  state, losses, _ = testing.fit_one_batch(value_net, batch, 20)
+  assert np.all(np.isfinite(losses))
+  energy = train.energy_module(config, ds)
+  params = {"params": state["energy"].params}
+  gold = energy.apply(params, batch["x"], batch["y"])
+  start = energy.apply(params, batch["x"], jnp.full_like(batch["y"], 0.5))
+  gap = float(jnp.max(jnp.abs(jax.nn.sigmoid(-gold) - jax.nn.sigmoid(-start))))
+  assert (gap > 1e-3) == alive, gap
+
+
 # ---------------------------------------------------------------------- driver
 
 

@@ -47,6 +47,10 @@ def get_config(dataset: str = "synthetic"):
     # The regression loss-net's samples take 2 × 20 GBI steps each: a third of the
     # task-net's steps keeps the run within the CPU budget (an assumption).
     config.stages.loss_net.train.steps = 2000
+    # The stage keeps its final state, so its validation (GBI on the loss-net over 36
+    # crops of 40 images, ~500 training steps' worth of compute) is only a report:
+    # once, at the end.
+    config.stages.loss_net.train.eval_every = 2000
   if dataset == "synthetic":  # three stages, still well under a minute on CPU
     config.stages.pretrain.train.steps = 1500
     config.stages.loss_net.train.steps = 500
