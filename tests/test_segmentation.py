@@ -532,8 +532,8 @@ def test_seal_and_implicit_train_an_fcn_against_the_segmentation_energy(horses):
 def test_the_horse_dvn_config_keeps_its_value_network_sensitive_to_the_mask(
     learning_rate, alive, data_dir, horses):
   """The full-size value network of dvn.py's horse config, 20 steps on the 24×24
-  training crops of 8 images: σ(−E) must still tell the gold mask from the uniform 0.5 start of GBI (else
-  test-time GBI never moves: the 24.80 of horses.md). At Adam 1e-3 (the rate that
+  training crops of 8 images: σ(−E) must still tell the gold mask from the uniform 0.5
+  start of GBI (else test-time GBI never moves: the 24.80 of horses.md). At Adam 1e-3 (the rate that
   collapsed) the last convolution's softplus units all die and the two values agree;
   the parametrized 1e-3 case checks that this test sees it."""
   from experiments import train

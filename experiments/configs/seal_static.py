@@ -50,7 +50,7 @@ def get_config(dataset: str = "synthetic"):
     # The stage keeps its final state, so its validation (GBI on the loss-net over 36
     # crops of 40 images, ~500 training steps' worth of compute) is only a report:
     # once, at the end.
-    config.stages.loss_net.train.eval_every = 2000
+    config.stages.loss_net.train.eval_every = config.stages.loss_net.train.steps
   if dataset == "synthetic":  # three stages, still well under a minute on CPU
     config.stages.pretrain.train.steps = 1500
     config.stages.loss_net.train.steps = 500
