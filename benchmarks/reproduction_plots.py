@@ -27,6 +27,13 @@ def run_name(spec: str) -> str:
   return spec.replace(":", "__").replace("=", "-")
 
 
+def is_unscaled(metric: str) -> bool:
+  """experiments.compare's rule for what it prints as is (PSNR in dB, the threshold);
+  every other metric is a rate, shown as a percentage. Not imported, as `run_name`;
+  tests/test_reproduction_report.py checks the two agree."""
+  return metric == "threshold" or metric.endswith("psnr")
+
+
 def run_dir(workdir: str, dataset: str, method: str, folds: int) -> str:
   """Where experiments.compare put a row's run; fold 0 of a cross-validated row."""
   return os.path.join(workdir, run_name(dataset) + ("-fold0" if folds > 1 else ""),
@@ -80,7 +87,8 @@ def extract_curves(workdir: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def plot_learning_curves(curves: dict[str, Any], path: str, title: str) -> None:
-  """One panel per dataset, one line per method: validation metric (%) against step."""
+  """One panel per dataset, one line per method: the validation metric against step
+  (rates in %, PSNR in dB)."""
   datasets = sorted({key.split("/", 1)[0] for key in curves})
   fig, axes = plt.subplots(len(datasets), 1, figsize=(10, 3.6 * len(datasets)), squeeze=False)
   colors = plt.get_cmap("tab20").colors  # up to 20 methods per panel stay distinguishable
@@ -88,12 +96,14 @@ def plot_learning_curves(curves: dict[str, Any], path: str, title: str) -> None:
     keys = sorted(k for k in curves if k.split("/", 1)[0] == dataset)
     for i, key in enumerate(keys):
       curve = curves[key]
-      steps, values = np.array(curve["points"], dtype=float).T
-      ax.plot(steps, 100 * values, marker=".", lw=1, color=colors[i % len(colors)],
-              ls=("-", "--", ":")[i // len(colors) % 3], label=key.split("/", 1)[1])
       metric = curve["metric"]
+      scale, unit = (1.0, "dB" if metric.endswith("psnr") else "") if is_unscaled(metric) \
+          else (100.0, "%")
+      steps, values = np.array(curve["points"], dtype=float).T
+      ax.plot(steps, scale * values, marker=".", lw=1, color=colors[i % len(colors)],
+              ls=("-", "--", ":")[i // len(colors) % 3], label=key.split("/", 1)[1])
     ax.set(xlabel="training step (stages offset by the selected steps before them)",
-           ylabel=f"{metric} (%)", title=f"{title}: {dataset}")
+           ylabel=f"{metric} ({unit})" if unit else metric, title=f"{title}: {dataset}")
     ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(alpha=0.3)
   fig.tight_layout()

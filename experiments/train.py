@@ -170,12 +170,24 @@ def _build_crf(config, dataset, optimizer) -> objectives.Objective:
                                   l2=config.loss.l2)
 
 
+def denoising_input_statistics(section, dataset) -> dict[str, float]:
+  """`input_mean` / `input_std` for a denoising trunk: the mean and standard deviation of
+  the training split's noisy images when `section.normalize_input`, else (0, 1).
+
+  Fixed numbers, computed once from the data the run trains on (validation and test
+  are not looked at), so a checkpoint evaluates the same on every machine.
+  """
+  if not section.get("normalize_input", False):
+    return dict(input_mean=0.0, input_std=1.0)
+  images = np.asarray(dataset.train.x, np.float64)
+  return dict(input_mean=float(images.mean()), input_std=float(images.std()))
+
+
 def _build_local_squared_error(config, dataset, optimizer) -> objectives.Objective:
-  del dataset  # the denoiser is fully convolutional: any image size
   c = config.cnn
   net = nets.CNNDenoiser(features=tuple(c.features), kernel_size=c.kernel_size,
                          activation=c.activation, padding=c.padding,
-                         conv_impl=c.conv_impl)
+                         conv_impl=c.conv_impl, **denoising_input_statistics(c, dataset))
   return objectives.local_squared_error(net, optimizer)
 
 
@@ -189,14 +201,16 @@ def spen_energy(config, dataset) -> energies.SPENEnergy:
       input_dropout=e.input_dropout)
 
 
-def image_energy(config):
-  """The denoising energy of `config.energy` (`kind`: 'deep_prior' or 'foe')."""
+def image_energy(config, dataset):
+  """The denoising energy of `config.energy` (`kind`: 'deep_prior' or 'foe'; only the
+  DeepPrior's trunk reads `normalize_input`, see `denoising_input_statistics`)."""
   e = config.energy
   common = dict(noise_variance=e.noise_variance, learn_noise_variance=e.learn_noise_variance,
                 padding=e.padding, conv_impl=e.conv_impl)
   if e.kind == "deep_prior":
     return energies.DeepPriorEnergy(features=tuple(e.features), kernel_size=e.kernel_size,
-                                    activation=e.activation, pooling=e.pooling, **common)
+                                    activation=e.activation, pooling=e.pooling,
+                                    **denoising_input_statistics(e, dataset), **common)
   if e.kind == "foe":
     return energies.FieldOfExperts(num_filters=e.num_filters, filter_size=e.filter_size,
                                    temperature=e.temperature, **common)
@@ -222,7 +236,9 @@ def energy_module(config, dataset):
     return sequence_energy(config, dataset)
   if _is_segmentation(dataset):
     return segmentation_energy(config)
-  return image_energy(config) if "kind" in config.energy else spen_energy(config, dataset)
+  if "kind" in config.energy:
+    return image_energy(config, dataset)
+  return spen_energy(config, dataset)
 
 
 def _build_ssvm(config, dataset, optimizer) -> objectives.Objective:

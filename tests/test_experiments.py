@@ -6,6 +6,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -342,6 +343,31 @@ def test_denoising_variants_set_the_image_size(method):
         "depth_scenes", side, side)
   with pytest.raises(ValueError, match="depth_scenes_48"):
     train.get_config(method, "depth_scenes_48")
+
+
+def test_denoising_nets_are_standardized_by_the_training_images_only():
+  """The CNN and the DeepPrior get the training split's mean and std; FoE and a config
+  with normalize_input=False get none."""
+  import numpy as np
+  from experiments import train
+  from energynets.data import denoising
+  rs = np.random.RandomState(0)
+  split = lambda offset: denoising.DenoisingSplit(
+      x=(offset + rs.rand(4, 16, 16)).astype(np.float32),
+      y=np.zeros((4, 16, 16), np.float32))
+  data = types.SimpleNamespace(train=split(0.0), validation=split(5.0), test=split(9.0))
+  expected = dict(input_mean=float(np.mean(data.train.x, dtype=np.float64)),
+                  input_std=float(np.std(data.train.x, dtype=np.float64)))
+  cnn = train.get_config("cnn_denoiser", "depth_scenes")
+  assert train.denoising_input_statistics(cnn.cnn, data) == pytest.approx(expected)
+  energy = train.image_energy(train.get_config("e2e", "depth_scenes"), data)
+  assert (energy.input_mean, energy.input_std) == pytest.approx(
+      (expected["input_mean"], expected["input_std"]))
+  off = train.get_config("e2e", "depth_scenes", ["energy.normalize_input=False"])
+  assert train.denoising_input_statistics(off.energy, data) == dict(input_mean=0.0,
+                                                                    input_std=1.0)
+  foe = train.image_energy(train.get_config("e2e", "depth_scenes", ["energy.kind=foe"]), data)
+  assert not hasattr(foe, "input_mean")
 
 
 @pytest.mark.parametrize("method", MULTILABEL_CONFIGS)

@@ -260,8 +260,25 @@ class DeepPriorEnergyTest(parameterized.TestCase):
     mean = _jit(energy.clone(pooling="mean"), "prior_energy")(params, y)
     np.testing.assert_allclose(mean, prior / 20, rtol=1e-5)
 
+  def test_input_normalization_reparametrizes_only_the_prior(self):
+    """With (mean, std) the trunk sees (y − mean)/std: the prior equals the plain
+    energy's prior on the standardized image, the data term stays in the image scale."""
+    energy = DEEP.clone(noise_variance=0.04, learn_noise_variance=False)
+    normalized = energy.clone(input_mean=0.6, input_std=0.2)
+    params = _params(energy)
+    x, y = _images(11)
+    np.testing.assert_allclose(
+        _jit(normalized, "prior_energy")(params, y),
+        _jit(energy, "prior_energy")(params, (y - 0.6) / 0.2), rtol=1e-5)
+    np.testing.assert_allclose(_jit(normalized, "data_energy")(params, x, y),
+                               _jit(energy, "data_energy")(params, x, y), rtol=1e-6)
+    self.assertFalse(np.allclose(_jit(normalized)(params, x, y), _jit(energy)(params, x, y)))
+
   def test_bad_arguments_raise(self):
     x, y = _images(0, h=12, w=20)
+    with self.assertRaisesRegex(ValueError, "positive std"):
+      jax.eval_shape(DeepPriorEnergy(input_std=0.0).init, jax.random.key(0),
+                     *_images(0, h=16, w=16))
     with self.assertRaisesRegex(ValueError, "at least 13x13"):
       jax.eval_shape(DeepPriorEnergy().init, jax.random.key(0), x, y)
     with self.assertRaisesRegex(ValueError, "pooling"):
@@ -383,6 +400,23 @@ class CNNDenoiserTest(parameterized.TestCase):
       jax.eval_shape(CNNDenoiser(padding="VALID").init, jax.random.key(0), x)
     with self.assertRaisesRegex(ValueError, r"\[B, H, W\]"):
       net.apply({"params": params}, x[..., None])
+
+  def test_input_normalization(self):
+    """ŷ = x + std · trunk((x − mean)/std): the same parameters give the plain net's
+    correction on the standardized image, scaled back; zero readout is still ŷ = x."""
+    net = CNNDenoiser(features=(8, 8), kernel_size=3)
+    normalized = net.clone(input_mean=0.6, input_std=0.2)
+    x, _ = _images(19)
+    params = jax.jit(net.init)(_key(2), x)["params"]
+    np.testing.assert_array_equal(_jit(normalized)(params, x), x)
+    params["net"]["readout"]["kernel"] = np.full(params["net"]["readout"]["kernel"].shape,
+                                                 0.3, np.float32)
+    standardized = (x - 0.6) / 0.2
+    np.testing.assert_allclose(
+        _jit(normalized)(params, x),
+        x + 0.2 * (_jit(net)(params, standardized) - standardized), rtol=1e-5, atol=1e-6)
+    with self.assertRaisesRegex(ValueError, "positive std"):
+      jax.eval_shape(net.clone(input_std=-1.0).init, jax.random.key(0), x)
 
   def test_trains_on_toy_denoising(self):
     """Piecewise-constant images plus noise: Adam steps lower the MSE to the clean image."""

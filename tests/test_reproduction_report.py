@@ -192,6 +192,13 @@ def test_run_name_is_compares():
     assert reproduction_plots.run_name(spec) == compare.run_name(spec)
 
 
+def test_plots_scale_metrics_as_compare_prints_them():
+  from experiments import compare  # pylint: disable=g-import-not-at-top
+  for key in ("validation/psnr", "test/psnr", "threshold", "validation/example_f1",
+              "validation/mean_iou", "validation/token_acc", "validation/hamming_loss"):
+    assert reproduction_plots.is_unscaled(key) == compare._unscaled(key), key  # pylint: disable=protected-access
+
+
 def _write_run(directory: pathlib.Path, stages, records) -> None:
   directory.mkdir(parents=True)
   meta = {"config": {"train": {"select_metric": "validation/acc"}}, "stages": stages}

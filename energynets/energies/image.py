@@ -210,6 +210,9 @@ class DeepPriorEnergy(nn.Module):
     noise_variance, learn_noise_variance: the data term (`GaussianDataTerm`).
     padding: one of `energynets.nets.PADDINGS` (default 'VALID').
     conv_impl: how the convolutions are computed (`energynets.nets.cnn.CONV_IMPLS`).
+    input_mean, input_std: the trunk sees `(y − input_mean) / input_std`
+      (`energynets.nets.cnn.normalized_input`; a fixed reparametrization of the prior,
+      the data term keeps the image scale). Defaults (0, 1): y as it is.
   """
   features: Sequence[int] = (32, 32)
   kernel_size: int = 7
@@ -219,6 +222,8 @@ class DeepPriorEnergy(nn.Module):
   learn_noise_variance: bool = True
   padding: str = "VALID"
   conv_impl: str = "auto"
+  input_mean: float = 0.0
+  input_std: float = 1.0
 
   def setup(self):
     if self.pooling not in POOLINGS:
@@ -227,7 +232,8 @@ class DeepPriorEnergy(nn.Module):
       raise ValueError(f"unknown padding {self.padding!r}; expected one of {PADDINGS}")
     self.data_term = GaussianDataTerm(self.noise_variance, self.learn_noise_variance)
     self.prior = ConvStack(tuple(self.features), self.kernel_size, 1, self.activation,
-                           self.padding, readout_bias=False, conv_impl=self.conv_impl)
+                           self.padding, readout_bias=False, conv_impl=self.conv_impl,
+                           input_mean=self.input_mean, input_std=self.input_std)
 
   def __call__(self, x: jax.Array, y: jax.Array) -> jax.Array:
     """`x, y [B, H, W] -> [B]`."""

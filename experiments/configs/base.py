@@ -98,6 +98,10 @@ def denoising_energy(noise_sigma: float, kind: str = "deep_prior") -> ml_collect
   `conv_impl` ('auto', 'lax', 'patches'; `energynets.nets.cnn.CONV_IMPLS`) only chooses
   how the convolutions are computed.
 
+  `normalize_input` (DeepPrior only): its trunk sees y standardized by the training
+  images' mean and std (`experiments.train.denoising_input_statistics`), as the CNN
+  baseline's does; the FoE keeps raw values, for which its SoftAbs temperature is set.
+
   Padding 'REFLECT' (not the modules' 'VALID' default): under 'VALID' the DeepPrior's
   13-pixel receptive field covers a pixel within 6 of the border by fewer output
   positions (a corner pixel by one), and on the 32×32 images of the CPU table that is
@@ -107,7 +111,8 @@ def denoising_energy(noise_sigma: float, kind: str = "deep_prior") -> ml_collect
   return ml_collections.ConfigDict(dict(
       kind=kind, noise_variance=noise_sigma ** 2, learn_noise_variance=True,
       padding="REFLECT", features=(32, 32), kernel_size=7, activation="softplus",
-      pooling="sum", num_filters=24, filter_size=5, temperature=25.0, conv_impl="auto"))
+      pooling="sum", normalize_input=True, num_filters=24, filter_size=5,
+      temperature=25.0, conv_impl="auto"))
 
 
 def use_denoising_energy(config: ml_collections.ConfigDict,

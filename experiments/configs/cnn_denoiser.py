@@ -8,6 +8,11 @@ spatial pooling": `nets.CNNDenoiser` has the DeepPrior trunk's kernels (7×7×32
 DeepPrior energy isolates energy-based inference from network capacity. The optimizer
 and step budget are this project's choice (the paper gives none for the baseline): the
 same Adam, batch and steps as the energies' configs.
+
+`cnn.normalize_input`: the trunk sees x standardized by the training images' mean and
+std (`experiments.train.denoising_input_statistics`). Without it, on the [0, 1] images,
+the residual net stayed at the identity for its first ~300 steps and ended below the
+median filter (26.90 dB test, the session-8 row of benchmarks/results/e2e.md).
 """
 
 import ml_collections
@@ -22,5 +27,5 @@ def get_config(dataset: str = "depth_scenes"):
   config.method = "local_squared_error"
   config.cnn = ml_collections.ConfigDict(dict(
       features=(32, 32), kernel_size=7, activation="softplus", padding="REFLECT",
-      conv_impl="auto"))
+      normalize_input=True, conv_impl="auto"))
   return config
