@@ -34,6 +34,13 @@ def is_unscaled(metric: str) -> bool:
   return metric == "threshold" or metric.endswith("psnr")
 
 
+def _axis_scale(metric: str) -> tuple[float, str]:
+  """`(scale, y-axis label)` of a validation metric: rates in %, PSNR in dB."""
+  if not is_unscaled(metric):
+    return 100.0, f"{metric} (%)"
+  return 1.0, f"{metric} (dB)" if metric.endswith("psnr") else metric
+
+
 def run_dir(workdir: str, dataset: str, method: str, folds: int) -> str:
   """Where experiments.compare put a row's run; fold 0 of a cross-validated row."""
   return os.path.join(workdir, run_name(dataset) + ("-fold0" if folds > 1 else ""),
@@ -96,14 +103,12 @@ def plot_learning_curves(curves: dict[str, Any], path: str, title: str) -> None:
     keys = sorted(k for k in curves if k.split("/", 1)[0] == dataset)
     for i, key in enumerate(keys):
       curve = curves[key]
-      metric = curve["metric"]
-      scale, unit = (1.0, "dB" if metric.endswith("psnr") else "") if is_unscaled(metric) \
-          else (100.0, "%")
+      scale, ylabel = _axis_scale(curve["metric"])
       steps, values = np.array(curve["points"], dtype=float).T
       ax.plot(steps, scale * values, marker=".", lw=1, color=colors[i % len(colors)],
               ls=("-", "--", ":")[i // len(colors) % 3], label=key.split("/", 1)[1])
     ax.set(xlabel="training step (stages offset by the selected steps before them)",
-           ylabel=f"{metric} ({unit})" if unit else metric, title=f"{title}: {dataset}")
+           ylabel=ylabel, title=f"{title}: {dataset}")
     ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(alpha=0.3)
   fig.tight_layout()
