@@ -244,8 +244,8 @@ E2E_TABLE1 = PaperTable(
         _denoiser("FOE-3", "37.62", _FOE3),
         _denoiser("DP-20 (400 steps)", "40.3", _DP20, _STANDARDIZED),
         _denoiser("DP-3", "40.4", _DP3, _STANDARDIZED),
-        _denoiser("DP-3, 3000 steps, seeds 0-1 (ours)", "", "e2e:train.steps=3000",
-                  _STANDARDIZED, num_seeds=2),
+        _denoiser("DP-3, 3000 steps, seeds 0-2 (ours)", "", "e2e:train.steps=3000",
+                  _STANDARDIZED, num_seeds=3),
         _denoiser("FOE-SSVM", "37.7", _FOE_SSVM),
         _denoiser("DP-SSVM", "38.7", _DP_SSVM, _STANDARDIZED),
         _denoiser("feed-forward convnet (§6.1.3 text)", "37.0", "cnn_denoiser", _STANDARDIZED),
@@ -480,7 +480,7 @@ def _horses(method, file: str = "horses") -> Json:
   """A Weizmann horse row of `<file>.json` (issue 9): horses.json (session 7's rows),
   horses_seeds.json (FCN and SEAL-dynamic regression, seeds 0-2: `seeds(...)`),
   horses_dvn.json (DVN at the value network's working learning rate),
-  horses_static.json (SEAL-static)."""
+  horses_static.json (SEAL-static), horses_regression_s.json (the regression-s loss-net)."""
   return Json((file,), "weizmann_horse", method, "issue 9")
 
 
@@ -488,6 +488,7 @@ def _horses(method, file: str = "horses") -> Json:
 _SEAL_HORSE_NCE = "seal_dynamic:seal.objective=nce:seal.num_samples=4:train.steps=1500"
 _SEAL_HORSE_FINETUNED = "seal_dynamic:stage_order=pretrain+seal"
 _SEAL_HORSE_STATIC_NCE = "seal_static:seal.objective=nce:seal.num_samples=4"
+_SEAL_HORSE_REGRESSION_S = "seal_dynamic:seal.objective=regression_s:seal.num_samples=4"
 _DVN_HORSE = ("dvn:train.steps=1000:train.eval_every=250:gbi.num_steps=10:"
               "adversarial_gbi.num_steps=10:predict_gbi.max_steps=20")
 _IMPLICIT_HORSE = ("implicit:stages.implicit.train.steps=300:"
@@ -549,6 +550,8 @@ IMPLICIT = Paper(
 _SEAL_PENDING = NotRun("issue 5")
 _EXPR = "expr_fun:data.root_label=True"
 _SPO = "spo_fun:data.root_label=True"
+_FUNCAT = "seal_funcat"  # session 15: every row's FunCat cells at one revision
+_SMALL_MORE = "seal_small_datasets_more"  # session 15: rows seal_small_datasets lacks
 _SEAL_TUNED = ("seal_dynamic:seal.energy_weight=4.0:seal.num_samples=40:"
                "loss_net_optimizer.learning_rate=1e-4:seal.loss_net_steps=3")
 _SEAL_NODROP = "seal_dynamic:energy.dropout=0.0:energy.input_dropout=0.0"
@@ -566,14 +569,15 @@ def _more(method: str) -> Json:
 
 
 def _seal_row(label, paper, method, bibtex=None, delicious=None, small=False,
-              funcat=False, small_file="seal_small_datasets") -> Row:
+              funcat_file=None, small_file="seal_small_datasets") -> Row:
   """A SEAL Table 1 row: genbase / cal500 from `small_file` where `small`,
-  bibtex / delicious / FunCat where given, eurlexev never (no data)."""
+  bibtex / delicious where given, FunCat from `funcat_file` (None: not run), eurlexev
+  never (no data)."""
   pend = _SEAL_PENDING
   small = (tuple(Json(small_file, d, method) for d in ("genbase", "cal500"))
            if small else (pend, pend))
-  funcat_cells = ((Json("seal_funcat_partial", _EXPR, method),
-                   Json("seal_funcat_partial", _SPO, method)) if funcat else (pend, pend))
+  funcat_cells = ((Json(funcat_file, _EXPR, method), Json(funcat_file, _SPO, method))
+                  if funcat_file else (pend, pend))
   return _row(label, paper, method, bibtex or pend, delicious or pend, *small, NO_DATA,
               *funcat_cells)
 
@@ -587,46 +591,49 @@ SEAL_TABLE1 = PaperTable(
                   "33.58 ± 0.43 | 42.19 ± 0.07 | 37.50 ± 0.18 | 27.81 ± 0.13", "mlp",
                   bibtex=Json("seal_bibtex_seeds", "bibtex", seeds("mlp")),
                   delicious=Json("baselines", "delicious", "mlp"), small=True,
-                  funcat=True),
+                  funcat_file=_FUNCAT),
         _seal_row("energy network with GBI: SPEN", "42.99 ± 0.16 | 24.20 ± 0.07 | "
                   "32.13 ± 0.15 | 37.24 ± 1.07 | 41.86 ± 0.04 | 36.74 ± 0.61 | 27.95 ± 0.18",
-                  "spen_gbi", bibtex=_more("spen_gbi"), small=True),
+                  "spen_gbi", bibtex=_more("spen_gbi"), small=True, funcat_file=_FUNCAT),
         _seal_row("energy network with GBI: DVN", "45.95 ± 0.13 | 24.87 ± 0.57 | "
                   "77.92 ± 1.00 | 47.74 ± 0.19 | 25.49 ± 0.32 | 31.47 ± 0.43 | 29.35 ± 0.31",
                   "dvn", bibtex=Json("seal_bibtex_seeds", "bibtex", seeds("dvn")),
                   delicious=Json("seal_delicious", "delicious", "dvn"), small=True,
-                  small_file="dvn_small_datasets"),
+                  small_file="dvn_small_datasets", funcat_file=_FUNCAT),
         _seal_row("energy network with GBI: NCE ranking", "12.95 ± 0.53 | 12.69 ± 0.15 | "
                   "12.40 ± 0.81 | 33.89 ± 0.49 | 0.19 ± 0.00 | 27.74 ± 0.17 | 18.06 ± 0.38",
                   "seal_static (loss_net stage, nce)"),
         _seal_row("SEAL-static: margin", "43.11 ± 0.15 | 28.08 ± 0.06 | 57.45 ± 5.17 | "
                   "33.91 ± 0.45 | 42.15 ± 0.08 | 38.13 ± 0.17 | 28.15 ± 0.17",
                   "seal_static:seal.objective=margin",
-                  bibtex=_more("seal_static:seal.objective=margin")),
+                  bibtex=_more("seal_static:seal.objective=margin"), small=True,
+                  small_file=_SMALL_MORE, funcat_file=_FUNCAT),
         _seal_row("SEAL-static: regression", "42.29 ± 0.18 | 30.09 ± 0.08 | 96.68 ± 0.11 | "
                   "37.63 ± 0.44 | 42.18 ± 0.07 | 38.12 ± 0.17 | 28.42 ± 0.09",
                   "seal_static:seal.objective=regression",
-                  bibtex=_more("seal_static:seal.objective=regression")),
+                  bibtex=_more("seal_static:seal.objective=regression"), small=True,
+                  small_file=_SMALL_MORE, funcat_file=_FUNCAT),
         _seal_row("SEAL-static: NCE ranking", "43.03 ± 0.15 | 30.08 ± 0.05 | 96.43 ± 0.15 | "
                   "37.82 ± 0.38 | 42.11 ± 0.11 | 37.78 ± 0.16 | 28.29 ± 0.05", "seal_static",
-                  bibtex=_more("seal_static"), small=True),
+                  bibtex=_more("seal_static"), small=True, funcat_file=_FUNCAT),
         _seal_row("SEAL-dynamic: margin (InfNet)", "42.86 ± 0.16 | 29.75 ± 0.11 | "
                   "96.53 ± 0.21 | 36.69 ± 0.40 | 41.83 ± 0.65 | 37.81 ± 0.14 | 28.43 ± 0.13",
-                  "infnet", bibtex=_more("infnet"), small=True),
+                  "infnet", bibtex=_more("infnet"), small=True, funcat_file=_FUNCAT),
         _seal_row("SEAL-dynamic: regression", "43.74 ± 0.14 | 29.79 ± 0.05 | 96.95 ± 0.14 | "
                   "37.97 ± 0.33 | 41.67 ± 0.08 | 37.99 ± 0.09 | 29.02 ± 0.11",
                   "seal_dynamic:seal.objective=regression",
-                  bibtex=_more("seal_dynamic:seal.objective=regression"), small=True),
+                  bibtex=_more("seal_dynamic:seal.objective=regression"), small=True,
+                  funcat_file=_FUNCAT),
         _seal_row("SEAL-dynamic: regression-s", "44.53 ± 0.18 | 29.87 ± 0.07 | "
                   "96.81 ± 0.20 | 38.95 ± 0.13 | 42.37 ± 0.05 | 37.93 ± 0.12 | 28.29 ± 0.12",
                   "seal_dynamic:seal.objective=regression_s",
-                  bibtex=_more("seal_dynamic:seal.objective=regression_s")),
+                  bibtex=_more("seal_dynamic:seal.objective=regression_s"), small=True,
+                  small_file=_SMALL_MORE, funcat_file=_FUNCAT),
         _seal_row("SEAL-dynamic: NCE ranking", "44.76 ± 0.17 | 34.67 ± 0.38 | 97.32 ± 0.81 | "
                   "41.62 ± 0.80 | 42.77 ± 0.06 | 38.28 ± 0.09 | 28.83 ± 0.13", "seal_dynamic",
                   bibtex=Json("seal_bibtex_seeds", "bibtex", seeds("seal_dynamic")),
                   delicious=Json("seal_delicious", "delicious", "seal_dynamic"),
-                  small=True,
-                  funcat=True),
+                  small=True, funcat_file=_FUNCAT),
         _seal_row("SEAL-dynamic: NCE ranking, loss-net without dropout", "", _SEAL_NODROP,
                   bibtex=Json("seal_bibtex_seeds", "bibtex", seeds(_SEAL_NODROP))),
         _seal_row("SEAL-dynamic: NCE ranking, SEAL's bibtex settings", "", _SEAL_PUBLIC,
@@ -634,7 +641,7 @@ SEAL_TABLE1 = PaperTable(
         _seal_row("SEAL-dynamic: NCE ranking, fine-tuned from the MLP", "", _SEAL_FINETUNED,
                   bibtex=Json("seal_bibtex", "bibtex", _SEAL_FINETUNED)),
         _seal_row("SEAL-dynamic: NCE ranking, SEAL's FunCat settings", "", _SEAL_TUNED,
-                  funcat=True),
+                  funcat_file="seal_funcat_partial"),
     ),
     note="Our `infnet` is Tu et al. 2020's compound objective, stacked (the paper's row is "
          "the margin special case). FunCat columns use the 500-label setting "
@@ -673,6 +680,8 @@ SEAL_TABLE4 = PaperTable(
         _row("SEAL-dynamic (regression)", "79.23±0.35", "seal_dynamic",
              _horses(seeds("seal_dynamic"), "horses_seeds")),
         _row("SEAL-dynamic (NCE)", "76.78±0.60", _SEAL_HORSE_NCE, _horses(_SEAL_HORSE_NCE)),
+        _row("SEAL-dynamic (regression-s)", "", _SEAL_HORSE_REGRESSION_S,
+             _horses(_SEAL_HORSE_REGRESSION_S, "horses_regression_s")),
         _row("SEAL-dynamic (regression), fine-tuned from the FCN", "",
              _SEAL_HORSE_FINETUNED, _horses(_SEAL_HORSE_FINETUNED)),
         _row("SEAL-static (NCE)", "", _SEAL_HORSE_STATIC_NCE,
