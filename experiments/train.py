@@ -124,7 +124,7 @@ def sequence_energy(config, dataset) -> energies.SequenceEnergy:
   return energies.SequenceEnergy(
       local_net=tagger(config, dataset), tlm_variants=_names(e.tlm_variants) or (),
       gamma=e.gamma, tlm_weight=e.tlm_weight, tlm_hidden=e.tlm_hidden,
-      pairwise_scale=e.pairwise_scale)
+      pairwise_scale=e.pairwise_scale, local_scale=e.local_scale)
 
 
 def _is_sequence(dataset) -> bool:

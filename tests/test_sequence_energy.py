@@ -146,6 +146,20 @@ class LinearChainTest(parameterized.TestCase):
     local_logits = jitted(energy, "local_logits")(params, x)
     np.testing.assert_array_equal(local_logits, enc.logits)
 
+  def test_local_scale_scales_the_crf_unaries(self):
+    """local_scale s: −E is the CRF score with unaries s·logits and the same W."""
+    lengths = [4, 2, 0]
+    x = make_x(5, lengths)
+    params = init(make_energy(pairwise_scale=0.5), 5, x=x)
+    energy = make_energy(pairwise_scale=0.5, local_scale=0.25)
+    enc = encode(energy, params, x)
+    tags = jnp.asarray(np.random.RandomState(6).randint(0, L, (3, T)), jnp.int32)
+    e = from_encoding(energy, params, enc, one_hot(tags, enc.mask))
+    score = crf.crf_sequence_score(0.25 * enc.logits, params["pairwise"], tags, enc.mask)
+    np.testing.assert_allclose(e, -score, rtol=1e-5, atol=1e-5)
+    unscaled = from_encoding(make_energy(), params, enc, one_hot(tags, enc.mask))
+    self.assertFalse(np.allclose(e, unscaled))  # the scale is not a no-op
+
   def test_viterbi_is_the_brute_force_argmin(self):
     energy = make_energy()
     lengths = [4, 3, 1]
@@ -226,6 +240,8 @@ class PaddingAndDerivativesTest(parameterized.TestCase):
     params = init(energy, 0, x=x)
     with self.assertRaisesRegex(ValueError, "y must be"):
       apply(energy, params, x, jnp.zeros((1, T, L + 1)))
+    with self.assertRaisesRegex(ValueError, "local_scale"):
+      init(make_energy(local_scale=0.0), x=x)
     with self.assertRaisesRegex(ValueError, "tlm_variants"):
       init(make_energy(("sideways",)), x=x)
     with self.assertRaisesRegex(ValueError, "num_tags"):

@@ -299,6 +299,10 @@ class SequenceEnergy(nn.Module):
     word_tlm_lookahead: False (paper's Eq. 9): ỹ_t reads words x_0..x_{t−1}; True: x_1..x_t.
     pairwise_scale: W starts at zero (0.0, default: E starts as the tagger's local
       energy) or normal with this standard deviation.
+    local_scale: s > 0 multiplying the local term (default 1: Eq. 7). A tagger
+      pretrained with token CE has confident logits, so its carried local term alone
+      separates gold from F_Φ(x) by more than the margin Δ and every hinge stays zero
+      (W then never moves); s < 1 tempers it, as a softmax temperature 1/s would.
   """
   local_net: nn.Module
   tlm_variants: Sequence[str] = ()
@@ -311,11 +315,14 @@ class SequenceEnergy(nn.Module):
   tlm_word_init: Optional[Initializer] = None
   word_tlm_lookahead: bool = False
   pairwise_scale: float = 0.0
+  local_scale: float = 1.0
 
   def setup(self):
     num_tags = _num_tags(self.local_net)
     if self.pairwise_scale < 0:
       raise ValueError(f"pairwise_scale must be >= 0; got {self.pairwise_scale}")
+    if not self.local_scale > 0:
+      raise ValueError(f"local_scale must be > 0; got {self.local_scale}")
     init = (nn.initializers.normal(self.pairwise_scale) if self.pairwise_scale
             else nn.initializers.zeros)
     self.pairwise = self.param("pairwise", init, (num_tags, num_tags))
@@ -351,7 +358,7 @@ class SequenceEnergy(nn.Module):
     mask = encoding.mask
     # where, not a product: junk at padding (even NaN) reaches neither value nor gradient.
     y_real = jnp.where(mask[..., None], y, 0.0)
-    local = -jnp.sum(y_real * encoding.logits, axis=(1, 2))
+    local = -self.local_scale * jnp.sum(y_real * encoding.logits, axis=(1, 2))
     # Padded rows of y_real are zero, so only transitions between real tokens count.
     pair = -jnp.einsum("bti,ij,btj->b", y_real[:, :-1], self.pairwise.astype(y.dtype),
                        y_real[:, 1:])

@@ -173,9 +173,11 @@ def sequence_energy() -> ml_collections.ConfigDict:
   tagger of `config.model` as local term, W starting at zero, and the TLM global terms
   named in `tlm_variants` (comma-separated names of `energies.sequence.TLM_VARIANTS`;
   empty: Eq. 7 alone; "forward" = GE(a), "forward,backward" = GE(b), all four = GE(c)),
-  with the paper's hidden size 128, γ = 1 for the word-augmented ones."""
+  with the paper's hidden size 128, γ = 1 for the word-augmented ones; `local_scale`
+  multiplies the local term (1: Eq. 7; see `SequenceEnergy.local_scale`)."""
   return ml_collections.ConfigDict(dict(
-      tlm_variants="", gamma=1.0, tlm_weight=1.0, tlm_hidden=128, pairwise_scale=0.0))
+      tlm_variants="", gamma=1.0, tlm_weight=1.0, tlm_hidden=128, pairwise_scale=0.0,
+      local_scale=1.0))
 
 
 def sequence_pretrain_then(config: ml_collections.ConfigDict, method: str,

@@ -8,6 +8,9 @@ energy, MLP nets) or on sequences (the paper's tagging energy, BiLSTM nets).
 --config.infnet.architecture=separated|shared|stacked
 --config.infnet.truncate=energy|both|none   --config.infnet.ce_weight=0   (Table 1 ablation)
 --config.infnet.carry_energy=False   (the energy starts fresh; the nets still pretrained)
+--config.energy.local_scale=0.1   (sequences: temper the carried local term, so the hinge
+                                   is active from the start; SequenceEnergy.local_scale)
+--config.stage_order=infnet   (no pretraining: everything from scratch, as the paper)
 
 Stages:
 1. `pretrain`: the MLP baseline (experiments/configs/mlp.py, BCE).
