@@ -304,19 +304,37 @@ def _ner(method: str) -> Json:
   return Json("sequences_ner", "conll2003", method, "issue 8")
 
 
+def _pos_controls(method: str) -> Json:
+  return Json("sequences_pos_controls", "twitter_pos", method, "issue 8")
+
+
+def _ner_plus(method: str) -> Json:
+  return Json("sequences_ner_plus", "conll2003_plus", method, "issue 8")
+
+
+def _ner_plus_seeds(method: str) -> Json:
+  """Seeds 0 and 1, pooled (`sequences_ner_plus_seeds` resumes seed 0's run)."""
+  return Json("sequences_ner_plus_seeds", "conll2003_plus", seeds(method, 2), "issue 8")
+
+
 _MARGIN = "infnet:infnet.objective=margin"
 _PERCEPTRON = "infnet:infnet.objective=perceptron"
 _SEPARATED = "infnet:infnet.architecture=separated"
 _SHARED = "infnet:infnet.architecture=shared"
 _TLM_A = "infnet:energy.tlm_variants=forward"
 _TLM_C = "infnet:energy.tlm_variants=forward+backward+word_forward+word_backward"
+_INFNET_CONTROL = "infnet:infnet.energy_weight=0.0"
+_LOCAL_SCALE = "infnet:energy.local_scale=0.1"
+_SCRATCH = "infnet:stage_order=infnet"
+_SCRATCH_CE15 = "infnet:stage_order=infnet:infnet.ce_weight=15.0"
+_SCRATCH_CONTROL = "infnet:stage_order=infnet:infnet.energy_weight=0.0"
 
 INFNET_TABLE2 = PaperTable(
     "infnet_table2", "Table 2 (§7)", "test POS accuracy and NER span F1 (%)",
     (Column("POS", (POS,)), Column("NER", (NER,)), Column("NER+", (NER,))),
     (
         _row("BiLSTM", "88.8 | 84.9 | 89.3", "bilstm", _pos("bilstm"), _ner("bilstm"),
-             _SEQ_PENDING),
+             _ner_plus_seeds("bilstm")),
         _row("margin-rescaled (Tu & Gimpel 2018)", "89.4 | 85.2 | 89.5", _MARGIN, _pos(_MARGIN),
              _SEQ_PENDING, _SEQ_PENDING),
         _row("perceptron (Tu & Gimpel 2018)", "88.6 | 84.4 | 89.0", _PERCEPTRON,
@@ -326,10 +344,10 @@ INFNET_TABLE2 = PaperTable(
         _row("compound, shared", "89.8 | 85.6 | 90.1", _SHARED, _pos(_SHARED), _SEQ_PENDING,
              _SEQ_PENDING),
         _row("compound, stacked", "89.8 | 85.6 | 90.1", "infnet", _pos("infnet"),
-             _ner("infnet"), _SEQ_PENDING),
-        _row("BiLSTM-CRF", "", "crf", _pos("crf"), _ner("crf"), _SEQ_PENDING),
+             _ner("infnet"), _ner_plus("infnet")),
+        _row("BiLSTM-CRF", "", "crf", _pos("crf"), _ner("crf"), _ner_plus_seeds("crf")),
         _row("SPEN, SSVM + GBI", "", "spen_ssvm", _pos("spen_ssvm"), _ner("spen_ssvm"),
-             _SEQ_PENDING),
+             _ner_plus_seeds("spen_ssvm")),
         _row("compound, stacked + TLM GE(a)", "", _TLM_A, _pos(_TLM_A), _SEQ_PENDING,
              _SEQ_PENDING),
         _row("compound, stacked + TLM GE(c)", "", _TLM_C, _pos(_TLM_C), _SEQ_PENDING,
@@ -337,17 +355,26 @@ INFNET_TABLE2 = PaperTable(
         _row("compound, stacked, energy started fresh", "", "infnet:infnet.carry_energy=False",
              _pos("infnet:infnet.carry_energy=False"), _SEQ_PENDING,
              _SEQ_PENDING),
-        _row("control: A_Ψ's energy term off", "", "infnet:infnet.energy_weight=0.0",
-             _SEQ_PENDING, _ner("infnet:infnet.energy_weight=0.0"),
-             _SEQ_PENDING),
+        _row("control: A_Ψ's energy term off", "", _INFNET_CONTROL,
+             _pos_controls(_INFNET_CONTROL), _ner(_INFNET_CONTROL),
+             _ner_plus(_INFNET_CONTROL)),
+        _row("compound, stacked, local term × 0.1", "", _LOCAL_SCALE,
+             _pos_controls(_LOCAL_SCALE), _SEQ_PENDING, _ner_plus(_LOCAL_SCALE)),
+        _row("compound, stacked, from scratch (no pretraining)", "", _SCRATCH,
+             _pos_controls(_SCRATCH), _SEQ_PENDING, _SEQ_PENDING),
+        _row("from scratch, CE summed over tokens (ce_weight 15)", "", _SCRATCH_CE15,
+             _pos_controls(_SCRATCH_CE15), _SEQ_PENDING, _SEQ_PENDING),
+        _row("control from scratch: A_Ψ's energy term off", "", _SCRATCH_CONTROL,
+             _pos_controls(_SCRATCH_CONTROL), _SEQ_PENDING, _SEQ_PENDING),
         _row("SEAL-dynamic, NCE", "", "seal_dynamic", _pos("seal_dynamic"),
-             _ner("seal_dynamic"), _SEQ_PENDING),
+             _ner("seal_dynamic"), _ner_plus("seal_dynamic")),
         _row("implicit, L_CD", "", "implicit", _pos("implicit"), _SEQ_PENDING,
              _SEQ_PENDING),
     ),
     note="The paper's |T|, |I| and training-speed columns are left out. Our rows continue "
          "from the BiLSTM-CE run (`--reuse_stage=pretrain=bilstm`); the paper trains them "
-         "jointly, with pretrained embeddings.")
+         "jointly, with pretrained embeddings. The 'from scratch' rows follow the paper "
+         "(`stage_order=infnet`: no pretraining). NER+ cells with ± pool seeds 0 and 1.")
 
 INFNET_TABLE4 = PaperTable(
     "infnet_table4", "Table 4 (§7)", "NER test span F1 (%) with global energy terms",
@@ -356,7 +383,7 @@ INFNET_TABLE4 = PaperTable(
         _row("margin-rescaled", "85.2 | 89.5 | 90.2", _MARGIN, _SEQ_PENDING, _SEQ_PENDING,
              _SEQ_PENDING),
         _row("compound, stacked, CE, no truncation", "85.6 | 90.1 | 90.8", "infnet",
-             _ner("infnet"), _SEQ_PENDING, _SEQ_PENDING),
+             _ner("infnet"), _ner_plus("infnet"), _SEQ_PENDING),
         _row("+ global energy GE(a)", "85.8 | 90.2 | 90.7", _TLM_A, _SEQ_PENDING, _SEQ_PENDING,
              _SEQ_PENDING),
         _row("+ global energy GE(b)", "85.9 | 90.2 | 90.8", "infnet:energy.tlm_variants="
@@ -364,7 +391,9 @@ INFNET_TABLE4 = PaperTable(
         _row("+ global energy GE(c)", "86.3 | 90.4 | 91.0", _TLM_C, _SEQ_PENDING, _SEQ_PENDING,
              _SEQ_PENDING),
     ),
-    note="Our TLM rows so far are on POS (Table 2 above).")
+    note="Our TLM rows so far are on POS (Table 2 above). Our NER+ inputs "
+         "(`conll2003_plus`) also hold the character CNN, i.e. the paper's NER++ minus "
+         "GloVe.")
 
 INFNET = Paper(
     "infnet", "Inference networks (Tu, Pang & Gimpel 2020)",
@@ -379,8 +408,11 @@ INFNET = Paper(
         "oct27.test 500, test daily547 547 tweets).\n"
         "- **CoNLL-2003:** the standard files in an IOB2-converted copy (same tokens and "
         "spans), converted to BIOES as the paper does.\n"
-        "- **NER+ / NER++:** the extra POS, chunk, casing (and character CNN) inputs "
-        "(`conll2003_plus`) are not run yet."),
+        "- **NER / NER+ / NER++:** the paper's NER uses words (GloVe) only, NER+ adds "
+        "the first letter's case, POS and chunk tags, NER++ a character CNN. Our "
+        "taggers always have the character CNN (it carries case), so our NER column is "
+        "words + characters, and our NER+ (`conll2003_plus`: + 25-d POS and chunk "
+        "embeddings) has the inputs of the paper's NER++, without GloVe."),
     claims=("sequence*",),
 )
 
