@@ -312,11 +312,6 @@ def _ner_plus(method: str) -> Json:
   return Json("sequences_ner_plus", "conll2003_plus", method, "issue 8")
 
 
-def _ner_plus_seeds(method: str) -> Json:
-  """Seeds 0 and 1, pooled (`sequences_ner_plus_seeds` resumes seed 0's run)."""
-  return Json("sequences_ner_plus_seeds", "conll2003_plus", seeds(method, 2), "issue 8")
-
-
 _MARGIN = "infnet:infnet.objective=margin"
 _PERCEPTRON = "infnet:infnet.objective=perceptron"
 _SEPARATED = "infnet:infnet.architecture=separated"
@@ -334,7 +329,7 @@ INFNET_TABLE2 = PaperTable(
     (Column("POS", (POS,)), Column("NER", (NER,)), Column("NER+", (NER,))),
     (
         _row("BiLSTM", "88.8 | 84.9 | 89.3", "bilstm", _pos("bilstm"), _ner("bilstm"),
-             _ner_plus_seeds("bilstm")),
+             _ner_plus("bilstm")),
         _row("margin-rescaled (Tu & Gimpel 2018)", "89.4 | 85.2 | 89.5", _MARGIN, _pos(_MARGIN),
              _SEQ_PENDING, _SEQ_PENDING),
         _row("perceptron (Tu & Gimpel 2018)", "88.6 | 84.4 | 89.0", _PERCEPTRON,
@@ -345,9 +340,9 @@ INFNET_TABLE2 = PaperTable(
              _SEQ_PENDING),
         _row("compound, stacked", "89.8 | 85.6 | 90.1", "infnet", _pos("infnet"),
              _ner("infnet"), _ner_plus("infnet")),
-        _row("BiLSTM-CRF", "", "crf", _pos("crf"), _ner("crf"), _ner_plus_seeds("crf")),
+        _row("BiLSTM-CRF", "", "crf", _pos("crf"), _ner("crf"), _ner_plus("crf")),
         _row("SPEN, SSVM + GBI", "", "spen_ssvm", _pos("spen_ssvm"), _ner("spen_ssvm"),
-             _ner_plus_seeds("spen_ssvm")),
+             _ner_plus("spen_ssvm")),
         _row("compound, stacked + TLM GE(a)", "", _TLM_A, _pos(_TLM_A), _SEQ_PENDING,
              _SEQ_PENDING),
         _row("compound, stacked + TLM GE(c)", "", _TLM_C, _pos(_TLM_C), _SEQ_PENDING,
@@ -374,7 +369,7 @@ INFNET_TABLE2 = PaperTable(
     note="The paper's |T|, |I| and training-speed columns are left out. Our rows continue "
          "from the BiLSTM-CE run (`--reuse_stage=pretrain=bilstm`); the paper trains them "
          "jointly, with pretrained embeddings. The 'from scratch' rows follow the paper "
-         "(`stage_order=infnet`: no pretraining). NER+ cells with ± pool seeds 0 and 1.")
+         "(`stage_order=infnet`: no pretraining).")
 
 INFNET_TABLE4 = PaperTable(
     "infnet_table4", "Table 4 (§7)", "NER test span F1 (%) with global energy terms",
