@@ -9,7 +9,7 @@ small JSON that is committed, so the report can be regenerated anywhere.
 
 import json
 import os
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import matplotlib
 
@@ -47,12 +47,30 @@ def run_dir(workdir: str, dataset: str, method: str, folds: int) -> str:
                       run_name(method))
 
 
-def _validation_records(path: str) -> list[dict[str, float]]:
+def read_metrics_jsonl(path: str) -> list[dict[str, float]]:
+  """The records of a MetricWriter `metrics.jsonl`; [] when the file is absent."""
   if not os.path.exists(path):
     return []
   with open(path) as f:
-    records = [json.loads(line) for line in f if line.strip()]
-  return [r for r in records if any(k.startswith("validation/") for k in r)]
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def record_means(records: Sequence[dict[str, float]], keys: Sequence[str]
+                 ) -> dict[str, tuple[float, int]]:
+  """`{key: (mean over the records that log it, how many do)}`; a key no record logs is an
+  error naming the keys that are logged (benchmarks.train_records prints these)."""
+  means = {}
+  for key in keys:
+    values = [r[key] for r in records if key in r]
+    if not values:
+      logged = sorted({k for r in records for k in r if k != "step"})
+      raise ValueError(f"no record logs {key!r}; logged keys: {logged}")
+    means[key] = (float(np.mean(values)), len(values))
+  return means
+
+
+def _validation_records(path: str) -> list[dict[str, float]]:
+  return [r for r in read_metrics_jsonl(path) if any(k.startswith("validation/") for k in r)]
 
 
 def run_curve(directory: str) -> Optional[dict[str, Any]]:
