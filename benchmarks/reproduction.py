@@ -162,7 +162,7 @@ def _not_run(n: int, where: str, awaiting: str = "") -> Resolved:
   return Resolved((text,) + ("",) * (n - 1), awaiting=awaiting, status="not run")
 
 
-def _json_row(cell: pt.Json, results: Results
+def json_row(cell: pt.Json, results: Results
               ) -> tuple[str, Optional[dict[str, Any]], str]:
   """(stem, row) from the first of the cell's files that has its row; else (_, None,
   what is absent)."""
@@ -187,7 +187,7 @@ def _json_row(cell: pt.Json, results: Results
 
 def _resolve_json(cell: pt.Json, metrics: Sequence[pt.Metric], results: Results
                   ) -> Resolved:
-  stem, row, absent = _json_row(cell, results)
+  stem, row, absent = json_row(cell, results)
   if row is None:
     return _not_run(len(metrics), cell.pending, absent)
   values = []

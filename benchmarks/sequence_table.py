@@ -1,0 +1,77 @@
+r"""The gains table of benchmarks/results/sequences.md: each sequence row's test score and its
+difference from BiLSTM-CE on the same inputs.
+
+  python -m benchmarks.sequence_table
+
+The rows, columns and the results files behind each cell are those of the infnet paper's
+Table 2 in benchmarks/paper_tables.py (the table REPRODUCTION.md shows next to the
+paper's numbers); this prints our side only, with Δ against the `bilstm` row, computed
+from unrounded values. A cell is the mean over the row's runs; "–" where nothing has run.
+tests/test_sequence_table.py checks that sequences.md holds the table as printed.
+"""
+
+from typing import Optional, Sequence
+
+from absl import app
+
+from benchmarks import paper_tables as pt
+from benchmarks import reproduction
+
+BASELINE = "bilstm"
+
+
+def cell_value(cell: pt.Cell, metric: pt.Metric, results: reproduction.Results
+               ) -> Optional[float]:
+  """Mean over the runs of the cell's row, in the metric's scale; None where not run."""
+  if not isinstance(cell, pt.Json):
+    return None
+  _, row, _ = reproduction.json_row(cell, results)
+  if row is None:
+    return None
+  values = [run[metric.key] * metric.scale for run in row["runs"]]
+  return sum(values) / len(values)
+
+
+def _signed(delta: float) -> str:
+  return f"{'+' if delta >= 0 else '−'}{abs(delta):.2f}"
+
+
+def gains_table(results: reproduction.Results,
+                table: pt.PaperTable = pt.INFNET_TABLE2) -> str:
+  """Markdown: one row per row of `table` that has a config of ours, one column per
+  paper column, `score (Δ)` against the row whose config is BASELINE."""
+  baseline_rows = [r for r in table.rows if r.ours == BASELINE]
+  if len(baseline_rows) != 1:
+    raise ValueError(f"{table.key}: needs exactly one row with config {BASELINE!r}")
+  metrics = [c.metrics[0] for c in table.columns]
+  base = [cell_value(cell, m, results) for cell, m in zip(baseline_rows[0].cells, metrics)]
+  lines = ["| row (config) | " + " | ".join(f"{c.name} (Δ vs BiLSTM-CE)"
+                                             for c in table.columns) + " |",
+           "|---" * (len(table.columns) + 1) + "|"]
+  for row in table.rows:
+    if not row.ours:
+      continue
+    cells = []
+    for column, cell, metric, b in zip(table.columns, row.cells, metrics, base):
+      value = cell_value(cell, metric, results)
+      if value is None:
+        cells.append("–")
+      elif row.ours == BASELINE:
+        cells.append(f"{value:.2f}")
+      elif b is None:
+        raise ValueError(f"{table.key}: column {column.name} has {row.ours!r} but no "
+                         f"{BASELINE!r} row to compare it with")
+      else:
+        cells.append(f"{value:.2f} ({_signed(value - b)})")
+    lines.append(f"| {row.label} (`{row.ours}`) | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  print(gains_table(reproduction.Results(reproduction.RESULTS_DIR)))
+
+
+if __name__ == "__main__":
+  app.run(main)
