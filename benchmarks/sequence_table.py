@@ -25,10 +25,10 @@ def cell_value(cell: pt.Cell, metric: pt.Metric, results: reproduction.Results
   """Mean over the runs of the cell's row, in the metric's scale; None where not run."""
   if not isinstance(cell, pt.Json):
     return None
-  _, row, _ = reproduction.json_row(cell, results)
+  stem, row, _ = reproduction.json_row(cell, results)
   if row is None:
     return None
-  values = [run[metric.key] * metric.scale for run in row["runs"]]
+  values = reproduction.metric_values(stem, row, metric, results)
   return sum(values) / len(values)
 
 
@@ -45,9 +45,8 @@ def gains_table(results: reproduction.Results,
     raise ValueError(f"{table.key}: needs exactly one row with config {BASELINE!r}")
   metrics = [c.metrics[0] for c in table.columns]
   base = [cell_value(cell, m, results) for cell, m in zip(baseline_rows[0].cells, metrics)]
-  lines = ["| row (config) | " + " | ".join(f"{c.name} (Δ vs BiLSTM-CE)"
-                                             for c in table.columns) + " |",
-           "|---" * (len(table.columns) + 1) + "|"]
+  header = ["row (config)"] + [f"{c.name} (Δ vs BiLSTM-CE)" for c in table.columns]
+  body = []
   for row in table.rows:
     if not row.ours:
       continue
@@ -63,8 +62,8 @@ def gains_table(results: reproduction.Results,
                          f"{BASELINE!r} row to compare it with")
       else:
         cells.append(f"{value:.2f} ({_signed(value - b)})")
-    lines.append(f"| {row.label} (`{row.ours}`) | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+    body.append([f"{row.label} (`{row.ours}`)"] + cells)
+  return "\n".join(reproduction.table_lines(header, body))
 
 
 def main(argv: Sequence[str]) -> None:

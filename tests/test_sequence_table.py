@@ -48,6 +48,13 @@ def test_a_score_without_its_baseline_is_an_error(tmp_path):
     sequence_table.gains_table(reproduction.Results(str(tmp_path)), _TABLE)
 
 
+def test_a_run_without_the_metric_names_its_file(tmp_path):
+  _write(tmp_path, "toy_pos", "pos", {"bilstm": [0.85]}, "test/span_f1")
+  with pytest.raises(ValueError, match=r"toy_pos\.json: row pos / bilstm lacks "
+                                       r"'test/token_acc'"):
+    sequence_table.gains_table(reproduction.Results(str(tmp_path)), _TABLE)
+
+
 def test_sequences_md_holds_the_table_as_printed():
   table = sequence_table.gains_table(reproduction.Results(reproduction.RESULTS_DIR))
   text = (pathlib.Path(reproduction.RESULTS_DIR) / "sequences.md").read_text(encoding="utf-8")
