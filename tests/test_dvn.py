@@ -132,6 +132,20 @@ class TrainingTest(parameterized.TestCase):
     for name in SOURCES:
       self.assertTrue(np.all((samples[name] >= 0) & (samples[name] <= 1)), name)
 
+  def test_other_gold_is_the_previous_examples_gold_and_needs_no_gbi(self):
+    energy = _energy()
+    batch = _batch(6)
+    params = energy_model.init_params(energy, jax.random.key(0), batch["x"])
+    encoding = energy_model.encode(energy, params, batch["x"])
+    draw = lambda y: dvn.draw_samples(
+        energy_model.encoding_energy(energy), params, encoding, y, jax.random.key(1),
+        sources=("other_gold",), inference_gbi=None, adversarial_gbi=None,
+        score=scores.soft_f1)
+    np.testing.assert_array_equal(draw(batch["y"])["other_gold"],
+                                  np.roll(batch["y"], 1, axis=0))
+    with self.assertRaisesRegex(ValueError, "at least 2 examples"):
+      draw(batch["y"][:1])
+
   def test_a_few_steps_reduce_the_loss_and_prediction_is_test_time_gbi(self):
     energy = _energy()
     batch = _batch(5)

@@ -321,7 +321,7 @@ def test_every_denoising_config_trains_and_writes_psnr(method, tmp_path):
   from experiments import train
   config = train.get_config(method, "depth_scenes", [
       "train.steps=4", "train.eval_every=2", "train.log_every=2", "train.tensorboard=False",
-      "train.batch_size=4", "train.eval_batch_size=100", "data.num_train=8",
+      "train.batch_size=4", "train.eval_batch_size=4", "data.num_train=8",
       "data.num_validation=4", "data.num_test=4", "data.height=16", "data.width=16"])
   for name in config.stages.keys():
     config.stages[name].train.steps = 4

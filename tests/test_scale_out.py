@@ -273,8 +273,10 @@ def _subprocess_env(num_devices: int, *xla_flags: str) -> dict[str, str]:
          # A proxy would be asked for the loopback coordinator.
          if not k.lower().endswith("_proxy")}
   env.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
-             XLA_FLAGS=" ".join([f"--xla_force_host_platform_device_count={num_devices}",
-                                 *xla_flags]))
+             # The inherited flags (conftest's) first, so that the device count wins.
+             XLA_FLAGS=" ".join([os.environ.get("XLA_FLAGS", ""),
+                                 f"--xla_force_host_platform_device_count={num_devices}",
+                                 *xla_flags]).strip())
   return env
 
 

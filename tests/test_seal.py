@@ -143,6 +143,11 @@ class GradientTest(parameterized.TestCase):
       ("regression_static", "regression", "loss_net", "loss_net",
        {"dvn_samples": ("inference", "adversarial", "gold", "random")}),
       ("regression_s", "regression_s", "dynamic", "loss_net", {}),
+      ("regression_dynamic_extra_samples", "regression", "dynamic", "loss_net",
+       {"extra_samples": ("gold", "random", "other_gold"),
+        "extra_sample_weights": (0.5, 1.0, 2.0)}),
+      ("regression_s_extra_samples", "regression_s", "dynamic", "loss_net",
+       {"extra_samples": ("other_gold",)}),
       ("task_net", "nce", "dynamic", "task_net", {"energy_weight": 0.7, "bce_weight": 0.3}),
       ("task_net_neg_value", "regression", "task_net", "task_net",
        {"energy_term": "neg_value"}),
@@ -173,6 +178,47 @@ class GradientTest(parameterized.TestCase):
       if objective == "margin" and which == "loss_net":
         self.assertGreater(float(metrics["active"]), 0.0)
       _check_finite_differences(self, value_and_grad, params, seed=6)
+
+
+class ExtraSamplesTest(parameterized.TestCase):
+
+  @parameterized.parameters("regression", "regression_s")
+  def test_extra_samples_add_their_weighted_regression_to_a_hand_oracle(self, objective):
+    with jax.enable_x64(True):
+      task_net, loss_net = _nets()
+      batch = _batch(2, np.float64)
+      task_params, loss_params = _init_params(batch["x"])
+      rng = jax.random.key(9)
+      common = dict(objective=objective, num_samples=2, score="soft_f1")
+      plain = seal.seal_losses(task_net, loss_net, **common)
+      extra = seal.seal_losses(task_net, loss_net, extra_samples=("gold", "other_gold"),
+                               extra_sample_weights=(0.5, 2.0), **common)
+
+      @jax.jit
+      def run(p):
+        without = plain.loss_net(p, task_params, batch, rng)[0]
+        with_extras, metrics = extra.loss_net(p, task_params, batch, rng)
+        energy = lambda out: loss_net.apply({"params": p}, batch["x"], out)
+        return without, with_extras, metrics, energy(batch["y"]), energy(
+            jnp.roll(batch["y"], 1, axis=0))
+
+      without, with_extras, metrics, e_gold, e_other = run(loss_params)
+      y = np.asarray(batch["y"])
+      other = np.roll(y, 1, axis=0)  # example i is scored with example i−1's gold
+
+      def soft_f1(y_bar, gold):
+        return 2 * np.sum(y_bar * gold, -1) / (np.sum(y_bar, -1) + np.sum(gold, -1))
+
+      def cross_entropy(energy, score):
+        value = 1 / (1 + np.exp(np.asarray(energy)))  # σ(−E)
+        return -score * np.log(value) - (1 - score) * np.log(1 - value)
+
+      expected = (0.5 * np.mean(cross_entropy(e_gold, 1.0))
+                  + 2.0 * np.mean(cross_entropy(e_other, soft_f1(other, y))))
+      np.testing.assert_allclose(float(with_extras - without), expected, rtol=1e-9)
+      np.testing.assert_allclose(float(metrics["score_other_gold"]),
+                                 np.mean(soft_f1(other, y)), rtol=1e-9)
+      self.assertLess(float(metrics["score_other_gold"]), 1.0)  # the batch's labels differ
 
 
 class StatesAndPredictionTest(parameterized.TestCase):
@@ -262,6 +308,12 @@ class StatesAndPredictionTest(parameterized.TestCase):
         (dict(energy_weight=-1.0), "energy_weight"),
         (dict(predict="gbi"), "predict_gbi"),
         (dict(dvn_samples=("inference", "nearby")), "'nearby'"),
+        (dict(objective="regression", extra_samples=("gold", "inference")),
+         "'inference'.*need GBI"),
+        (dict(objective="regression", extra_samples=("gold", "gold")), "'gold'"),
+        (dict(extra_samples=("gold",)), "not to 'nce'"),
+        (dict(phase="loss_net", objective="regression", extra_samples=("gold",)),
+         "dvn_samples"),
         (dict(phase="loss_net", objective="margin", loss_aug_gbi=None), "loss_aug_gbi"),
         (dict(phase="loss_net", objective="margin",
               loss_aug_gbi=TRAIN_GBI._replace(method="newton")), "'newton'"),

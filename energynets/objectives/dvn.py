@@ -21,7 +21,11 @@ Training outputs ȳ per step, each a named *sample source* (`SAMPLE_SOURCES`):
   (`adversarial_through_score=False` follows E only, as SEAL's public code does with
   its non-differentiable F1 oracle);
 - `'gold'`: y itself (score 1), which anchors the top of the value scale;
-- `'random'`: ȳ ~ U[0,1]^L, a sample of the whole box.
+- `'random'`: ȳ ~ U[0,1]^L, a sample of the whole box;
+- `'other_gold'`: the gold output of the next example in the batch (the batch rolled by
+  one), scored against this example's gold: a real, confident output that belongs to
+  another input, which only an energy that reads x can rate below y (our addition, not
+  Gygli et al.'s; SEAL's regression loss-nets otherwise see only near-gold outputs).
 
 The loss is `Σ_source w_source · mean_batch ℓ(ȳ_source)` (`samples` picks the sources,
 `sample_weights` their weights, default 1 each): the configurable mix. Every sample is
@@ -49,8 +53,10 @@ from energynets.objectives import energy_model
 from energynets.objectives import scores as scores_lib
 from energynets.objectives import ssvm
 
-SAMPLE_SOURCES = ("inference", "adversarial", "gold", "random")
+SAMPLE_SOURCES = ("inference", "adversarial", "gold", "random", "other_gold")
 DEFAULT_SAMPLES = ("inference", "adversarial", "gold")
+# The sources drawn without GBI (what needs no energy: SEAL-dynamic's extra samples).
+GBI_FREE_SOURCES = ("gold", "random", "other_gold")
 BOX = domains.Box()
 
 
@@ -96,8 +102,9 @@ def adversarial_objective(energy_fn: gbi_lib.EnergyFn, score: scores_lib.Score,
 
 
 def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
-                 rng: jax.Array, *, sources: Sequence[str], inference_gbi: GBIConfig,
-                 adversarial_gbi: GBIConfig, score: scores_lib.Score,
+                 rng: jax.Array, *, sources: Sequence[str],
+                 inference_gbi: Optional[GBIConfig], adversarial_gbi: Optional[GBIConfig],
+                 score: scores_lib.Score,
                  init: str = "uniform", adversarial_through_score: bool = True
                  ) -> dict[str, jax.Array]:
   """`{source: ȳ [B, L]}` for each name in `sources`, all without a gradient path.
@@ -110,8 +117,8 @@ def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
     rng: key of the `'random'` source.
     sources: names of `SAMPLE_SOURCES`.
     inference_gbi: `gbi_scan` options of the prediction (`'inference'`, and the start
-      of `'adversarial'`).
-    adversarial_gbi: `gbi_scan` options of the ascent on ℓ.
+      of `'adversarial'`); None when `sources` has neither.
+    adversarial_gbi: `gbi_scan` options of the ascent on ℓ; None without `'adversarial'`.
     score: the task score `s(ȳ, y) -> [B]`.
     init: start of the prediction's GBI, `'uniform'` or `'local'` (`energy_model.start_point`).
     adversarial_through_score: differentiate ℓ through s(ȳ, y) in the ascent.
@@ -131,6 +138,11 @@ def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
     samples["gold"] = y
   if "random" in sources:
     samples["random"] = jax.random.uniform(rng, y.shape, y.dtype)
+  if "other_gold" in sources:
+    if y.shape[0] < 2:
+      raise ValueError("the 'other_gold' sample needs a batch of at least 2 examples; got "
+                       f"labels of shape {y.shape}")
+    samples["other_gold"] = jnp.roll(y, 1, axis=0)
   return {name: jax.lax.stop_gradient(samples[name]) for name in sources}
 
 

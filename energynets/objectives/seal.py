@@ -37,6 +37,13 @@ Loss-net objectives L_E (`objective`), with ŷ or the samples always `stop_gradi
   K = `num_samples` Gaussian perturbations of its logits, std σ_n = `noise_std` (the
   paper perturbs "the task-net output" without saying where; logit space keeps the
   samples in [0,1]^L, and keeping the unperturbed output follows SEAL's public code).
+- Extra samples (`extra_samples`, weights `extra_sample_weights`; our addition, for
+  `'regression'` and `'regression_s'` outside static `'regression'`): DVN's GBI-free
+  sources (`dvn.GBI_FREE_SOURCES`: the gold output, a uniform random output, another
+  example's gold) added to the regression's sample set. Trained only on the task-net's
+  own near-gold outputs, a regression loss-net can learn how confident a mask is rather
+  than whether it fits the input; another example's gold is as confident as the gold
+  and is scored low unless it happens to fit.
 - `'nce'` (Eq. 8-9, Ma & Collins' ranking NCE):
   `−log [exp(s(y⁰)) / Σ_{k=0..K} exp(s(yᵏ))]`, `s(y) = −E(x, y) − log P_N(y)`, with y⁰
   the gold output *included in the denominator* (the printed Eq. 8 sums from k = 1, which
@@ -226,7 +233,9 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
                 surrogate_eps: float = ssvm.DEFAULT_SURROGATE_EPS, score: str = "soft_f1",
                 loss_aug_gbi: Optional[GBIConfig] = None,
                 dvn_samples: Optional[Sequence[str]] = None,
-                dvn_sample_weights: Optional[Sequence[float]] = None) -> SealLosses:
+                dvn_sample_weights: Optional[Sequence[float]] = None,
+                extra_samples: Optional[Sequence[str]] = None,
+                extra_sample_weights: Optional[Sequence[float]] = None) -> SealLosses:
   """L_E and L_F of SEAL (see the module docstring).
 
   Args:
@@ -250,6 +259,9 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
       required for those two in the `'loss_net'` phase.
     dvn_samples: DVN sample sources of static `'regression'` (`dvn.SAMPLE_SOURCES`).
     dvn_sample_weights: their weights (default 1 each).
+    extra_samples: `dvn.GBI_FREE_SOURCES` added to the regression samples of
+      `'regression'` (dynamic) and `'regression_s'`; None or empty for none.
+    extra_sample_weights: their weights (default 1 each).
   """
   _check_choice(objective, OBJECTIVES, "SEAL loss-net objective")
   _check_choice(phase, PHASES, "SEAL phase")
@@ -265,6 +277,21 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
                      f"{energy_weight}, {bce_weight}")
   dvn_weights = dvn.check_samples(dvn_samples, dvn_sample_weights)
   structure = outputs.for_energy(loss_net)
+  extra_weights = {}
+  if extra_samples:
+    extra_weights = dvn.check_samples(extra_samples, extra_sample_weights)
+    needs_gbi = [name for name in extra_weights if name not in dvn.GBI_FREE_SOURCES]
+    if needs_gbi:
+      raise ValueError(f"extra_samples {needs_gbi} need GBI; SEAL's extra samples are "
+                       f"drawn from {dvn.GBI_FREE_SOURCES}")
+    if objective not in ("regression", "regression_s") or (
+        phase == "loss_net" and objective == "regression"):
+      raise ValueError(f"extra_samples apply to the dynamic 'regression' and to "
+                       f"'regression_s' loss-nets, not to {objective!r} in phase {phase!r} "
+                       "(static 'regression' takes dvn_samples)")
+    if structure is not outputs.MULTILABEL:
+      raise ValueError("extra_samples live in the Box [0,1]^L (multi-label labels, "
+                       "segmentation masks); a tagger's outputs are per-token simplices")
   if structure is not outputs.MULTILABEL and phase == "loss_net" and objective == "regression":
     raise ValueError("static 'regression' (DVN's GBI samples) is multi-label only; on "
                      "sequences use 'regression_s', 'margin' or 'nce'")
@@ -280,11 +307,14 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
   real_score = lambda y_hat, y: score_fn(real(y_hat, y), y)
 
   def loss_net_loss(loss_params, task_params, batch, rng):
-    dropout_rng, sample_rng = jax.random.split(rng)
+    dropout_rng, sample_rng, extra_rng = jax.random.split(rng, 3)
     x = batch["x"]
     encoding = energy_model.encode(loss_net, loss_params, x, train=True, rng=dropout_rng)
     y = jnp.asarray(batch["y"], encoding.logits.dtype)
     task_logits = jax.lax.stop_gradient(_task_logits(task_net, task_params, x))
+    extras = dvn.draw_samples(energy_fn, loss_params, encoding, y, extra_rng,
+                              sources=tuple(extra_weights), inference_gbi=None,
+                              adversarial_gbi=None, score=score_fn)
 
     if objective == "margin":
       if phase == "dynamic":
@@ -303,7 +333,8 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
 
     if objective == "regression":
       if phase == "dynamic":
-        samples, weights = {"task_net": link(task_logits)}, {"task_net": 1.0}
+        samples = {"task_net": link(task_logits), **extras}
+        weights = {"task_net": 1.0, **extra_weights}
       else:
         weights = dvn_weights
         samples = dvn.draw_samples(energy_fn, loss_params, encoding, y, sample_rng,
@@ -320,8 +351,13 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
       energies = sample_energies(energy_fn, loss_params, encoding, ys)
       per_sample = dvn.value_regression_loss(energies, jax.lax.stop_gradient(targets))
       regression = jnp.mean(jnp.sum(per_sample, axis=-1))  # Σ over S (the paper's sum)
-      return regression, {"regression": regression, "score": jnp.mean(targets),
-                          "value": jnp.mean(dvn.predicted_value(energies))}
+      metrics = {"score": jnp.mean(targets), "value": jnp.mean(dvn.predicted_value(energies))}
+      if extras:
+        extra, extra_metrics = dvn.regression_on_samples(energy_fn, loss_params, encoding,
+                                                         y, extras, extra_weights, real_score)
+        regression = regression + extra
+        metrics.update(extra_metrics)
+      return regression, dict(metrics, regression=regression)
 
     # 'nce'
     noise = structure.sample(sample_rng, task_logits, num_samples, y)
@@ -373,7 +409,8 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
       Eq. 4-5 is s = t = 1 (the default).
     **loss_options: the options of `seal_losses` (objective, energy_weight,
       bce_weight, energy_term, num_samples, noise_std, margin_cost, surrogate_eps,
-      score, loss_aug_gbi, dvn_samples, dvn_sample_weights).
+      score, loss_aug_gbi, dvn_samples, dvn_sample_weights, extra_samples,
+      extra_sample_weights).
 
   Returns:
     An `Objective` with state `{"task_net": ParamGroup, "loss_net": ParamGroup}`.
