@@ -89,6 +89,11 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   unbounded `energy_term='energy'` at this weight, a run's loss was NaN by step 18).
   The loss-net: Adam 1e-3 (cosine), gradients clipped at norm 10 (SEAL's clipping).
 
+  Our addition: `--config.seal.extra_samples=gold,other_gold` also regresses the
+  loss-net on the gold mask and on another training image's gold mask (scored against
+  this image's), so that it must read the image to rate a confident mask
+  (`benchmarks/results/horses_extra.md`).
+
   SEAL trains both nets from scratch (the default, one stage). Fine-tuning a trained
   FCN instead: `--config.stage_order=pretrain,seal` (compare: `stage_order=pretrain+seal`
   with --reuse_stage=pretrain=fcn): `pretrain` is fcn.py's run exactly, then 2000 SEAL
