@@ -163,7 +163,7 @@ def _not_run(n: int, where: str, awaiting: str = "") -> Resolved:
 
 
 def json_row(cell: pt.Json, results: Results
-              ) -> tuple[str, Optional[dict[str, Any]], str]:
+             ) -> tuple[str, Optional[dict[str, Any]], str]:
   """(stem, row) from the first of the cell's files that has its row; else (_, None,
   what is absent)."""
   stems = (cell.file,) if isinstance(cell.file, str) else cell.file
