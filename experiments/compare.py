@@ -18,6 +18,7 @@ folds are run and reported as mean ± standard deviation.
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -50,7 +51,8 @@ _REUSE_STAGE = flags.DEFINE_string(
     "checkpoints of METHOD's finished run on the same dataset (listed earlier in --methods) "
     "instead of training again, e.g. pretrain=bilstm for the sequence energy methods, whose "
     "pretrain stage is the BiLSTM-CE run. Their configs must agree on every key of METHOD's "
-    "config (else an error names the keys).")
+    "config (else an error names the keys). A row trained with train.seed=N reuses "
+    "METHOD:train.seed=N where that row is listed, so seeds pair up.")
 flags.mark_flags_as_required(["workdir"])
 
 # (column title, results key, scale): rates are printed as percentages, PSNR in dB.
@@ -139,6 +141,23 @@ def reuse_stage(config, run_dir: str, stage: str, source_dir: str) -> bool:
   return True
 
 
+def is_source(method: str, source: str) -> bool:
+  """Whether `method` is a run other rows reuse: `source`, or `source` with its seed set."""
+  seeded = re.escape(source) + r":train\.seed=-?\d+"
+  return method == source or re.fullmatch(seeded, method) is not None
+
+
+def source_spec(config, source: str, listed) -> str:
+  """The row whose finished run a row reuses: `source` trained with the row's own seed
+  (`source:train.seed=N`) where that row is in `listed`, else `source` itself.
+
+  Pairing seeds lets a multi-seed comparison continue each seed's own baseline run
+  (e.g. fine-tune FCN seed 1 with SEAL) instead of training the baseline again.
+  """
+  seeded = f"{source}:train.seed={config.train.seed}"
+  return seeded if seeded in listed else source
+
+
 def check_reuse_plan(row_configs, stage: str, source: str) -> None:
   """Fails before anything trains if a row's `stage` cannot start from `source`'s run.
 
@@ -147,16 +166,18 @@ def check_reuse_plan(row_configs, stage: str, source: str) -> None:
   `spen_pretrain` against mlp's `local`) is named now, not after the rows before it have
   trained. `reuse_stage` checks again against the finished run's results.json.
   """
-  sources = {dataset: config for dataset, method, config in row_configs if method == source}
+  configs = {(dataset, method): config for dataset, method, config in row_configs}
+  listed = {method for _, method in configs}
   bad = []
   for dataset, method, config in row_configs:
     stages = dict(train.stage_configs(config))
-    if method == source or stage not in stages:
+    if is_source(method, source) or stage not in stages:
       continue
-    if dataset not in sources:
-      raise app.UsageError(f"--reuse_stage: {method} on {dataset} reuses {source!r}, which "
+    spec = source_spec(config, source, listed)
+    if (dataset, spec) not in configs:
+      raise app.UsageError(f"--reuse_stage: {method} on {dataset} reuses {spec!r}, which "
                            "is not a row on that dataset; list it in --methods first")
-    differ = stage_mismatch(stages[stage], sources[dataset].to_dict())
+    differ = stage_mismatch(stages[stage], configs[dataset, spec].to_dict())
     if differ:
       bad.append(f"{method} on {dataset}: " + ", ".join(differ[:4])
                  + (f" and {len(differ) - 4} more" if len(differ) > 4 else ""))
@@ -273,13 +294,14 @@ def main(argv):
                                run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""),
                                run_name(method))
         plan.append((dataset, method, fold, config, run_dir, column))
+  listed = set(_METHODS.value)
   if _REUSE_STAGE.value:
     check_reuse_plan([(column, m, c) for _, m, _, c, _, column in plan], stage, source)
   rows, figures = [], []
   for dataset, method, fold, config, run_dir, _ in plan:
-    if _REUSE_STAGE.value and method != source:
-      reuse_stage(config, run_dir, stage, os.path.join(os.path.dirname(run_dir),
-                                                       run_name(source)))
+    if _REUSE_STAGE.value and not is_source(method, source):
+      reuse_stage(config, run_dir, stage, os.path.join(
+          os.path.dirname(run_dir), run_name(source_spec(config, source, listed))))
     logging.info("=== %s on %s (fold %d) -> %s", method, dataset, fold, run_dir)
     if not rows or rows[-1][:2] != (dataset, method):
       rows.append((dataset, method, []))

@@ -197,6 +197,29 @@ def test_reuse_plan_names_a_mismatched_row_before_anything_trains():
     compare.check_reuse_plan(rows[1:2], "pretrain", "mlp")
 
 
+def test_reuse_plan_pairs_each_seed_with_the_source_run_of_that_seed():
+  from absl import app
+  from experiments import compare
+  from experiments import train
+  specs = ("mlp", "mlp:train.seed=1", "implicit", "implicit:train.seed=1")
+  rows = []
+  for spec in specs:
+    name, overrides = compare.parse_spec(spec)
+    rows.append(("bibtex", spec, train.get_config(name, "bibtex", overrides)))
+  listed = set(specs)
+  assert [compare.source_spec(c, "mlp", listed) for _, _, c in rows] == [
+      "mlp", "mlp:train.seed=1", "mlp", "mlp:train.seed=1"]
+  assert compare.is_source("mlp:train.seed=1", "mlp")
+  assert not compare.is_source("implicit:train.seed=1", "mlp")
+  assert not compare.is_source("mlp:train.steps=5", "mlp")
+  compare.check_reuse_plan(rows, "pretrain", "mlp")
+  # Seed 2 has no source of its own: it falls back to `mlp` (seed 0), which differs.
+  seed2 = ("bibtex", "implicit:train.seed=2", train.get_config("implicit", "bibtex",
+                                                             ["train.seed=2"]))
+  with pytest.raises(app.UsageError, match=r"implicit:train.seed=2 on bibtex: train.seed"):
+    compare.check_reuse_plan(rows + [seed2], "pretrain", "mlp")
+
+
 def test_reused_stage_is_the_finished_run_and_replaces_training(tmp_path):
   from experiments import compare
   from experiments import train
