@@ -754,8 +754,9 @@ SEAL = Paper(
         "- **Horses:** the same 32×32 files as SEAL's repository (160 / 40 / 128) and its "
         "crop protocol (random 24×24 training crops, 36 crops averaged at test), plus "
         "left-right flips; FCN, SEAL-dynamic (regression; with extra samples; fine-tuned) "
-        "and the fine-tuning control over seeds 0-2, every other row one seed, and DVN, NCE and implicit with fewer steps than their configs (the "
-        "CPU budget; the overrides are in the row names).\n"
+        "and the fine-tuning control over seeds 0-2, every other row one seed, and DVN, "
+        "NCE and implicit with fewer steps than their configs (the CPU budget; the "
+        "overrides are in the row names).\n"
         "- **AAPD (Table 2), CoNLL-12 SRL (Table 3):** not available; not attempted."),
     claims=("seal_*", "feedforward_vs_gbi*", "horses*"),
 )
