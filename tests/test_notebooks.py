@@ -37,6 +37,9 @@ def test_committed_without_outputs(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_executes(path, tmp_path, monkeypatch):
   monkeypatch.delenv("QUICKSTART_DATASET", raising=False)  # the default, synthetic data
+  # The kernel inherits it: the notebooks' `tempfile` workdirs land in pytest's tmp_path
+  # instead of piling up in /tmp on every test run.
+  monkeypatch.setenv("TMPDIR", str(tmp_path))
   notebook = nbformat.read(path, as_version=4)
   NotebookClient(notebook, timeout=600, kernel_name="python3",
                  resources={"metadata": {"path": str(tmp_path)}}).execute()
