@@ -774,7 +774,7 @@ SEAL = Paper(
         "NCE and implicit with fewer steps than their configs (the CPU budget; the "
         "overrides are in the row names).\n"
         "- **AAPD (Table 2), CoNLL-12 SRL (Table 3):** not available; not attempted."),
-    claims=("seal_*", "feedforward_vs_gbi*", "horses*"),
+    claims=("seal.md", "seal_*", "feedforward_vs_gbi*", "horses*"),
 )
 
 PAPERS = (SPEN, E2E, INFNET, IMPLICIT, SEAL)

@@ -37,6 +37,37 @@ def test_the_report_is_written_by_its_command(tmp_path):
       encoding="utf-8")
 
 
+def test_paper_pages_are_up_to_date():
+  results = reproduction.Results(str(RESULTS_DIR))
+  pages = [f for f in results.files if reproduction.is_paper_page(f, results)]
+  assert "seal.md" in pages  # issue 5's SEAL page
+  for name in pages:
+    command, _ = results.command(name[:-3])
+    key = re.search(r"--paper=(\S+)", command)[1]
+    assert command == reproduction.PAGE_COMMAND.format(key=key)
+    assert results.text(name) == reproduction.build_paper_page(key, results), (
+        f"{name} is stale: run `{command}` and commit the result")
+
+
+def test_a_paper_page_is_written_by_its_command(tmp_path):
+  out = tmp_path / "seal.md"
+  reproduction.main(["--paper=seal", f"--out={out}"])
+  assert out.read_text(encoding="utf-8") == (RESULTS_DIR / "seal.md").read_text(
+      encoding="utf-8")
+
+
+def test_an_unknown_paper_is_an_error_naming_the_keys(capsys):
+  with pytest.raises(SystemExit):
+    reproduction.main(["--paper=spen2016", "--out=/dev/null"])
+  assert "the keys: spen, e2e" in capsys.readouterr().err
+
+
+def test_paper_pages_are_linked_not_embedded(committed_report):
+  text, _ = committed_report
+  assert "[`seal.md`](benchmarks/results/seal.md)" in text
+  assert "#### [`benchmarks/results/seal.md`]" not in text
+
+
 def test_every_linked_figure_is_committed(committed_report):
   text, figures = committed_report
   plots = RESULTS_DIR / reproduction.PLOTS_SUBDIR
