@@ -62,6 +62,12 @@ def test_an_unknown_paper_is_an_error_naming_the_keys(capsys):
   assert "the keys: spen, e2e" in capsys.readouterr().err
 
 
+def test_a_paper_page_refuses_the_curve_options(capsys):
+  with pytest.raises(SystemExit):
+    reproduction.main(["--paper=seal", "--update_curves", "--out=/dev/null"])
+  assert "--paper writes a page" in capsys.readouterr().err
+
+
 def test_paper_pages_are_linked_not_embedded(committed_report):
   text, _ = committed_report
   assert "[`seal.md`](benchmarks/results/seal.md)" in text
