@@ -472,8 +472,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
   A finished run resumes at its last step (only re-evaluates); a workdir another process
   is using is refused (`workdir_lock`)."""
-  with workdir_lock(workdir):
+  with workdir_lock(workdir), matmul_precision(config):
     return _train_and_evaluate(config, workdir)
+
+
+def matmul_precision(config: ml_collections.ConfigDict):
+  """`jax.default_matmul_precision(config.train.matmul_precision)` ('' or absent: JAX's
+  own setting is left alone); an unknown name is a ValueError naming the key."""
+  name = config.train.get("matmul_precision", "")
+  if not name:
+    return contextlib.nullcontext()
+  try:
+    with jax.default_matmul_precision(name):  # JAX checks the name on entry only
+      pass
+  except ValueError as e:
+    raise ValueError(f"config.train.matmul_precision={name!r}: {e}") from None
+  return jax.default_matmul_precision(name)
 
 
 def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:

@@ -166,6 +166,38 @@ def test_a_workdir_in_use_is_refused(tmp_path):
     pass
 
 
+@pytest.mark.parametrize("method, dataset", [("mlp", "bibtex"), ("e2e", "depth_scenes_32"),
+                                             ("bilstm", "twitter_pos"),
+                                             ("fcn", "weizmann_horse")])
+def test_every_base_config_runs_at_highest_matmul_precision(method, dataset):
+  from experiments import train
+  assert train.get_config(method, dataset).train.matmul_precision == "highest"
+
+
+@pytest.mark.parametrize("precision", ["highest", "bfloat16", ""])
+def test_a_run_traces_under_its_matmul_precision(tmp_path, monkeypatch, precision):
+  import jax
+  from experiments import train
+  before = jax.config.jax_default_matmul_precision
+  seen = []
+  monkeypatch.setattr(train, "_train_and_evaluate", lambda config, workdir: seen.append(
+      jax.config.jax_default_matmul_precision) or {})
+  config = train.get_config("br", "synthetic", [f"train.matmul_precision={precision}"])
+  train.train_and_evaluate(config, str(tmp_path))
+  # '' leaves JAX's own setting; either way the setting is restored after the run.
+  assert seen == [precision or before]
+  assert jax.config.jax_default_matmul_precision == before
+
+
+def test_an_unknown_matmul_precision_is_refused_before_training(tmp_path):
+  from experiments import train
+  config = train.get_config("br", "synthetic", ["train.matmul_precision=fp32x",
+                                                "train.steps=2"])
+  with pytest.raises(ValueError, match=r"config.train.matmul_precision='fp32x'.*tensorfloat32"):
+    train.train_and_evaluate(config, str(tmp_path))
+  assert not (tmp_path / "results.json").exists()
+
+
 def test_staged_run_continues_each_stage(tmp_path):
   from experiments import train  # in-process: the CLI config is locked, stages come from files
   config = train.get_config("mlp", "synthetic", ["train.eval_every=10", "train.log_every=10",

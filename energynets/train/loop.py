@@ -76,10 +76,10 @@ class LoopOptions:
 
   @classmethod
   def from_config(cls, cfg: Mapping[str, Any]) -> "LoopOptions":
-    """From a mapping of these fields (unknown keys are an error; `eval_batch_size` and
-    `num_devices`, read by the experiment runner, are ignored)."""
+    """From a mapping of these fields (unknown keys are an error; `eval_batch_size`,
+    `num_devices` and `matmul_precision`, read by the experiment runner, are ignored)."""
     names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(cfg) - names - {"eval_batch_size", "num_devices"}
+    unknown = set(cfg) - names - {"eval_batch_size", "num_devices", "matmul_precision"}
     if unknown:
       raise ValueError(f"unknown train options {sorted(unknown)}; known: {sorted(names)}")
     return cls(**{k: v for k, v in cfg.items() if k in names})

@@ -11,6 +11,17 @@ DATASETS = ("synthetic", "bibtex", "delicious", "yeast", "genbase", "cal500", "e
             "spo_fun", "mulan")
 
 
+# train.matmul_precision of every config: JAX's default matmul precision for the whole
+# run (`jax.default_matmul_precision`). GPUs and TPUs otherwise compute float32 matmuls
+# and convolutions with TF32 / bfloat16 passes, which moves GBI iterates, HVPs and
+# Neumann series by ~1e-3 relative: on an H200, 12 of 312 oracle tests failed at JAX's
+# default and all passed at 'highest' (benchmarks/results/e2e.md, session 22). 'highest'
+# makes a run reproduce across backends (on CPU it changes nothing); 'default',
+# 'tensorfloat32' or 'bfloat16' trade that for accelerator speed; '' leaves JAX's
+# setting (e.g. $JAX_DEFAULT_MATMUL_PRECISION) alone.
+MATMUL_PRECISION = "highest"
+
+
 def get_base_config(dataset: str) -> ml_collections.ConfigDict:
   if dataset not in DATASETS:
     raise ValueError(f"unknown dataset variant {dataset!r}; expected one of {DATASETS}")
@@ -32,7 +43,8 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
   config.train = ml_collections.ConfigDict(dict(
       steps=2000, batch_size=128, eval_batch_size=1024, seed=0, log_every=100,
       eval_every=250, checkpoint_every=1000, select_metric="validation/example_f1",
-      select_mode="max", tensorboard=True, num_devices=0))
+      select_mode="max", tensorboard=True, num_devices=0,
+      matmul_precision=MATMUL_PRECISION))
   # Staged training (see experiments/train.py:stage_configs): stage_order "a,b" runs
   # config.stages.a then config.stages.b, each overriding keys of this config and
   # continuing from the previous stage's selected state. Empty: one stage.
@@ -82,7 +94,8 @@ def get_denoising_base_config(dataset: str = "depth_scenes") -> ml_collections.C
   config.train = ml_collections.ConfigDict(dict(
       steps=2000, batch_size=32, eval_batch_size=100, seed=0, log_every=100,
       eval_every=250, checkpoint_every=1000, select_metric="validation/psnr",
-      select_mode="max", tensorboard=True, num_devices=0))
+      select_mode="max", tensorboard=True, num_devices=0,
+      matmul_precision=MATMUL_PRECISION))
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
   return config
@@ -162,7 +175,8 @@ def get_sequence_base_config(dataset: str = "twitter_pos") -> ml_collections.Con
       steps=8000 if ner else 2000, batch_size=32, eval_batch_size=256, seed=0,
       log_every=100, eval_every=500 if ner else 250, checkpoint_every=1000,
       select_metric="validation/span_f1" if ner else "validation/token_acc",
-      select_mode="max", tensorboard=True, num_devices=0))
+      select_mode="max", tensorboard=True, num_devices=0,
+      matmul_precision=MATMUL_PRECISION))
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
   return config
@@ -283,7 +297,8 @@ def get_segmentation_base_config(dataset: str = "weizmann_horse") -> ml_collecti
   config.train = ml_collections.ConfigDict(dict(
       steps=6000, batch_size=16, eval_batch_size=128, seed=0, log_every=100,
       eval_every=100, checkpoint_every=1000, select_metric="validation/mean_iou",
-      select_mode="max", tensorboard=True, num_devices=0))
+      select_mode="max", tensorboard=True, num_devices=0,
+      matmul_precision=MATMUL_PRECISION))
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
   return config
