@@ -21,7 +21,9 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
+import time
 
 from absl import app
 from absl import flags
@@ -53,6 +55,14 @@ _REUSE_STAGE = flags.DEFINE_string(
     "pretrain stage is the BiLSTM-CE run. Their configs must agree on every key of METHOD's "
     "config (else an error names the keys). A row trained with train.seed=N reuses "
     "METHOD:train.seed=N where that row is listed, so seeds pair up.")
+_JOBS = flags.DEFINE_integer(
+    "jobs", 1, "train up to this many runs at once, each in its own process (log: "
+    "<run dir>/worker.log), then evaluate them all here and write the table. Rows whose "
+    "stage --reuse_stage takes train first. On one GPU, set "
+    "XLA_PYTHON_CLIENT_PREALLOCATE=false so the processes share its memory.")
+_RUN_INDEX = flags.DEFINE_integer(
+    "run_index", -1, "internal (--jobs): train only this entry of the plan, write nothing "
+    "else")
 flags.mark_flags_as_required(["workdir"])
 
 # (column title, results key, scale): rates are printed as percentages, PSNR in dB.
@@ -267,6 +277,56 @@ def _preamble(table: str) -> str:
           "(grid 0.05..0.95).")
 
 
+def worker_phases(methods: list[str], source: str) -> list[list[int]]:
+  """Plan indices in the order --jobs trains them: the runs whose stage others reuse
+  (`is_source`) first, as one phase, then every other run; a phase's runs go in
+  parallel."""
+  first = [i for i, m in enumerate(methods) if source and is_source(m, source)]
+  rest = [i for i in range(len(methods)) if i not in first]
+  return [phase for phase in (first, rest) if phase]
+
+
+def _worker_command(index: int) -> list[str]:
+  # The same flags (so the same plan), later ones winning: one run, no table, no pool.
+  return [sys.executable, "-m", "experiments.compare", *sys.argv[1:], "--jobs=1",
+          f"--run_index={index}", "--out=", "--pivot="]
+
+
+def train_in_workers(run_dirs: list[str], phases: list[list[int]], jobs: int) -> None:
+  """Runs `_worker_command(i)` for every planned index, at most `jobs` at once, phase after
+  phase; a failed run is a RuntimeError naming its log, once its phase has finished."""
+  for phase in phases:
+    pending, running, failed = list(phase), {}, []
+    while pending or running:
+      while pending and len(running) < jobs:
+        index = pending.pop(0)
+        os.makedirs(run_dirs[index], exist_ok=True)
+        log_path = os.path.join(run_dirs[index], "worker.log")
+        with open(log_path, "w") as log:
+          running[index] = (subprocess.Popen(_worker_command(index), stdout=log,
+                                             stderr=subprocess.STDOUT), log_path)
+        logging.info("worker started: %s (log %s)", run_dirs[index], log_path)
+      time.sleep(0.5)
+      for index, (proc, log_path) in list(running.items()):
+        if proc.poll() is not None:
+          del running[index]
+          logging.info("worker finished (exit %d): %s", proc.returncode, run_dirs[index])
+          if proc.returncode:
+            failed.append(f"{run_dirs[index]} (exit {proc.returncode}; log {log_path})")
+    if failed:
+      raise RuntimeError("--jobs: these runs failed, see their logs: " + "; ".join(failed))
+
+
+def _prepare_and_train(plan_entry, stage: str, source: str, listed) -> dict:
+  """Reuses the source run's stage (with --reuse_stage), then trains and evaluates."""
+  dataset, method, fold, config, run_dir, _ = plan_entry
+  if _REUSE_STAGE.value and not is_source(method, source):
+    reuse_stage(config, run_dir, stage, os.path.join(
+        os.path.dirname(run_dir), run_name(source_spec(config, source, listed))))
+  logging.info("=== %s on %s (fold %d) -> %s", method, dataset, fold, run_dir)
+  return train.train_and_evaluate(config, run_dir)
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -297,15 +357,23 @@ def main(argv):
   listed = set(_METHODS.value)
   if _REUSE_STAGE.value:
     check_reuse_plan([(column, m, c) for _, m, _, c, _, column in plan], stage, source)
+  if _RUN_INDEX.value >= 0:
+    if _RUN_INDEX.value >= len(plan):
+      raise app.UsageError(f"--run_index={_RUN_INDEX.value}: the plan has {len(plan)} runs")
+    _prepare_and_train(plan[_RUN_INDEX.value], stage, source, listed)
+    return
+  if _JOBS.value < 1:
+    raise app.UsageError(f"--jobs must be at least 1, got {_JOBS.value}")
+  if _JOBS.value > 1:
+    train_in_workers([entry[4] for entry in plan],
+                     worker_phases([entry[1] for entry in plan], source), _JOBS.value)
+  # Sequentially: trains every run; after --jobs, resumes each finished run (evaluates).
   rows, figures = [], []
-  for dataset, method, fold, config, run_dir, _ in plan:
-    if _REUSE_STAGE.value and not is_source(method, source):
-      reuse_stage(config, run_dir, stage, os.path.join(
-          os.path.dirname(run_dir), run_name(source_spec(config, source, listed))))
-    logging.info("=== %s on %s (fold %d) -> %s", method, dataset, fold, run_dir)
+  for entry in plan:
+    dataset, method, _, _, run_dir, _ = entry
     if not rows or rows[-1][:2] != (dataset, method):
       rows.append((dataset, method, []))
-    results = train.train_and_evaluate(config, run_dir)
+    results = _prepare_and_train(entry, stage, source, listed)
     rows[-1][2].append(results)
     figures += [os.path.join(run_dir, f) for f in results["meta"].get("figures", [])]
   table = format_table(rows)
