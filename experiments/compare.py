@@ -287,9 +287,9 @@ def worker_phases(methods: list[str], source: str) -> list[list[int]]:
 
 
 def _worker_command(index: int) -> list[str]:
-  # The same flags (so the same plan), later ones winning: one run, no table, no pool.
-  return [sys.executable, "-m", "experiments.compare", *sys.argv[1:], "--jobs=1",
-          f"--run_index={index}", "--out=", "--pivot="]
+  # The same flags, so the same plan; --run_index returns after that one run, before
+  # --jobs, the table or --out are looked at.
+  return [sys.executable, "-m", "experiments.compare", *sys.argv[1:], f"--run_index={index}"]
 
 
 def train_in_workers(run_dirs: list[str], phases: list[list[int]], jobs: int) -> None:
