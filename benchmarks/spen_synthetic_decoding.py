@@ -9,7 +9,8 @@ bound what test-time inference can reach from the learned energy:
   *discrete* energy: repeatedly flip the single bit that lowers E most, until none
   does (at most `--flip_sweeps` flips);
 - the exact minimizer of the learned energy over {0,1}^L, by enumerating all 2^L
-  labelings (L = 16: 65536 per example), the best any decoding of this energy can do.
+  labelings (L = 16: 65536 per example; `ssvm.exact_infer`), the best any decoding of
+  this energy can do.
 
 For the run at `--run_dir` (an experiments.main run of spen_ssvm on synthetic), this
 prints example-F1 at 0.5 of: GBI as trained (`predict_gbi`), the per-block argmax of the
@@ -20,8 +21,6 @@ labeling and how often its energy is above the argmax labeling's or the gold lab
   python -m benchmarks.spen_synthetic_decoding --run_dir=/tmp/syn/runs/base1500
 """
 
-
-import itertools
 
 from absl import app
 from absl import flags
@@ -66,19 +65,6 @@ def greedy_bit_flips(energy_fn, params, encoding, y: jax.Array, sweeps: int) -> 
   return jax.lax.scan(one_flip, y, None, length=sweeps)[0]
 
 
-def exact_minimizer(energy_fn, params, encoding, num_labels: int) -> jax.Array:
-  """`[B, L]`: per example, the labeling in {0,1}^L of lowest energy, by enumeration."""
-  labelings = jnp.asarray(list(itertools.product((0.0, 1.0), repeat=num_labels)),
-                          jnp.float32)
-
-  def best(one):
-    tiled = jax.tree.map(lambda a: jnp.broadcast_to(a[None], (len(labelings),) + a.shape),
-                         one)
-    return labelings[jnp.argmin(energy_fn(params, tiled, labelings))]
-
-  return jax.lax.map(best, encoding, batch_size=8)
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -98,8 +84,7 @@ def main(argv):
                                                 method=SPENEnergy.local_logits)))
   polished = np.asarray(jax.jit(greedy_bit_flips, static_argnums=(0, 4))(
       energy_fn, params, encoding, jnp.asarray(rounded), _FLIP_SWEEPS.value))
-  exact = np.asarray(jax.jit(exact_minimizer, static_argnums=(0, 3))(
-      energy_fn, params, encoding, gold.shape[1]))
+  exact = np.asarray(jax.jit(lambda p, v: ssvm_lib.exact_infer(energy, p, v).y)(params, x))
   e = lambda y: np.asarray(energy_fn(params, encoding, jnp.asarray(y)))
   valid = (rounded.reshape(len(rounded), -1, BLOCK).sum(-1) == 1).all(-1)
   print(f"parameters: {source}")

@@ -248,7 +248,9 @@ def _build_ssvm(config, dataset, optimizer) -> objectives.Objective:
       predict_gbi=inference.GBIConfig(**config.predict_gbi),
       surrogate=config.loss.surrogate, surrogate_eps=config.loss.surrogate_eps,
       trainable=_names(config.loss.trainable), l2=config.loss.l2, init=config.loss.init,
-      loss_aug_init=_names(config.loss.loss_aug_init))
+      loss_aug_init=_names(config.loss.loss_aug_init),
+      loss_aug_solver=config.loss.get("loss_aug_solver", "gbi"),
+      predict_solver=config.loss.get("predict_solver", "gbi"))
 
 
 def _build_dmf(config, dataset, optimizer) -> objectives.Objective:
@@ -594,8 +596,7 @@ def _ssvm_search_statistics(config, dataset, state) -> dict[str, float]:
            for i in range(0, len(x), batch)]
   total = sum(n for n, _ in parts)
   out = {f"test/{k}": sum(n * float(v[k]) for n, v in parts) / total
-         for k in ("gbi_steps_mean", "gbi_converged_fraction", "search_error",
-                   "search_error_rounded", "energy_gap_mean")}
+         for k in parts[0][1] if k != "gbi_steps_max"}
   out["test/gbi_steps_max"] = float(max(int(v["gbi_steps_max"]) for _, v in parts))
   return out
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import types
 
+import numpy as np
 import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -476,6 +477,33 @@ def test_every_config_trains_and_writes_results(method, tmp_path):
   if method == "infnet":  # pretrained MLP -> joint energy / inference-network stage
     assert [s["method"] for s in results["meta"]["stages"]] == ["local", "infnet"]
     assert (tmp_path / "measurement_matrix.png").stat().st_size > 0
+
+
+def test_spen_ssvm_with_exact_inference_runs_and_reports_exact_search_error(tmp_path):
+  """The synthetic SPEN with both inference problems solved by enumeration: binary
+  predictions (the tuned threshold changes nothing) and GBI's exact search error."""
+  from experiments import train
+  config = train.get_config("spen_ssvm", "synthetic", [
+      "train.steps=8", "train.eval_every=4", "train.log_every=4", "train.tensorboard=False",
+      "train.batch_size=32", "train.eval_batch_size=256", "data.num_train=64",
+      "loss.loss_aug_solver=exhaustive", "loss.predict_solver=exhaustive",
+      "predict_gbi.max_steps=5", "predict_gbi.entropy_anneal_steps=3"])
+  for name in config.stages.keys():
+    config.stages[name].train.steps = 8
+  results = train.train_and_evaluate(config, str(tmp_path))
+  assert results["test/example_f1"] == results["test/example_f1@0.5"]
+  assert 0.0 <= results["test/exact_search_error"] <= 1.0
+  assert results["test/exact_gap_mean"] >= -1e-4
+  predictions = np.load(tmp_path / train.PREDICTIONS_FILE)["test"]
+  assert set(np.unique(predictions)) <= {0.0, 1.0}
+
+
+def test_an_unknown_inference_solver_is_refused():
+  from experiments import train
+  config = train.get_config("spen_ssvm", "synthetic", ["loss.predict_solver=exact",
+                                                       "data.num_train=64"])
+  with pytest.raises(ValueError, match="unknown inference solver 'exact'"):
+    train.build_objective(config, train.load_data(config))
 
 
 def test_batch_larger_than_training_set_runs_full_batch(tmp_path):

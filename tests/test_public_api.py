@@ -461,6 +461,25 @@ def smoke_gbi(en, tmp_path):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
+@smoke("inference.exhaustive_minimize", "inference.ExhaustiveResult",
+       "inference.pairwise_table")
+def smoke_exhaustive(en, tmp_path):
+  del tmp_path
+  inf = en.inference
+  energy, params, x = _toy_energy(en)
+  y_like = jnp.zeros((B, L))
+  result = jax.jit(lambda p: inf.exhaustive_minimize(inf.pairwise_table(energy), p, x,
+                                                     y_like))(params)
+  assert isinstance(result, inf.ExhaustiveResult) and result.y.shape == (B, L)
+  assert set(np.unique(np.asarray(result.y))) <= {0.0, 1.0}
+  np.testing.assert_allclose(energy(params, x, result.y), result.objective, rtol=1e-5)
+  # No labeling scores below the reported minimum (GBI's rounded output included).
+  gbi = inf.gbi_while(energy, params, x, en.domains.Box().uniform_init((B, L)),
+                      en.domains.Box(), inf.GBIConfig(max_steps=30))
+  rounded = (gbi.y >= 0.5).astype(jnp.float32)
+  assert np.all(np.asarray(energy(params, x, rounded)) >= np.asarray(result.objective) - 1e-5)
+
+
 @smoke("inference.crf_log_likelihood", "inference.crf_log_partition", "inference.crf_marginals",
        "inference.crf_sequence_score", "inference.viterbi_decode")
 def smoke_crf(en, tmp_path):

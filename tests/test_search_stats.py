@@ -25,6 +25,8 @@ from energynets.objectives import ssvm as ssvm_lib
 PROJECTED = GBIConfig(method="projected", max_steps=50)
 KEYS = ("gbi_steps_mean", "gbi_steps_max", "gbi_converged_fraction", "search_error",
         "search_error_rounded", "energy_gap_mean")
+# Reported too when {0, 1}^L can be enumerated (every energy here is that small).
+EXACT_KEYS = ("exact_search_error", "exact_gap_mean")
 
 
 def _init(energy, d, fill=np.zeros):
@@ -86,11 +88,13 @@ class SearchStatisticsTest(absltest.TestCase):
     result = _infer(energy, params, x, PROJECTED)
     np.testing.assert_array_equal(result.y, gold)  # the premise: GBI lands on the gold
     stats = _stats(energy, params, x, gold, PROJECTED)
-    self.assertEqual(set(stats), set(KEYS))
+    self.assertEqual(set(stats), set(KEYS + EXACT_KEYS))
     self.assertEqual(stats["search_error"], 0.0)
     self.assertEqual(stats["search_error_rounded"], 0.0)
     self.assertEqual(stats["energy_gap_mean"], 0.0)
     self.assertEqual(stats["gbi_converged_fraction"], 1.0)
+    self.assertEqual(stats["exact_search_error"], 0.0)
+    self.assertEqual(stats["exact_gap_mean"], 0.0)
 
   def test_gbi_beats_a_non_minimal_gold_no_search_error(self):
     # Gold is the worst vertex; GBI finds the minimizer, whose energy is lower.
@@ -111,6 +115,9 @@ class SearchStatisticsTest(absltest.TestCase):
     self.assertEqual(stats["search_error_rounded"], 1.0)
     # E(ŷ) − E(gold) ≈ 0 − (−3): GBI ended at the local minimum y ≈ 0, not near gold.
     self.assertGreater(stats["energy_gap_mean"], 2.5)
+    # The gold is the exact minimizer here, so the exact statistics agree.
+    self.assertEqual(stats["exact_search_error"], 1.0)
+    np.testing.assert_allclose(stats["exact_gap_mean"], stats["energy_gap_mean"], atol=0.05)
 
   def test_steps_match_infer_and_are_bounded(self):
     energy = SPENEnergy(6, (8,), num_measurements=4)
@@ -139,8 +146,8 @@ class SearchStatisticsTest(absltest.TestCase):
     static = _stats(energy, params, x, gold, config)
     as_arg = jax.jit(functools.partial(ssvm_lib.search_statistics, energy))
     out = {k: float(v) for k, v in as_arg(params, x, gold, config).items()}
-    self.assertEqual(set(out), set(KEYS))
-    for k in KEYS:
+    self.assertEqual(set(out), set(KEYS + EXACT_KEYS))
+    for k in KEYS + EXACT_KEYS:
       np.testing.assert_allclose(out[k], static[k], rtol=1e-5, err_msg=k)
     self.assertEqual(out["search_error"], 1.0)
 

@@ -169,6 +169,26 @@ class SPENEnergy(LocalNetEnergy):
       energy = energy + self.conditional_energy(jnp.concatenate([y, features], axis=-1))
     return energy
 
+  def candidate_energies(self, encoding: Encoding, candidates: jax.Array) -> jax.Array:
+    """`[B, C]`: the energy of every example with every labeling `candidates [C, L]`
+    (exact inference by enumeration, `energynets.inference.exhaustive`).
+
+    The local term is one matmul and the global term is computed once per candidate, so
+    no `[B, C, L]` array is formed unless the conditional term needs one.
+    """
+    if candidates.ndim != 2 or candidates.shape[-1] != self.num_labels:
+      raise ValueError(f"candidates must be [C, {self.num_labels}]; got {candidates.shape}")
+    logits = encoding.logits.astype(candidates.dtype)
+    energy = -logits @ candidates.T + self.label_energy(candidates)[None, :]
+    if self.num_conditional:
+      features = encoding.features.astype(candidates.dtype)
+      shape = (features.shape[0], candidates.shape[0])
+      pairs = jnp.concatenate(
+          [jnp.broadcast_to(candidates[None], shape + candidates.shape[1:]),
+           jnp.broadcast_to(features[:, None], shape + features.shape[1:])], axis=-1)
+      energy = energy + self.conditional_energy(pairs)
+    return energy
+
 
 def param_groups(energy: SPENEnergy) -> tuple[str, ...]:
   """The top-level parameter names of `energy`, the units that can be clamped."""

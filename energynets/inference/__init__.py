@@ -5,6 +5,9 @@ from energynets.inference.crf import crf_log_partition
 from energynets.inference.crf import crf_marginals
 from energynets.inference.crf import crf_sequence_score
 from energynets.inference.crf import viterbi_decode
+from energynets.inference.exhaustive import ExhaustiveResult
+from energynets.inference.exhaustive import exhaustive_minimize
+from energynets.inference.exhaustive import pairwise_table
 from energynets.inference.gbi import GBIConfig
 from energynets.inference.gbi import GBIResult
 from energynets.inference.gbi import GBIState
@@ -16,6 +19,7 @@ from energynets.inference.gbi import init_state
 from energynets.inference.gbi import make_objective
 from energynets.inference.gbi import validate_config
 from energynets.inference.unrolled import unrolled_gbi
+from energynets.inference import exhaustive
 from energynets.inference import gbi
 
 EnergyFn = gbi.EnergyFn
@@ -30,6 +34,9 @@ __all__ = [
     "crf_sequence_score",
     "viterbi_decode",
     "EnergyFn",
+    "ExhaustiveResult",
+    "exhaustive_minimize",
+    "pairwise_table",
     "GBIConfig",
     "GBIResult",
     "GBIState",

@@ -115,6 +115,9 @@ class EnergyModel(NamedTuple):
     carry: `(prev_state, rng, x, y) -> params`, the parameters that continue a previous
       stage's state (staged training).
     groups: the top-level parameter names `trainable` may pick (None: not checked).
+    candidate_energy: `(params, inputs, candidates [C, L]) -> [B, C]`, the energy of
+      every example with every labeling, for exact inference by enumeration
+      (`energynets.inference.exhaustive`); None: `exhaustive.pairwise_table(energy)`.
   """
   domain: Any
   init_params: Callable[..., Any]
@@ -124,6 +127,7 @@ class EnergyModel(NamedTuple):
   inits: tuple[str, ...]
   carry: Callable[..., Any]
   groups: Optional[tuple[str, ...]] = None
+  candidate_energy: Optional[Callable[..., jax.Array]] = None
 
 
 def check_smooth(module: nn.Module) -> None:
@@ -152,6 +156,12 @@ def spen_model(energy: SPENEnergy) -> EnergyModel:
     del x
     return start_point(encoding, init)
 
+  candidate_energy = None
+  if hasattr(energy, "candidate_energies"):
+    def candidate_energy(params, encoding, candidates):
+      return energy.apply({"params": params}, encoding, candidates,
+                          method="candidate_energies")
+
   return EnergyModel(
       domain=BOX,
       init_params=lambda rng, x, y: init_params(energy, rng, x),
@@ -160,7 +170,8 @@ def spen_model(energy: SPENEnergy) -> EnergyModel:
       start=start,
       inits=INITS,
       carry=lambda prev_state, rng, x, y: carry_params(energy, prev_state, rng, x),
-      groups=param_groups(energy))
+      groups=param_groups(energy),
+      candidate_energy=candidate_energy)
 
 
 def sequence_model(energy: sequence_lib.SequenceEnergy) -> EnergyModel:

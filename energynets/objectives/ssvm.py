@@ -27,6 +27,11 @@ parameter groups (SPEN A.5 uses l2 during SSVM training). Choices, with reasons:
 - The hinge is zero-truncated (`jax.nn.relu`, whose derivative at 0 is 0): exact
   minimization would make the bracket non-negative already, GBI on a non-convex
   energy does not.
+- On a small Box (L ≤ `exhaustive.MAX_LABELS`) either inference problem can instead be
+  solved exactly over {0, 1}^L by enumeration (`loss_aug_solver` / `predict_solver`
+  `'exhaustive'`): the classical discrete SSVM, whose loss-augmented ŷ is a vertex and
+  whose sub-gradient is exact, and the energy's exact MAP at test time. This separates
+  what the energy can represent from what GBI finds (SPEN's synthetic task, L = 16).
 - Entropy smoothing (`GBIConfig.entropy_weight`) belongs to test-time inference
   (`predict_gbi`, SPEN A.4: "only done at test time, not in the inner loop of
   learning"); `loss_aug_gbi.entropy_weight` should normally stay 0.
@@ -55,7 +60,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from energynets import domains
 from energynets.energies.mlc import SPENEnergy
+from energynets.inference import exhaustive
 from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import GBIConfig, GBIResult
 from energynets.objectives import base
@@ -64,6 +71,9 @@ from energynets.objectives import outputs
 from energynets.objectives.energy_model import INITS
 
 SURROGATES = ("squared", "log", "l1")
+# How an inference problem is solved: GBI over the relaxation, or exactly by enumerating
+# {0, 1}^L (Box domain, small L only).
+SOLVERS = ("gbi", "exhaustive")
 # Loss-augmented inference may also start at the gold label y (descent from y finds the
 # violators nearest to it). Caveat: mirror steps from the clipped faces [eps, 1 − eps]
 # move only once the accumulated η·g reaches |logit(eps)|, and the squared surrogate has
@@ -78,20 +88,38 @@ DEFAULT_SURROGATE_EPS = 1e-3
 # Task-loss surrogates Δ(ȳ, y).
 
 
+def _elementwise_loss(y_hat: jax.Array, y: jax.Array, surrogate: str,
+                      eps: float) -> jax.Array:
+  """The surrogate's term for each output coordinate (Δ is their sum)."""
+  if surrogate == "squared":
+    return jnp.square(y_hat - y)
+  if surrogate == "l1":
+    return jnp.abs(y_hat - y)
+  if surrogate == "log":
+    p = jnp.clip(y_hat, eps, 1.0 - eps)
+    return -(y * jnp.log(p) + (1.0 - y) * jnp.log1p(-p))
+  raise ValueError(f"unknown surrogate {surrogate!r}; expected one of {SURROGATES}")
+
+
 def task_loss(y_hat: jax.Array, y: jax.Array, surrogate: str = "squared",
               eps: float = DEFAULT_SURROGATE_EPS) -> jax.Array:
   """`[B, ...] x2 -> [B]`: the differentiable surrogate Δ(ŷ, y), summed over all but the
   batch axis (labels, or pixels of an image)."""
-  if surrogate == "squared":
-    v = jnp.square(y_hat - y)
-  elif surrogate == "l1":
-    v = jnp.abs(y_hat - y)
-  elif surrogate == "log":
-    p = jnp.clip(y_hat, eps, 1.0 - eps)
-    v = -(y * jnp.log(p) + (1.0 - y) * jnp.log1p(-p))
-  else:
-    raise ValueError(f"unknown surrogate {surrogate!r}; expected one of {SURROGATES}")
+  v = _elementwise_loss(y_hat, y, surrogate, eps)
   return jnp.sum(v, axis=tuple(range(1, v.ndim)))
+
+
+def task_loss_table(candidates: jax.Array, y: jax.Array, surrogate: str = "squared",
+                    eps: float = DEFAULT_SURROGATE_EPS) -> jax.Array:
+  """`[B, C]`: Δ(c, y_b) for every example `y [B, L]` and binary candidate
+  `candidates [C, L]`.
+
+  Δ is a sum over labels, so on c ∈ {0, 1}^L it is affine in c:
+  `Σ_i δ(0, y_i) + Σ_i c_i (δ(1, y_i) − δ(0, y_i))`, one matmul for all pairs.
+  """
+  at_zero = _elementwise_loss(jnp.zeros_like(y), y, surrogate, eps)
+  at_one = _elementwise_loss(jnp.ones_like(y), y, surrogate, eps)
+  return jnp.sum(at_zero, axis=-1)[:, None] + (at_one - at_zero) @ candidates.T
 
 
 def structured_task_loss(domain, y_hat: jax.Array, y: jax.Array, surrogate: str,
@@ -123,8 +151,37 @@ def _loss_aug_starts(init, loss_aug_init, inits=INITS) -> tuple[str, ...]:
   return starts
 
 
-def _loss_augmented(model, params, inputs, x, y, config, surrogate, eps, starts):
-  """ŷ from `gbi_scan` on `E − Δ` over `model.domain`, with no gradient path to anything.
+def check_solver(solver: str, model) -> None:
+  """ValueError for an unknown solver, or `'exhaustive'` off the Box domain."""
+  if solver not in SOLVERS:
+    raise ValueError(f"unknown inference solver {solver!r}; expected one of {SOLVERS}")
+  if solver == "exhaustive" and not isinstance(model.domain, domains.Box):
+    raise ValueError(f"the 'exhaustive' solver enumerates {{0, 1}}^L and needs the Box "
+                     f"domain; this energy's domain is {type(model.domain).__name__}")
+
+
+def _candidate_table(model) -> exhaustive.TableFn:
+  """The model's energy of every (example, labeling) pair."""
+  return model.candidate_energy or exhaustive.pairwise_table(model.energy)
+
+
+def _exhaustive_loss_augmented(model, params, inputs, y, surrogate, eps, dtype):
+  """The exact vertex argmin of `E − Δ` (the discrete SSVM's loss-augmented inference)."""
+  energy_table = _candidate_table(model)
+
+  def table(p, inputs_and_gold, candidates):
+    enc, gold = inputs_and_gold
+    return energy_table(p, enc, candidates) - task_loss_table(candidates, gold, surrogate,
+                                                              eps)
+
+  y = jnp.asarray(y, dtype)
+  return exhaustive.exhaustive_minimize(table, params, (inputs, y), y).y
+
+
+def _loss_augmented(model, params, inputs, x, y, config, surrogate, eps, starts,
+                    solver="gbi"):
+  """ŷ from `gbi_scan` on `E − Δ` over `model.domain`, with no gradient path to anything
+  (or, with `solver='exhaustive'`, the exact minimizer over {0, 1}^L; `starts` unused).
 
   One run per start in `starts` (names of the model's inits, or `'gold'`); per example,
   the final iterate with the lowest `E − Δ` is returned (the best available
@@ -138,6 +195,8 @@ def _loss_augmented(model, params, inputs, x, y, config, surrogate, eps, starts)
   params, inputs, y = jax.lax.stop_gradient((params, inputs, y))
   best_y = best_obj = None
   dtype = jax.eval_shape(lambda: model.start(inputs, x, model.inits[0])).dtype
+  if solver == "exhaustive":
+    return _exhaustive_loss_augmented(model, params, inputs, y, surrogate, eps, dtype)
   for name in starts:
     y0 = jnp.asarray(y, dtype) if name == GOLD else model.start(inputs, x, name)
     y_hat, _ = gbi_lib.gbi_scan(augmented, params, (inputs, y), y0, model.domain, config)
@@ -157,19 +216,21 @@ def loss_augmented_inference(energy, params, x: jax.Array, y: jax.Array,
                              config: GBIConfig, *, surrogate: str = "squared",
                              surrogate_eps: float = DEFAULT_SURROGATE_EPS,
                              init: str = "uniform",
-                             loss_aug_init: Optional[Sequence[str] | str] = None
-                             ) -> jax.Array:
+                             loss_aug_init: Optional[Sequence[str] | str] = None,
+                             solver: str = "gbi") -> jax.Array:
   """ŷ ≈ argmin E(x, ŷ) − Δ(ŷ, y) over the energy's domain (SPEN Eq. 9), not rounded.
 
   `energy`: a SPEN-style energy or another energy module / `EnergyModel`
   (`energy_model.as_model`). `loss_aug_init`: the start(s) of GBI, names of the model's
   inits or `'gold'` (default `init`); with several, per example the final iterate of
-  lowest `E − Δ` is returned.
+  lowest `E − Δ` is returned. `solver='exhaustive'`: the exact argmin over {0, 1}^L
+  (`config` and the starts are then unused).
   """
   model = energy_model.as_model(energy)
+  check_solver(solver, model)
   inputs = model.encode(params, x)
   return _loss_augmented(model, params, inputs, x, y, config, surrogate, surrogate_eps,
-                         _loss_aug_starts(init, loss_aug_init, model.inits))
+                         _loss_aug_starts(init, loss_aug_init, model.inits), solver)
 
 
 def infer(energy, params, x: jax.Array, config: GBIConfig, *,
@@ -183,6 +244,17 @@ def infer(energy, params, x: jax.Array, config: GBIConfig, *,
   inputs = jax.lax.stop_gradient(model.encode(params, x))
   return gbi_lib.gbi_while(model.energy, params, inputs, model.start(inputs, x, init),
                            model.domain, config)
+
+
+def exact_infer(energy, params, x: jax.Array) -> exhaustive.ExhaustiveResult:
+  """Test-time prediction by enumeration: the energy's exact minimizer over {0, 1}^L
+  (Box domain, L ≤ `exhaustive.MAX_LABELS`). Returns `ExhaustiveResult(y, objective)`,
+  `objective` the minimum energy."""
+  model = energy_model.as_model(energy)
+  check_solver("exhaustive", model)
+  inputs = jax.lax.stop_gradient(model.encode(params, x))
+  y_like = model.start(inputs, x, model.inits[0])
+  return exhaustive.exhaustive_minimize(_candidate_table(model), params, inputs, y_like)
 
 
 def search_statistics(energy: SPENEnergy, params: Any, x: jax.Array, y: jax.Array,
@@ -211,7 +283,13 @@ def search_statistics(energy: SPENEnergy, params: Any, x: jax.Array, y: jax.Arra
   - `search_error_rounded`: the same with ŷ rounded at 0.5 (`ŷ ≥ 0.5`, the decoded
     prediction);
   - `energy_gap_mean`: mean of `E(x, ŷ) − E(x, y)` (negative: GBI beats the gold on
-    average).
+    average);
+  - on a Box with `L ≤ exhaustive.MAX_LABELS` labels, also the *exact* search error,
+    against the energy's true minimum E* over {0, 1}^L (`exact_infer`):
+    `exact_search_error`, the fraction of examples whose rounded output has
+    `E(x, round(ŷ)) > E* + 1e-4·max(1, |E*|)` (GBI missed the minimizer; the
+    tolerance absorbs the two formulas' float rounding), and `exact_gap_mean`, the mean
+    of `E(x, round(ŷ)) − E*` (≥ 0).
 
   Pure and jit-compatible (`energy` and `init` static; `config` static or a pytree);
   returns 0-d arrays. `float(v)` each value for reporting.
@@ -226,8 +304,9 @@ def search_statistics(energy: SPENEnergy, params: Any, x: jax.Array, y: jax.Arra
 
   Returns:
     `{"gbi_steps_mean", "gbi_steps_max", "gbi_converged_fraction", "search_error",
-    "search_error_rounded", "energy_gap_mean"}`, all 0-d (`gbi_steps_max` int32, the
-    rest floating).
+    "search_error_rounded", "energy_gap_mean"}` (+ `"exact_search_error",
+    "exact_gap_mean"` on small label spaces), all 0-d (`gbi_steps_max` int32, the rest
+    floating).
   """
   model = energy_model.as_model(energy)
   result = infer(model, params, x, config, init=init)
@@ -237,7 +316,7 @@ def search_statistics(energy: SPENEnergy, params: Any, x: jax.Array, y: jax.Arra
   e_pred = model.energy(params, inputs, result.y)
   e_rounded = model.energy(params, inputs, model.domain.decode(result.y, 0.5))
   fraction = lambda mask: jnp.mean(mask.astype(result.y.dtype))
-  return {
+  stats = {
       "gbi_steps_mean": jnp.mean(result.steps.astype(result.y.dtype)),
       "gbi_steps_max": jnp.max(result.steps),
       "gbi_converged_fraction": fraction(result.converged),
@@ -245,6 +324,13 @@ def search_statistics(energy: SPENEnergy, params: Any, x: jax.Array, y: jax.Arra
       "search_error_rounded": fraction(e_rounded > e_gold),
       "energy_gap_mean": jnp.mean(e_pred - e_gold),
   }
+  if (isinstance(model.domain, domains.Box) and result.y.ndim == 2
+      and result.y.shape[-1] <= exhaustive.MAX_LABELS):
+    e_min = exact_infer(model, params, x).objective
+    stats["exact_search_error"] = fraction(
+        e_rounded > e_min + 1e-4 * jnp.maximum(1.0, jnp.abs(e_min)))
+    stats["exact_gap_mean"] = jnp.mean(e_rounded - e_min)
+  return stats
 
 
 class Margins(NamedTuple):
@@ -328,7 +414,8 @@ def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
          surrogate_eps: float = DEFAULT_SURROGATE_EPS,
          trainable: Optional[Sequence[str]] = None, l2: float = 0.0,
          init: str = "uniform",
-         loss_aug_init: Optional[Sequence[str] | str] = None) -> base.Objective:
+         loss_aug_init: Optional[Sequence[str] | str] = None,
+         loss_aug_solver: str = "gbi", predict_solver: str = "gbi") -> base.Objective:
   """Stages 2 and 3: the SSVM hinge with loss-augmented GBI (see the module docstring).
 
   Args:
@@ -352,6 +439,10 @@ def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
       several, GBI runs from each and ŷ is, per example, the final iterate of lowest
       `E − Δ` (a better approximation of Eq. 9's argmin, so fewer margin violators are
       missed, at one GBI run per start). `None`: `(init,)`.
+    loss_aug_solver: `'gbi'` (`loss_aug_gbi`) or `'exhaustive'` (the exact minimizer of
+      `E − Δ` over {0, 1}^L: Box domain and L ≤ `exhaustive.MAX_LABELS` only).
+    predict_solver: `'gbi'` (`predict_gbi`) or `'exhaustive'` (the energy's exact
+      minimizer over {0, 1}^L, a binary prediction).
 
   Returns:
     An `Objective` with state `{"energy": ParamGroup}`; `update`'s metrics are `loss`,
@@ -367,6 +458,8 @@ def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
   starts = _loss_aug_starts(init, loss_aug_init, model.inits)
   gbi_lib.validate_config(loss_aug_gbi)
   gbi_lib.validate_config(predict_gbi)
+  check_solver(loss_aug_solver, model)
+  check_solver(predict_solver, model)
   trainable = energy_model.trainable_groups(model, trainable)
 
   def loss_fn(params, batch, rng):
@@ -374,7 +467,7 @@ def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
     y = batch["y"]
     inputs = model.encode(params, batch["x"], True, rng)
     y_hat = _loss_augmented(model, params, inputs, batch["x"], y, loss_aug_gbi, surrogate,
-                            surrogate_eps, starts)
+                            surrogate_eps, starts, loss_aug_solver)
     m = _margins(model, params, inputs, y, y_hat, surrogate, surrogate_eps)
     hinge = jnp.mean(jax.nn.relu(m.margin))
     loss = hinge + l2 * base.groups_l2(params, trainable) if l2 else hinge
@@ -384,6 +477,8 @@ def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
                   "energy_gap": jnp.mean(m.energy_pred - m.energy_gold)}
 
   def predict(state, x):
+    if predict_solver == "exhaustive":
+      return exact_infer(model, state["energy"].params, x).y
     return infer(model, state["energy"].params, x, predict_gbi, init=init).y
 
   return _objective(model, optimizer, trainable, loss_fn, predict)
