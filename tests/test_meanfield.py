@@ -211,6 +211,28 @@ class DMFTest(parameterized.TestCase):
     if rank != 0:  # data-dependent: examples get different couplings
       self.assertGreater(np.abs(w[0] - w[1]).max(), 1e-3)
 
+  @parameterized.product(rank=(0, 2, None), schedule=meanfield.SCHEDULES)
+  def test_factored_couplings_give_the_dense_mean_field(self, rank, schedule):
+    """`LowRankCoupling.matvec` is `W μ` of the formed W (non-symmetric bases with a
+    diagonal, so the symmetrization and the diagonal removal are both exercised)."""
+    net = dmf_lib.PairwiseCouplings(LABELS, rank)
+    features = jax.random.normal(jax.random.key(1), (3, 5))
+    params = net.init(jax.random.key(2), features)["params"]
+    params = jax.tree.map(lambda p: 0.3 * jax.random.normal(jax.random.key(3), p.shape),
+                          params)
+    factors = net.apply({"params": params}, features, method="factors")
+    self.assertIsInstance(factors, meanfield.LowRankCoupling)
+    dense = np.asarray(net.apply({"params": params}, features))
+    np.testing.assert_allclose(factors.dense(), dense, rtol=1e-6, atol=1e-6)
+    mu = jax.random.uniform(jax.random.key(4), (3, LABELS))
+    np.testing.assert_allclose(factors.matvec(mu), np.einsum("bij,bj->bi", dense, mu),
+                               rtol=1e-5, atol=1e-5)
+    unary = jax.random.normal(jax.random.key(5), (3, LABELS))
+    np.testing.assert_allclose(
+        mean_field_logits(unary, factors, num_iters=4, schedule=schedule),
+        mean_field_logits(unary, jnp.asarray(dense), num_iters=4, schedule=schedule),
+        rtol=1e-5, atol=1e-5)
+
   def test_bibtex_parameter_counts(self):
     # Documented in dmf.py: L = 159 labels, probabilities as features (H = 159).
     self.assertEqual(dmf_lib.num_pairwise_params(159, 159, 4), (127_045, 63_445))
