@@ -44,13 +44,19 @@ class ExhaustiveResult(NamedTuple):
   objective: jax.Array
 
 
+def _bits(index: jax.Array, num_labels: int, dtype) -> jax.Array:
+  """`[N] int32 -> [N, num_labels]`: each labeling index as its bits, label 0 the most
+  significant."""
+  shifts = jnp.arange(num_labels - 1, -1, -1, dtype=jnp.int32)
+  return ((index[:, None] >> shifts[None, :]) & 1).astype(dtype)
+
+
 def labelings(start: jax.Array | int, count: int, num_labels: int,
               dtype=jnp.float32) -> jax.Array:
   """`[count, num_labels]`: the labelings with indices `start .. start + count − 1`, label
   0 the most significant bit (index 0 is all-zero, `2^L − 1` all-one)."""
   index = jnp.asarray(start, jnp.int32) + jnp.arange(count, dtype=jnp.int32)
-  shifts = jnp.arange(num_labels - 1, -1, -1, dtype=jnp.int32)
-  return ((index[:, None] >> shifts[None, :]) & 1).astype(dtype)
+  return _bits(index, num_labels, dtype)
 
 
 def check_num_labels(num_labels: int) -> None:
@@ -126,6 +132,5 @@ def exhaustive_minimize(table: TableFn, params: PyTree, inputs: PyTree, y_like: 
   # A NaN objective is reported, not skipped: the example's value is NaN, which the
   # training loop's finiteness check names.
   best_value = jnp.where(nan_seen, jnp.nan, best_value)
-  shifts = jnp.arange(num_labels - 1, -1, -1, dtype=jnp.int32)
-  y = ((best_index[:, None] >> shifts[None, :]) & 1).astype(dtype)
+  y = _bits(best_index, num_labels, dtype)
   return ExhaustiveResult(jax.lax.stop_gradient(y), jax.lax.stop_gradient(best_value))

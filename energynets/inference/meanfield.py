@@ -183,10 +183,10 @@ def mean_field_logits(unary: jax.Array, coupling: "jax.Array | LowRankCoupling",
     `[B, L]` field; with `num_iters = 0` it is `init`.
   """
   validate_options(num_iters=num_iters, damping=damping, schedule=schedule)
-  if isinstance(coupling, LowRankCoupling) and schedule == "sequential":
-    coupling = coupling.dense()
   if not isinstance(coupling, LowRankCoupling):
     coupling = jnp.broadcast_to(coupling, unary.shape + unary.shape[-1:])
+  elif schedule == "sequential":  # it reads W's rows one label at a time
+    coupling = coupling.dense()
   eta = jnp.zeros_like(unary) if init is None else init
   sweep = _parallel_sweep if schedule == "parallel" else _sequential_sweep
   return lax.fori_loop(0, num_iters, lambda _, e: sweep(unary, coupling, e, damping), eta)
