@@ -36,7 +36,8 @@ from experiments import train
 _METHODS = flags.DEFINE_list(
     "methods", ["br", "mlp", "spen_ssvm"],
     "config names in experiments/configs; a row may add overrides of its own as "
-    "name:key=value[:key=value], e.g. seal_dynamic:seal.objective=regression")
+    "name:key=value[:key=value], e.g. seal_dynamic:seal.objective=regression; a tuple "
+    "value keeps its commas, e.g. mlp:model.hidden=(500,500)")
 _DATASETS = flags.DEFINE_list(
     "datasets", ["synthetic"], "dataset variants of those configs; a column may add "
     "overrides of its own as name:key=value, e.g. expr_fun:data.root_label=True")
@@ -94,6 +95,21 @@ COLUMNS = (
     ("Hamming", "test/hamming", 100.0),
     ("threshold", "threshold", 1.0),
 )
+
+
+def rejoin_tuples(items: list[str]) -> list[str]:
+  """Undo the list flag's split at commas inside parentheses or brackets:
+  `['mlp:model.hidden=(500', '500)', 'br']` -> `['mlp:model.hidden=(500,500)', 'br']`."""
+  joined, depth = [], 0
+  for item in items:
+    if depth:
+      joined[-1] += "," + item
+    else:
+      joined.append(item)
+    depth += sum(item.count(c) for c in "([") - sum(item.count(c) for c in ")]")
+  if depth:
+    raise ValueError(f"unbalanced brackets in {','.join(items)!r}")
+  return joined
 
 
 def parse_spec(spec: str) -> tuple[str, list[str]]:
@@ -337,10 +353,10 @@ def main(argv):
   # (dataset, method, fold, config, run_dir, column) of every run, built before any trains;
   # `column` is where a reused stage's source run lives: the dataset, or one yeast fold.
   plan = []
-  for dataset in _DATASETS.value:
+  for dataset in rejoin_tuples(_DATASETS.value):
     dataset_name, dataset_overrides = parse_spec(dataset)
     folds = range(_YEAST_FOLDS.value) if dataset_name == "yeast" else [0]
-    for method in _METHODS.value:
+    for method in rejoin_tuples(_METHODS.value):
       name, overrides = parse_spec(method)
       for fold in folds:
         config = train.get_config(name, dataset_name,
@@ -354,7 +370,7 @@ def main(argv):
                                run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""),
                                run_name(method))
         plan.append((dataset, method, fold, config, run_dir, column))
-  listed = set(_METHODS.value)
+  listed = set(rejoin_tuples(_METHODS.value))
   if _REUSE_STAGE.value:
     check_reuse_plan([(column, m, c) for _, m, _, c, _, column in plan], stage, source)
   if _RUN_INDEX.value >= 0:

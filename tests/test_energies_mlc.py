@@ -14,6 +14,7 @@ import numpy as np
 
 from energynets.energies import SPENEnergy, param_groups
 from energynets.nets import MLP
+from energynets.nets import mlp as mlp_lib
 
 L, D, B = 5, 7, 4
 
@@ -175,6 +176,45 @@ class SPENEnergyTest(parameterized.TestCase):
       _init(SPENEnergy(L, (), activation="swish-ish"))
     with self.assertRaisesRegex(ValueError, "sizes"):
       _init(SPENEnergy(L, (), num_measurements=0))
+
+
+class PerLayerDropoutTest(parameterized.TestCase):
+  """`MLP.dropout` as one rate per hidden layer (SEAL's public `(0.5, 0.0)`)."""
+
+  def _train_outputs(self, dropout, seed=0):
+    net = MLP(hidden=(16, 12), num_outputs=L, activation="softplus", dropout=dropout)
+    x, _ = _inputs(19)
+    params = net.init({"params": jax.random.key(3)}, x)["params"]
+    run = lambda train: net.apply({"params": params}, x, train=train, return_features=True,
+                                  rngs={"dropout": jax.random.key(seed)})
+    return run(True), run(False)
+
+  def test_equal_rates_match_a_single_float(self):
+    (out_pair, _), _ = self._train_outputs((0.3, 0.3))
+    (out_float, _), _ = self._train_outputs(0.3)
+    np.testing.assert_array_equal(out_pair, out_float)
+
+  def test_zero_rates_are_deterministic_in_training(self):
+    (train_out, _), (eval_out, _) = self._train_outputs((0.0, 0.0))
+    np.testing.assert_allclose(train_out, eval_out, rtol=1e-6)
+
+  def test_only_the_first_layer_drops_out(self):
+    (train_out, train_features), (eval_out, _) = self._train_outputs((0.5, 0.0))
+    # Softplus features are strictly positive: a zero is a dropped unit.
+    self.assertEqual(int(np.sum(np.asarray(train_features) == 0.0)), 0)
+    self.assertFalse(np.allclose(train_out, eval_out))  # the first layer did drop out
+    (_, last_features), _ = self._train_outputs((0.0, 0.5))
+    self.assertGreater(int(np.sum(np.asarray(last_features) == 0.0)), 0)
+
+  @parameterized.parameters(((0.5,),), ((0.5, 0.0, 0.1),), ((1.0, 0.0),), (-0.1,))
+  def test_bad_rates_raise(self, dropout):
+    with self.assertRaisesRegex(ValueError, "dropout"):
+      self._train_outputs(dropout)
+
+  def test_rates_per_layer(self):
+    self.assertEqual(mlp_lib.hidden_dropout_rates(0.2, 3), (0.2, 0.2, 0.2))
+    self.assertEqual(mlp_lib.hidden_dropout_rates([0.5, 0], 2), (0.5, 0.0))
+    self.assertEqual(mlp_lib.hidden_dropout_rates(0.5, 0), ())
 
 
 if __name__ == "__main__":

@@ -139,6 +139,24 @@ def test_method_spec_carries_its_own_overrides():
   assert compare.run_name("spo_fun:data.root_label=True") == "spo_fun__data.root_label-True"
 
 
+def test_tuple_overrides_survive_the_comma_separated_flag():
+  from experiments import compare
+  from experiments import train
+  split = "mlp:model.hidden=(400,400):model.dropout=(0.5,0.0),br".split(",")
+  rows = compare.rejoin_tuples(split)
+  assert rows == ["mlp:model.hidden=(400,400):model.dropout=(0.5,0.0)", "br"]
+  assert compare.rejoin_tuples(["a", "b:x=[1", "2]"]) == ["a", "b:x=[1,2]"]
+  with pytest.raises(ValueError, match="unbalanced"):
+    compare.rejoin_tuples(["mlp:model.hidden=(400", "br"])
+  name, overrides = compare.parse_spec(rows[0])
+  config = train.get_config(name, "bibtex", overrides)
+  # A dropout rate per hidden layer (SEAL's public configs); one float still works.
+  assert config.model.hidden == (400, 400) and config.model.dropout == (0.5, 0.0)
+  assert train.get_config("mlp", "bibtex", ["model.dropout=0.25"]).model.dropout == 0.25
+  energy = train.get_config("seal_dynamic", "bibtex", ["energy.dropout=(0.5,0.0)"]).energy
+  assert energy.dropout == (0.5, 0.0)
+
+
 def test_denoising_rows_get_psnr_columns_in_db():
   from experiments import compare
   run = {"validation/psnr": 30.5, "test/psnr": 31.25, "natural/psnr": 29.0}

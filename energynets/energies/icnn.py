@@ -43,6 +43,7 @@ import jax.numpy as jnp
 
 from energynets.energies.mlc import Encoding, LocalNetEnergy
 from energynets.nets import MLP
+from energynets.nets.mlp import DropoutRates
 
 
 def _nonneg_init(spread: float = 0.5):
@@ -118,7 +119,7 @@ class ICNNEnergy(LocalNetEnergy):
   hidden: Sequence[int] = (16, 16)
   conditional: bool = True
   enforce_convexity: bool = True
-  dropout: float = 0.0
+  dropout: DropoutRates = 0.0
   input_dropout: float = 0.0
 
   def setup(self):

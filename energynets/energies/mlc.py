@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 
 from energynets.nets import MLP, activation_by_name
+from energynets.nets.mlp import DropoutRates
 
 
 class Encoding(NamedTuple):
@@ -132,7 +133,8 @@ class SPENEnergy(LocalNetEnergy):
       `energynets.nets.ACTIVATIONS` (the paper uses softplus, ReLU and HardTanh).
     num_conditional: rows of D1; 0 (the default, as in the paper's experiments, which
       found the x-independent term overfits less) disables the conditional term.
-    dropout: dropout on F's hidden layers, including F(x) itself (`MLP.dropout`).
+    dropout: dropout on F's hidden layers, including F(x) itself (`MLP.dropout`: one
+      rate, or one per layer).
     input_dropout: dropout on x (`MLP.input_dropout`).
   """
   num_labels: int
@@ -141,7 +143,7 @@ class SPENEnergy(LocalNetEnergy):
   num_measurements: int = 15
   activation: str = "softplus"
   num_conditional: int = 0
-  dropout: float = 0.0
+  dropout: DropoutRates = 0.0
   input_dropout: float = 0.0
 
   def setup(self):

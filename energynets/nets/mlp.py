@@ -1,6 +1,6 @@
 """Multi-layer perceptrons: the SPEN feature network and the local (BR / MLP) heads."""
 
-from typing import Callable, Sequence
+from typing import Callable, Sequence, Union
 
 import flax.linen as nn
 import jax
@@ -25,11 +25,31 @@ def activation_by_name(name: str) -> Callable[[jax.Array], jax.Array]:
         f"unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)}") from None
 
 
+DropoutRates = Union[float, Sequence[float]]
+
+
+def hidden_dropout_rates(dropout: DropoutRates, num_hidden: int) -> tuple[float, ...]:
+  """One dropout rate per hidden layer: a float applies to every layer; a sequence gives
+  each layer its own (AllenNLP's `FeedForward` form, e.g. SEAL's public `(0.5, 0.0)`)."""
+  if isinstance(dropout, (int, float)):
+    rates = (float(dropout),) * num_hidden
+  else:
+    rates = tuple(float(r) for r in dropout)
+    if len(rates) != num_hidden:
+      raise ValueError(f"dropout {tuple(dropout)} gives {len(rates)} rates for "
+                       f"{num_hidden} hidden layers; give one per layer or a single float")
+  bad = [r for r in rates if not 0.0 <= r < 1.0]
+  if bad:
+    raise ValueError(f"dropout rates must lie in [0, 1); got {bad}")
+  return rates
+
+
 class MLP(nn.Module):
   """`x [B, D] -> [B, num_outputs]`; with `hidden=()` it is a linear map (BR).
 
-  Dropout is applied to the input of every dense layer after the first's input
-  (i.e. to hidden activations) and, with `input_dropout`, to the input itself.
+  Dropout is applied after every hidden layer (to its activations) at the rate
+  `dropout`, a float for all of them or one rate per layer, and, with
+  `input_dropout`, to the input itself.
 
   With `return_features=True` the call returns `(outputs, features)`, where
   `features [B, hidden[-1]]` is exactly what the head sees (the last hidden layer
@@ -40,7 +60,7 @@ class MLP(nn.Module):
   hidden: Sequence[int]
   num_outputs: int
   activation: str = "relu"
-  dropout: float = 0.0
+  dropout: DropoutRates = 0.0
   input_dropout: float = 0.0
 
   @nn.compact
@@ -49,9 +69,10 @@ class MLP(nn.Module):
     act = activation_by_name(self.activation)
     if self.input_dropout:
       x = nn.Dropout(self.input_dropout, deterministic=not train)(x)
-    for i, width in enumerate(self.hidden):
+    rates = hidden_dropout_rates(self.dropout, len(self.hidden))
+    for i, (width, rate) in enumerate(zip(self.hidden, rates)):
       x = act(nn.Dense(width, name=f"hidden_{i}")(x))
-      if self.dropout:
-        x = nn.Dropout(self.dropout, deterministic=not train)(x)
+      if rate:
+        x = nn.Dropout(rate, deterministic=not train)(x)
     outputs = nn.Dense(self.num_outputs, name="head")(x)
     return (outputs, x) if return_features else outputs

@@ -1,6 +1,7 @@
 """Shared defaults of every experiment config (not itself a config file)."""
 
 import ml_collections
+from ml_collections import config_dict
 
 from energynets.data import denoising
 from energynets.data import segmentation
@@ -33,7 +34,7 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
       name=dataset, path="", data_dir="", split_seed=0, fold=0, resplit=False, num_train=0,
       root_label=False))
   config.model = ml_collections.ConfigDict(dict(
-      hidden=(), activation="relu", dropout=0.0, input_dropout=0.0))
+      hidden=(), activation="relu", dropout=dropout_rates(0.0), input_dropout=0.0))
   # l2 is the coefficient of ½‖W‖²; l2_c > 0 sets it to 1/(C·N_train) instead, the
   # scikit-learn LogisticRegression(C) regularization.
   config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0))
@@ -53,6 +54,13 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
   return config
 
 
+def dropout_rates(value) -> config_dict.FieldReference:
+  """A dropout field that takes one rate or one per hidden layer (`nets.MLP.dropout`),
+  e.g. `--config.model.dropout=0.5` or `--config.model.dropout="(0.5,0.0)"`: SEAL's
+  public configs drop out after the first hidden layer only."""
+  return config_dict.FieldReference(value, field_type=object)
+
+
 def energy_like_model(model: ml_collections.ConfigDict, num_measurements: int,
                       activation: str = "softplus") -> ml_collections.ConfigDict:
   """`config.energy` of a SPENEnergy whose feature network and local head have the shape
@@ -60,7 +68,7 @@ def energy_like_model(model: ml_collections.ConfigDict, num_measurements: int,
   return ml_collections.ConfigDict(dict(
       feature_hidden=tuple(model.hidden), feature_activation=model.activation,
       num_measurements=num_measurements, activation=activation, num_conditional=0,
-      dropout=model.dropout, input_dropout=model.input_dropout))
+      dropout=dropout_rates(model.dropout), input_dropout=model.input_dropout))
 
 
 # Denoising dataset variants (experiments/tasks.py: the denoising task): the generated
