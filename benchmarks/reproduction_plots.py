@@ -17,19 +17,16 @@ matplotlib.use("Agg")  # headless
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 
+from experiments.specs import run_name
+
 # No "Software" entry: the same data gives the same bytes across matplotlib patch releases.
 _PNG_METADATA = {"Software": None}
 
 
-def run_name(spec: str) -> str:
-  """experiments.compare.run_name (not imported: that binary defines absl flags and pulls in
-  jax); tests/test_reproduction_report.py checks the two agree."""
-  return spec.replace(":", "__").replace("=", "-")
-
-
 def is_unscaled(metric: str) -> bool:
   """experiments.compare's rule for what it prints as is (PSNR in dB, the threshold);
-  every other metric is a rate, shown as a percentage. Not imported, as `run_name`;
+  every other metric is a rate, shown as a percentage. Not imported (that binary defines
+  absl flags and pulls in jax);
   tests/test_reproduction_report.py checks the two agree."""
   return metric == "threshold" or metric.endswith("psnr")
 

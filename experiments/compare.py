@@ -32,6 +32,7 @@ import numpy as np
 
 from energynets.train import quiet_library_logs
 from experiments import train
+from experiments.specs import MAX_RUN_NAME, parse_spec, rejoin_tuples, run_name  # pylint: disable=unused-import
 
 _METHODS = flags.DEFINE_list(
     "methods", ["br", "mlp", "spen_ssvm"],
@@ -95,35 +96,6 @@ COLUMNS = (
     ("Hamming", "test/hamming", 100.0),
     ("threshold", "threshold", 1.0),
 )
-
-
-def rejoin_tuples(items: list[str]) -> list[str]:
-  """Undo the list flag's split at commas inside parentheses or brackets:
-  `['mlp:model.hidden=(500', '500)', 'br']` -> `['mlp:model.hidden=(500,500)', 'br']`."""
-  joined, depth = [], 0
-  for item in items:
-    if depth:
-      joined[-1] += "," + item
-    else:
-      joined.append(item)
-    depth += sum(item.count(c) for c in "([") - sum(item.count(c) for c in ")]")
-  if depth:
-    raise ValueError(f"unbalanced brackets in {','.join(items)!r}")
-  return joined
-
-
-def parse_spec(spec: str) -> tuple[str, list[str]]:
-  """A method or dataset `'name:key=value:key=value'` -> (name, its own overrides)."""
-  name, *overrides = spec.split(":")
-  bad = [o for o in overrides if "=" not in o]
-  if not name or bad:
-    raise ValueError(f"bad method or dataset {spec!r}: expected name[:key=value[:key=value]]")
-  return name, overrides
-
-
-def run_name(spec: str) -> str:
-  """The directory name of a spec: `seal_dynamic:seal.objective=nce` -> `seal_dynamic__seal.objective-nce`."""
-  return spec.replace(":", "__").replace("=", "-")
 
 
 def stage_mismatch(stage_config, source_config) -> list[str]:

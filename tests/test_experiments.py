@@ -137,6 +137,12 @@ def test_method_spec_carries_its_own_overrides():
   assert compare.parse_spec("spo_fun:data.root_label=True") == (
       "spo_fun", ["data.root_label=True"])
   assert compare.run_name("spo_fun:data.root_label=True") == "spo_fun__data.root_label-True"
+  # A spec too long for a file name gets a shortened, hashed, still unique directory.
+  long_spec = "seal_dynamic:" + ":".join(f"k{i}.option=value{i}" for i in range(20))
+  other = long_spec.replace("value19", "value20")
+  name = compare.run_name(long_spec)
+  assert len(name) == compare.MAX_RUN_NAME and name != compare.run_name(other)
+  assert name == compare.run_name(long_spec)
 
 
 def test_tuple_overrides_survive_the_comma_separated_flag():

@@ -223,10 +223,11 @@ def test_embedded_headings_stop_at_level_six():
       "##### one", "", "```", "# code, not a heading", "```", "", "###### three"]
 
 
-def test_run_name_is_compares():
+def test_plots_find_runs_where_compare_puts_them():
   from experiments import compare  # pylint: disable=g-import-not-at-top
-  for spec in ("mlp", "seal_dynamic:seal.objective=nce", "expr_fun:data.root_label=True"):
-    assert reproduction_plots.run_name(spec) == compare.run_name(spec)
+  spec = "seal_dynamic:seal.objective=nce"
+  assert reproduction_plots.run_dir("w", "bibtex", spec, 1) == os.path.join(
+      "w", "bibtex", compare.run_name(spec))
 
 
 def test_plots_scale_metrics_as_compare_prints_them():
