@@ -24,6 +24,10 @@ shared/papers), taken from SEAL's public configs where they exist, else assumpti
   several steps of each);
 - `gbi` is used by static margin/regression only; `predict_gbi` only with
   `seal.predict=gbi` (the energy network as a GBI predictor).
+
+SEAL's complete public configs for bibtex, delicious and cal500 (their task-nets too:
+400/500-wide softplus layers, dropout after the first layer only) are rows of
+overrides in `benchmarks/results/seal_public_<dataset>.md`.
 """
 
 import ml_collections
