@@ -26,8 +26,7 @@ _PNG_METADATA = {"Software": None}
 def is_unscaled(metric: str) -> bool:
   """experiments.compare's rule for what it prints as is (PSNR in dB, the threshold);
   every other metric is a rate, shown as a percentage. Not imported (that binary defines
-  absl flags and pulls in jax);
-  tests/test_reproduction_report.py checks the two agree."""
+  absl flags and pulls in jax); tests/test_reproduction_report.py checks the two agree."""
   return metric == "threshold" or metric.endswith("psnr")
 
 

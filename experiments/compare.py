@@ -32,7 +32,7 @@ import numpy as np
 
 from energynets.train import quiet_library_logs
 from experiments import train
-from experiments.specs import MAX_RUN_NAME, parse_spec, rejoin_tuples, run_name  # pylint: disable=unused-import
+from experiments.specs import parse_spec, rejoin_tuples, run_name
 
 _METHODS = flags.DEFINE_list(
     "methods", ["br", "mlp", "spen_ssvm"],
@@ -325,10 +325,11 @@ def main(argv):
   # (dataset, method, fold, config, run_dir, column) of every run, built before any trains;
   # `column` is where a reused stage's source run lives: the dataset, or one yeast fold.
   plan = []
+  methods = rejoin_tuples(_METHODS.value)
   for dataset in rejoin_tuples(_DATASETS.value):
     dataset_name, dataset_overrides = parse_spec(dataset)
     folds = range(_YEAST_FOLDS.value) if dataset_name == "yeast" else [0]
-    for method in rejoin_tuples(_METHODS.value):
+    for method in methods:
       name, overrides = parse_spec(method)
       for fold in folds:
         config = train.get_config(name, dataset_name,
@@ -342,7 +343,7 @@ def main(argv):
                                run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""),
                                run_name(method))
         plan.append((dataset, method, fold, config, run_dir, column))
-  listed = set(rejoin_tuples(_METHODS.value))
+  listed = set(methods)
   if _REUSE_STAGE.value:
     check_reuse_plan([(column, m, c) for _, m, _, c, _, column in plan], stage, source)
   if _RUN_INDEX.value >= 0:

@@ -127,34 +127,34 @@ def test_compare_refuses_a_reuse_plan_before_training(tmp_path):
 
 
 def test_method_spec_carries_its_own_overrides():
-  from experiments import compare
-  assert compare.parse_spec("seal_dynamic:seal.objective=nce:train.steps=5") == (
+  from experiments import specs
+  assert specs.parse_spec("seal_dynamic:seal.objective=nce:train.steps=5") == (
       "seal_dynamic", ["seal.objective=nce", "train.steps=5"])
-  assert compare.parse_spec("mlp") == ("mlp", [])
+  assert specs.parse_spec("mlp") == ("mlp", [])
   with pytest.raises(ValueError, match="bad method"):
-    compare.parse_spec("mlp:train.steps")
+    specs.parse_spec("mlp:train.steps")
   # A dataset column takes overrides the same way (e.g. SEAL's 500-label FunCat).
-  assert compare.parse_spec("spo_fun:data.root_label=True") == (
+  assert specs.parse_spec("spo_fun:data.root_label=True") == (
       "spo_fun", ["data.root_label=True"])
-  assert compare.run_name("spo_fun:data.root_label=True") == "spo_fun__data.root_label-True"
+  assert specs.run_name("spo_fun:data.root_label=True") == "spo_fun__data.root_label-True"
   # A spec too long for a file name gets a shortened, hashed, still unique directory.
   long_spec = "seal_dynamic:" + ":".join(f"k{i}.option=value{i}" for i in range(20))
   other = long_spec.replace("value19", "value20")
-  name = compare.run_name(long_spec)
-  assert len(name) == compare.MAX_RUN_NAME and name != compare.run_name(other)
-  assert name == compare.run_name(long_spec)
+  name = specs.run_name(long_spec)
+  assert len(name) == specs.MAX_RUN_NAME and name != specs.run_name(other)
+  assert name == specs.run_name(long_spec)
 
 
 def test_tuple_overrides_survive_the_comma_separated_flag():
-  from experiments import compare
+  from experiments import specs
   from experiments import train
   split = "mlp:model.hidden=(400,400):model.dropout=(0.5,0.0),br".split(",")
-  rows = compare.rejoin_tuples(split)
+  rows = specs.rejoin_tuples(split)
   assert rows == ["mlp:model.hidden=(400,400):model.dropout=(0.5,0.0)", "br"]
-  assert compare.rejoin_tuples(["a", "b:x=[1", "2]"]) == ["a", "b:x=[1,2]"]
+  assert specs.rejoin_tuples(["a", "b:x=[1", "2]"]) == ["a", "b:x=[1,2]"]
   with pytest.raises(ValueError, match="unbalanced"):
-    compare.rejoin_tuples(["mlp:model.hidden=(400", "br"])
-  name, overrides = compare.parse_spec(rows[0])
+    specs.rejoin_tuples(["mlp:model.hidden=(400", "br"])
+  name, overrides = specs.parse_spec(rows[0])
   config = train.get_config(name, "bibtex", overrides)
   # A dropout rate per hidden layer (SEAL's public configs); one float still works.
   assert config.model.hidden == (400, 400) and config.model.dropout == (0.5, 0.0)
