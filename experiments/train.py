@@ -268,12 +268,17 @@ def _floats(text: str) -> tuple[float, ...] | None:
 
 
 def _build_seal(config, dataset, optimizer) -> objectives.Objective:
-  """SEAL: `optimizer` (config.optimizer) trains the task-net, config.loss_net_optimizer
-  the loss-net; config.seal.phase picks dynamic or a static stage."""
+  """SEAL: config.optimizer trains the task-net, config.loss_net_optimizer the loss-net;
+  config.seal.phase picks dynamic or a static stage. Each update takes seal.rounds
+  task-net steps and rounds × seal.loss_net_steps loss-net steps, so the schedules span
+  that many steps (`optimizer`, built for one step per update, is rebuilt)."""
+  del optimizer
   s = config.seal
+  task_steps = config.train.steps * s.rounds
   return objectives.seal_objective(
-      feed_forward_net(config, dataset), energy_module(config, dataset), optimizer,
-      make_optimizer(config.loss_net_optimizer, config.train.steps),
+      feed_forward_net(config, dataset), energy_module(config, dataset),
+      make_optimizer(config.optimizer, task_steps),
+      make_optimizer(config.loss_net_optimizer, task_steps * s.loss_net_steps),
       objective=s.objective, phase=s.phase, energy_weight=s.energy_weight,
       bce_weight=s.bce_weight, energy_term=s.energy_term, num_samples=s.num_samples,
       noise_std=s.noise_std, margin_cost=s.margin_cost, surrogate_eps=s.surrogate_eps,

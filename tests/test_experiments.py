@@ -551,3 +551,27 @@ def test_name_lists_take_commas_or_plus_signs():
   assert train._names("forward+backward, word_forward") == (
       "forward", "backward", "word_forward")
   assert train._names("") is None
+
+
+def test_seal_schedules_span_every_optimizer_step_of_rounds_and_loss_net_steps():
+  """With seal.rounds = t and seal.loss_net_steps = s, one update takes t task-net and
+  t·s loss-net optimizer steps; a cosine schedule over train.steps alone would reach
+  zero after the first of 3 updates here and freeze both nets (a bug found with SEAL's
+  public bibtex schedule, t = 5). Both nets must still move at the last update."""
+  import jax
+  from experiments import train
+  config = train.get_config("seal_dynamic", "synthetic", [
+      "data.num_train=64", "train.steps=3", "seal.rounds=4", "seal.loss_net_steps=2",
+      "optimizer.schedule=cosine", "loss_net_optimizer.schedule=cosine"])
+  dataset = train.load_data(config)
+  objective = train.build_objective(config, dataset)
+  batch = {"x": dataset.train.x[:16], "y": dataset.train.y[:16]}
+  state = objective.init(jax.random.PRNGKey(0), batch)
+  update = jax.jit(objective.update)
+  for step in range(3):
+    previous = state
+    state, _ = update(state, batch, jax.random.PRNGKey(step + 1))
+  for group in ("task_net", "loss_net"):
+    moved = jax.tree.map(lambda a, b: float(np.max(np.abs(a - b))),
+                         state[group].params, previous[group].params)
+    assert max(jax.tree.leaves(moved)) > 0.0, group
