@@ -575,3 +575,26 @@ def test_seal_schedules_span_every_optimizer_step_of_rounds_and_loss_net_steps()
     moved = jax.tree.map(lambda a, b: float(np.max(np.abs(a - b))),
                          state[group].params, previous[group].params)
     assert max(jax.tree.leaves(moved)) > 0.0, group
+
+
+def test_seal_task_net_at_energy_weight_zero_ignores_the_loss_net_step_count():
+  """The controls of `seal_schedule_<dataset>.md` (loss-net weight 0) run one loss-net
+  step per round instead of SEAL's s: at weight 0 the task-net takes BCE steps only and
+  its randomness is its own, so its parameters must not depend on s."""
+  import jax
+  from experiments import train
+
+  def task_params(loss_net_steps):
+    config = train.get_config("seal_dynamic", "synthetic", [
+        "data.num_train=64", "train.steps=3", "seal.rounds=2", "seal.energy_weight=0.0",
+        f"seal.loss_net_steps={loss_net_steps}"])
+    dataset = train.load_data(config)
+    objective = train.build_objective(config, dataset)
+    batch = {"x": dataset.train.x[:16], "y": dataset.train.y[:16]}
+    state = objective.init(jax.random.PRNGKey(0), batch)
+    for step in range(3):
+      state, _ = objective.update(state, batch, jax.random.PRNGKey(step + 1))
+    return state["task_net"].params
+
+  for a, b in zip(jax.tree.leaves(task_params(1)), jax.tree.leaves(task_params(3))):
+    np.testing.assert_array_equal(a, b)

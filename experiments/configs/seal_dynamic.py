@@ -20,8 +20,11 @@ shared/papers), taken from SEAL's public configs where they exist, else assumpti
   (public bibtex: std 1.12);
 - separate Adam optimizers (§4): the task-net's is `config.optimizer` (with SEAL's
   gradient clipping at norm 10), the loss-net's `config.loss_net_optimizer`;
-- one loss-net and one task-net step per batch (Eq. 4-5; the public code alternates
-  several steps of each);
+- one loss-net and one task-net step per batch (Eq. 4-5). SEAL's public trainer takes,
+  per batch, t rounds of (s loss-net steps, then 1 task-net step), with its
+  `num_steps` {score_nn: s, task_nn: t} (bibtex NCE: s = 12, t = 5):
+  `--config.seal.loss_net_steps=s --config.seal.rounds=t`; both optimizers' schedules
+  then span all t (task-net) and t·s (loss-net) steps of every update;
 - `gbi` is used by static margin/regression only; `predict_gbi` only with
   `seal.predict=gbi` (the energy network as a GBI predictor).
 
