@@ -687,6 +687,13 @@ def _delicious(method: str) -> Json:
   return Json(_DELICIOUS_MORE, "delicious", method, "issue 5")
 
 
+def _public_row(label: str, cell, which: str) -> Row:
+  """A SEAL Table 1 row of SEAL's public configs: `cell(dataset, which)` on bibtex,
+  delicious and cal500 (`_public` or `_scheduled`)."""
+  return _seal_row(label, "", "", **{d: cell(d, which) for d in ("bibtex", "delicious",
+                                                                  "cal500")})
+
+
 def _seal_row(label, paper, method, bibtex=None, delicious=None, small=False,
               funcat_file=None, small_file="seal_small_datasets", cal500=None) -> Row:
   """A SEAL Table 1 row: genbase / cal500 from `small_file` where `small` (cal500 from
@@ -770,25 +777,14 @@ SEAL_TABLE1 = PaperTable(
                   bibtex=Json("seal_bibtex", "bibtex", _SEAL_FINETUNED)),
         _seal_row("SEAL-dynamic: NCE ranking, SEAL's FunCat settings", "", _SEAL_TUNED,
                   funcat_file="seal_funcat_partial"),
-        _seal_row("CE, SEAL's public CE config (`seal_public_<dataset>.md`)", "", "",
-                  bibtex=_public("bibtex", "ce"), delicious=_public("delicious", "ce"),
-                  cal500=_public("cal500", "ce")),
-        _seal_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config "
-                  "(`seal_public_<dataset>.md`)", "", "",
-                  bibtex=_public("bibtex", "nce"), delicious=_public("delicious", "nce"),
-                  cal500=_public("cal500", "nce")),
-        _seal_row("control: SEAL's public NCE config, loss-net weight 0", "", "",
-                  bibtex=_public("bibtex", "control"),
-                  delicious=_public("delicious", "control"),
-                  cal500=_public("cal500", "control")),
-        _seal_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config and per-batch "
-                  "schedule (`seal_schedule_<dataset>.md`)", "", "",
-                  bibtex=_scheduled("bibtex", "nce"), delicious=_scheduled("delicious", "nce"),
-                  cal500=_scheduled("cal500", "nce")),
-        _seal_row("control: the same schedule, loss-net weight 0", "", "",
-                  bibtex=_scheduled("bibtex", "control"),
-                  delicious=_scheduled("delicious", "control"),
-                  cal500=_scheduled("cal500", "control")),
+        _public_row("CE, SEAL's public CE config (`seal_public_<dataset>.md`)", _public, "ce"),
+        _public_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config "
+                    "(`seal_public_<dataset>.md`)", _public, "nce"),
+        _public_row("control: SEAL's public NCE config, loss-net weight 0", _public,
+                    "control"),
+        _public_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config and per-batch "
+                    "schedule (`seal_schedule_<dataset>.md`)", _scheduled, "nce"),
+        _public_row("control: the same schedule, loss-net weight 0", _scheduled, "control"),
     ),
     note="Our `infnet` is Tu et al. 2020's compound objective, stacked (the paper's row is "
          "the margin special case). FunCat columns use the 500-label setting "
