@@ -617,6 +617,8 @@ _PUBLIC_NET = ("model.hidden=(400,400):model.activation=softplus:model.dropout=(
                "model.input_dropout=0.0")
 _PUBLIC_LOSS_NET = ("energy.feature_hidden=(400,400):energy.feature_activation=softplus:"
                     "energy.dropout=(0.5,0.0):energy.input_dropout=0.0")
+_CAL500_NET = ("model.hidden=(500,500,500,500,500):model.activation=softplus:"
+               "model.dropout=(0.2,0.2,0.2,0.2,0.0):model.input_dropout=0.0")
 _CE_PUBLIC = {
     "bibtex": ("mlp:" + _PUBLIC_NET.format(drop=0.4) + ":optimizer.learning_rate=5e-3:"
                "train.batch_size=32:train.steps=10000:train.eval_every=500"),
@@ -624,27 +626,31 @@ _CE_PUBLIC = {
                   "model.dropout=(0.1,0.0):model.input_dropout=0.0:"
                   "optimizer.learning_rate=3.3e-3:train.batch_size=32:train.steps=20000:"
                   "train.eval_every=500"),
+    "cal500": ("mlp:" + _CAL500_NET + ":optimizer.learning_rate=9.86e-3:"
+               "train.batch_size=32:train.steps=3000:train.eval_every=100"),
 }
-_NCE_PUBLIC = {
+# The NCE configs' nets, rates and samples; the run length and alternation follow.
+_NCE_CONFIG = {
     "bibtex": ("seal_dynamic:" + _PUBLIC_NET.format(drop=0.5) + ":" + _PUBLIC_LOSS_NET +
                ":optimizer.learning_rate=1.17e-3:loss_net_optimizer.learning_rate=4.5e-5:"
-               "seal.num_samples=20:seal.loss_net_steps=3:train.batch_size=32:"
-               "train.steps=10000:train.eval_every=500"),
+               "seal.num_samples=20"),
     "delicious": ("seal_dynamic:" + _PUBLIC_NET.format(drop=0.5) + ":" + _PUBLIC_LOSS_NET +
                   ":optimizer.learning_rate=8.5e-4:loss_net_optimizer.learning_rate=3.7e-3:"
-                  "seal.num_samples=20:train.batch_size=32:train.steps=20000:"
-                  "train.eval_every=500"),
+                  "seal.num_samples=20"),
+    "cal500": ("seal_dynamic:" + _CAL500_NET + ":energy.feature_hidden=(500,500,500,500,500):"
+               "energy.feature_activation=softplus:energy.dropout=(0.2,0.2,0.2,0.2,0.0):"
+               "energy.input_dropout=0.0:energy.num_measurements=400:"
+               "optimizer.learning_rate=4.9e-3:loss_net_optimizer.learning_rate=7.8e-3:"
+               "seal.num_samples=20"),
 }
-_CAL500_NET = ("model.hidden=(500,500,500,500,500):model.activation=softplus:"
-               "model.dropout=(0.2,0.2,0.2,0.2,0.0):model.input_dropout=0.0")
-_CE_PUBLIC["cal500"] = ("mlp:" + _CAL500_NET + ":optimizer.learning_rate=9.86e-3:"
-                        "train.batch_size=32:train.steps=3000:train.eval_every=100")
-_NCE_PUBLIC["cal500"] = (
-    "seal_dynamic:" + _CAL500_NET + ":energy.feature_hidden=(500,500,500,500,500):"
-    "energy.feature_activation=softplus:energy.dropout=(0.2,0.2,0.2,0.2,0.0):"
-    "energy.input_dropout=0.0:energy.num_measurements=400:optimizer.learning_rate=4.9e-3:"
-    "loss_net_optimizer.learning_rate=7.8e-3:seal.num_samples=20:train.batch_size=32:"
-    "train.steps=3000:train.eval_every=100")
+# Session 24's runs (`seal_public_<dataset>`): 3 : 1 or 1 : 1 alternation.
+_NCE_PUBLIC = {
+    "bibtex": _NCE_CONFIG["bibtex"] + (":seal.loss_net_steps=3:train.batch_size=32:"
+                                       "train.steps=10000:train.eval_every=500"),
+    "delicious": _NCE_CONFIG["delicious"] + (":train.batch_size=32:train.steps=20000:"
+                                             "train.eval_every=500"),
+    "cal500": _NCE_CONFIG["cal500"] + ":train.batch_size=32:train.steps=3000:train.eval_every=100",
+}
 _NCE_WEIGHT = {"bibtex": 5.5, "delicious": 0.91, "cal500": 0.478}
 # The same NCE configs with SEAL's per-batch schedule (its trainer's `num_steps`): t rounds
 # of s loss-net steps and one task-net step on each batch (`seal_schedule_<dataset>`).
@@ -657,12 +663,10 @@ def _scheduled(dataset: str, which: str) -> Json:
   """A cell of the NCE-with-SEAL's-schedule rows (`seal_schedule_<dataset>`): seeds 0-2
   on bibtex, seed 0 on delicious and cal500."""
   s, t, steps, every = _SCHEDULE[dataset]
-  spec = _NCE_PUBLIC[dataset].rsplit(":train.steps=", 1)[0].replace(":seal.loss_net_steps=3", "")
-  spec = spec.replace(":train.batch_size=32", "")
-  weight = _NCE_WEIGHT[dataset] if which == "nce" else 0.0
-  spec += (f":seal.loss_net_steps={s if which == 'nce' else 1}:seal.rounds={t}:"
-           f"train.batch_size=32:train.steps={steps}:train.eval_every={every}:"
-           f"seal.energy_weight={weight}")
+  nce = which == "nce"
+  spec = (f"{_NCE_CONFIG[dataset]}:seal.loss_net_steps={s if nce else 1}:seal.rounds={t}:"
+          f"train.batch_size=32:train.steps={steps}:train.eval_every={every}:"
+          f"seal.energy_weight={_NCE_WEIGHT[dataset] if nce else 0.0}")
   methods = seeds(spec) if dataset == "bibtex" else (spec,)
   return Json(f"seal_schedule_{dataset}", dataset, methods, "issue 5")
 

@@ -553,24 +553,33 @@ def test_name_lists_take_commas_or_plus_signs():
   assert train._names("") is None
 
 
+def _seal_updates(overrides, num_updates=3):
+  """The synthetic seal_dynamic objective after `num_updates` updates on one batch: the
+  states before and after the last one."""
+  import jax
+  from experiments import train
+  config = train.get_config("seal_dynamic", "synthetic", [
+      "data.num_train=64", f"train.steps={num_updates}", *overrides])
+  dataset = train.load_data(config)
+  objective = train.build_objective(config, dataset)
+  batch = {"x": dataset.train.x[:16], "y": dataset.train.y[:16]}
+  state = objective.init(jax.random.PRNGKey(0), batch)
+  update = jax.jit(objective.update)
+  for step in range(num_updates):
+    previous = state
+    state, _ = update(state, batch, jax.random.PRNGKey(step + 1))
+  return previous, state
+
+
 def test_seal_schedules_span_every_optimizer_step_of_rounds_and_loss_net_steps():
   """With seal.rounds = t and seal.loss_net_steps = s, one update takes t task-net and
   t·s loss-net optimizer steps; a cosine schedule over train.steps alone would reach
   zero after the first of 3 updates here and freeze both nets (a bug found with SEAL's
   public bibtex schedule, t = 5). Both nets must still move at the last update."""
   import jax
-  from experiments import train
-  config = train.get_config("seal_dynamic", "synthetic", [
-      "data.num_train=64", "train.steps=3", "seal.rounds=4", "seal.loss_net_steps=2",
-      "optimizer.schedule=cosine", "loss_net_optimizer.schedule=cosine"])
-  dataset = train.load_data(config)
-  objective = train.build_objective(config, dataset)
-  batch = {"x": dataset.train.x[:16], "y": dataset.train.y[:16]}
-  state = objective.init(jax.random.PRNGKey(0), batch)
-  update = jax.jit(objective.update)
-  for step in range(3):
-    previous = state
-    state, _ = update(state, batch, jax.random.PRNGKey(step + 1))
+  previous, state = _seal_updates([
+      "seal.rounds=4", "seal.loss_net_steps=2", "optimizer.schedule=cosine",
+      "loss_net_optimizer.schedule=cosine"])
   for group in ("task_net", "loss_net"):
     moved = jax.tree.map(lambda a, b: float(np.max(np.abs(a - b))),
                          state[group].params, previous[group].params)
@@ -582,18 +591,10 @@ def test_seal_task_net_at_energy_weight_zero_ignores_the_loss_net_step_count():
   step per round instead of SEAL's s: at weight 0 the task-net takes BCE steps only and
   its randomness is its own, so its parameters must not depend on s."""
   import jax
-  from experiments import train
 
   def task_params(loss_net_steps):
-    config = train.get_config("seal_dynamic", "synthetic", [
-        "data.num_train=64", "train.steps=3", "seal.rounds=2", "seal.energy_weight=0.0",
-        f"seal.loss_net_steps={loss_net_steps}"])
-    dataset = train.load_data(config)
-    objective = train.build_objective(config, dataset)
-    batch = {"x": dataset.train.x[:16], "y": dataset.train.y[:16]}
-    state = objective.init(jax.random.PRNGKey(0), batch)
-    for step in range(3):
-      state, _ = objective.update(state, batch, jax.random.PRNGKey(step + 1))
+    _, state = _seal_updates(["seal.rounds=2", "seal.energy_weight=0.0",
+                              f"seal.loss_net_steps={loss_net_steps}"])
     return state["task_net"].params
 
   for a, b in zip(jax.tree.leaves(task_params(1)), jax.tree.leaves(task_params(3))):
