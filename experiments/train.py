@@ -308,7 +308,8 @@ def _build_dvn(config, dataset, optimizer) -> objectives.Objective:
       adversarial_gbi=inference.GBIConfig(**config.adversarial_gbi),
       predict_gbi=inference.GBIConfig(**config.predict_gbi), samples=_names(d.samples),
       sample_weights=_floats(d.sample_weights), score=d.score, init=config.loss.init,
-      adversarial_through_score=d.adversarial_through_score, l2=config.loss.l2)
+      adversarial_through_score=d.adversarial_through_score,
+      adversarial_init=d.adversarial_init, l2=config.loss.l2)
 
 
 def _build_infnet(config, dataset, optimizer) -> objectives.Objective:

@@ -17,6 +17,7 @@ import optax
 from energynets import testing
 from energynets.energies import SPENEnergy
 from energynets.inference import GBIConfig
+from energynets.inference import gbi as gbi_lib
 from energynets.objectives import dvn
 from energynets.objectives import energy_model
 from energynets.objectives import scores
@@ -157,6 +158,57 @@ class TrainingTest(parameterized.TestCase):
     np.testing.assert_allclose(y_pred, expected, rtol=1e-6)
     self.assertEqual(y_pred.shape, (B, L))
 
+  def test_seal_public_options_random_starts_and_best_iterates(self):
+    # SEAL's public DVN: GBI from U[0,1] starts, each keeping its best iterate; the ascent
+    # from its own random start.
+    energy = _energy()
+    batch = _batch(7)
+    best_gbi = TRAIN_GBI._replace(pick="best", learning_rate=0.3)
+    params = energy_model.init_params(energy, jax.random.key(3), batch["x"])
+    params = jax.tree.map(lambda a: 3.0 * a, params)  # a rugged energy
+    encoding = energy_model.encode(energy, params, batch["x"])
+    energy_fn = energy_model.encoding_energy(energy)
+
+    @jax.jit
+    def draw(rng):
+      return dvn.draw_samples(energy_fn, params, encoding, batch["y"], rng,
+                              sources=("inference", "adversarial"), inference_gbi=best_gbi,
+                              adversarial_gbi=best_gbi, score=scores.soft_f1, init="random",
+                              adversarial_init="random")
+
+    rng = jax.random.key(5)
+    samples = draw(rng)
+    # The inference start is U[0,1] from a key of rng; its sample is the lowest-energy
+    # point of the 'last' trajectory from that start (the trajectory's own oracle).
+    start = energy_model.start_point(encoding, "random", jax.random.fold_in(rng, 1))
+    self.assertGreater(float(jnp.std(start)), 0.2)
+    _, trace = jax.jit(lambda y0: gbi_lib.gbi_scan(
+        energy_fn, params, encoding, y0, energy_model.BOX, best_gbi._replace(pick="last")))(
+            start)
+    energies = np.concatenate([np.asarray(trace.initial_energy)[None], trace.energies])
+    ys = np.concatenate([np.asarray(start)[None], trace.ys])
+    np.testing.assert_allclose(samples["inference"],
+                               ys[np.argmin(energies, axis=0), np.arange(B)], atol=1e-6)
+    # The ascent starts elsewhere than the prediction and raises the loss from its start.
+    adv_start = energy_model.start_point(encoding, "random", jax.random.fold_in(rng, 2))
+    loss = lambda y_bar: dvn.value_regression_loss(
+        energy_fn(params, encoding, y_bar), scores.soft_f1(y_bar, batch["y"]))
+    self.assertTrue(np.all(loss(samples["adversarial"]) >= loss(adv_start) - 1e-6))
+    self.assertFalse(np.allclose(samples["adversarial"], samples["inference"]))
+    # Another key, other starts, other samples.
+    self.assertFalse(np.allclose(draw(jax.random.key(6))["inference"], samples["inference"]))
+    # Training with these options lowers the loss; test time starts from the fixed key.
+    obj = _objective(optimizer=optax.adam(0.05), inference_gbi=best_gbi, init="random",
+                     adversarial_init="random", predict_gbi=PREDICT_GBI._replace(pick="best"))
+    state, history, _ = testing.fit_one_batch(obj, batch, 12)
+    self.assertLess(np.mean(history[-3:]), np.mean(history[:3]), history)
+    predict = jax.jit(obj.predict)
+    y_pred = predict(state, batch["x"])
+    np.testing.assert_array_equal(predict(state, batch["x"]), y_pred)
+    expected = ssvm.infer(energy, state["energy"].params, batch["x"],
+                          PREDICT_GBI._replace(pick="best"), init="random").y
+    np.testing.assert_allclose(y_pred, expected, rtol=1e-6)
+
   def test_init_from_carries_a_spen_state(self):
     batch = _batch(6)
     spen = ssvm.spen_pretrain(_energy(), optax.adam(1e-2)).init(jax.random.key(1), batch)
@@ -174,6 +226,7 @@ class TrainingTest(parameterized.TestCase):
         (dict(sample_weights=(1.0, -1.0, 1.0)), "sample_weights"),
         (dict(score="soft_iouu"), "'soft_iouu'"),
         (dict(init="gold"), "'gold'"),
+        (dict(adversarial_init="gold"), "adversarial_init"),
         (dict(inference_gbi=TRAIN_GBI._replace(optimizer="lbfgs")), "'lbfgs'"),
     ]
     for options, message in cases:

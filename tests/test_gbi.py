@@ -622,3 +622,62 @@ def test_invalid_configs_and_energies_raise():
   with pytest.raises(ValueError, match="one value per example"):
     gbi_lib.gbi_scan(lambda p, v, y: jnp.sum(mlp_energy(p, v, y)), params, x, y0, BOX,
                      GBIConfig(num_steps=2))
+
+
+# --- pick='best' -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method,optimizer,lr", [
+    ("projected", "adam", 0.3), ("mirror", "momentum", 0.5), ("logit", "adam", 2.0)])
+def test_best_pick_returns_the_lowest_objective_iterate_of_the_trajectory(method, optimizer,
+                                                                          lr):
+  # Large steps on a non-convex energy: the objective is not monotone along the trajectory,
+  # so the best iterate differs from the last one for some example (asserted below).
+  params = mlp_params(seed=11)
+  x = jnp.asarray(np.random.RandomState(12).randn(6, 3) * 3, jnp.float32)
+  y0 = jnp.asarray(np.random.RandomState(13).rand(6, 6), jnp.float32)
+  last = GBIConfig(method=method, optimizer=optimizer, learning_rate=lr, num_steps=15,
+                   rel_tol=0.0, abs_tol=0.0, max_steps=15)
+  best = last._replace(pick="best")
+  y_last, trace = scan(mlp_energy, params, x, y0, BOX, last)
+  # The oracle: argmin over y_0 .. y_T of the recorded trajectory, by hand.
+  ys = np.concatenate([np.asarray(gbi_lib._to_y(gbi_lib._to_z(y0, BOX, last), BOX, last))[None],
+                       np.asarray(trace.ys)])
+  energies = np.concatenate([np.asarray(trace.initial_energy)[None], np.asarray(trace.energies)])
+  t_best = np.argmin(energies, axis=0)
+  expected = ys[t_best, np.arange(6)]
+  assert np.any(t_best != len(ys) - 1), "no example where the last iterate is not the best"
+  y_best, trace_best = scan(mlp_energy, params, x, y0, BOX, best)
+  np.testing.assert_allclose(y_best, expected, atol=1e-6)
+  np.testing.assert_allclose(trace_best.ys, trace.ys, atol=1e-6)  # same trajectory
+  res = loop(mlp_energy, params, x, y0, BOX, best)
+  np.testing.assert_allclose(res.y, expected, atol=1e-6)
+  np.testing.assert_allclose(res.energy, energies.min(axis=0), rtol=1e-5)
+  np.testing.assert_allclose(loop(mlp_energy, params, x, y0, BOX, last).y, y_last, atol=1e-6)
+
+
+def test_best_pick_of_a_converging_while_loop_ignores_frozen_examples():
+  # Example 0 converges early and is frozen; on this convex quadratic each example's
+  # objective falls monotonically (offset 0: every decrease is resolved in float32), so
+  # the best point is the last one, and the frozen example's best stays where it froze.
+  params = {"offset": jnp.asarray(0.0)}
+  c = jnp.asarray([[0.5, -0.5], [2.0, 1.0]], jnp.float32)
+  x = (c, jnp.asarray([10.0, 0.01], jnp.float32))
+  y0 = jnp.zeros((2, 2), jnp.float32)
+  config = GBIConfig(method="projected", optimizer="sgd", learning_rate=0.05,
+                     rel_tol=1e-7, abs_tol=1e-5, max_steps=50, pick="best")
+  res = loop(offset_quadratic, params, x, y0, REAL, config)
+  plain = loop(offset_quadratic, params, x, y0, REAL, config._replace(pick="last"))
+  assert bool(res.converged[0]) and int(res.steps[0]) < int(res.steps[1]), res.steps
+  np.testing.assert_allclose(res.y, plain.y, atol=1e-6)
+  np.testing.assert_array_equal(res.steps, plain.steps)
+
+
+def test_best_pick_with_annealing_or_an_unknown_pick_raises():
+  params = mlp_params()
+  x, y0 = jnp.zeros((2, 3)), BOX.uniform_init((2, 6))
+  with pytest.raises(ValueError, match="pick"):
+    gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX, GBIConfig(pick="first"))
+  with pytest.raises(ValueError, match="annealing"):
+    gbi_lib.gbi_while(mlp_energy, params, x, y0, BOX,
+                      GBIConfig(pick="best", entropy_anneal_steps=5, entropy_anneal_init=1.0))

@@ -37,6 +37,11 @@ Two drivers share one step function:
   converged (SPEN §7.4 uses 90%) or at `max_steps`. Used at test time; the number of
   steps each example took is reported.
 
+What a driver returns is `GBIConfig.pick`: the last iterate (`'last'`), or the iterate
+of lowest objective among all it visited, `y_0` included (`'best'`: SEAL's public GBI,
+whose `BestSamplePicker` keeps the best point of the trajectory, since Adam on a
+non-convex energy does not descend monotonically).
+
 The energy contract: `energy(params, x, y) -> [B]`, one value per example, with
 examples independent (no batch statistics). The gradient w.r.t. y is `jax.grad` of the
 batch sum, which is then the per-example gradient. `y` may have any trailing shape
@@ -62,6 +67,7 @@ EnergyFn = Callable[[PyTree, PyTree, jax.Array], jax.Array]
 
 METHODS = ("projected", "mirror", "logit")
 OPTIMIZERS = ("sgd", "momentum", "adam")
+PICKS = ("last", "best")
 
 
 class GBIConfig(NamedTuple):
@@ -95,6 +101,9 @@ class GBIConfig(NamedTuple):
       `learning_rate`. `gbi_while` uses `step_sizes[min(t, T−1)]`.
     remat: `jax.checkpoint` each `gbi_scan` step (recompute the energy's internals in
       the backward pass instead of storing them; E2E-SPEN §4.3).
+    pick: `'last' | 'best'`: the drivers return the final iterate, or the visited
+      iterate (`y_0` included) of lowest objective, per example. `'best'` needs a fixed
+      temperature (no annealing): objectives at different τ do not compare.
   """
 
   method: str = "mirror"
@@ -116,6 +125,7 @@ class GBIConfig(NamedTuple):
   stop_fraction: float = 1.0
   step_sizes: Optional[jax.Array] = None
   remat: bool = False
+  pick: str = "last"
 
 
 def _config_flatten(config: GBIConfig):
@@ -167,7 +177,8 @@ class GBIResult(NamedTuple):
   """Output of `gbi_while`.
 
   Attributes:
-    y: `[B, ...]`, the final (frozen at convergence) iterate, in the domain.
+    y: `[B, ...]`, the final (frozen at convergence) iterate, in the domain (with
+      `GBIConfig.pick='best'`, the visited iterate of lowest objective).
     energy: `[B]`, the minimized objective (`energy − τ·entropy`) at `y`.
     steps: `[B]` int32, update steps each example took before it was frozen.
     converged: `[B]` bool, whether the example met a tolerance within `max_steps`.
@@ -194,6 +205,12 @@ def validate_config(config: GBIConfig) -> None:
   if config.entropy_anneal_steps < 0:
     raise ValueError("entropy_anneal_steps must be non-negative; got "
                      f"{config.entropy_anneal_steps}")
+  if config.pick not in PICKS:
+    raise ValueError(f"unknown GBI pick {config.pick!r}; expected one of {PICKS}")
+  if config.pick == "best" and config.entropy_anneal_steps:
+    raise ValueError("pick='best' compares objectives along the trajectory, which entropy "
+                     f"annealing (entropy_anneal_steps={config.entropy_anneal_steps}) "
+                     "evaluates at different temperatures; use pick='last'")
   if config.entropy_anneal_steps and config.entropy_anneal_init <= config.entropy_weight:
     raise ValueError(
         f"entropy annealing starts above the final temperature: entropy_anneal_init="
@@ -350,7 +367,8 @@ def gbi_scan(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
     config: `GBIConfig`; with `step_sizes` its length must equal `num_steps`.
 
   Returns:
-    `(y_T [B, ...], GBITrace)`. Gradients flow to params, x, y0 and step_sizes
+    `(y [B, ...], GBITrace)`: y is `y_T`, or with `pick='best'` the visited iterate of
+    lowest objective (`y_0` included). Gradients flow to params, x, y0 and step_sizes
     (except through projection kinks, where the projected method's derivative is that
     of the clip).
   """
@@ -365,22 +383,47 @@ def gbi_scan(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
   taus = (entropy_weight_at(config, jnp.arange(1, num_steps + 1))
           if config.entropy_anneal_steps else None)
 
-  def body(state, lr_and_tau):
+  def body(carry, lr_and_tau):
+    state, best = carry
     lr, tau = lr_and_tau
     state = gbi_step(energy, params, x, state, lr, domain, config, tau)
-    return state, (_to_y(state.z, domain, config), state.objective)
+    y = _to_y(state.z, domain, config)
+    return (state, _keep_best(best, y, state.objective)), (y, state.objective)
 
   if config.remat:
     body = jax.checkpoint(body)
-  final, (ys, energies) = jax.lax.scan(body, state, (lrs, taus))
+  (final, best), (ys, energies) = jax.lax.scan(body, (state, _first_best(state, domain, config)),
+                                               (lrs, taus))
   # y_T from the final carry, not ys[-1]: a caller that drops the trace then lets XLA
   # remove it (measured 10-25% of GBI time at T=20 in benchmarks/gbi.py).
-  return _to_y(final.z, domain, config), GBITrace(ys, energies, state.objective)
+  y_out = _to_y(final.z, domain, config) if best is None else best.y
+  return y_out, GBITrace(ys, energies, state.objective)
 
 
 def _select(mask: jax.Array, new: PyTree, old: PyTree) -> PyTree:
   """Per-example `where(mask, new, old)` over matching pytrees with leading axis B."""
   return jax.tree.map(lambda n, o: jnp.where(_expand(mask, n), n, o), new, old)
+
+
+class _Best(NamedTuple):
+  """`pick='best'`: per example, the visited point of lowest objective so far."""
+  y: jax.Array          # [B, ...] in the domain
+  objective: jax.Array  # [B]
+
+
+def _first_best(state: GBIState, domain, config: GBIConfig) -> Optional[_Best]:
+  """The start `y_0` as the best point so far; None when `config.pick` is `'last'`."""
+  if config.pick != "best":
+    return None
+  return _Best(_to_y(state.z, domain, config), state.objective)
+
+
+def _keep_best(best: Optional[_Best], y: jax.Array, objective: jax.Array) -> Optional[_Best]:
+  """`best` updated with the point `y` of `objective` where it is strictly lower (ties
+  keep the earlier point; a NaN objective never replaces one)."""
+  if best is None:
+    return None
+  return _select(objective < best.objective, _Best(y, objective), best)
 
 
 def _linf_change(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -393,6 +436,7 @@ class _WhileCarry(NamedTuple):
   state: GBIState
   steps: jax.Array      # [B] int32
   converged: jax.Array  # [B] bool
+  best: Optional[_Best]  # pick='best' only
 
 
 def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
@@ -410,7 +454,8 @@ def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
   Args: as `gbi_scan`.
 
   Returns:
-    `GBIResult(y [B, ...], energy [B], steps [B] int32, converged [B] bool)`.
+    `GBIResult(y [B, ...], energy [B], steps [B] int32, converged [B] bool)`; with
+    `pick='best'`, y and energy are those of the best visited iterate.
   """
   validate_config(config)
   batch = y0.shape[0]
@@ -442,20 +487,26 @@ def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
     done_now = (((rel < config.rel_tol) | (dy < config.abs_tol))
                 & (carry.t >= config.entropy_anneal_steps))
     active = ~carry.converged
+    state = _select(active, new, old)
     return _WhileCarry(
         t=carry.t + 1,
-        state=_select(active, new, old),
+        state=state,
         steps=carry.steps + active.astype(jnp.int32),
         converged=carry.converged | (active & done_now),
+        best=_keep_best(carry.best, _to_y(state.z, domain, config), state.objective),
     )
 
+  state = init_state(energy, params, x, y0, domain, config)
   init = _WhileCarry(
       t=jnp.zeros((), jnp.int32),
-      state=init_state(energy, params, x, y0, domain, config),
+      state=state,
       steps=jnp.zeros((batch,), jnp.int32),
       converged=jnp.zeros((batch,), bool),
+      best=_first_best(state, domain, config),
   )
   final = jax.lax.while_loop(cond, body, init)
+  if final.best is not None:
+    return GBIResult(final.best.y, final.best.objective, final.steps, final.converged)
   return GBIResult(_to_y(final.state.z, domain, config), final.state.objective,
                    final.steps, final.converged)
 

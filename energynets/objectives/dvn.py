@@ -13,10 +13,12 @@ loss is not a cross-entropy and is not minimized at σ(−E) = s). Prediction is
 Training outputs ȳ per step, each a named *sample source* (`SAMPLE_SOURCES`):
 
 - `'inference'`: the current prediction, `gbi_scan` minimizing E for
-  `inference_gbi.num_steps` from `init` (uniform 0.5 by default);
-- `'adversarial'`: from that prediction, `gbi_scan` *ascending* ℓ (descending −ℓ) for
-  `adversarial_gbi.num_steps`: the output whose score the network currently gets most
-  wrong. ℓ depends on ȳ through E and through the score s(ȳ, y); Gygli et al.
+  `inference_gbi.num_steps` from `init` (uniform 0.5 by default; `'random'`: a fresh
+  U[0,1] point each step, as SEAL's public DVN configs);
+- `'adversarial'`: from that prediction (or, with `adversarial_init='random'`, from its
+  own random point, as SEAL's public code), `gbi_scan` *ascending* ℓ (descending −ℓ)
+  for `adversarial_gbi.num_steps`: the output whose score the network currently gets
+  most wrong. ℓ depends on ȳ through E and through the score s(ȳ, y); Gygli et al.
   maximize the loss itself, so both paths are followed
   (`adversarial_through_score=False` follows E only, as SEAL's public code does with
   its non-differentiable F1 oracle);
@@ -55,6 +57,7 @@ from energynets.objectives import ssvm
 
 SAMPLE_SOURCES = ("inference", "adversarial", "gold", "random", "other_gold")
 DEFAULT_SAMPLES = ("inference", "adversarial", "gold")
+ADVERSARIAL_INITS = ("prediction", energy_model.RANDOM)
 # The sources drawn without GBI (what needs no energy: SEAL-dynamic's extra samples).
 GBI_FREE_SOURCES = ("gold", "random", "other_gold")
 BOX = domains.Box()
@@ -105,8 +108,8 @@ def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
                  rng: jax.Array, *, sources: Sequence[str],
                  inference_gbi: Optional[GBIConfig], adversarial_gbi: Optional[GBIConfig],
                  score: scores_lib.Score,
-                 init: str = "uniform", adversarial_through_score: bool = True
-                 ) -> dict[str, jax.Array]:
+                 init: str = "uniform", adversarial_through_score: bool = True,
+                 adversarial_init: str = "prediction") -> dict[str, jax.Array]:
   """`{source: ȳ [B, L]}` for each name in `sources`, all without a gradient path.
 
   Args:
@@ -114,26 +117,35 @@ def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
     params: the energy's parameters.
     encoding: `energy_model.encode(...)` of the batch's x.
     y: `[B, L]` gold labels.
-    rng: key of the `'random'` source.
+    rng: key of the `'random'` source and of random GBI starts.
     sources: names of `SAMPLE_SOURCES`.
     inference_gbi: `gbi_scan` options of the prediction (`'inference'`, and the start
       of `'adversarial'`); None when `sources` has neither.
     adversarial_gbi: `gbi_scan` options of the ascent on ℓ; None without `'adversarial'`.
     score: the task score `s(ȳ, y) -> [B]`.
-    init: start of the prediction's GBI, `'uniform'` or `'local'` (`energy_model.start_point`).
+    init: start of the prediction's GBI, `'uniform'`, `'local'` or `'random'`
+      (`energy_model.start_point`; random points are drawn from `rng`).
     adversarial_through_score: differentiate ℓ through s(ȳ, y) in the ascent.
+    adversarial_init: start of the ascent, `'prediction'` (the `'inference'` sample) or
+      `'random'` (its own U[0,1] point).
   """
   params, encoding, y = jax.lax.stop_gradient((params, encoding, y))
   y = jnp.asarray(y, encoding.logits.dtype)
   samples = {}
+  # Keys of random starts folded from `rng`, which the 'random' source uses as it is (so
+  # runs without random starts draw what they drew before these existed).
+  start_rng, adversarial_rng = jax.random.fold_in(rng, 1), jax.random.fold_in(rng, 2)
   if "inference" in sources or "adversarial" in sources:
     y_pred, _ = gbi_lib.gbi_scan(energy_fn, params, encoding,
-                                 energy_model.start_point(encoding, init), BOX, inference_gbi)
+                                 energy_model.start_point(encoding, init, start_rng), BOX,
+                                 inference_gbi)
     samples["inference"] = y_pred
     if "adversarial" in sources:
+      y_start = (y_pred if adversarial_init == "prediction" else
+                 energy_model.start_point(encoding, energy_model.RANDOM, adversarial_rng))
       samples["adversarial"], _ = gbi_lib.gbi_scan(
           adversarial_objective(energy_fn, score, adversarial_through_score), params,
-          (encoding, y), y_pred, BOX, adversarial_gbi)
+          (encoding, y), y_start, BOX, adversarial_gbi)
   if "gold" in sources:
     samples["gold"] = y
   if "random" in sources:
@@ -185,6 +197,7 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
                        sample_weights: Optional[Sequence[float]] = None,
                        score: str = "soft_f1", init: str = "uniform",
                        adversarial_through_score: bool = True,
+                       adversarial_init: str = "prediction",
                        l2: float = 0.0) -> base.Objective:
   """The DVN objective (see the module docstring).
 
@@ -200,9 +213,11 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
       (inference, adversarial, gold).
     sample_weights: one weight per source (default 1 each).
     score: the regression target, a name of `scores.SCORES`.
-    init: GBI start at training and test time, `'uniform'` (0.5) or `'local'` (the
-      energy's local classifier).
+    init: GBI start at training and test time, `'uniform'` (0.5), `'local'` (the
+      energy's local classifier) or `'random'` (U[0,1]: a fresh draw at each training
+      step, the fixed key of `energy_model.start_point` at test time).
     adversarial_through_score: differentiate the score in the adversarial ascent.
+    adversarial_init: start of the adversarial ascent, `'prediction'` or `'random'`.
     l2: weight of `½‖W‖²` on the energy's weight matrices.
 
   Returns:
@@ -212,8 +227,6 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
   """
   weights = check_samples(samples, sample_weights)
   score_fn = scores_lib.get_score(score)
-  if init not in energy_model.INITS:
-    raise ValueError(f"unknown init {init!r}; expected one of {energy_model.INITS}")
   adversarial_gbi = inference_gbi if adversarial_gbi is None else adversarial_gbi
   for config in (inference_gbi, adversarial_gbi, predict_gbi):
     gbi_lib.validate_config(config)
@@ -222,6 +235,13 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
   # or masks): the energy's `EnergyModel` knows it (SPEN: exactly `init_params` and
   # `carry_params`).
   model = energy_model.as_model(energy)
+  inits = model.inits + ((energy_model.RANDOM,) if isinstance(model.domain, domains.Box)
+                         else ())
+  if init not in inits:
+    raise ValueError(f"unknown init {init!r}; expected one of {inits}")
+  if adversarial_init not in ADVERSARIAL_INITS:
+    raise ValueError(f"unknown adversarial_init {adversarial_init!r}; expected one of "
+                     f"{ADVERSARIAL_INITS}")
 
   def loss_fn(params, batch, rng):
     dropout_rng, sample_rng = jax.random.split(rng)
@@ -230,7 +250,8 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
     drawn = draw_samples(energy_fn, params, encoding, y, sample_rng, sources=tuple(weights),
                          inference_gbi=inference_gbi, adversarial_gbi=adversarial_gbi,
                          score=score_fn, init=init,
-                         adversarial_through_score=adversarial_through_score)
+                         adversarial_through_score=adversarial_through_score,
+                         adversarial_init=adversarial_init)
     regression, metrics = regression_on_samples(energy_fn, params, encoding, y, drawn,
                                                 weights, score_fn)
     loss = regression + l2 * base.l2_penalty(params) if l2 else regression

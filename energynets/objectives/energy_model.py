@@ -7,7 +7,7 @@ with y shaped like x (the denoising energies: Real domain, GBI from the noisy in
 
 - `spen_model(SPENEnergy)`: `encode` runs the feature network and local head once
   (`Encoding`), `energy` is `energy_from_encoding`, starts `'uniform'` (0.5) or
-  `'local'` (σ of the local logits), parameter groups `param_groups(energy)`, and
+  `'local'` (σ of the local logits) (and DVN's `'random'`, see `RANDOM`), parameter groups `param_groups(energy)`, and
   `carry` continues a SPEN state or a `local_bce` MLP (its params become `local_net`).
 - `module_model(module, domain)`: `encode` is the identity, starts `'input'` (y_0 = x),
   `'uniform'` or `'zeros'`; `carry` continues a state with the same `energy` params.
@@ -17,7 +17,7 @@ with y shaped like x (the denoising energies: Real domain, GBI from the noisy in
 - `segmentation_model(SegmentationEnergy)`: the Box over pixels (masks `[B, H, W]`, x
   images `[B, H, W, C]`, so not y shaped like x); `encode` runs the local FCN once
   (`SegmentationEncoding`), starts `'uniform'` (0.5) or `'local'` (σ of the FCN's
-  logits), `carry` continues a segmentation-energy state or a `local_bce` FCN.
+  logits) (and DVN's `'random'`), `carry` continues a segmentation-energy state or a `local_bce` FCN.
 
 The SPEN adapters (`encode`, `encoding_energy`, `start_point`, `init_params`,
 `carry_params`) are also used directly by the SEAL, DVN and inference-network
@@ -39,6 +39,14 @@ from energynets.inference import gbi as gbi_lib
 from energynets.objectives import base
 
 INITS = ("uniform", "local")
+# `start_point` (so the SPEN and segmentation models' `start`) also takes a random point,
+# U[0,1] per coordinate, for DVN (SEAL's public DVN configs). It is not in those models'
+# `inits`: SSVM's loss-augmented starts must not take it, since a fixed key would give
+# the same "random" point at every step. At test time it comes from the fixed key
+# `RANDOM_START_SEED`, so prediction stays deterministic; DVN's training-time samples
+# draw their own keys.
+RANDOM = "random"
+RANDOM_START_SEED = 0
 MODULE_INITS = ("input", "uniform", "zeros")
 NON_SMOOTH = ("relu", "hardtanh")
 BOX = domains.Box()
@@ -63,13 +71,18 @@ def encode(energy: SPENEnergy, params, x: jax.Array, train: bool = False,
                       method="encode")
 
 
-def start_point(encoding: Encoding, init: str) -> jax.Array:
-  """GBI's `y0`: uniform (0.5) or the local classifier's `sigmoid(logits)`."""
+def start_point(encoding: Encoding, init: str, rng: Optional[jax.Array] = None) -> jax.Array:
+  """GBI's `y0` on the Box: uniform (0.5), the local classifier's `sigmoid(logits)`, or
+  random, U[0,1] from `rng` (default: the fixed key of `RANDOM_START_SEED`)."""
+  shape, dtype = encoding.logits.shape, encoding.logits.dtype
   if init == "uniform":
-    return BOX.uniform_init(encoding.logits.shape, encoding.logits.dtype)
+    return BOX.uniform_init(shape, dtype)
   if init == "local":
     return jax.nn.sigmoid(encoding.logits)
-  raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
+  if init == RANDOM:
+    key = jax.random.PRNGKey(RANDOM_START_SEED) if rng is None else rng
+    return jax.random.uniform(key, shape, dtype)
+  raise ValueError(f"unknown init {init!r}; expected one of {INITS + (RANDOM,)}")
 
 
 def init_params(energy: SPENEnergy, rng: jax.Array, x: jax.Array):

@@ -24,18 +24,20 @@ TASKS = ("multilabel", "segmentation")  # + weizmann_horse
 def _dvn_options(config: ml_collections.ConfigDict, score: str) -> None:
   """DVN's loss, samples and GBI settings, in place (shared by every task): samples from
   GBI, the adversarial ascent and the gold output; GBI is projected Adam, learning rate
-  0.05, 20 steps in training and at most 30 at test, from the uniform start."""
+  0.05, 20 steps in training and at most 30 at test, from the uniform start, returning the
+  last iterate (`pick='best'`, `loss.init='random'` and `dvn.adversarial_init='random'`
+  are SEAL's public configs' choices)."""
   config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0, init="uniform"))
   config.dvn = ml_collections.ConfigDict(dict(
       samples="inference,adversarial,gold", sample_weights="", score=score,
-      adversarial_through_score=True))
+      adversarial_through_score=True, adversarial_init="prediction"))
   config.gbi = ml_collections.ConfigDict(dict(
       method="projected", optimizer="adam", learning_rate=0.05, num_steps=20,
-      entropy_weight=0.0))
+      entropy_weight=0.0, pick="last"))
   config.adversarial_gbi = ml_collections.ConfigDict(config.gbi.to_dict())
   config.predict_gbi = ml_collections.ConfigDict(dict(
       method="projected", optimizer="adam", learning_rate=0.05, max_steps=30, rel_tol=1e-4,
-      abs_tol=1e-4, stop_fraction=1.0, entropy_weight=0.0))
+      abs_tol=1e-4, stop_fraction=1.0, entropy_weight=0.0, pick="last"))
 
 
 def get_config(dataset: str = "synthetic"):
