@@ -315,7 +315,8 @@ def _ner(method: str) -> Json:
 
 def _ner_plus(method: str) -> Json:
   return Json(("sequences_ner_plus", "sequences_ner_plus_more", "sequences_ner_plus_rows",
-               "sequences_ner_plus_gec_implicit"), "conll2003_plus", method, "issue 8")
+               "sequences_ner_plus_gec_implicit", "sequences_ner_plus_tlm"), "conll2003_plus",
+              method, "issue 8")
 
 
 _MARGIN = "infnet:infnet.objective=margin"
@@ -355,9 +356,9 @@ INFNET_TABLE2 = PaperTable(
         _row("compound, stacked + TLM GE(a) (forward)", "", _TLM_A, _pos(_TLM_A), _ner(_TLM_A),
              _ner_plus(_TLM_A)),
         _row("compound, stacked + backward TLM", "", _TLM_BACKWARD, _pos(_TLM_BACKWARD),
-             _ner(_TLM_BACKWARD), _SEQ_PENDING),
+             _ner(_TLM_BACKWARD), _ner_plus(_TLM_BACKWARD)),
         _row("compound, stacked + word-augmented TLMs", "", _TLM_WORDS, _pos(_TLM_WORDS),
-             _ner(_TLM_WORDS), _SEQ_PENDING),
+             _ner(_TLM_WORDS), _ner_plus(_TLM_WORDS)),
         _row("compound, stacked + TLM GE(b) (forward, backward)", "", _TLM_B, _pos(_TLM_B),
              _ner(_TLM_B), _ner_plus(_TLM_B)),
         _row("compound, stacked + TLM GE(c) (all four)", "", _TLM_C, _pos(_TLM_C),
