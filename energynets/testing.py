@@ -87,6 +87,18 @@ def fit_one_batch(objective, batch, num_steps: int, seed: int = 0
   return state, losses, metrics
 
 
+def trajectory_best(y0, trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """The oracle of `GBIConfig(pick='best')`: per example, the point of lowest objective
+  among `y0` and the iterates of a `GBITrace`, as `(t [B], y [B, ...], objective [B])`
+  with t = 0 for `y0` and t = k for the k-th iterate."""
+  ys = np.concatenate([np.asarray(y0)[None], np.asarray(trace.ys)])
+  objectives = np.concatenate([np.asarray(trace.initial_energy)[None],
+                               np.asarray(trace.energies)])
+  t = np.argmin(objectives, axis=0)
+  examples = np.arange(ys.shape[1])
+  return t, ys[t, examples], objectives[t, examples]
+
+
 def assert_trees_equal(tree, reference) -> None:
   """Same structure and exactly equal leaves (what a carried parameter group must be)."""
   assert jax.tree.structure(tree) == jax.tree.structure(reference), (

@@ -185,10 +185,8 @@ class TrainingTest(parameterized.TestCase):
     _, trace = jax.jit(lambda y0: gbi_lib.gbi_scan(
         energy_fn, params, encoding, y0, energy_model.BOX, best_gbi._replace(pick="last")))(
             start)
-    energies = np.concatenate([np.asarray(trace.initial_energy)[None], trace.energies])
-    ys = np.concatenate([np.asarray(start)[None], trace.ys])
-    np.testing.assert_allclose(samples["inference"],
-                               ys[np.argmin(energies, axis=0), np.arange(B)], atol=1e-6)
+    np.testing.assert_allclose(samples["inference"], testing.trajectory_best(start, trace)[1],
+                               atol=1e-6)
     # The ascent starts elsewhere than the prediction and raises the loss from its start.
     adv_start = energy_model.start_point(encoding, "random", jax.random.fold_in(rng, 2))
     loss = lambda y_bar: dvn.value_regression_loss(

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from energynets import domains
+from energynets import testing
 from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import GBIConfig
 
@@ -640,19 +641,17 @@ def test_best_pick_returns_the_lowest_objective_iterate_of_the_trajectory(method
                    rel_tol=0.0, abs_tol=0.0, max_steps=15)
   best = last._replace(pick="best")
   y_last, trace = scan(mlp_energy, params, x, y0, BOX, last)
-  # The oracle: argmin over y_0 .. y_T of the recorded trajectory, by hand.
-  ys = np.concatenate([np.asarray(gbi_lib._to_y(gbi_lib._to_z(y0, BOX, last), BOX, last))[None],
-                       np.asarray(trace.ys)])
-  energies = np.concatenate([np.asarray(trace.initial_energy)[None], np.asarray(trace.energies)])
-  t_best = np.argmin(energies, axis=0)
-  expected = ys[t_best, np.arange(6)]
-  assert np.any(t_best != len(ys) - 1), "no example where the last iterate is not the best"
+  # The oracle: argmin over y_0 .. y_T of the recorded trajectory (y_0 as the optimizer
+  # sees it: through logits in logit mode).
+  t_best, expected, lowest = testing.trajectory_best(
+      gbi_lib._to_y(gbi_lib._to_z(y0, BOX, last), BOX, last), trace)
+  assert np.any(t_best != last.num_steps), "no example where the last iterate is not the best"
   y_best, trace_best = scan(mlp_energy, params, x, y0, BOX, best)
   np.testing.assert_allclose(y_best, expected, atol=1e-6)
   np.testing.assert_allclose(trace_best.ys, trace.ys, atol=1e-6)  # same trajectory
   res = loop(mlp_energy, params, x, y0, BOX, best)
   np.testing.assert_allclose(res.y, expected, atol=1e-6)
-  np.testing.assert_allclose(res.energy, energies.min(axis=0), rtol=1e-5)
+  np.testing.assert_allclose(res.energy, lowest, rtol=1e-5)
   np.testing.assert_allclose(loop(mlp_energy, params, x, y0, BOX, last).y, y_last, atol=1e-6)
 
 

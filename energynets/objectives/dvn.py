@@ -149,7 +149,7 @@ def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
   if "gold" in sources:
     samples["gold"] = y
   if "random" in sources:
-    samples["random"] = jax.random.uniform(rng, y.shape, y.dtype)
+    samples["random"] = energy_model.start_point(encoding, energy_model.RANDOM, rng)
   if "other_gold" in sources:
     if y.shape[0] < 2:
       raise ValueError("the 'other_gold' sample needs a batch of at least 2 examples; got "

@@ -7,8 +7,9 @@ with y shaped like x (the denoising energies: Real domain, GBI from the noisy in
 
 - `spen_model(SPENEnergy)`: `encode` runs the feature network and local head once
   (`Encoding`), `energy` is `energy_from_encoding`, starts `'uniform'` (0.5) or
-  `'local'` (σ of the local logits) (and DVN's `'random'`, see `RANDOM`), parameter groups `param_groups(energy)`, and
-  `carry` continues a SPEN state or a `local_bce` MLP (its params become `local_net`).
+  `'local'` (σ of the local logits) (and DVN's `'random'`, see `RANDOM`), parameter
+  groups `param_groups(energy)`, and `carry` continues a SPEN state or a `local_bce` MLP
+  (its params become `local_net`).
 - `module_model(module, domain)`: `encode` is the identity, starts `'input'` (y_0 = x),
   `'uniform'` or `'zeros'`; `carry` continues a state with the same `energy` params.
 - `sequence_model(SequenceEnergy)`: the Simplex per token; `encode` runs the tagger once
@@ -17,7 +18,8 @@ with y shaped like x (the denoising energies: Real domain, GBI from the noisy in
 - `segmentation_model(SegmentationEnergy)`: the Box over pixels (masks `[B, H, W]`, x
   images `[B, H, W, C]`, so not y shaped like x); `encode` runs the local FCN once
   (`SegmentationEncoding`), starts `'uniform'` (0.5) or `'local'` (σ of the FCN's
-  logits) (and DVN's `'random'`), `carry` continues a segmentation-energy state or a `local_bce` FCN.
+  logits) (and DVN's `'random'`), `carry` continues a segmentation-energy state or a
+  `local_bce` FCN.
 
 The SPEN adapters (`encode`, `encoding_energy`, `start_point`, `init_params`,
 `carry_params`) are also used directly by the SEAL, DVN and inference-network
