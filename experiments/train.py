@@ -91,7 +91,11 @@ def _build_local(config, dataset, optimizer) -> objectives.Objective:
   l2 = config.loss.l2
   if config.loss.l2_c > 0:
     l2 = 1.0 / (config.loss.l2_c * len(dataset.train.x))
-  return objectives.local_bce(net, optimizer, l2=l2)
+  # `loss.score` (fcn.py): BCE − w·score, the exact score a regression loss-net learns.
+  score = config.loss.get("score", "")
+  return objectives.local_bce(net, optimizer, l2=l2,
+                              score=objectives.scores.get_score(score) if score else None,
+                              score_weight=config.loss.get("score_weight", 0.0))
 
 
 def tagger(config, dataset) -> nets.PackedTagger:

@@ -488,6 +488,34 @@ def test_pixel_bce_trains_the_fcn_on_real_horses(horses):
   assert metrics.mean_iou(final, batch["y"]) > metrics.mean_iou(initial, batch["y"]) + 0.1
 
 
+def test_fcn_on_bce_minus_soft_iou_computes_the_stated_loss_and_raises_the_soft_iou(horses):
+  _, batch = horses
+  net = tiny_fcn()
+  objective = objectives.local_bce(net, optax.adam(1e-2), score=scores.soft_iou,
+                                   score_weight=50.0)
+  state = objective.init(jax.random.key(0), batch)
+  _, logged = objective.update(state, batch, jax.random.key(1))
+  # The first update reports the loss at the initial parameters; an independent
+  # recomputation (numpy BCE, numpy soft IoU) of BCE − 50·mean soft IoU.
+  logits = np.asarray(net.apply({"params": state["net"].params}, batch["x"]), np.float64)
+  p, y = 1 / (1 + np.exp(-logits)), np.asarray(batch["y"], np.float64)
+  bce = np.mean(np.sum(np.logaddexp(0, logits) - y * logits, axis=(1, 2)))
+  inter = np.sum(p * y, axis=(1, 2))
+  iou = inter / (np.sum(p, axis=(1, 2)) + np.sum(y, axis=(1, 2)) - inter)
+  np.testing.assert_allclose(logged["bce"], bce, rtol=1e-4)
+  np.testing.assert_allclose(logged["score"], iou.mean(), rtol=1e-4)
+  np.testing.assert_allclose(logged["loss"], bce - 50.0 * iou.mean(), rtol=1e-4)
+  # Training raises the mean soft IoU of its own predictions.
+  trained, losses, _ = testing.fit_one_batch(objective, batch, 40)
+  assert losses[-1] < losses[0] - 10.0, losses[::10]
+  soft = lambda s: float(jnp.mean(scores.soft_iou(objective.predict(s, batch["x"]), batch["y"])))
+  assert soft(trained) > soft(state) + 0.1
+  with pytest.raises(ValueError, match="needs a score"):
+    objectives.local_bce(net, optax.adam(1e-2), score_weight=1.0)
+  with pytest.raises(ValueError, match="must be positive"):
+    objectives.local_bce(net, optax.adam(1e-2), score=scores.soft_iou)
+
+
 def _gbi(steps):
   return gbi_lib.GBIConfig(method="projected", optimizer="adam", learning_rate=0.05,
                            num_steps=steps, max_steps=steps)

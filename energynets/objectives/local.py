@@ -11,6 +11,12 @@ sequence papers): softmax cross-entropy per token against one-hot tags `y [B, T,
 averaged over real tokens (padding has all-zero tag rows and contributes nothing);
 prediction is the per-token softmax.
 
+`local_bce(score=..., score_weight=w)` subtracts `w · mean s(σ(F(x)), y)`, a
+differentiable task score (`scores.soft_iou`, `scores.soft_f1`), from the BCE: the
+task-net loss of SEAL's regression loss-net (BCE − w·σ(−E)) with the loss-net replaced
+by the exact score it is trained to regress onto. It measures what a perfect loss-net
+could give a task-net, so a SEAL row can be read against it.
+
 `local_squared_error` is the regression counterpart (the feed-forward CNN denoiser of
 E2E-SPEN §6.1.3): mean squared error over the output's non-batch axes (per-pixel MSE,
 the quantity PSNR is a log of), averaged over examples; prediction is the net's output.
@@ -23,18 +29,34 @@ import optax
 
 from energynets.objectives import base
 from energynets.objectives import outputs
+from energynets.objectives import scores
 
 token_cross_entropy = outputs.token_cross_entropy
 
 
 def local_bce(net: nn.Module, optimizer: optax.GradientTransformation, *,
-              l2: float = 0.0) -> base.Objective:
+              l2: float = 0.0, score: scores.Score | None = None,
+              score_weight: float = 0.0) -> base.Objective:
   """Per-label BCE on the logits of `net(x) -> [B, L]`; prediction is `sigmoid`.
 
   Batches are `{"x": [B, ...], "y": [B, L]}` with y in {0, 1}; the state is
-  `{"net": ParamGroup}`; `l2` weighs `½‖W‖²` on the net's weight matrices.
+  `{"net": ParamGroup}`; `l2` weighs `½‖W‖²` on the net's weight matrices. With `score`
+  (`[B, ...] x2 -> [B]`, e.g. `scores.soft_iou`) the loss is
+  `BCE − score_weight · mean_b score(σ(logits), y)`.
   """
-  return _local(net, optimizer, "bce", base.multilabel_bce, jax.nn.sigmoid, l2)
+  if score is None:
+    if score_weight:
+      raise ValueError(f"score_weight={score_weight} needs a score to weigh")
+    return _local(net, optimizer, "bce", base.multilabel_bce, jax.nn.sigmoid, l2)
+  if score_weight <= 0:
+    raise ValueError(f"score_weight must be positive with a score; got {score_weight}")
+
+  def bce_minus_score(logits, labels):
+    bce = base.multilabel_bce(logits, labels)
+    value = jnp.mean(score(jax.nn.sigmoid(logits), labels))
+    return bce - score_weight * value, {"bce": bce, "score": value}
+
+  return _local(net, optimizer, "loss", bce_minus_score, jax.nn.sigmoid, l2)
 
 
 def local_token_ce(net: nn.Module, optimizer: optax.GradientTransformation, *,
@@ -58,7 +80,8 @@ def local_squared_error(net: nn.Module, optimizer: optax.GradientTransformation,
 
 
 def _local(net, optimizer, name, loss, link, l2) -> base.Objective:
-  """`loss(net(x), y)` (+ l2) minimized by `optimizer`; prediction `link(net(x))`."""
+  """`loss(net(x), y)` (+ l2) minimized by `optimizer`; prediction `link(net(x))`.
+  `loss` returns the value, or `(value, metrics)` to log more than `{name: value}`."""
 
   def init(rng, batch):
     params = net.init({"params": rng}, batch["x"])["params"]
@@ -67,8 +90,9 @@ def _local(net, optimizer, name, loss, link, l2) -> base.Objective:
   def loss_fn(params, batch, rng):
     outputs = net.apply({"params": params}, batch["x"], train=True, rngs={"dropout": rng})
     value = loss(outputs, batch["y"])
+    value, metrics = value if isinstance(value, tuple) else (value, {})
     total = value + l2 * base.l2_penalty(params) if l2 else value
-    return total, {name: value}
+    return total, {name: value, **metrics}
 
   def update(state, batch, rng):
     group, metrics = base.minimize_step(loss_fn, optimizer, state["net"], batch, rng)

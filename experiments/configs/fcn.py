@@ -10,6 +10,11 @@ public task-net widths, trained as SEAL's public horse config trains it
 36 averaged crops at validation and test. The loss is binary cross-entropy summed over
 the crop's pixels, averaged over images (`objectives.local_bce`: a pixel is a label).
 Selection on validation mean IoU; results: `test/mean_iou`, `test/dataset_iou`.
+
+`loss.score='soft_iou'` with `loss.score_weight=w` trains on BCE − w·soft IoU(σ(F(x)), y):
+SEAL-dynamic regression's task loss (seal_dynamic.py: BCE − 576·σ(−E)) with the
+loss-net replaced by the exact score it regresses onto. w = 576 (one per pixel of the
+24×24 crop) is SEAL's weight on our pixel-summed BCE.
 """
 
 from experiments.configs import base
@@ -20,4 +25,6 @@ TASKS = ("segmentation",)
 def get_config(dataset: str = "weizmann_horse"):
   config = base.get_segmentation_base_config(dataset)
   config.method = "local"
+  config.loss.score = ""
+  config.loss.score_weight = 0.0
   return config
