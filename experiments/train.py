@@ -384,6 +384,9 @@ def build_objective(config: ml_collections.ConfigDict,
   """The method named by `config.method`, built for `dataset`'s shapes."""
   if config.method not in OBJECTIVE_BUILDERS:
     raise ValueError(f"unknown method {config.method!r}; known: {sorted(OBJECTIVE_BUILDERS)}")
+  if config.method != "local" and config.get("loss", {}).get("score", ""):
+    raise ValueError(f"loss.score={config.loss.score!r} trains the feed-forward baselines "
+                     f"(method 'local': mlp.py, fcn.py), not method {config.method!r}")
   optimizer = make_optimizer(config.optimizer, config.train.steps)
   return OBJECTIVE_BUILDERS[config.method](config, dataset, optimizer)
 

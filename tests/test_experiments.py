@@ -275,7 +275,7 @@ def test_reuse_plan_names_a_mismatched_row_before_anything_trains():
           for m in ("mlp", "implicit", "spen_ssvm", "br")]
   # implicit's pretrain is mlp's run; br has no pretrain stage; spen_ssvm's pretrain is
   # SPEN's own (another method and model), so the plan fails and names it.
-  with pytest.raises(app.UsageError, match=r"spen_ssvm on bibtex: method \('spen_pretrain'"):
+  with pytest.raises(app.UsageError, match=r"spen_ssvm on bibtex: .*method \('spen_pretrain'"):
     compare.check_reuse_plan(rows, "pretrain", "mlp")
   compare.check_reuse_plan([r for r in rows if r[1] != "spen_ssvm"], "pretrain", "mlp")
   with pytest.raises(app.UsageError, match="not a row on that dataset"):
@@ -528,6 +528,22 @@ def test_an_unknown_inference_solver_is_refused():
                                                        "data.num_train=64"])
   with pytest.raises(ValueError, match="unknown inference solver 'exact'"):
     train.build_objective(config, train.load_data(config))
+
+
+def test_a_task_score_is_refused_outside_the_feed_forward_baselines():
+  from experiments import train
+  config = train.get_config("infnet", "synthetic", ["loss.score=soft_f1",
+                                                    "loss.score_weight=1.0",
+                                                    "data.num_train=64"])
+  with pytest.raises(ValueError, match="method 'local'.*not method 'infnet'"):
+    train.build_objective(config, train.load_data(config))
+  # On mlp it builds, and the stage the SEAL / infnet configs continue from an mlp run
+  # still has mlp's loss keys (so --reuse_stage=pretrain=mlp keeps matching).
+  mlp = train.get_config("mlp", "synthetic", ["loss.score=soft_f1", "loss.score_weight=1.0",
+                                              "data.num_train=64"])
+  train.build_objective(mlp, train.load_data(mlp))
+  stage = dict(train.stage_configs(train.get_config("infnet", "bibtex")))["pretrain"]
+  assert set(train.get_config("mlp", "bibtex").loss) <= set(stage.loss)
 
 
 def test_batch_larger_than_training_set_runs_full_batch(tmp_path):

@@ -23,6 +23,11 @@ DATASETS = ("synthetic", "bibtex", "delicious", "yeast", "genbase", "cal500", "e
 MATMUL_PRECISION = "highest"
 
 
+# `loss.score` / `loss.score_weight` of the feed-forward baselines (`method='local'`):
+# off. In every base config so that a stage continuing an mlp / fcn run (--reuse_stage)
+# has the same keys; build_objective rejects a score on any other method.
+NO_SCORE = dict(score="", score_weight=0.0)
+
 def get_base_config(dataset: str) -> ml_collections.ConfigDict:
   if dataset not in DATASETS:
     raise ValueError(f"unknown dataset variant {dataset!r}; expected one of {DATASETS}")
@@ -36,8 +41,9 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
   config.model = ml_collections.ConfigDict(dict(
       hidden=(), activation="relu", dropout=dropout_rates(0.0), input_dropout=0.0))
   # l2 is the coefficient of ½‖W‖²; l2_c > 0 sets it to 1/(C·N_train) instead, the
-  # scikit-learn LogisticRegression(C) regularization.
-  config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0))
+  # scikit-learn LogisticRegression(C) regularization. score / score_weight: method
+  # 'local' only (mlp.py).
+  config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0, **NO_SCORE))
   config.optimizer = ml_collections.ConfigDict(dict(
       name="adam", learning_rate=1e-3, schedule="constant", warmup_steps=0,
       weight_decay=0.0, momentum=0.9, clip_norm=0.0))
@@ -299,8 +305,9 @@ def get_segmentation_base_config(dataset: str = "weizmann_horse") -> ml_collecti
   config.model = ml_collections.ConfigDict(dict(
       features=(64, 128, 128), strides=(1, 2, 2), kernel_size=5, activation="relu",
       dropout=0.0, skip_connections=True))
-  # l2: coefficient of ½‖W‖² (l2_c as in the multi-label configs).
-  config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0))
+  # l2: coefficient of ½‖W‖² (l2_c as in the multi-label configs); score / score_weight:
+  # method 'local' only (fcn.py).
+  config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0, **NO_SCORE))
   config.optimizer = segmentation_sgd()
   config.train = ml_collections.ConfigDict(dict(
       steps=6000, batch_size=16, eval_batch_size=128, seed=0, log_every=100,

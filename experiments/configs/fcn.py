@@ -25,6 +25,4 @@ TASKS = ("segmentation",)
 def get_config(dataset: str = "weizmann_horse"):
   config = base.get_segmentation_base_config(dataset)
   config.method = "local"
-  config.loss.score = ""
-  config.loss.score_weight = 0.0
   return config

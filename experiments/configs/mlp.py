@@ -8,6 +8,10 @@ the hidden layers, width 1024, and checkpoint selection on validation example-F1
 0.5. The tuned-threshold validation F1 is flat (±1 point of noise on 488 examples)
 after ~1000 steps while predictions keep getting better calibrated, so selecting on it
 picks an early, under-confident checkpoint; selecting at 0.5 costs nothing tuned.
+
+`loss.score='soft_f1'` with `loss.score_weight=w` trains on BCE − w·soft F1(σ(F(x)), y):
+SEAL-dynamic regression's task loss (BCE − w·σ(−E); SEAL's public bibtex config has
+w = 3.24) with the loss-net replaced by the exact score it regresses onto.
 """
 
 from experiments.configs import base
