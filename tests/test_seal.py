@@ -180,6 +180,44 @@ class GradientTest(parameterized.TestCase):
       _check_finite_differences(self, value_and_grad, params, seed=6)
 
 
+class ScoreGradientCosineTest(parameterized.TestCase):
+
+  @parameterized.parameters("energy", "neg_value")
+  def test_matches_finite_differences_and_the_closed_form_soft_f1_gradient(self, term):
+    with jax.enable_x64(True):
+      task_net, loss_net = _nets()
+      batch = _batch(7, np.float64)
+      task_params, loss_params = _init_params(batch["x"])
+      losses = seal.seal_losses(task_net, loss_net, objective="regression",
+                                score="soft_f1", energy_term=term)
+      _, metrics = jax.jit(losses.task_net)(task_params, loss_params, batch,
+                                             jax.random.key(0))
+      logits = task_net.apply({"params": task_params}, batch["x"])
+      p = np.asarray(jax.nn.sigmoid(logits))
+      y = np.asarray(batch["y"])
+
+      def term_of(v):
+        energy = np.asarray(loss_net.apply({"params": loss_params}, batch["x"], v))
+        return energy if term == "energy" else -1 / (1 + np.exp(energy))
+
+      # Central differences, one output coordinate at a time (examples are independent).
+      eps = 1e-6
+      g_term = np.zeros_like(p)
+      for i in range(L):
+        step = np.zeros_like(p)
+        step[:, i] = eps
+        g_term[:, i] = (term_of(p + step) - term_of(p - step)) / (2 * eps)
+      # −∇ soft F1 in closed form: soft F1 = 2Σpy / S, S = Σp + Σy.
+      total = p.sum(-1, keepdims=True) + y.sum(-1, keepdims=True)
+      overlap = (p * y).sum(-1, keepdims=True)
+      g_score = -(2 * y / total - 2 * overlap / total ** 2)
+      cosine = (g_term * g_score).sum(-1) / np.sqrt(
+          (g_term ** 2).sum(-1) * (g_score ** 2).sum(-1))
+      np.testing.assert_allclose(float(metrics["score_grad_cosine"]), cosine.mean(),
+                                 rtol=1e-6)
+      self.assertLess(abs(float(metrics["score_grad_cosine"])), 1.0)
+
+
 class ExtraSamplesTest(parameterized.TestCase):
 
   @parameterized.parameters("regression", "regression_s")

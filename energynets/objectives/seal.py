@@ -82,7 +82,9 @@ task-net's output (`predict_init`).
 Metrics of `update`: each trained group's metrics with a `loss_net_` / `task_net_`
 prefix (its `loss`, `grad_norm` and terms); `loss` is the sum of the trained groups'
 losses and `grad_norm` the global norm of all their gradients (what the trainer logs and
-guards against NaN). NCE and the margin are invariant to a per-input shift of E, so
+guards against NaN). `task_net_score_grad_cosine` measures how much of the task score
+the loss-net hands the task-net: the cosine between the loss-net term's gradient in ȳ
+and the score's (`score`), per example at the task-net's output, averaged. NCE and the margin are invariant to a per-input shift of E, so
 under them the energy level (`task_net_energy`, hence `loss`) may drift freely; the
 shift does not depend on ȳ and so never reaches the task-net's gradient.
 
@@ -370,14 +372,31 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
                  "energy_gold": jnp.mean(energies[:, 0]),
                  "energy_noise": jnp.mean(energies[:, 1:])}
 
+  def loss_net_term(loss_params, x, y_hat):
+    energy = loss_net.apply({"params": loss_params}, x, y_hat)
+    return energy, energy if energy_term == "energy" else -dvn.predicted_value(energy)
+
   def task_net_loss(task_params, loss_params, batch, rng):
     logits = _task_logits(task_net, task_params, batch["x"], rng)
     loss_params = jax.lax.stop_gradient(loss_params)
-    energy = loss_net.apply({"params": loss_params}, batch["x"], link(logits))
-    term = energy if energy_term == "energy" else -dvn.predicted_value(energy)
+    energy, term = loss_net_term(loss_params, batch["x"], link(logits))
     bce = structure.local_loss(logits, batch["y"])  # BCE, or token CE on sequences
     loss = energy_weight * jnp.mean(term) + bce_weight * bce
-    return loss, {"energy": jnp.mean(energy), "bce": bce}
+    y_hat = jax.lax.stop_gradient(link(logits))
+    return loss, {"energy": jnp.mean(energy), "bce": bce,
+                  "score_grad_cosine": score_gradient_cosine(loss_params, batch, y_hat)}
+
+  def score_gradient_cosine(loss_params, batch, y_hat):
+    """Per-example cosine, averaged, between the loss-net term's gradient in the output
+    and the task score's (−∇ score): 1 where the loss-net pushes ȳ exactly as the score
+    would (a perfect regression loss-net), about 0 where it carries none of it."""
+    y = jnp.asarray(batch["y"], y_hat.dtype)
+    term_grad = jax.grad(lambda v: jnp.sum(loss_net_term(loss_params, batch["x"], v)[1]))
+    score_grad = jax.grad(lambda v: -jnp.sum(real_score(v, y)))
+    a, b = term_grad(y_hat), score_grad(y_hat)
+    axes = tuple(range(1, a.ndim))
+    norms = jnp.sqrt(jnp.sum(a * a, axis=axes) * jnp.sum(b * b, axis=axes))
+    return jnp.mean(jnp.sum(a * b, axis=axes) / jnp.maximum(norms, 1e-12))
 
   return SealLosses(loss_net_loss, task_net_loss)
 
