@@ -84,9 +84,10 @@ prefix (its `loss`, `grad_norm` and terms); `loss` is the sum of the trained gro
 losses and `grad_norm` the global norm of all their gradients (what the trainer logs and
 guards against NaN). `task_net_score_grad_cosine` measures how much of the task score
 the loss-net hands the task-net: the cosine between the loss-net term's gradient in ȳ
-and the score's (`score`), per example at the task-net's output, averaged. NCE and the margin are invariant to a per-input shift of E, so
-under them the energy level (`task_net_energy`, hence `loss`) may drift freely; the
-shift does not depend on ȳ and so never reaches the task-net's gradient.
+and the score's (`score`), per example at the task-net's output, averaged. NCE and the
+margin are invariant to a per-input shift of E, so under them the energy level
+(`task_net_energy`, hence `loss`) may drift freely; the shift does not depend on ȳ and
+so never reaches the task-net's gradient.
 
 `seal_losses` builds L_E and L_F as pure functions (what `seal_objective` steps on, and
 what tests differentiate). `task_net_ranking` is the ablation "ranking loss without a

@@ -28,6 +28,7 @@ MATMUL_PRECISION = "highest"
 # has the same keys; build_objective rejects a score on any other method.
 NO_SCORE = dict(score="", score_weight=0.0)
 
+
 def get_base_config(dataset: str) -> ml_collections.ConfigDict:
   if dataset not in DATASETS:
     raise ValueError(f"unknown dataset variant {dataset!r}; expected one of {DATASETS}")
