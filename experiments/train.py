@@ -289,7 +289,7 @@ def _build_seal(config, dataset, optimizer) -> objectives.Objective:
       score=s.score, loss_aug_gbi=inference.GBIConfig(**config.gbi),
       dvn_samples=_names(s.dvn_samples), dvn_sample_weights=_floats(s.dvn_sample_weights),
       extra_samples=_names(s.extra_samples),
-      extra_sample_weights=_floats(s.extra_sample_weights),
+      extra_sample_weights=_floats(s.extra_sample_weights), train_mode=s.train_mode,
       predict=s.predict, predict_gbi=inference.GBIConfig(**config.predict_gbi),
       predict_init=s.predict_init, task_net_init=s.task_net_init,
       loss_net_steps=s.loss_net_steps, rounds=s.rounds)

@@ -259,6 +259,59 @@ class ExtraSamplesTest(parameterized.TestCase):
       self.assertLess(float(metrics["score_other_gold"]), 1.0)  # the batch's labels differ
 
 
+class TrainModeTest(parameterized.TestCase):
+  """`train_mode`: dropout where SEAL's trainer has it, and only there."""
+
+  def _losses(self, task_dropout, loss_dropout, train_mode, objective="nce"):
+    task_net = MLP((6,), L, activation="tanh", dropout=task_dropout)
+    loss_net = SPENEnergy(L, (6,), feature_activation="tanh", num_measurements=3,
+                          dropout=loss_dropout)
+    return seal.seal_losses(task_net, loss_net, objective=objective, num_samples=3,
+                            train_mode=train_mode)
+
+  def test_task_net_loss_sees_the_loss_nets_dropout_only_in_train_mode(self):
+    batch = _batch(1)
+    task_params, loss_params = _init_params(batch["x"])
+
+    def energies(losses):
+      fn = jax.jit(lambda r: losses.task_net(task_params, loss_params, batch, r)[1]["energy"])
+      return [float(fn(jax.random.key(k))) for k in range(3)]
+
+    # No task-net dropout, so only the loss-net's dropout can move the energy term.
+    on = energies(self._losses(0.0, 0.5, True))
+    self.assertGreater(np.ptp(on), 1e-4)
+    off = energies(self._losses(0.0, 0.5, False))
+    self.assertEqual(np.ptp(off), 0.0)
+    # Without dropout in the loss-net the flag changes nothing.
+    np.testing.assert_allclose(energies(self._losses(0.0, 0.0, True)), off, rtol=1e-6)
+
+  @parameterized.parameters("nce", "regression", "regression_s", "margin")
+  def test_loss_net_samples_come_from_the_dropped_out_task_net_only_in_train_mode(
+      self, objective):
+    batch = _batch(2)
+    task_params, loss_params = _init_params(batch["x"])
+    rng = jax.random.key(4)
+
+    def loss(task_dropout, train_mode):
+      losses = self._losses(task_dropout, 0.0, train_mode, objective)
+      return float(jax.jit(losses.loss_net)(loss_params, task_params, batch, rng)[0])
+
+    self.assertNotAlmostEqual(loss(0.5, True), loss(0.5, False), places=4)
+    # Off, the task-net's dropout is never drawn: the same loss as with none.
+    self.assertEqual(loss(0.5, False), loss(0.0, False))
+    self.assertAlmostEqual(loss(0.0, True), loss(0.0, False), places=6)
+
+  def test_task_net_loss_with_a_fixed_dropout_mask_matches_finite_differences(self):
+    with jax.enable_x64(True):
+      losses = self._losses(0.5, 0.5, True)
+      batch = _batch(4, np.float64)
+      task_params, loss_params = _init_params(batch["x"])
+      rng = jax.random.key(3)
+      value_and_grad = jax.jit(jax.value_and_grad(
+          lambda p: losses.task_net(p, loss_params, batch, rng), has_aux=True))
+      _check_finite_differences(self, value_and_grad, task_params, seed=7)
+
+
 class StatesAndPredictionTest(parameterized.TestCase):
 
   def test_init_from_carries_local_bce_and_spen_states(self):

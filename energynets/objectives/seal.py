@@ -238,7 +238,8 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
                 dvn_samples: Optional[Sequence[str]] = None,
                 dvn_sample_weights: Optional[Sequence[float]] = None,
                 extra_samples: Optional[Sequence[str]] = None,
-                extra_sample_weights: Optional[Sequence[float]] = None) -> SealLosses:
+                extra_sample_weights: Optional[Sequence[float]] = None,
+                train_mode: bool = False) -> SealLosses:
   """L_E and L_F of SEAL (see the module docstring).
 
   Args:
@@ -265,6 +266,10 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
     extra_samples: `dvn.GBI_FREE_SOURCES` added to the regression samples of
       `'regression'` (dynamic) and `'regression_s'`; None or empty for none.
     extra_sample_weights: their weights (default 1 each).
+    train_mode: run both networks in training mode (dropout) wherever SEAL's public
+      trainer does: the task-net that gives the loss-net's samples (and the noise
+      distribution P_N) and the loss-net inside L_F. Default False: both deterministic
+      there, our choice (a loss should not be noisy).
   """
   _check_choice(objective, OBJECTIVES, "SEAL loss-net objective")
   _check_choice(phase, PHASES, "SEAL phase")
@@ -314,7 +319,9 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
     x = batch["x"]
     encoding = energy_model.encode(loss_net, loss_params, x, train=True, rng=dropout_rng)
     y = jnp.asarray(batch["y"], encoding.logits.dtype)
-    task_logits = jax.lax.stop_gradient(_task_logits(task_net, task_params, x))
+    # fold_in, not a wider split, so that runs without train_mode keep their streams.
+    task_rng = jax.random.fold_in(rng, 1) if train_mode else None
+    task_logits = jax.lax.stop_gradient(_task_logits(task_net, task_params, x, task_rng))
     extras = dvn.draw_samples(energy_fn, loss_params, encoding, y, extra_rng,
                               sources=tuple(extra_weights), inference_gbi=None,
                               adversarial_gbi=None, score=score_fn)
@@ -373,8 +380,10 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
                  "energy_gold": jnp.mean(energies[:, 0]),
                  "energy_noise": jnp.mean(energies[:, 1:])}
 
-  def summed_term(loss_params, x, y_hat):
-    energy = loss_net.apply({"params": loss_params}, x, y_hat)
+  def summed_term(loss_params, x, y_hat, rng):
+    rngs = {"dropout": rng} if rng is not None else None
+    energy = loss_net.apply({"params": loss_params}, x, y_hat, train=rng is not None,
+                            rngs=rngs)
     term = energy if energy_term == "energy" else -dvn.predicted_value(energy)
     return jnp.sum(term), energy
 
@@ -386,8 +395,9 @@ def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "n
     # One loss-net pass gives the term and its gradient in ȳ. The task-net's gradient is
     # that ȳ-gradient chained through ȳ(Φ) (the linear part: value 0), and the alignment
     # metric compares the same gradient with the score's, so no second pass is needed.
+    loss_rng = jax.random.fold_in(rng, 1) if train_mode and rng is not None else None
     (term_sum, energy), term_grad = jax.value_and_grad(summed_term, argnums=2, has_aux=True)(
-        loss_params, batch["x"], fixed)
+        loss_params, batch["x"], fixed, loss_rng)
     term_sum = term_sum + jnp.sum(jax.lax.stop_gradient(term_grad) * (y_hat - fixed))
     bce = structure.local_loss(logits, batch["y"])  # BCE, or token CE on sequences
     loss = energy_weight * term_sum / energy.shape[0] + bce_weight * bce
@@ -436,7 +446,7 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
     **loss_options: the options of `seal_losses` (objective, energy_weight,
       bce_weight, energy_term, num_samples, noise_std, margin_cost, surrogate_eps,
       score, loss_aug_gbi, dvn_samples, dvn_sample_weights, extra_samples,
-      extra_sample_weights).
+      extra_sample_weights, train_mode).
 
   Returns:
     An `Objective` with state `{"task_net": ParamGroup, "loss_net": ParamGroup}`.
