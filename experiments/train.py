@@ -91,7 +91,7 @@ def _build_local(config, dataset, optimizer) -> objectives.Objective:
   l2 = config.loss.l2
   if config.loss.l2_c > 0:
     l2 = 1.0 / (config.loss.l2_c * len(dataset.train.x))
-  # `loss.score` (fcn.py): BCE − w·score, the exact score a regression loss-net learns.
+  # `loss.score` (mlp.py, fcn.py): BCE − w·score, the exact score a regression loss-net learns.
   score = config.loss.get("score", "")
   return objectives.local_bce(net, optimizer, l2=l2,
                               score=objectives.scores.get_score(score) if score else None,
