@@ -11,10 +11,14 @@ Task-net loss (Eq. 1), averaged over the batch:
     L_F(Φ; Θ) = λ1 · E_Θ(x, σ(F_Φ(x))) + λ2 · Σ_i BCE(y_i, σ(F_Φ(x))_i)
 
 (`energy_weight` λ1, `bce_weight` λ2). The loss-net is a fixed function inside L_F: its
-parameters are `stop_gradient`-ed and it runs deterministically (no dropout: a loss
-should not be noisy). `energy_term='neg_value'` replaces E by `−σ(−E)`, the predicted
-score of a regression loss-net (what SEAL's public code does for its DVN loss-nets);
-the default `'energy'` is the paper's Eq. 1.
+parameters are `stop_gradient`-ed and by default it runs deterministically (no dropout:
+a loss should not be noisy), as does the task-net that draws the loss-net's samples.
+`train_mode=True` puts both in training mode there, as SEAL's public trainer does (it
+calls `model.train()` for both networks throughout): the samples and P_N then come from
+a dropped-out task-net, and the loss-net's dropout is on inside L_F.
+`energy_term='neg_value'` replaces E by `−σ(−E)`, the predicted score of a regression
+loss-net (what SEAL's public code does for its DVN loss-nets); the default `'energy'` is
+the paper's Eq. 1.
 
 Loss-net objectives L_E (`objective`), with ŷ or the samples always `stop_gradient`-ed
 (the loss-net loss is differentiated at fixed outputs):
