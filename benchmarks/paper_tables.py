@@ -701,6 +701,24 @@ def _scheduled(dataset: str, which: str) -> Json:
   return Json(name, dataset, seeds(spec), "issue 5")
 
 
+# Session 28: `seal.train_mode=True`, dropout where SEAL's public trainer has it (the
+# sampling task-net, the loss-net inside the task-net's loss), on the default NCE config
+# (`seal_train_mode`, seeds 0-2) and on the scheduled public configs
+# (`seal_schedule_train_mode_<dataset>`: seeds 0-2 on bibtex, seed 0 on delicious).
+_TRAIN_MODE = "seal_dynamic:seal.train_mode=True"
+
+
+def _train_mode(dataset: str) -> Json:
+  return Json("seal_train_mode", dataset, seeds(_TRAIN_MODE), "issue 5")
+
+
+def _scheduled_train_mode(dataset: str) -> Json:
+  spec = _scheduled(dataset, "nce").method
+  spec = (spec if isinstance(spec, str) else spec[0]) + ":seal.train_mode=True"
+  name = f"seal_schedule_train_mode_{dataset}"
+  return Json(name, dataset, (spec,) if dataset == "delicious" else seeds(spec), "issue 5")
+
+
 def _public(dataset: str, which: str) -> Json:
   """A cell of SEAL's public-config rows (`seal_public_<dataset>`, seeds 0-2)."""
   spec = {"ce": _CE_PUBLIC[dataset],
@@ -822,6 +840,14 @@ SEAL_TABLE1 = PaperTable(
         _public_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config and per-batch "
                     "schedule (`seal_schedule_<dataset>.md`)", _scheduled, "nce"),
         _public_row("control: the same schedule, loss-net weight 0", _scheduled, "control"),
+        _row("SEAL-dynamic: NCE ranking, SEAL's train mode: dropout in the sampling "
+             "task-net and in the loss-net inside the task-net's loss (`seal_train_mode.md`)",
+             "", _TRAIN_MODE, _train_mode("bibtex"), _SEAL_PENDING, _SEAL_PENDING,
+             _SEAL_PENDING, NO_DATA, _train_mode(_EXPR), _train_mode(_SPO)),
+        _seal_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config, per-batch schedule "
+                  "and train mode (`seal_schedule_train_mode_<dataset>.md`)", "", "",
+                  bibtex=_scheduled_train_mode("bibtex"),
+                  delicious=_scheduled_train_mode("delicious")),
         _row("no loss-net: the MLP on BCE − w·soft F1, the regression loss-net's target "
              "used directly, w chosen on validation (ours, `seal_direct_score_<dataset>.md`)",
              "", "", *(_direct_score(d) for d in ("bibtex", "delicious", "genbase", "cal500")),
