@@ -860,7 +860,10 @@ SEAL_TABLE1 = PaperTable(
          "(task-net, loss-net, rates, loss weight; `seal_public_<dataset>.md` lists each "
          "config and how our runs differ): SEAL's CE is reproduced on bibtex and "
          "delicious. Two of them add SEAL's per-batch schedule (t rounds of s loss-net "
-         "steps and one task-net step; `seal_schedule_<dataset>.md`). The last row has no "
+         "steps and one task-net step; `seal_schedule_<dataset>.md`). The two rows after "
+         "them add SEAL's train mode (`seal.train_mode=True`: dropout in the task-net that "
+         "draws the NCE noise and in the loss-net inside the task-net's loss, as SEAL's "
+         "trainer, which calls `model.train()` throughout). The last row has no "
          "loss-net: our MLP trained on BCE − w·soft F1, the score SEAL's regression "
          "loss-net learns, used directly.")
 
