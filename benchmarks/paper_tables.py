@@ -712,6 +712,15 @@ def _train_mode(dataset: str) -> Json:
   return Json("seal_train_mode", dataset, seeds(_TRAIN_MODE), "issue 5")
 
 
+# The sampling task-net's dropout alone: a loss-net without dropout, in train mode
+# (`seal_train_mode_ablation`, seeds 0-2, with its deterministic counterpart on expr_fun).
+_TRAIN_MODE_NODROP = "seal_dynamic:energy.dropout=0.0:energy.input_dropout=0.0:seal.train_mode=True"
+
+
+def _train_mode_ablation(dataset: str, method: str) -> Json:
+  return Json("seal_train_mode_ablation", dataset, seeds(method), "issue 5")
+
+
 def _scheduled_train_mode(dataset: str) -> Json:
   spec = _scheduled(dataset, "nce").method
   spec = (spec if isinstance(spec, str) else spec[0]) + ":seal.train_mode=True"
@@ -848,6 +857,22 @@ SEAL_TABLE1 = PaperTable(
                   "and train mode (`seal_schedule_train_mode_<dataset>.md`)", "", "",
                   bibtex=_scheduled_train_mode("bibtex"),
                   delicious=_scheduled_train_mode("delicious")),
+        _seal_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config, per-batch schedule "
+                  "and train mode, 6000 batches, seed 0 "
+                  "(`seal_schedule_train_mode_bibtex_long.md`)", "", "",
+                  bibtex=Json("seal_schedule_train_mode_bibtex_long", "bibtex",
+                              _scheduled_train_mode("bibtex").method[0].replace(
+                                  "train.steps=3000", "train.steps=6000"))),
+        _row("SEAL-dynamic: NCE ranking, loss-net without dropout, train mode: the sampling "
+             "task-net's dropout alone (`seal_train_mode_ablation.md`)", "",
+             _TRAIN_MODE_NODROP, _train_mode_ablation("bibtex", _TRAIN_MODE_NODROP),
+             _SEAL_PENDING, _SEAL_PENDING, _SEAL_PENDING, NO_DATA,
+             _train_mode_ablation(_EXPR, _TRAIN_MODE_NODROP), _SEAL_PENDING),
+        _row("control: the same loss-net without dropout, deterministic "
+             "(`seal_train_mode_ablation.md`)", "", _SEAL_NODROP,
+             _train_mode_ablation("bibtex", _SEAL_NODROP), _SEAL_PENDING, _SEAL_PENDING,
+             _SEAL_PENDING, NO_DATA, _train_mode_ablation(_EXPR, _SEAL_NODROP),
+             _SEAL_PENDING),
         _row("no loss-net: the MLP on BCE − w·soft F1, the regression loss-net's target "
              "used directly, w chosen on validation (ours, `seal_direct_score_<dataset>.md`)",
              "", "", *(_direct_score(d) for d in ("bibtex", "delicious", "genbase", "cal500")),
@@ -860,10 +885,11 @@ SEAL_TABLE1 = PaperTable(
          "(task-net, loss-net, rates, loss weight; `seal_public_<dataset>.md` lists each "
          "config and how our runs differ): SEAL's CE is reproduced on bibtex and "
          "delicious. Two of them add SEAL's per-batch schedule (t rounds of s loss-net "
-         "steps and one task-net step; `seal_schedule_<dataset>.md`). The two rows after "
+         "steps and one task-net step; `seal_schedule_<dataset>.md`). The four rows after "
          "them add SEAL's train mode (`seal.train_mode=True`: dropout in the task-net that "
          "draws the NCE noise and in the loss-net inside the task-net's loss, as SEAL's "
-         "trainer, which calls `model.train()` throughout). The last row has no "
+         "trainer, which calls `model.train()` throughout); the last of them, with its "
+         "control, isolates the noise-sampling half. The last row has no "
          "loss-net: our MLP trained on BCE − w·soft F1, the score SEAL's regression "
          "loss-net learns, used directly.")
 
