@@ -25,6 +25,10 @@ shared/papers), taken from SEAL's public configs where they exist, else assumpti
   `num_steps` {score_nn: s, task_nn: t} (bibtex NCE: s = 12, t = 5):
   `--config.seal.loss_net_steps=s --config.seal.rounds=t`; both optimizers' schedules
   then span all t (task-net) and t·s (loss-net) steps of every update;
+- dropout: off in the task-net that draws the loss-net's samples and in the loss-net
+  inside the task-net's loss (a deterministic loss). SEAL's public trainer keeps both in
+  training mode; `--config.seal.train_mode=True` does the same (NCE on bibtex with SEAL's
+  public config: +2.5 at 0.5, `benchmarks/results/seal_schedule_train_mode_bibtex.md`);
 - `gbi` is used by static margin/regression only; `predict_gbi` only with
   `seal.predict=gbi` (the energy network as a GBI predictor).
 
