@@ -722,8 +722,7 @@ def _train_mode_ablation(dataset: str, method: str) -> Json:
 
 
 def _scheduled_train_mode(dataset: str) -> Json:
-  spec = _scheduled(dataset, "nce").method
-  spec = (spec if isinstance(spec, str) else spec[0]) + ":seal.train_mode=True"
+  spec = _scheduled(dataset, "nce").method[0] + ":seal.train_mode=True"  # always a tuple
   name = f"seal_schedule_train_mode_{dataset}"
   return Json(name, dataset, (spec,) if dataset == "delicious" else seeds(spec), "issue 5")
 
