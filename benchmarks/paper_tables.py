@@ -646,6 +646,14 @@ _NCE_CONFIG = {
                "energy.input_dropout=0.0:energy.num_measurements=400:"
                "optimizer.learning_rate=4.9e-3:loss_net_optimizer.learning_rate=7.8e-3:"
                "seal.num_samples=20"),
+    # `best_models_configs/spo_fun_nce_6zt05lu1` (session 29): 300×4 softplus nets with
+    # dropout 0.1 after the first three layers, 300 measurements, K = 40.
+    _SPO: ("seal_dynamic:model.hidden=(300,300,300,300):model.activation=softplus:"
+           "model.dropout=(0.1,0.1,0.1,0.0):model.input_dropout=0.0:"
+           "energy.feature_hidden=(300,300,300,300):energy.feature_activation=softplus:"
+           "energy.dropout=(0.1,0.1,0.1,0.0):energy.input_dropout=0.0:"
+           "energy.num_measurements=300:optimizer.learning_rate=5.44e-4:"
+           "loss_net_optimizer.learning_rate=8.2e-3:seal.num_samples=40"),
 }
 # Session 24's runs (`seal_public_<dataset>`): 3 : 1 or 1 : 1 alternation.
 _NCE_PUBLIC = {
@@ -655,7 +663,7 @@ _NCE_PUBLIC = {
                                              "train.eval_every=500"),
     "cal500": _NCE_CONFIG["cal500"] + ":train.batch_size=32:train.steps=3000:train.eval_every=100",
 }
-_NCE_WEIGHT = {"bibtex": 5.5, "delicious": 0.91, "cal500": 0.478}
+_NCE_WEIGHT = {"bibtex": 5.5, "delicious": 0.91, "cal500": 0.478, _SPO: 1.0}
 # SEAL's public GBI-DVN config for cal500 (`best_models_configs/cal500_pdvn_*`), seed 0
 # (`dvn_cal500_public`, session 26): its value network, AdamW and GBI (random starts,
 # best iterates); the clip is 30 on our sum of three per-sample means (10 on their mean).
@@ -684,12 +692,13 @@ def _direct_score(dataset: str) -> Json:
 
 
 _SCHEDULE = {"bibtex": (12, 5, 3000, 250), "delicious": (6, 5, 2000, 250),
-             "cal500": (9, 10, 600, 20)}
+             "cal500": (9, 10, 600, 20), _SPO: (3, 10, 2000, 100)}
 
 
 def _scheduled(dataset: str, which: str) -> Json:
   """A cell of the NCE-with-SEAL's-schedule rows (`seal_schedule_<dataset>`): seeds 0-2
-  on bibtex and cal500 (`seal_schedule_cal500_seeds`, session 26), seed 0 on delicious."""
+  on bibtex and cal500 (`seal_schedule_cal500_seeds`, session 26), seed 0 on delicious;
+  spo_fun's control is in `seal_schedule_train_mode_spo_fun` (session 29)."""
   s, t, steps, every = _SCHEDULE[dataset]
   nce = which == "nce"
   spec = (f"{_NCE_CONFIG[dataset]}:seal.loss_net_steps={s if nce else 1}:seal.rounds={t}:"
@@ -697,14 +706,15 @@ def _scheduled(dataset: str, which: str) -> Json:
           f"seal.energy_weight={_NCE_WEIGHT[dataset] if nce else 0.0}")
   if dataset == "delicious":
     return Json("seal_schedule_delicious", dataset, (spec,), "issue 5")
-  name = "seal_schedule_cal500_seeds" if dataset == "cal500" else f"seal_schedule_{dataset}"
-  return Json(name, dataset, seeds(spec), "issue 5")
+  name = {"cal500": "seal_schedule_cal500_seeds", _SPO: "seal_schedule_train_mode_spo_fun"}
+  return Json(name.get(dataset, f"seal_schedule_{dataset}"), dataset, seeds(spec), "issue 5")
 
 
 # Session 28: `seal.train_mode=True`, dropout where SEAL's public trainer has it (the
 # sampling task-net, the loss-net inside the task-net's loss), on the default NCE config
 # (`seal_train_mode`, seeds 0-2) and on the scheduled public configs
-# (`seal_schedule_train_mode_<dataset>`: seeds 0-2 on bibtex, seed 0 on delicious).
+# (`seal_schedule_train_mode_<dataset>`: seeds 0-2 on bibtex, seed 0 on delicious; session
+# 29: seeds 0-2 on spo_fun, with the control, and bibtex for 6000 batches).
 _TRAIN_MODE = "seal_dynamic:seal.train_mode=True"
 
 
@@ -723,7 +733,7 @@ def _train_mode_ablation(dataset: str, method: str) -> Json:
 
 def _scheduled_train_mode(dataset: str) -> Json:
   spec = _scheduled(dataset, "nce").method[0] + ":seal.train_mode=True"  # always a tuple
-  name = f"seal_schedule_train_mode_{dataset}"
+  name = f"seal_schedule_train_mode_{dataset.split(':')[0]}"
   return Json(name, dataset, (spec,) if dataset == "delicious" else seeds(spec), "issue 5")
 
 
@@ -755,15 +765,18 @@ def _public_row(label: str, cell, which: str) -> Row:
 
 
 def _seal_row(label, paper, method, bibtex=None, delicious=None, small=False,
-              funcat_file=None, small_file="seal_small_datasets", cal500=None) -> Row:
+              funcat_file=None, small_file="seal_small_datasets", cal500=None,
+              spo_fun=None) -> Row:
   """A SEAL Table 1 row: genbase / cal500 from `small_file` where `small` (cal500 from
   `cal500` where given), bibtex / delicious where given, FunCat from `funcat_file`
-  (None: not run), eurlexev never (no data)."""
+  (None: not run; spo_fun from `spo_fun` where given), eurlexev never (no data)."""
   pend = _SEAL_PENDING
   small = (tuple(Json(small_file, d, method) for d in ("genbase", "cal500"))
            if small else (pend, cal500 or pend))
   funcat_cells = ((Json(funcat_file, _EXPR, method), Json(funcat_file, _SPO, method))
                   if funcat_file else (pend, pend))
+  if spo_fun:
+    funcat_cells = (funcat_cells[0], spo_fun)
   return _row(label, paper, method, bibtex or pend, delicious or pend, *small, NO_DATA,
               *funcat_cells)
 
@@ -847,7 +860,9 @@ SEAL_TABLE1 = PaperTable(
                     "control"),
         _public_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config and per-batch "
                     "schedule (`seal_schedule_<dataset>.md`)", _scheduled, "nce"),
-        _public_row("control: the same schedule, loss-net weight 0", _scheduled, "control"),
+        _seal_row("control: the same schedule, loss-net weight 0", "", "",
+                  spo_fun=_scheduled(_SPO, "control"),
+                  **{d: _scheduled(d, "control") for d in ("bibtex", "delicious", "cal500")}),
         _row("SEAL-dynamic: NCE ranking, SEAL's train mode: dropout in the sampling "
              "task-net and in the loss-net inside the task-net's loss (`seal_train_mode.md`)",
              "", _TRAIN_MODE, _train_mode("bibtex"), _SEAL_PENDING, _SEAL_PENDING,
@@ -855,13 +870,13 @@ SEAL_TABLE1 = PaperTable(
         _seal_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config, per-batch schedule "
                   "and train mode (`seal_schedule_train_mode_<dataset>.md`)", "", "",
                   bibtex=_scheduled_train_mode("bibtex"),
-                  delicious=_scheduled_train_mode("delicious")),
+                  delicious=_scheduled_train_mode("delicious"),
+                  spo_fun=_scheduled_train_mode(_SPO)),
         _seal_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config, per-batch schedule "
-                  "and train mode, 6000 batches, seed 0 "
-                  "(`seal_schedule_train_mode_bibtex_long.md`)", "", "",
-                  bibtex=Json("seal_schedule_train_mode_bibtex_long", "bibtex",
-                              _scheduled_train_mode("bibtex").method[0].replace(
-                                  "train.steps=3000", "train.steps=6000"))),
+                  "and train mode, 6000 batches (`seal_schedule_train_mode_bibtex_long.md`)",
+                  "", "", bibtex=Json("seal_schedule_train_mode_bibtex_long", "bibtex",
+                                      seeds(_scheduled_train_mode("bibtex").method[0].replace(
+                                          "train.steps=3000", "train.steps=6000")))),
         _row("SEAL-dynamic: NCE ranking, loss-net without dropout, train mode: the sampling "
              "task-net's dropout alone (`seal_train_mode_ablation.md`)", "",
              _TRAIN_MODE_NODROP, _train_mode_ablation("bibtex", _TRAIN_MODE_NODROP),
@@ -884,7 +899,8 @@ SEAL_TABLE1 = PaperTable(
          "(task-net, loss-net, rates, loss weight; `seal_public_<dataset>.md` lists each "
          "config and how our runs differ): SEAL's CE is reproduced on bibtex and "
          "delicious. Two of them add SEAL's per-batch schedule (t rounds of s loss-net "
-         "steps and one task-net step; `seal_schedule_<dataset>.md`). The four rows after "
+         "steps and one task-net step; `seal_schedule_<dataset>.md`; spo_fun's control is in "
+         "`seal_schedule_train_mode_spo_fun.md`). The four rows after "
          "them add SEAL's train mode (`seal.train_mode=True`: dropout in the task-net that "
          "draws the NCE noise and in the loss-net inside the task-net's loss, as SEAL's "
          "trainer, which calls `model.train()` throughout); the last of them, with its "
