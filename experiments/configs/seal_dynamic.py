@@ -34,7 +34,8 @@ shared/papers), taken from SEAL's public configs where they exist, else assumpti
 
 SEAL's complete public configs for bibtex, delicious and cal500 (their task-nets too:
 400/500-wide softplus layers, dropout after the first layer only) are rows of
-overrides in `benchmarks/results/seal_public_<dataset>.md`.
+overrides in `benchmarks/results/seal_public_<dataset>.md`; spo_fun's NCE config (with
+its schedule and train mode) in `benchmarks/results/seal_schedule_train_mode_spo_fun.md`.
 """
 
 import ml_collections
