@@ -695,11 +695,13 @@ _SCHEDULE = {"bibtex": (12, 5, 3000, 250), "delicious": (6, 5, 2000, 250),
              "cal500": (9, 10, 600, 20), _SPO: (3, 10, 2000, 100)}
 
 
-def _scheduled(dataset: str, which: str) -> Json:
+def _scheduled(dataset: str, which: str, steps: Optional[int] = None) -> Json:
   """A cell of the NCE-with-SEAL's-schedule rows (`seal_schedule_<dataset>`): seeds 0-2
   on bibtex and cal500 (`seal_schedule_cal500_seeds`, session 26), seed 0 on delicious;
-  spo_fun's control is in `seal_schedule_train_mode_spo_fun` (session 29)."""
-  s, t, steps, every = _SCHEDULE[dataset]
+  spo_fun's control is in `seal_schedule_train_mode_spo_fun` (session 29). `steps`
+  replaces the schedule's batch count."""
+  s, t, default_steps, every = _SCHEDULE[dataset]
+  steps = steps or default_steps
   nce = which == "nce"
   spec = (f"{_NCE_CONFIG[dataset]}:seal.loss_net_steps={s if nce else 1}:seal.rounds={t}:"
           f"train.batch_size=32:train.steps={steps}:train.eval_every={every}:"
@@ -731,8 +733,8 @@ def _train_mode_ablation(dataset: str, method: str) -> Json:
   return Json("seal_train_mode_ablation", dataset, seeds(method), "issue 5")
 
 
-def _scheduled_train_mode(dataset: str) -> Json:
-  spec = _scheduled(dataset, "nce").method[0] + ":seal.train_mode=True"  # always a tuple
+def _scheduled_train_mode(dataset: str, steps: Optional[int] = None) -> Json:
+  spec = _scheduled(dataset, "nce", steps).method[0] + ":seal.train_mode=True"  # a tuple
   name = f"seal_schedule_train_mode_{dataset.split(':')[0]}"
   return Json(name, dataset, (spec,) if dataset == "delicious" else seeds(spec), "issue 5")
 
@@ -757,11 +759,16 @@ def _delicious(method: str) -> Json:
   return Json(_DELICIOUS_MORE, "delicious", method, "issue 5")
 
 
-def _public_row(label: str, cell, which: str) -> Row:
+def _public_row(label: str, cell, which: str, **more) -> Row:
   """A SEAL Table 1 row of SEAL's public configs: `cell(dataset, which)` on bibtex,
-  delicious and cal500 (`_public` or `_scheduled`)."""
+  delicious and cal500 (`_public` or `_scheduled`), plus `more` cells of `_seal_row`."""
   return _seal_row(label, "", "", **{d: cell(d, which) for d in ("bibtex", "delicious",
-                                                                  "cal500")})
+                                                                  "cal500")}, **more)
+
+
+def _bibtex_long(cell: Json) -> Json:
+  """`cell` (seeds 0-2) from the 6000-batch bibtex runs of session 28-29."""
+  return cell._replace(file="seal_schedule_train_mode_bibtex_long")
 
 
 def _seal_row(label, paper, method, bibtex=None, delicious=None, small=False,
@@ -860,9 +867,8 @@ SEAL_TABLE1 = PaperTable(
                     "control"),
         _public_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config and per-batch "
                     "schedule (`seal_schedule_<dataset>.md`)", _scheduled, "nce"),
-        _seal_row("control: the same schedule, loss-net weight 0", "", "",
-                  spo_fun=_scheduled(_SPO, "control"),
-                  **{d: _scheduled(d, "control") for d in ("bibtex", "delicious", "cal500")}),
+        _public_row("control: the same schedule, loss-net weight 0", _scheduled, "control",
+                    spo_fun=_scheduled(_SPO, "control")),
         _row("SEAL-dynamic: NCE ranking, SEAL's train mode: dropout in the sampling "
              "task-net and in the loss-net inside the task-net's loss (`seal_train_mode.md`)",
              "", _TRAIN_MODE, _train_mode("bibtex"), _SEAL_PENDING, _SEAL_PENDING,
@@ -874,14 +880,10 @@ SEAL_TABLE1 = PaperTable(
                   spo_fun=_scheduled_train_mode(_SPO)),
         _seal_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config, per-batch schedule "
                   "and train mode, 6000 batches (`seal_schedule_train_mode_bibtex_long.md`)",
-                  "", "", bibtex=Json("seal_schedule_train_mode_bibtex_long", "bibtex",
-                                      seeds(_scheduled_train_mode("bibtex").method[0].replace(
-                                          "train.steps=3000", "train.steps=6000")))),
+                  "", "", bibtex=_bibtex_long(_scheduled_train_mode("bibtex", 6000))),
         _seal_row("control: the same schedule for 6000 batches, loss-net weight 0 "
                   "(`seal_schedule_train_mode_bibtex_long.md`)", "", "",
-                  bibtex=Json("seal_schedule_train_mode_bibtex_long", "bibtex",
-                              seeds(_scheduled("bibtex", "control").method[0].replace(
-                                  "train.steps=3000", "train.steps=6000")))),
+                  bibtex=_bibtex_long(_scheduled("bibtex", "control", 6000))),
         _row("SEAL-dynamic: NCE ranking, loss-net without dropout, train mode: the sampling "
              "task-net's dropout alone (`seal_train_mode_ablation.md`)", "",
              _TRAIN_MODE_NODROP, _train_mode_ablation("bibtex", _TRAIN_MODE_NODROP),
