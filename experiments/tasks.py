@@ -325,17 +325,21 @@ def segmentation_train_batches(config, dataset, batch_size: int, seed: int
 def segmentation_model_rows(config, a: np.ndarray) -> np.ndarray:
   """Images `[N, H, W, C]` or masks `[N, H, W]` as the model sees them at evaluation:
   whole, or with `data.crop_size` the crops at `data.eval_crop_offsets`
-  (`segmentation.crop_grid`, SEAL's test protocol)."""
+  (`segmentation.crop_grid`, SEAL's test protocol); with `data.eval_flip`, those rows
+  followed by their left-right mirrors (`segmentation.with_mirrors`)."""
   cfg = config.data
-  if not cfg.crop_size:
-    return a
-  return segmentation.crop_grid(a, cfg.crop_size, tuple(cfg.eval_crop_offsets))
+  if cfg.crop_size:
+    a = segmentation.crop_grid(a, cfg.crop_size, tuple(cfg.eval_crop_offsets))
+  return segmentation.with_mirrors(a) if cfg.eval_flip else a
 
 
 def segmentation_predict_split(config, predict_rows, x: np.ndarray) -> np.ndarray:
   """The model's soft masks of whole images; with `data.crop_size`, of the crops
-  (`segmentation_model_rows`) averaged back per pixel."""
+  (`segmentation_model_rows`) averaged back per pixel; with `data.eval_flip`, each
+  row's mask averaged with its mirror's, mirrored back (test-time flip averaging)."""
   probs = predict_rows(segmentation_model_rows(config, x))
+  if config.data.eval_flip:
+    probs = segmentation.average_mirrors(probs)
   if not config.data.crop_size:
     return probs
   return segmentation.average_crops(probs, x.shape[1], x.shape[2],

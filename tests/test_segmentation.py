@@ -248,7 +248,7 @@ def test_the_crop_protocol_predicts_crops_and_averages_them(horses):
   config = ml_collections.ConfigDict(dict(data=dict(
       name="weizmann_horse", augment=True, augment_pad=0, augment_flip=True,
       augment_pad_mode="constant", crop_size=24,
-      eval_crop_offsets=segmentation.SEAL_CROP_OFFSETS)))
+      eval_crop_offsets=segmentation.SEAL_CROP_OFFSETS, eval_flip=False)))
   batch = tasks.SEGMENTATION.train_batches(config, ds, 16, 0)(3)
   assert batch["x"].shape == (16, 24, 24, 3) and batch["y"].shape == (16, 24, 24)
   seen = []
@@ -263,6 +263,38 @@ def test_the_crop_protocol_predicts_crops_and_averages_them(horses):
   config.data.crop_size = 0
   assert tasks.SEGMENTATION.predict(config, predict_rows, x).shape == (5, 32, 32)
   assert seen[-1] == (5, 32, 32, 3)
+
+
+@pytest.mark.parametrize("crop_size", [24, 0])
+def test_flip_averaging_mirrors_back_before_averaging(horses, crop_size):
+  import ml_collections
+  from experiments import tasks
+  ds, _ = horses
+  config = ml_collections.ConfigDict(dict(data=dict(
+      crop_size=crop_size, eval_crop_offsets=segmentation.SEAL_CROP_OFFSETS,
+      eval_flip=True)))
+  x = ds.validation.x[:5]
+  seen = []
+  def first_channel(rows):
+    seen.append(rows.shape)
+    return rows[..., 0]
+  # A mirror-equivariant model's prediction survives the round trip unchanged...
+  np.testing.assert_allclose(tasks.SEGMENTATION.predict(config, first_channel, x),
+                             x[..., 0], rtol=1e-5, atol=1e-6)
+  crops = 36 if crop_size else 1
+  width = crop_size or 32
+  assert seen == [(2 * 5 * crops, width, width, 3)]
+  # ...while a model that says "column index" everywhere averages with its mirror to
+  # the constant (w - 1) / 2: the mirror's prediction is flipped back, not taken as is.
+  columns = lambda rows: np.broadcast_to(np.arange(rows.shape[2], dtype=np.float32),
+                                         rows.shape[:3])
+  np.testing.assert_allclose(tasks.SEGMENTATION.predict(config, columns, x),
+                             np.full((5, 32, 32), (width - 1) / 2), rtol=1e-6)
+  # The rows of the model's view: the crops, then their mirrors.
+  rows = tasks.SEGMENTATION.rows_for_model(config, ds.validation.y[:5])
+  np.testing.assert_array_equal(rows[len(rows) // 2:], rows[:len(rows) // 2, :, ::-1])
+  with pytest.raises(ValueError, match="rows, then their mirrors"):
+    segmentation.average_mirrors(np.zeros((3, 4, 4)))
 
 
 def test_augmented_batches_are_a_pure_function_of_seed_and_step():

@@ -344,6 +344,21 @@ def crop_grid(images: np.ndarray, size: int, offsets=SEAL_CROP_OFFSETS) -> np.nd
   return np.stack(crops, axis=1).reshape((n * len(crops), size, size) + images.shape[3:])
 
 
+def with_mirrors(rows: np.ndarray) -> np.ndarray:
+  """`[N, H, W, ...] -> [2N, H, W, ...]`: the rows, then their left-right mirrors."""
+  return np.concatenate([rows, rows[:, :, ::-1]])
+
+
+def average_mirrors(probs: np.ndarray) -> np.ndarray:
+  """The inverse of `with_mirrors` for soft masks: `[2N, H, W] -> [N, H, W]`, each pixel
+  the mean of its row's prediction and the mirrored-back prediction of the mirror."""
+  if probs.ndim != 3 or len(probs) % 2:
+    raise ValueError(f"average_mirrors needs [2N, H, W] soft masks (rows, then their "
+                     f"mirrors); got {probs.shape}")
+  rows, mirrors = np.split(probs.astype(np.float64), 2)
+  return ((rows + mirrors[:, :, ::-1]) / 2).astype(probs.dtype)
+
+
 def average_crops(crop_probs: np.ndarray, height: int, width: int,
                   offsets=SEAL_CROP_OFFSETS) -> np.ndarray:
   """The inverse of `crop_grid` for soft masks: `[N·K², s, s] -> [N, H, W]`, each pixel the

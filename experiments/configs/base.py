@@ -287,7 +287,9 @@ def get_segmentation_base_config(dataset: str = "weizmann_horse") -> ml_collecti
   windows (of the image padded by `augment_pad` pixels, 0 as in SEAL; `augment_pad_mode`
   'constant' / 'reflect' / 'edge'), flipped left-right if `augment_flip` (our addition);
   validation and test predict the 36 crops at `eval_crop_offsets` × `eval_crop_offsets`
-  and average them per pixel. `crop_size=0` trains and predicts on whole images.
+  and average them per pixel; `eval_flip` (off, as in SEAL; our addition) also predicts
+  each crop's left-right mirror and averages the two. `crop_size=0` trains and predicts
+  on whole images.
   `model`: the `nets.FCN` (SEAL's public task-net widths: 5×5 convolutions of 64, 128,
   128 channels at strides 1, 2, 2, FCN skip scores). `optimizer`: `segmentation_sgd`,
   SEAL's SGD. Batch 16 and 6000 steps (600 epochs of the 160 training images) are this
@@ -302,7 +304,7 @@ def get_segmentation_base_config(dataset: str = "weizmann_horse") -> ml_collecti
   config.data = ml_collections.ConfigDict(dict(
       name=dataset, data_dir="", split_seed=0, augment=True, augment_pad=0,
       augment_flip=True, augment_pad_mode="constant", crop_size=SEGMENTATION_CROP,
-      eval_crop_offsets=segmentation.SEAL_CROP_OFFSETS))
+      eval_crop_offsets=segmentation.SEAL_CROP_OFFSETS, eval_flip=False))
   config.model = ml_collections.ConfigDict(dict(
       features=(64, 128, 128), strides=(1, 2, 2), kernel_size=5, activation="relu",
       dropout=0.0, skip_connections=True))
