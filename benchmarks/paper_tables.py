@@ -528,7 +528,9 @@ def _horses(method, file: str = "horses") -> Json:
   horses_extra.json (the regression loss-net with gold and other-gold samples, seeds 0-2),
   horses_finetune.json (SEAL fine-tuning each FCN seed, with its BCE-only control),
   horses_direct_score.json (the FCN on BCE − w·soft IoU: the regression loss-net's exact
-  target in its place)."""
+  target in its place), horses_no_flip.json (FCN and SEAL-dynamic regression without
+  training flips: SEAL's protocol exactly), horses_flip_averaging.json (test-time flip
+  averaging, `data.eval_flip`)."""
   return Json((file,), "weizmann_horse", method, "issue 9")
 
 
@@ -541,6 +543,8 @@ _SEAL_HORSE_EXTRA = "seal_dynamic:seal.extra_samples=gold+other_gold"
 _SEAL_HORSE_FINETUNED_EXTRA = _SEAL_HORSE_FINETUNED + ":seal.extra_samples=gold+other_gold"
 _SEAL_HORSE_FINETUNED_CONTROL = _SEAL_HORSE_FINETUNED + ":seal.energy_weight=0.0"
 _FCN_HORSE_DIRECT = "fcn:loss.score=soft_iou:loss.score_weight=576.0"
+_NO_FLIP = ":data.augment_flip=False"
+_FLIP_AVERAGED = ":data.eval_flip=True"
 _DVN_HORSE = ("dvn:train.steps=1000:train.eval_every=250:gbi.num_steps=10:"
               "adversarial_gbi.num_steps=10:predict_gbi.max_steps=20")
 _IMPLICIT_HORSE = ("implicit:stages.implicit.train.steps=300:"
@@ -966,6 +970,20 @@ SEAL_TABLE4 = PaperTable(
         _row("no loss-net: the FCN on BCE − 576·soft IoU, the regression loss-net's "
              "target used directly (ours)", "", _FCN_HORSE_DIRECT,
              _horses(seeds(_FCN_HORSE_DIRECT), "horses_direct_score")),
+        _row("FCN without training flips (SEAL's protocol exactly)", "",
+             "fcn" + _NO_FLIP, _horses(seeds("fcn" + _NO_FLIP), "horses_no_flip")),
+        _row("SEAL-dynamic (regression) without training flips", "",
+             "seal_dynamic" + _NO_FLIP,
+             _horses(seeds("seal_dynamic" + _NO_FLIP), "horses_no_flip")),
+        _row("FCN + test-time flip averaging (ours)", "", "fcn" + _FLIP_AVERAGED,
+             _horses(seeds("fcn" + _FLIP_AVERAGED), "horses_flip_averaging")),
+        _row("FCN on BCE − 576·soft IoU + test-time flip averaging (ours)", "",
+             _FCN_HORSE_DIRECT + _FLIP_AVERAGED,
+             _horses(seeds(_FCN_HORSE_DIRECT + _FLIP_AVERAGED), "horses_flip_averaging")),
+        _row("SEAL-dynamic (regression), fine-tuned from the FCN + test-time flip "
+             "averaging (ours)", "", _SEAL_HORSE_FINETUNED + _FLIP_AVERAGED,
+             _horses(seeds(_SEAL_HORSE_FINETUNED + _FLIP_AVERAGED),
+                     "horses_flip_averaging")),
     ),
 )
 
@@ -984,7 +1002,8 @@ SEAL = Paper(
         "a cell says n = k.\n"
         "- **Horses:** the same 32×32 files as SEAL's repository (160 / 40 / 128) and its "
         "crop protocol (random 24×24 training crops, 36 crops averaged at test), plus "
-        "left-right flips; FCN, SEAL-dynamic (regression; with extra samples; fine-tuned) "
+        "left-right flips (the rows without training flips drop them; the rows with "
+        "test-time flip averaging also predict each crop's mirror); FCN, SEAL-dynamic (regression; with extra samples; fine-tuned) "
         "and the fine-tuning control over seeds 0-2, every other row one seed, and DVN, "
         "NCE and implicit with fewer steps than their configs (the CPU budget; the "
         "overrides are in the row names).\n"
