@@ -39,11 +39,6 @@ DATASETS = ("bibtex", "delicious", "genbase", "cal500", "expr_fun:data.root_labe
             "spo_fun:data.root_label=True")
 METHODS = ("label_prior", "top_k_frequent")
 
-_DATASETS = flags.DEFINE_list(
-    "datasets", list(DATASETS),
-    "multi-label dataset specs, as experiments.compare's (name[:key=value...])")
-_DATA_DIR = flags.DEFINE_string("data_dir", "", "data directory (else $ENERGYNETS_DATA_DIR)")
-_OUT = flags.DEFINE_string("out", "", "also write the markdown table here")
 
 
 def label_frequencies(y_train: np.ndarray) -> np.ndarray:
@@ -103,20 +98,30 @@ def floors(dataset) -> dict[str, dict[str, float]]:
   }
 
 
+def _define_flags():
+  # Defined only when run as a program: the tests import this module next to other
+  # absl programs (experiments.compare) whose flags share these names.
+  flags.DEFINE_list("datasets", list(DATASETS),
+                    "multi-label dataset specs, as experiments.compare's (name[:key=value...])")
+  flags.DEFINE_string("data_dir", "", "data directory (else $ENERGYNETS_DATA_DIR)")
+  flags.DEFINE_string("out", "", "also write the markdown table here")
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_library_logs()
+  f = flags.FLAGS
   revision = train.code_revision()
   lines = ["| dataset | labels | labels per train example | label prior @0.5 | "
            "label prior, tuned (threshold) | top-k frequent, k on validation (k) |",
            "|---|---|---|---|---|---|"]
   rows = []
-  for spec in specs.rejoin_tuples(_DATASETS.value):
+  for spec in specs.rejoin_tuples(f.datasets):
     name, overrides = specs.parse_spec(spec)
     config = train.get_config("mlp", name, overrides)
-    if _DATA_DIR.value:
-      config.data.data_dir = _DATA_DIR.value
+    if f.data_dir:
+      config.data.data_dir = f.data_dir
     dataset = train.load_data(config)
     results = floors(dataset)
     prior, top_k = results["label_prior"], results["top_k_frequent"]
@@ -132,15 +137,16 @@ def main(argv):
                 for method, res in results.items())
   table = "\n".join(lines)
   print(table)
-  if _OUT.value:
+  if f.out:
     common.write_report(
-        _OUT.value, "benchmarks.label_prior",
+        f.out, "benchmarks.label_prior",
         "Test example-F1 (%) of predictors that ignore the input, on the splits every "
         "experiment uses (the `mlp` config's data); thresholds and k are chosen on "
         f"validation.\n\n{table}", revision=revision)
-    with open(os.path.splitext(_OUT.value)[0] + ".json", "w") as f:
-      json.dump(rows, f, indent=1)
+    with open(os.path.splitext(f.out)[0] + ".json", "w") as handle:
+      json.dump(rows, handle, indent=1)
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

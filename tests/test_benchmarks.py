@@ -167,3 +167,14 @@ def test_label_prior_report_on_cal500(tmp_path, data_dir):
   assert f"{100 * top_k['test/example_f1']:.2f} ({top_k['k']:.0f})" == cells[5]
   # A 0/1 prediction scores the same at any threshold.
   assert top_k["test/example_f1"] == top_k["test/example_f1@0.5"]
+
+
+def test_label_prior_imports_next_to_experiments_compare():
+  # The tests import label_prior's helpers in-process, beside absl programs that define
+  # --datasets / --data_dir / --out; its flags must exist only when it runs as a program.
+  proc = subprocess.run(
+      [sys.executable, "-c", "from benchmarks import label_prior; from experiments import "
+       "compare; from benchmarks import horse_figure; print('ok')"],
+      cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, JAX_PLATFORMS="cpu"))
+  assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
