@@ -37,8 +37,6 @@ from experiments import train
 # SEAL Table 1's columns, the FunCat ones in SEAL's 500-label setting as there.
 DATASETS = ("bibtex", "delicious", "genbase", "cal500", "expr_fun:data.root_label=True",
             "spo_fun:data.root_label=True")
-METHODS = ("label_prior", "top_k_frequent")
-
 
 
 def label_frequencies(y_train: np.ndarray) -> np.ndarray:
