@@ -80,8 +80,7 @@ def select_k(frequencies: np.ndarray, y_val: np.ndarray,
 def floors(dataset) -> dict[str, dict[str, float]]:
   """`{method: results}` of both floors on one dataset, each in `results.json`'s keys
   (`metrics.evaluate_multilabel`; fractions). `top_k_frequent`'s prediction is 0/1, so
-  every threshold gives it the same scores; its `k` and `validation/example_f1@k` are
-  extra keys."""
+  every threshold gives it the same scores; its `k` is an extra key."""
   y_train, y_val, y_test = (np.asarray(s.y) for s in
                             (dataset.train, dataset.validation, dataset.test))
   freq = label_frequencies(y_train)
