@@ -715,13 +715,14 @@ _SCHEDULE = {"bibtex": (12, 5, 3000, 250), "delicious": (6, 5, 2000, 250),
              "cal500": (9, 10, 600, 20), _SPO: (3, 10, 2000, 100)}
 
 
-def _scheduled(dataset: str, which: str, steps: Optional[int] = None) -> Json:
+def _scheduled(dataset: str, which: str, steps: Optional[int] = None,
+               every: Optional[int] = None) -> Json:
   """A cell of the NCE-with-SEAL's-schedule rows (`seal_schedule_<dataset>`): seeds 0-2
   on bibtex and cal500 (`seal_schedule_cal500_seeds`, session 26), seed 0 on delicious;
-  spo_fun's control is in `seal_schedule_train_mode_spo_fun` (session 29). `steps`
-  replaces the schedule's batch count."""
-  s, t, default_steps, every = _SCHEDULE[dataset]
-  steps = steps or default_steps
+  spo_fun's control is in `seal_schedule_train_mode_spo_fun` (session 29). `steps` and
+  `every` replace the schedule's batch count and evaluation interval."""
+  s, t, default_steps, default_every = _SCHEDULE[dataset]
+  steps, every = steps or default_steps, every or default_every
   nce = which == "nce"
   spec = (f"{_NCE_CONFIG[dataset]}:seal.loss_net_steps={s if nce else 1}:seal.rounds={t}:"
           f"train.batch_size=32:train.steps={steps}:train.eval_every={every}:"
@@ -753,8 +754,9 @@ def _train_mode_ablation(dataset: str, method: str) -> Json:
   return Json("seal_train_mode_ablation", dataset, seeds(method), "issue 5")
 
 
-def _scheduled_train_mode(dataset: str, steps: Optional[int] = None) -> Json:
-  spec = _scheduled(dataset, "nce", steps).method[0] + ":seal.train_mode=True"  # a tuple
+def _scheduled_train_mode(dataset: str, steps: Optional[int] = None,
+                          every: Optional[int] = None) -> Json:
+  spec = _scheduled(dataset, "nce", steps, every).method[0] + ":seal.train_mode=True"
   name = f"seal_schedule_train_mode_{dataset.split(':')[0]}"
   return Json(name, dataset, (spec,) if dataset == "delicious" else seeds(spec), "issue 5")
 
@@ -786,9 +788,10 @@ def _public_row(label: str, cell, which: str, **more) -> Row:
                                                                   "cal500")}, **more)
 
 
-def _bibtex_long(cell: Json) -> Json:
-  """`cell` (seeds 0-2) from the 6000-batch bibtex runs of session 28-29."""
-  return cell._replace(file="seal_schedule_train_mode_bibtex_long")
+def _long(cell: Json) -> Json:
+  """`cell` from the longer scheduled runs: bibtex seeds 0-2 for 6000 batches (sessions
+  28-29), delicious seed 0 for 6000 batches evaluated every 500 (session 32)."""
+  return cell._replace(file=f"seal_schedule_train_mode_{cell.dataset}_long")
 
 
 def _seal_row(label, paper, method, bibtex=None, delicious=None, small=False,
@@ -899,11 +902,12 @@ SEAL_TABLE1 = PaperTable(
                   delicious=_scheduled_train_mode("delicious"),
                   spo_fun=_scheduled_train_mode(_SPO)),
         _seal_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config, per-batch schedule "
-                  "and train mode, 6000 batches (`seal_schedule_train_mode_bibtex_long.md`)",
-                  "", "", bibtex=_bibtex_long(_scheduled_train_mode("bibtex", 6000))),
+                  "and train mode, 6000 batches (`seal_schedule_train_mode_<dataset>_long.md`)",
+                  "", "", bibtex=_long(_scheduled_train_mode("bibtex", 6000)),
+                  delicious=_long(_scheduled_train_mode("delicious", 6000, every=500))),
         _seal_row("control: the same schedule for 6000 batches, loss-net weight 0 "
                   "(`seal_schedule_train_mode_bibtex_long.md`)", "", "",
-                  bibtex=_bibtex_long(_scheduled("bibtex", "control", 6000))),
+                  bibtex=_long(_scheduled("bibtex", "control", 6000))),
         _row("SEAL-dynamic: NCE ranking, loss-net without dropout, train mode: the sampling "
              "task-net's dropout alone (`seal_train_mode_ablation.md`)", "",
              _TRAIN_MODE_NODROP, _train_mode_ablation("bibtex", _TRAIN_MODE_NODROP),
