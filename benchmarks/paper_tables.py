@@ -905,6 +905,10 @@ SEAL_TABLE1 = PaperTable(
                   "and train mode, 6000 batches (`seal_schedule_train_mode_<dataset>_long.md`)",
                   "", "", bibtex=_long(_scheduled_train_mode("bibtex", 6000)),
                   delicious=_long(_scheduled_train_mode("delicious", 6000, every=500))),
+        _seal_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config, per-batch schedule "
+                  "and train mode, 12000 batches (`seal_schedule_train_mode_delicious_12000.md`)",
+                  "", "", delicious=_scheduled_train_mode("delicious", 12000, every=500)._replace(
+                      file="seal_schedule_train_mode_delicious_12000")),
         _seal_row("control: the same schedule for 6000 batches, loss-net weight 0 "
                   "(`seal_schedule_train_mode_bibtex_long.md`)", "", "",
                   bibtex=_long(_scheduled("bibtex", "control", 6000))),
