@@ -788,10 +788,12 @@ def _public_row(label: str, cell, which: str, **more) -> Row:
                                                                   "cal500")}, **more)
 
 
-def _long(cell: Json) -> Json:
-  """`cell` from the longer scheduled runs: bibtex seeds 0-2 for 6000 batches (sessions
-  28-29), delicious seed 0 for 6000 batches evaluated every 500 (session 32)."""
-  return cell._replace(file=f"seal_schedule_train_mode_{cell.dataset}_long")
+def _long(cell: Json, suffix: str = "long") -> Json:
+  """`cell` from the longer scheduled runs (`seal_schedule_train_mode_<dataset>_<suffix>`):
+  bibtex seeds 0-2 for 6000 batches (sessions 28-29, `long`), delicious seed 0 for 6000
+  (`long`) and 12000 (`12000`) batches evaluated every 500 (session 32)."""
+  return cell._replace(
+      file=f"seal_schedule_train_mode_{cell.dataset.split(':')[0]}_{suffix}")
 
 
 def _seal_row(label, paper, method, bibtex=None, delicious=None, small=False,
@@ -907,8 +909,8 @@ SEAL_TABLE1 = PaperTable(
                   delicious=_long(_scheduled_train_mode("delicious", 6000, every=500))),
         _seal_row("SEAL-dynamic: NCE ranking, SEAL's public NCE config, per-batch schedule "
                   "and train mode, 12000 batches (`seal_schedule_train_mode_delicious_12000.md`)",
-                  "", "", delicious=_scheduled_train_mode("delicious", 12000, every=500)._replace(
-                      file="seal_schedule_train_mode_delicious_12000")),
+                  "", "", delicious=_long(_scheduled_train_mode("delicious", 12000, every=500),
+                                          "12000")),
         _seal_row("control: the same schedule for 6000 batches, loss-net weight 0 "
                   "(`seal_schedule_train_mode_bibtex_long.md`)", "", "",
                   bibtex=_long(_scheduled("bibtex", "control", 6000))),
