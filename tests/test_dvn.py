@@ -18,8 +18,10 @@ from energynets import testing
 from energynets.energies import SPENEnergy
 from energynets.inference import GBIConfig
 from energynets.inference import gbi as gbi_lib
+from energynets.nets import MLP
 from energynets.objectives import dvn
 from energynets.objectives import energy_model
+from energynets.objectives import local_bce
 from energynets.objectives import scores
 from energynets.objectives import ssvm
 
@@ -214,6 +216,21 @@ class TrainingTest(parameterized.TestCase):
     for a, b in zip(jax.tree.leaves(state["energy"].params),
                     jax.tree.leaves(spen["energy"].params)):
       np.testing.assert_array_equal(a, b)
+
+  def test_init_from_puts_a_local_bce_network_into_the_local_term(self):
+    # `stage_order=pretrain,dvn` (experiments/configs/dvn.py): the MLP trained on BCE
+    # becomes local_net exactly; the global term starts fresh.
+    batch = _batch(7)
+    net = MLP(hidden=(6,), num_outputs=L, activation="tanh")
+    bce = local_bce(net, optax.adam(1e-2)).init(jax.random.key(1), batch)
+    state = _objective().init_from(bce, jax.random.key(2), batch)
+    carried = state["energy"].params["local_net"]
+    self.assertEqual(jax.tree.structure(carried), jax.tree.structure(bce["net"].params))
+    for a, b in zip(jax.tree.leaves(carried), jax.tree.leaves(bce["net"].params)):
+      np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(
+        energy_model.encode(_energy(), state["energy"].params, batch["x"]).logits,
+        net.apply({"params": bce["net"].params}, batch["x"]))
 
   def test_bad_options_raise_naming_them(self):
     cases = [

@@ -16,6 +16,7 @@ number: example-F1 at 0.5 (SEAL's protocol).
 import ml_collections
 
 from experiments.configs import base
+from experiments.configs import mlp
 from experiments.configs import seal_dynamic
 
 TASKS = ("multilabel", "segmentation")  # + weizmann_horse
@@ -64,6 +65,23 @@ def get_config(dataset: str = "synthetic"):
   config.train.select_metric = "validation/example_f1@0.5"
   if dataset == "synthetic":
     config.train.steps = 1500
+  # Optional: `--config.stage_order=pretrain,dvn` (compare: `stage_order=pretrain+dvn`)
+  # first trains the value network's local term alone, as a BCE classifier with mlp.py's
+  # training options, then DVN continues from it (`init_from`: the MLP becomes
+  # `local_net`, the global term starts fresh). SPEN pretrains its local term the same
+  # way; Gygli et al. and SEAL's DVN start from scratch, as the default single stage
+  # does. `model` is the energy's feature network (override both together).
+  e = config.energy
+  config.model = ml_collections.ConfigDict(dict(
+      hidden=e.feature_hidden, activation=e.feature_activation, dropout=e.dropout,
+      input_dropout=e.input_dropout))
+  mlp_run = mlp.get_config(dataset)
+  # Only where the MLP's run differs, so that command-line train options reach both.
+  mlp_train = {k: v for k, v in mlp_run.train.items() if config.train[k] != v}
+  config.stages.pretrain = dict(method="local", train=mlp_train,
+                                optimizer=mlp_run.optimizer.to_dict())
+  # Staged, DVN's steps are `stages.dvn.train.steps` (the default's steps unless set).
+  config.stages.dvn = dict(method="dvn", train=dict(steps=config.train.steps))
   return config
 
 
