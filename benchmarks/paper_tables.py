@@ -946,9 +946,13 @@ SEAL_TABLE1 = PaperTable(
          "draws the NCE noise and in the loss-net inside the task-net's loss, as SEAL's "
          "trainer, which calls `model.train()` throughout): on our default config, on the "
          "scheduled public configs (on bibtex also for 6000 batches, with a control), and "
-         "in the noise-sampling half alone (with its control). The last row has no "
+         "in the noise-sampling half alone (with its control). The next row has no "
          "loss-net: our MLP trained on BCE − w·soft F1, the score SEAL's regression "
-         "loss-net learns, used directly.")
+         "loss-net learns, used directly; the last never reads x. On cal500 both DVN cells "
+         "are input-blind (`dvn_cal500_input_blind.md`): the value network's local term "
+         "no longer depends on x, so our `dvn` gives every test song one label set, and "
+         "SEAL's public config differs between songs only through its random GBI "
+         "starts; both score below the input-blind floor.")
 
 _FF = "task-net examples/s"
 _GBI = "GBI (T=20) examples/s"
