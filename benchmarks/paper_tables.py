@@ -796,6 +796,20 @@ def _long(cell: Json, suffix: str = "long") -> Json:
       file=f"seal_schedule_train_mode_{cell.dataset.split(':')[0]}_{suffix}")
 
 
+def _ce_task_net(cell: Json) -> Json:
+  """`cell`'s delicious NCE config with SEAL's delicious CE task-net (500-500, dropout
+  0.1 after the first layer) and the CE config's rate 3.3e-3 (`seal_delicious_ce_task_net`,
+  session 33, seed 0; its other row keeps the NCE rate 8.5e-4)."""
+  spec = cell.method[0]
+  for old, new in (("model.hidden=(400,400)", "model.hidden=(500,500)"),
+                   ("model.dropout=(0.5,0.0)", "model.dropout=(0.1,0.0)"),
+                   (":optimizer.learning_rate=8.5e-4", ":optimizer.learning_rate=3.3e-3")):
+    if old not in spec:
+      raise ValueError(f"{spec!r} has no {old!r} to replace")
+    spec = spec.replace(old, new, 1)
+  return Json("seal_delicious_ce_task_net", "delicious", (spec,), "issue 5")
+
+
 def _seal_row(label, paper, method, bibtex=None, delicious=None, small=False,
               funcat_file=None, small_file="seal_small_datasets", cal500=None,
               spo_fun=None) -> Row:
@@ -911,6 +925,10 @@ SEAL_TABLE1 = PaperTable(
                   "and train mode, 12000 batches (`seal_schedule_train_mode_delicious_12000.md`)",
                   "", "", delicious=_long(_scheduled_train_mode("delicious", 12000, every=500),
                                           "12000")),
+        _seal_row("SEAL-dynamic: NCE ranking, the same with SEAL's delicious CE task-net "
+                  "(500-500, dropout 0.1) at its rate 3.3e-3, 4000 batches "
+                  "(`seal_delicious_ce_task_net.md`)", "", "",
+                  delicious=_ce_task_net(_scheduled_train_mode("delicious", 4000, every=500))),
         _seal_row("control: the same schedule for 6000 batches, loss-net weight 0 "
                   "(`seal_schedule_train_mode_bibtex_long.md`)", "", "",
                   bibtex=_long(_scheduled("bibtex", "control", 6000))),
