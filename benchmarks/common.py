@@ -93,6 +93,10 @@ def finished_run_config(run_dir: str, data_dir: str = "") -> ml_collections.Conf
   return config
 
 
+class NotASpenStage(ValueError):
+  """A finished run whose last stage keeps no SPEN energy (e.g. a task-net stage)."""
+
+
 def restore_spen_params(config, dataset, workdir: str) -> tuple[Any, str]:
   """(energy params, where from) of a SPEN run of experiments.main at `workdir`: the
   selected state of its last stage, `best/` if it exists, else the latest checkpoint."""
@@ -103,7 +107,7 @@ def restore_spen_params(config, dataset, workdir: str) -> tuple[Any, str]:
   target = objective.init(jax.random.PRNGKey(0),
                           {"x": x0, "y": jnp.asarray(dataset.train.y[:1], jnp.float32)})
   if "energy" not in target:
-    raise ValueError(f"{stage_dir}: the last stage ({stage.method}) is not a SPEN stage")
+    raise NotASpenStage(f"{stage_dir}: the last stage ({stage.method}) is not a SPEN stage")
   for sub in ("best", "checkpoints"):
     directory = os.path.join(stage_dir, sub)
     if not os.path.isdir(directory):

@@ -86,23 +86,23 @@ def finished_runs(paths) -> list[str]:
   return runs
 
 
-def local_term_summary(run_dir: str, data_dir: str = "") -> Optional[dict[str, float]]:
-  """Constant F(x) units and local-logit std of a SPEN-energy run; None for other runs
-  (the last stage keeps no energy, or F has no hidden layer)."""
-  config = common.finished_run_config(run_dir, data_dir)
+def local_term_summary(run_dir: str, config, dataset) -> Optional[dict[str, float]]:
+  """Constant F(x) units and local-logit std of a SPEN-energy run (`config` as it
+  recorded it, `dataset` its data); None for other runs (the last stage keeps no
+  energy, or F has no hidden layer)."""
   last = train.stage_configs(config)[-1][1]
   if "energy" not in last or "feature_hidden" not in last.energy:
     return None
   if not tuple(last.energy.feature_hidden):
     return None
   try:
-    run = common.restore_spen_run(run_dir, data_dir)
-  except ValueError:  # the last stage's state has no energy (a task-net stage)
+    params, _ = common.restore_spen_params(config, dataset, run_dir)
+  except common.NotASpenStage:
     return None
-  encode = lambda x: energy_model.encode(run.energy, run.params,
-                                         jnp.asarray(x, jnp.float32))
-  train_features = np.asarray(encode(run.dataset.train.x).features)
-  test_logits = np.asarray(encode(run.dataset.test.x).logits)
+  energy = train.spen_energy(config, dataset)
+  encode = lambda x: energy_model.encode(energy, params, jnp.asarray(x, jnp.float32))
+  train_features = np.asarray(encode(dataset.train.x).features)
+  test_logits = np.asarray(encode(dataset.test.x).logits)
   return {"constant_units": float(constant_units(train_features)),
           "units": float(train_features.shape[1]),
           "local_logit_std": float(test_logits.std(axis=0).mean())}
@@ -117,7 +117,8 @@ def run_summary(run_dir: str, data_dir: str = "") -> dict[str, Any]:
     raise FileNotFoundError(f"{path} is missing: the run saved no test predictions")
   probs = np.load(path)["test"]
   config = common.finished_run_config(run_dir, data_dir)
-  y_test = np.asarray(train.load_data(config).test.y)
+  dataset = train.load_data(config)
+  y_test = np.asarray(dataset.test.y)
   if probs.shape != y_test.shape:
     raise ValueError(f"{path}: predictions of shape {probs.shape} for test labels of "
                      f"shape {y_test.shape}")
@@ -127,7 +128,7 @@ def run_summary(run_dir: str, data_dir: str = "") -> dict[str, Any]:
     raise ValueError(f"{run_dir}: its saved predictions give test example-F1@0.5 "
                      f"{summary['example_f1']:.6f}, its results.json {recorded:.6f}")
   return dict(summary, run=os.path.basename(os.path.normpath(run_dir)),
-              local=local_term_summary(run_dir, data_dir))
+              local=local_term_summary(run_dir, config, dataset))
 
 
 def table(rows) -> str:

@@ -75,11 +75,7 @@ def get_config(dataset: str = "synthetic"):
   config.model = ml_collections.ConfigDict(dict(
       hidden=e.feature_hidden, activation=e.feature_activation, dropout=e.dropout,
       input_dropout=e.input_dropout))
-  mlp_run = mlp.get_config(dataset)
-  # Only where the MLP's run differs, so that command-line train options reach both.
-  mlp_train = {k: v for k, v in mlp_run.train.items() if config.train[k] != v}
-  config.stages.pretrain = dict(method="local", train=mlp_train,
-                                optimizer=mlp_run.optimizer.to_dict())
+  config.stages.pretrain = mlp.pretrain_stage(config, dataset)
   # Staged, DVN's steps are `stages.dvn.train.steps` (the default's steps unless set).
   config.stages.dvn = dict(method="dvn", train=dict(steps=config.train.steps))
   return config

@@ -37,3 +37,13 @@ def get_config(dataset: str = "synthetic"):
     config.train.steps = 20000
     config.train.eval_every = 1000
   return config
+
+
+def pretrain_stage(config, dataset: str) -> dict:
+  """A `pretrain` stage for `config` (a method that continues a trained MLP): this file's
+  run on `dataset` exactly, BCE (`local`) with its optimizer, so that compare's
+  `--reuse_stage=pretrain=mlp` accepts a finished `mlp` run as the stage."""
+  run = get_config(dataset)
+  # Only where the MLP's run differs, so that command-line train options reach both.
+  train = {k: v for k, v in run.train.items() if config.train[k] != v}
+  return dict(method="local", train=train, optimizer=run.optimizer.to_dict())

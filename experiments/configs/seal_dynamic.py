@@ -167,11 +167,7 @@ def get_config(dataset: str = "synthetic"):
     # Small enough for a CPU run well under a minute (the MLP config uses 20000 steps).
     config.train.steps = 3000
     config.train.eval_every = 500
-  mlp_run = mlp.get_config(dataset)
-  # Only where the MLP's run differs, so that command-line train options reach both.
-  mlp_train = {k: v for k, v in mlp_run.train.items() if config.train[k] != v}
-  config.stages.pretrain = dict(method="local", train=mlp_train,
-                                optimizer=mlp_run.optimizer.to_dict())
+  config.stages.pretrain = mlp.pretrain_stage(config, dataset)
   finetune = config.optimizer.to_dict()
   finetune["learning_rate"] /= 4
   config.stages.seal = dict(method="seal", train=dict(steps=1000), optimizer=finetune)
