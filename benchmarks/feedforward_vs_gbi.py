@@ -31,7 +31,7 @@ import numpy as np
 from benchmarks import common
 from energynets.energies import SPENEnergy
 from energynets.inference import gbi as gbi_lib
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.train import quiet_library_logs
 from experiments import train
 
@@ -54,12 +54,12 @@ def measure(dataset_name: str) -> dict:
   dataset = train.load_data(config)
   x = jnp.asarray(dataset.test.x, jnp.float32)
   energy = train.spen_energy(config, dataset)
-  params = energy_model.init_params(energy, jax.random.PRNGKey(0), x[:1])
+  params = protocol.as_energy(energy).init(jax.random.PRNGKey(0), x[:1], None)
   options = {k: config.predict_gbi[k] for k in ("method", "optimizer", "learning_rate",
                                                  "momentum", "entropy_weight")}
   gbi_config = gbi_lib.GBIConfig(num_steps=_NUM_STEPS.value, **options)
   init = config.loss.init
-  energy_fn = energy_model.encoding_energy(energy)
+  energy_fn = protocol.as_energy(energy).energy
 
   @jax.jit
   def task_net(p, x):
@@ -67,9 +67,9 @@ def measure(dataset_name: str) -> dict:
 
   @jax.jit
   def gbi(p, x):
-    encoding = energy_model.encode(energy, p, x)
-    y_t, _ = gbi_lib.gbi_scan(energy_fn, p, encoding, energy_model.start_point(encoding, init),
-                              energy_model.BOX, gbi_config)
+    encoding = protocol.as_energy(energy).encode(p, x)
+    y_t, _ = gbi_lib.gbi_scan(energy_fn, p, encoding, protocol.as_energy(energy).start(encoding, None, init),
+                              protocol.BOX, gbi_config)
     return y_t
 
   seconds = common.median_seconds({"task_net": lambda: task_net(params, x),

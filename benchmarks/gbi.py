@@ -46,7 +46,7 @@ import numpy as np
 from benchmarks import common
 from energynets.energies import SPENEnergy
 from energynets.inference import gbi as gbi_lib
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
 from experiments import train
@@ -95,12 +95,12 @@ def main(argv):
   if _WORKDIR.value:
     params, source = common.restore_spen_params(config, dataset, _WORKDIR.value)
   else:
-    params = energy_model.init_params(energy, jax.random.PRNGKey(_SEED.value), x[:1])
+    params = protocol.as_energy(energy).init(jax.random.PRNGKey(_SEED.value), x[:1], None)
     source = (f"random initialization (seed {_SEED.value}): step counts and search error "
               "are not those of a trained energy")
   init = _INIT.value or config.loss.init
-  energy_fn = energy_model.encoding_energy(energy)
-  box = energy_model.BOX
+  energy_fn = protocol.as_energy(energy).energy
+  box = protocol.BOX
   predict = dict(config.predict_gbi.to_dict())
   predict["max_steps"] = _MAX_STEPS.value
   while_config = gbi_lib.GBIConfig(**predict)
@@ -117,20 +117,20 @@ def main(argv):
 
   @jax.jit
   def encode_only(p, x):
-    return energy_model.encode(energy, p, x)
+    return protocol.as_energy(energy).encode(p, x)
 
   @functools.partial(jax.jit, static_argnums=2)
   def scan(p, x, method):
-    encoding = energy_model.encode(energy, p, x)
-    y_t, _ = gbi_lib.gbi_scan(energy_fn, p, encoding, energy_model.start_point(encoding, init),
+    encoding = protocol.as_energy(energy).encode(p, x)
+    y_t, _ = gbi_lib.gbi_scan(energy_fn, p, encoding, protocol.as_energy(energy).start(encoding, None, init),
                               box, scan_config(method))
     return y_t
 
   @functools.partial(jax.jit, static_argnums=2)
   def fori(p, x, method):
     cfg = scan_config(method)
-    encoding = energy_model.encode(energy, p, x)
-    state = gbi_lib.init_state(energy_fn, p, encoding, energy_model.start_point(encoding, init),
+    encoding = protocol.as_energy(energy).encode(p, x)
+    state = gbi_lib.init_state(energy_fn, p, encoding, protocol.as_energy(energy).start(encoding, None, init),
                                box, cfg)
     state = jax.lax.fori_loop(
         0, num_steps,

@@ -35,7 +35,7 @@ from energynets import metrics
 from energynets.energies import SPENEnergy
 from energynets.inference import GBIConfig
 from energynets.inference import gbi as gbi_lib
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
 from experiments import train
@@ -66,7 +66,7 @@ def main(argv):
                                                                      _DATA_DIR.value)
   predict = dict(last.predict_gbi.to_dict())
   init = last.loss.init
-  energy_fn = energy_model.encoding_energy(energy)
+  energy_fn = protocol.as_energy(energy).energy
   steps = sorted({int(t) for t in _STEPS.value})
   if not steps or steps[0] < 1:
     raise app.UsageError(f"--steps must be positive integers, got {_STEPS.value}")
@@ -77,11 +77,11 @@ def main(argv):
 
   @functools.partial(jax.jit, static_argnums=2)
   def scan(p, x, num_steps):
-    encoding = energy_model.encode(energy, p, x)
+    encoding = protocol.as_energy(energy).encode(p, x)
     options = {k: predict[k] for k in ("method", "optimizer", "learning_rate", "momentum",
                                        "entropy_weight")}
-    y_t, _ = gbi_lib.gbi_scan(energy_fn, p, encoding, energy_model.start_point(encoding, init),
-                              energy_model.BOX, GBIConfig(num_steps=num_steps, **options))
+    y_t, _ = gbi_lib.gbi_scan(energy_fn, p, encoding, protocol.as_energy(energy).start(encoding, None, init),
+                              protocol.BOX, GBIConfig(num_steps=num_steps, **options))
     return y_t
 
   @jax.jit

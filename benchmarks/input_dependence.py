@@ -34,7 +34,7 @@ import numpy as np
 
 from benchmarks import common
 from energynets import metrics
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.train import quiet_library_logs
 from experiments import train
 
@@ -100,7 +100,7 @@ def local_term_summary(run_dir: str, config, dataset) -> Optional[dict[str, floa
   except common.NotASpenStage:
     return None
   energy = train.spen_energy(config, dataset)
-  encode = lambda x: energy_model.encode(energy, params, jnp.asarray(x, jnp.float32))
+  encode = lambda x: protocol.as_energy(energy).encode(params, jnp.asarray(x, jnp.float32))
   train_features = np.asarray(encode(dataset.train.x).features)
   test_logits = np.asarray(encode(dataset.test.x).logits)
   return {"constant_units": float(constant_units(train_features)),

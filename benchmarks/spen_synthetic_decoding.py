@@ -32,7 +32,7 @@ from benchmarks import common
 from energynets import metrics
 from energynets.energies import SPENEnergy
 from energynets.inference import GBIConfig
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
 
@@ -74,10 +74,10 @@ def main(argv):
     raise ValueError(f"{_RUN_DIR.value} is a run on {config.data.name!r}; this diagnosis "
                      "needs the synthetic block-exclusivity task")
   _, dataset, energy, params, source, last = common.restore_spen_run(_RUN_DIR.value)
-  energy_fn = energy_model.encoding_energy(energy)
+  energy_fn = protocol.as_energy(energy).energy
   x = jnp.asarray(dataset.test.x)
   gold = np.asarray(dataset.test.y)
-  encoding = energy_model.encode(energy, params, x)
+  encoding = protocol.as_energy(energy).encode(params, x)
   gbi = ssvm_lib.infer(energy, params, x, GBIConfig(**last.predict_gbi), init=last.loss.init)
   rounded = (np.asarray(gbi.y) >= 0.5).astype(np.float32)
   argmax = block_argmax(np.asarray(energy.apply({"params": params}, x,

@@ -62,7 +62,7 @@ import numpy as np
 from benchmarks import common
 from energynets.energies import SPENEnergy
 from energynets.inference import gbi as gbi_lib
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.train import quiet_library_logs
 from energynets.train import step as step_lib
 from experiments import train
@@ -274,17 +274,17 @@ def spen_gbi_fn(num_labels: int, num_steps: int, sizes: Sizes, **options):
                                                     "momentum", "entropy_weight")}
   gbi_options.update(options)
   config = gbi_lib.GBIConfig(num_steps=num_steps, **gbi_options)
-  energy_fn = energy_model.encoding_energy(energy)
+  energy_fn = protocol.as_energy(energy).energy
 
   def gbi(params, x):
-    encoding = energy_model.encode(energy, params, x)
+    encoding = protocol.as_energy(energy).encode(params, x)
     y_t, _ = gbi_lib.gbi_scan(energy_fn, params, encoding,
-                              energy_model.start_point(encoding, "uniform"),
-                              energy_model.BOX, config)
+                              protocol.as_energy(energy).start(encoding, None, "uniform"),
+                              protocol.BOX, config)
     return y_t
 
-  params = energy_model.init_params(energy, jax.random.key(0),
-                                    jnp.zeros((1, sizes.num_features), jnp.float32))
+  params = protocol.as_energy(energy).init(
+      jax.random.key(0), jnp.zeros((1, sizes.num_features), jnp.float32), None)
   return gbi, params, energy, config
 
 
@@ -435,12 +435,12 @@ def torch_section(sizes: Sizes, torch, ref) -> tuple[list[dict], list[dict]]:
     torch_options = dict(num_steps=num_steps, method=config.method,
                          optimizer=config.optimizer, learning_rate=config.learning_rate,
                          momentum=config.momentum)
-    compiled_encode = compile_fn(lambda p, x_: energy_model.encode(energy, p, x_), params, x)
+    compiled_encode = compile_fn(lambda p, x_: protocol.as_energy(energy).encode(p, x_), params, x)
     encoding = compiled_encode(params, x)
     compiled = compile_fn(gbi, params, x)
     loop = compile_fn(lambda p, enc, c=config: gbi_lib.gbi_scan(
-        energy_model.encoding_energy(energy), p, enc,
-        energy_model.start_point(enc, "uniform"), energy_model.BOX, c)[0], params, encoding)
+        protocol.as_energy(energy).energy, p, enc,
+        protocol.as_energy(energy).start(enc, None, "uniform"), protocol.BOX, c)[0], params, encoding)
     torch_ff = torch_gbi = torch_loop = None
     if torch is not None:
       with torch.no_grad():

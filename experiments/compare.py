@@ -36,9 +36,11 @@ from experiments.specs import parse_spec, rejoin_tuples, run_name
 
 _METHODS = flags.DEFINE_list(
     "methods", ["br", "mlp", "spen_ssvm"],
-    "config names in experiments/configs; a row may add overrides of its own as "
+    "config names in experiments/configs, or dotted import paths of config modules "
+    "outside it (my_pkg.configs.my_method); a row may add overrides of its own as "
     "name:key=value[:key=value], e.g. seal_dynamic:seal.objective=regression; a tuple "
-    "value keeps its commas, e.g. mlp:model.hidden=(500,500)")
+    "value keeps its commas, e.g. mlp:model.hidden=(500,500); a value may be an import "
+    "path, e.g. mlp:method=my_pkg.builders:build")
 _DATASETS = flags.DEFINE_list(
     "datasets", ["synthetic"], "dataset variants of those configs; a column may add "
     "overrides of its own as name:key=value, e.g. expr_fun:data.root_label=True")
@@ -338,6 +340,7 @@ def main(argv):
           config.data.fold = fold
         if _DATA_DIR.value and "data_dir" in config.data:  # generated data has no files
           config.data.data_dir = _DATA_DIR.value
+        train.check_builders(config)  # an import path that does not import fails now
         column = dataset + (f" fold {fold}" if len(folds) > 1 else "")
         run_dir = os.path.join(_WORKDIR.value,
                                run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""),

@@ -22,9 +22,20 @@ def rejoin_tuples(items: list[str]) -> list[str]:
 
 
 def parse_spec(spec: str) -> tuple[str, list[str]]:
-  """A method or dataset `'name:key=value:key=value'` -> (name, its own overrides)."""
-  name, *overrides = spec.split(":")
-  bad = [o for o in overrides if "=" not in o]
+  """A method or dataset `'name:key=value:key=value'` -> (name, its own overrides).
+
+  A value may itself hold a colon, as an import path does
+  (`mlp:method=my_pkg.builders:build`): a part without `=` continues the value before it.
+  """
+  name, *parts = spec.split(":")
+  overrides, bad = [], []
+  for part in parts:
+    if "=" in part:
+      overrides.append(part)
+    elif overrides:
+      overrides[-1] += ":" + part
+    else:
+      bad.append(part)
   if not name or bad:
     raise ValueError(f"bad method or dataset {spec!r}: expected name[:key=value[:key=value]]")
   return name, overrides

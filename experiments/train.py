@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import time
+import types
 from typing import Any, Callable
 
 from absl import logging
@@ -26,6 +27,7 @@ from energynets import inference
 from energynets import nets
 from energynets import objectives
 from energynets import train as train_lib
+from energynets.train import run as run_lib
 from energynets.train.optimizers import make_optimizer
 from experiments import plots
 from experiments import tasks
@@ -52,8 +54,19 @@ def initialize_distributed(coordinator_address: str | None = None,
 
 def get_config(method: str, dataset: str, overrides: tuple[str, ...] | list[str] = ()
                ) -> ml_collections.ConfigDict:
-  """`experiments/configs/<method>.py:<dataset>` with `key=value` overrides applied."""
-  module = importlib.import_module(f"experiments.configs.{method}")
+  """`experiments/configs/<method>.py:<dataset>` with `key=value` overrides applied.
+
+  A `method` with a dot is the import path of a config module outside this repository
+  (`my_pkg.configs.my_method`, with the same `get_config(dataset)`); one that does not
+  import is a ValueError naming it."""
+  if "." not in method:
+    module = importlib.import_module(f"experiments.configs.{method}")
+  else:
+    try:
+      module = importlib.import_module(method)
+    except Exception as e:  # any failure while importing user code: name it in one line
+      raise ValueError(f"config module {method!r} does not import: {type(e).__name__}: "
+                       f"{' '.join(str(e).split())}") from None
   config = module.get_config(dataset)
   config.lock()  # an override of a key the config lacks (a typo) is an error
   return apply_overrides(config, overrides)
@@ -183,6 +196,9 @@ def denoising_input_statistics(section, dataset) -> dict[str, float]:
   """
   if not section.get("normalize_input", False):
     return dict(input_mean=0.0, input_std=1.0)
+  recorded = getattr(dataset, "input_statistics", None)
+  if recorded is not None:  # a restored run's stand-in (`run_dataset`) carries the numbers
+    return dict(recorded)
   images = np.asarray(dataset.train.x, np.float64)
   return dict(input_mean=float(images.mean()), input_std=float(images.std()))
 
@@ -233,9 +249,13 @@ def _names(text: str) -> tuple[str, ...] | None:
 
 
 def energy_module(config, dataset):
-  """`config.energy` as a module: a `SequenceEnergy` on sequence data, a
-  `SegmentationEnergy` on segmentation data, a denoising energy when it names a `kind`,
-  else a `SPENEnergy`."""
+  """`config.energy` as a module: the energy an import path `config.energy.module`
+  (`"package.module:function"`, called as `function(config, dataset)`) returns, else a
+  `SequenceEnergy` on sequence data, a `SegmentationEnergy` on segmentation data, a
+  denoising energy when it names a `kind`, else a `SPENEnergy`."""
+  outside = config.energy.get("module", "")
+  if outside:
+    return run_lib.import_path(outside, "config.energy.module")(config, dataset)
   if _is_sequence(dataset):
     return sequence_energy(config, dataset)
   if _is_segmentation(dataset):
@@ -273,26 +293,22 @@ def _floats(text: str) -> tuple[float, ...] | None:
 
 def _build_seal(config, dataset, optimizer) -> objectives.Objective:
   """SEAL: config.optimizer trains the task-net, config.loss_net_optimizer the loss-net;
-  config.seal.phase picks dynamic or a static stage. Each update takes seal.rounds
-  task-net steps and rounds × seal.loss_net_steps loss-net steps, so the schedules span
-  that many steps (`optimizer`, built for one step per update, is rebuilt)."""
+  config.seal (SealOptions' fields, `objective` and the loss-net objective's options)
+  maps onto the options and the loss-net objective value; config.gbi is the static
+  loss-net's GBI, config.predict_gbi that of seal.predict=gbi. Each update takes
+  seal.rounds task-net steps and rounds × seal.loss_net_steps loss-net steps, so the
+  schedules span that many steps (`optimizer`, built for one step per update, is
+  rebuilt)."""
   del optimizer
-  s = config.seal
-  task_steps = config.train.steps * s.rounds
+  options, loss_net_objective = objectives.seal_options_from_config(
+      config.seal.to_dict(), loss_aug_gbi=inference.GBIConfig(**config.gbi),
+      predict_gbi=inference.GBIConfig(**config.predict_gbi))
+  task_steps = config.train.steps * options.rounds
   return objectives.seal_objective(
       feed_forward_net(config, dataset), energy_module(config, dataset),
       make_optimizer(config.optimizer, task_steps),
-      make_optimizer(config.loss_net_optimizer, task_steps * s.loss_net_steps),
-      objective=s.objective, phase=s.phase, energy_weight=s.energy_weight,
-      bce_weight=s.bce_weight, energy_term=s.energy_term, num_samples=s.num_samples,
-      noise_std=s.noise_std, margin_cost=s.margin_cost, surrogate_eps=s.surrogate_eps,
-      score=s.score, loss_aug_gbi=inference.GBIConfig(**config.gbi),
-      dvn_samples=_names(s.dvn_samples), dvn_sample_weights=_floats(s.dvn_sample_weights),
-      extra_samples=_names(s.extra_samples),
-      extra_sample_weights=_floats(s.extra_sample_weights), train_mode=s.train_mode,
-      predict=s.predict, predict_gbi=inference.GBIConfig(**config.predict_gbi),
-      predict_init=s.predict_init, task_net_init=s.task_net_init,
-      loss_net_steps=s.loss_net_steps, rounds=s.rounds)
+      make_optimizer(config.loss_net_optimizer, task_steps * options.loss_net_steps),
+      options=options, loss_net_objective=loss_net_objective)
 
 
 def _build_seal_ranking(config, dataset, optimizer) -> objectives.Objective:
@@ -319,17 +335,18 @@ def _build_dvn(config, dataset, optimizer) -> objectives.Objective:
 def _build_infnet(config, dataset, optimizer) -> objectives.Objective:
   """Inference networks: `optimizer` (config.optimizer) trains the energy, and
   config.test_net_optimizer / config.cost_net_optimizer A_Ψ / F_Φ, which take
-  infnet.num_inner_steps steps per update, so their schedules span that many steps."""
-  n = config.infnet
-  net_steps = config.train.steps * n.num_inner_steps
+  infnet.num_inner_steps steps per update, so their schedules span that many steps.
+  config.infnet (`InfNetOptions`' fields, `objective` and the energy objectives' options)
+  maps onto the options and the energy objective value; config.loss.l2 is the energy's
+  L2."""
+  options, energy_objective = objectives.infnet_options_from_config(
+      config.infnet.to_dict(), l2=config.loss.l2)
+  net_steps = config.train.steps * options.num_inner_steps
   return objectives.inference_network(
       energy_module(config, dataset), feed_forward_net(config, dataset), optimizer,
       make_optimizer(config.test_net_optimizer, net_steps),
-      make_optimizer(config.cost_net_optimizer, net_steps), objective=n.objective,
-      architecture=n.architecture, compound_weight=n.compound_weight,
-      energy_weight=n.energy_weight, ce_weight=n.ce_weight,
-      num_inner_steps=n.num_inner_steps, truncate=n.truncate, surrogate=n.surrogate,
-      l2=config.loss.l2, net_l2=n.net_l2, carry_energy=n.carry_energy)
+      make_optimizer(config.cost_net_optimizer, net_steps), options=options,
+      energy_objective=energy_objective)
 
 
 def _build_e2e(config, dataset, optimizer) -> objectives.Objective:
@@ -348,20 +365,22 @@ def _build_e2e(config, dataset, optimizer) -> objectives.Objective:
 def _build_implicit(config, dataset, optimizer) -> objectives.Objective:
   """Implicit training: `optimizer` (config.optimizer) trains the energy by the implicit
   gradient, config.inner_optimizer the inference net, which takes implicit.inner_steps
-  steps per update, so its schedule spans that many steps."""
-  m = config.implicit
+  steps per update, so its schedule spans that many steps. config.implicit
+  (`ImplicitOptions`' fields, `primary` and the primary losses' options) maps onto the
+  options and the primary loss value; its `inverse_hvp` block is a `diff.InverseHVP`
+  record and config.loss.l2 the energy's L2."""
+  options, primary = objectives.implicit_options_from_config(
+      config.implicit.to_dict(), inverse_hvp=diff.InverseHVP(**config.implicit.inverse_hvp),
+      l2=config.loss.l2)
   return objectives.implicit_objective(
       feed_forward_net(config, dataset), energy_module(config, dataset), optimizer,
-      make_optimizer(config.inner_optimizer, config.train.steps * m.inner_steps),
-      primary=m.primary, energy_weight=m.energy_weight, inner_steps=m.inner_steps,
-      inverse_hvp=diff.InverseHVP(**m.inverse_hvp), gradient=m.gradient,
-      num_samples=m.num_samples, negatives=m.negatives, temperature=m.temperature,
-      include_net_output=m.include_net_output, margin_cost=m.margin_cost, score=m.score,
-      l2=config.loss.l2, net_l2=m.net_l2, max_residual=m.max_residual)
+      make_optimizer(config.inner_optimizer, config.train.steps * options.inner_steps),
+      options=options, primary=primary)
 
 
 # config.method -> builder(config, dataset, optimizer) -> Objective. A new method adds
-# one objective file in energynets/objectives, one builder here and one config.
+# one objective file in energynets/objectives, one builder here and one config; code
+# outside this repository names its builder by import path instead (`build_objective`).
 OBJECTIVE_BUILDERS: dict[str, Callable[..., objectives.Objective]] = {
     "local": _build_local,
     "local_squared_error": _build_local_squared_error,
@@ -381,14 +400,49 @@ OBJECTIVE_BUILDERS: dict[str, Callable[..., objectives.Objective]] = {
 
 def build_objective(config: ml_collections.ConfigDict,
                     dataset) -> objectives.Objective:
-  """The method named by `config.method`, built for `dataset`'s shapes."""
-  if config.method not in OBJECTIVE_BUILDERS:
-    raise ValueError(f"unknown method {config.method!r}; known: {sorted(OBJECTIVE_BUILDERS)}")
+  """The method named by `config.method`, built for `dataset`'s shapes.
+
+  Args:
+    config: an experiment config (one stage's).
+    dataset: the task's dataset (or a restored run's stand-in, `run_dataset`).
+
+  Returns:
+    `OBJECTIVE_BUILDERS[config.method](config, dataset, optimizer)`, or, when
+    `config.method` is an import path `"package.module:function"`, that function called
+    the same way; `optimizer` is `config.optimizer` over `config.train.steps`.
+  """
+  builder = method_builder(config.method)
   if config.method != "local" and config.get("loss", {}).get("score", ""):
     raise ValueError(f"loss.score={config.loss.score!r} trains the feed-forward baselines "
                      f"(method 'local': mlp.py, fcn.py), not method {config.method!r}")
   optimizer = make_optimizer(config.optimizer, config.train.steps)
-  return OBJECTIVE_BUILDERS[config.method](config, dataset, optimizer)
+  return builder(config, dataset, optimizer)
+
+
+def method_builder(method: str) -> Callable[..., objectives.Objective]:
+  """The builder `(config, dataset, optimizer) -> Objective` of `config.method`: an
+  `OBJECTIVE_BUILDERS` name or an import path `"package.module:function"`; a
+  ValueError (one line, naming the method or path and the cause) otherwise."""
+  if run_lib.is_import_path(method):
+    return run_lib.import_path(method, "config.method")
+  if method not in OBJECTIVE_BUILDERS:
+    raise ValueError(f"unknown method {method!r}; known: {sorted(OBJECTIVE_BUILDERS)}, or "
+                     "an import path 'package.module:function'")
+  return OBJECTIVE_BUILDERS[method]
+
+
+def check_builders(config: ml_collections.ConfigDict) -> None:
+  """Resolves every stage's `method` and `energy.module` now, so that a misspelled
+  method or an import path that does not import fails before anything trains.
+
+  Raises:
+    ValueError: one line naming the method or path and why it does not resolve.
+  """
+  for _, stage in stage_configs(config):
+    method_builder(stage.method)
+    outside = stage.get("energy", {}).get("module", "")
+    if outside:
+      run_lib.import_path(outside, "config.energy.module")
 
 
 def flatten_dict(tree: dict, prefix: str = "") -> dict[str, Any]:
@@ -507,6 +561,7 @@ def matmul_precision(config: ml_collections.ConfigDict):
 
 def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   started = time.time()
+  check_builders(config)
   task = tasks.task_for(config)
   dataset = task.load(config)
   logging.info("%s dataset %s: train %s, validation %s, test %s", task.name, dataset.name,
@@ -540,7 +595,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict
                            train_lib.LoopOptions.from_config(stage_config.train), stage_dir,
                            evaluate=evaluate, mesh=mesh, previous_state=state,
                            train_batch=train_batch)
-    state = result.state
+    state, last_stage, last_result = result.state, (name, stage_config), result
     stage_meta.append({"stage": name, "method": stage_config.method,
                        "batch_size": stage_config.train.batch_size,
                        "selected_step": result.selected_step, "final_step": result.final_step})
@@ -591,7 +646,142 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict
                           test=np.asarray(test_outputs["test"], np.float32))
     with open(os.path.join(workdir, "results.json"), "w") as f:
       json.dump(results, f, indent=2, sort_keys=True, default=_json_default)
+    _write_run(workdir, task, config, dataset, last_stage, last_result, results)
   return results
+
+
+# The builder every experiments.main run records in run.json (`objective_from_run`).
+RUN_BUILDER = "experiments.train:objective_from_run"
+
+# How each task's outputs become labels: (decoding, threshold) of `Predictor.predict`;
+# multi-label runs use the threshold tuned on validation instead.
+_TASK_DECODING = {"multilabel": ("threshold", 0.5), "segmentation": ("threshold", 0.5),
+                  "sequence": ("argmax", 0.5), "denoising": ("identity", 0.5)}
+
+
+def _write_run(workdir: str, task, config, dataset, last_stage, result, results) -> None:
+  """`workdir/run.json` of a finished experiment: the last stage's selected checkpoint,
+  the model's input shapes and `objective_from_run` with the run's config."""
+  name, stage_config = last_stage
+  decoding, threshold = _TASK_DECODING[task.name]
+  source = f"the {task.name} task's metric threshold"
+  if "threshold" in results:
+    threshold, source = float(results["threshold"]), "validation"
+  # The rows the model sees (segmentation's test-time crops), one example each.
+  x = task.rows_for_model(config, dataset.test.x[:1])
+  y = task.rows_for_model(config, dataset.test.y[:1])
+  kwargs = {"config": json.loads(json.dumps(config.to_dict(), default=_json_default)),
+            "dataset": run_dataset_metadata(task, dataset)}
+  run_lib.write_run(
+      workdir, arrays=run_lib.array_specs({"x": x, "y": y}),
+      checkpoint=run_lib.checkpoint_record(result.selected_value, result.selected_step,
+                                           f"stages/{name}" if name else ""),
+      init_batch_size=stage_config.train.batch_size,
+      predict_batch_size=config.train.eval_batch_size, decoding=decoding,
+      decoding_source=f"the {task.name} task", threshold=threshold, threshold_source=source,
+      builder={"path": RUN_BUILDER, "kwargs": kwargs},
+      metadata={"writer": "experiments.main", "task": task.name, "dataset": dataset.name,
+                "method": stage_config.method, "stage": name,
+                "selected_step": result.selected_step, "results": "results.json"})
+
+
+def run_dataset_metadata(task, dataset) -> dict[str, Any]:
+  """What the objective builders read from `dataset`, as JSON (`run_dataset` rebuilds a
+  stand-in from it): sizes and vocabularies, never the data itself."""
+  meta = {"task": task.name, "name": dataset.name, "num_train": len(dataset.train.x),
+          "train_shape": list(np.shape(dataset.train.x)[1:])}
+  if task.name == "multilabel":
+    meta.update(num_labels=dataset.num_labels, num_features=dataset.num_features,
+                label_names=list(dataset.label_names))
+  elif task.name == "sequence":
+    size = lambda vocab: len(vocab) if vocab is not None else None
+    source = dataset.source
+    meta.update(num_tags=dataset.num_tags, word_vocab=size(source.word_vocab),
+                char_vocab=size(source.char_vocab), pos_vocab=size(source.pos_vocab),
+                chunk_vocab=size(source.chunk_vocab), tag_names=list(dataset.train.tag_names),
+                scheme=dataset.train.scheme)
+  elif task.name == "denoising":
+    images = np.asarray(dataset.train.x, np.float64)
+    meta["input_statistics"] = dict(input_mean=float(images.mean()),
+                                    input_std=float(images.std()))
+  return meta
+
+
+def run_dataset(meta: dict[str, Any]):
+  """A stand-in for a run's dataset from `run_dataset_metadata`: the task's dataset type
+  with the recorded sizes, its splits zero-filled views of the training shape (no memory,
+  no files), so `build_objective` gives the run's objective without its data."""
+  task, name = meta["task"], meta["name"]
+
+  def zeros(*shape):
+    return np.broadcast_to(np.zeros((), np.float32), shape)
+
+  x = zeros(meta["num_train"], *meta["train_shape"])
+  if task == "multilabel":
+    split = data_lib.Split(x, zeros(meta["num_train"], meta["num_labels"]))
+    return data_lib.MultiLabelDataset(
+        name, split, split, split, label_names=tuple(meta["label_names"]),
+        feature_names=tuple(f"x{i}" for i in range(meta["num_features"])), meta={})
+  if task == "segmentation":
+    split = data_lib.SegmentationSplit(x, zeros(*x.shape[:3]))
+    channels = x.shape[-1]
+    return data_lib.SegmentationDataset(name, split, split, split, np.zeros(channels),
+                                        np.ones(channels), meta={})
+  if task == "sequence":
+    vocab = lambda n: range(n) if n is not None else None
+    source = types.SimpleNamespace(
+        word_vocab=vocab(meta["word_vocab"]), char_vocab=vocab(meta["char_vocab"]),
+        pos_vocab=vocab(meta["pos_vocab"]), chunk_vocab=vocab(meta["chunk_vocab"]))
+    split = tasks.SequenceSplit(x, zeros(meta["num_train"], x.shape[1], meta["num_tags"]),
+                                zeros(*x.shape[:2]), tuple(meta["tag_names"]), meta["scheme"])
+    return tasks.SequenceData(name, split, split, split, meta["num_tags"], source, {})
+  if task == "denoising":
+    split = types.SimpleNamespace(x=x, y=x)
+    return types.SimpleNamespace(name=name, train=split, validation=split, test=split,
+                                 natural=split, meta={},
+                                 input_statistics=meta["input_statistics"])
+  raise ValueError(f"unknown task {task!r} in a run's dataset record")
+
+
+def objective_from_run(config: dict[str, Any], dataset: dict[str, Any]) -> objectives.Objective:
+  """The objective of an `experiments.main` run, rebuilt without its data files (the
+  builder its run.json records; `energynets.load_run` calls it).
+
+  Args:
+    config: the run's config, as a dict (JSON lists read as tuples).
+    dataset: `run_dataset_metadata` of the run's dataset.
+
+  Returns:
+    The last training stage's objective (`build_objective` on `run_dataset(dataset)`).
+    In a staged run its `init` goes through every stage (`init`, then each later
+    stage's `init_from`), so it gives the state structure training ended with even
+    where the last stage cannot start alone (SEAL's task-net phase).
+  """
+  full = ml_collections.ConfigDict(json_to_config(config))
+  if full.get("model", {}).get("glove_path", ""):
+    # Pretrained embeddings only initialize parameters the checkpoint replaces.
+    full.model.glove_path = ""
+  stand_in = run_dataset(dataset)
+  built = [build_objective(stage, stand_in) for _, stage in stage_configs(full)]
+  if len(built) == 1:
+    return built[0]
+
+  def init(rng, batch):
+    state = built[0].init(rng, batch)
+    for objective in built[1:]:
+      state = objective.init_from(state, rng, batch)
+    return state
+
+  return built[-1]._replace(init=init)
+
+
+def json_to_config(value):
+  """A config dict read from JSON with its lists as the tuples the configs hold."""
+  if isinstance(value, dict):
+    return {k: json_to_config(v) for k, v in value.items()}
+  if isinstance(value, list):
+    return tuple(json_to_config(v) for v in value)
+  return value
 
 
 def _ssvm_search_statistics(config, dataset, state) -> dict[str, float]:

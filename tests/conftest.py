@@ -30,7 +30,7 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
 # The oracle tests compare float32 computations at tolerances near float32's. On GPUs and
 # TPUs JAX's default runs float32 matmuls and convolutions with TF32 / bfloat16 passes:
 # on an H200, 12 of 312 such tests failed at the default and all passed at 'highest'
-# (benchmarks/results/e2e.md, session 22). The experiments run at 'highest' too
+# (benchmarks/results/e2e.md). The experiments run at 'highest' too
 # (train.matmul_precision). On CPU this changes nothing.
 import jax  # pylint: disable=g-import-not-at-top  (after XLA_FLAGS is set)
 

@@ -14,7 +14,7 @@ import pytest
 from energynets.energies import SPENEnergy
 from energynets.inference import gbi as gbi_lib
 from energynets.nets import MLP
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.objectives import seal as seal_lib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -134,10 +134,10 @@ def test_torch_gbi_final_y_matches_gbi_scan(spen, method, optimizer, lr):
   module = ref.load_flax_spen(ref.SPENEnergy(11, 7, (9, 8), num_measurements=4), params)
   config = gbi_lib.GBIConfig(method=method, optimizer=optimizer, learning_rate=lr,
                              num_steps=20)
-  encoding = energy_model.encode(energy, params, x)
-  y_jax, _ = gbi_lib.gbi_scan(energy_model.encoding_energy(energy), params, encoding,
-                              energy_model.start_point(encoding, "uniform"),
-                              energy_model.BOX, config)
+  encoding = protocol.as_energy(energy).encode(params, x)
+  y_jax, _ = gbi_lib.gbi_scan(protocol.as_energy(energy).energy, params, encoding,
+                              protocol.as_energy(energy).start(encoding, None, "uniform"),
+                              protocol.BOX, config)
   y_torch = ref.gbi(module, torch.from_numpy(np.array(x)), num_steps=20, method=method,
                     optimizer=optimizer, learning_rate=lr, momentum=config.momentum)
   np.testing.assert_allclose(y_torch.numpy(), y_jax, atol=2e-5)
@@ -161,8 +161,8 @@ def test_torch_seal_losses_and_gradients_match_jax():
   def nce_jax(lp):  # L_E of seal.py on these noise samples (no dropout in this energy)
     task_logits = task_net.apply({"params": task_params}, x)
     ys = jnp.concatenate([y[:, None], noise], axis=1)
-    encoding = energy_model.encode(loss_net, lp, x)
-    energies = seal_lib.sample_energies(energy_model.encoding_energy(loss_net), lp,
+    encoding = protocol.as_energy(loss_net).encode(lp, x)
+    energies = seal_lib.sample_energies(protocol.as_energy(loss_net).energy, lp,
                                         encoding, ys)
     return jnp.mean(seal_lib.nce_ranking_loss(
         energies, seal_lib.bernoulli_log_prob(task_logits, ys)))

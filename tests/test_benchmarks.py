@@ -96,13 +96,13 @@ def test_greedy_bit_flips_reach_a_single_flip_local_minimum():
   import numpy as np
   from benchmarks import spen_synthetic_decoding
   from energynets.energies import SPENEnergy
-  from energynets.objectives import energy_model
+  from energynets.energies import protocol
   energy = SPENEnergy(6, (), num_measurements=3, activation="hardtanh")
   rs = np.random.RandomState(0)
   x = jnp.asarray(rs.randn(5, 4), jnp.float32)
   params = jax.tree.map(lambda a: jnp.asarray(rs.randn(*a.shape), a.dtype),
-                        energy_model.init_params(energy, jax.random.key(0), x))
-  fn, enc = energy_model.encoding_energy(energy), energy_model.encode(energy, params, x)
+                        protocol.as_energy(energy).init(jax.random.key(0), x, None))
+  fn, enc = protocol.as_energy(energy).energy, protocol.as_energy(energy).encode(params, x)
   y0 = jnp.asarray(rs.uniform(size=(5, 6)) < 0.5, jnp.float32)
   y = spen_synthetic_decoding.greedy_bit_flips(fn, params, enc, y0, 6 * 6)
   e = np.asarray(fn(params, enc, y))

@@ -20,7 +20,7 @@ from energynets.inference import GBIConfig
 from energynets.inference import gbi as gbi_lib
 from energynets.nets import MLP
 from energynets.objectives import dvn
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.objectives import local_bce
 from energynets.objectives import scores
 from energynets.objectives import ssvm
@@ -68,8 +68,8 @@ class RegressionLossTest(parameterized.TestCase):
       batch = _batch(1, np.float64)
       rs = np.random.RandomState(2)
       params = jax.tree.map(lambda a: a * 2.0 + 0.1 * rs.randn(*a.shape),
-                            jax.jit(energy_model.init_params, static_argnums=0)(
-                                energy, jax.random.key(0), batch["x"]))
+                            jax.jit(protocol.as_energy(energy).init)(
+                                jax.random.key(0), batch["x"], None))
       samples = {"inference": jnp.asarray(rs.uniform(size=(B, L))),
                  "adversarial": jnp.asarray(rs.uniform(size=(B, L))), "gold": batch["y"]}
       weights = {"inference": 1.0, "adversarial": 0.5, "gold": 2.0}
@@ -96,11 +96,12 @@ class TrainingTest(parameterized.TestCase):
     params = state["energy"].params
     rng = jax.random.key(4)
     weights = dict(zip(SOURCES, (1.0, 1.0, 0.5, 0.25)))
-    energy_fn = energy_model.encoding_energy(energy)
+    energy_fn = protocol.as_energy(energy).energy
 
     def draw(p):
-      encoding = energy_model.encode(energy, p, batch["x"])
-      return dvn.draw_samples(energy_fn, p, encoding, batch["y"], jax.random.split(rng)[1],
+      encoding = protocol.as_energy(energy).encode(p, batch["x"])
+      return dvn.draw_samples(protocol.as_energy(energy), p, encoding, batch["x"], batch["y"],
+                              jax.random.split(rng)[1],
                               sources=SOURCES, inference_gbi=TRAIN_GBI,
                               adversarial_gbi=TRAIN_GBI, score=scores.soft_f1)
 
@@ -125,7 +126,7 @@ class TrainingTest(parameterized.TestCase):
       np.testing.assert_allclose(s, g, rtol=1e-4, atol=1e-6)
     # What the samples are: GBI lowers E from the uniform start; the ascent raises ℓ
     # from the prediction; gold is y; random lies in the box.
-    encoding = energy_model.encode(energy, params, batch["x"])
+    encoding = protocol.as_energy(energy).encode(params, batch["x"])
     start = jnp.full((B, L), 0.5)
     self.assertLess(float(jnp.mean(energy_fn(params, encoding, samples["inference"]))),
                     float(jnp.mean(energy_fn(params, encoding, start))))
@@ -138,10 +139,10 @@ class TrainingTest(parameterized.TestCase):
   def test_other_gold_is_the_previous_examples_gold_and_needs_no_gbi(self):
     energy = _energy()
     batch = _batch(6)
-    params = energy_model.init_params(energy, jax.random.key(0), batch["x"])
-    encoding = energy_model.encode(energy, params, batch["x"])
+    params = protocol.as_energy(energy).init(jax.random.key(0), batch["x"], None)
+    encoding = protocol.as_energy(energy).encode(params, batch["x"])
     draw = lambda y: dvn.draw_samples(
-        energy_model.encoding_energy(energy), params, encoding, y, jax.random.key(1),
+        protocol.as_energy(energy), params, encoding, batch["x"], y, jax.random.key(1),
         sources=("other_gold",), inference_gbi=None, adversarial_gbi=None,
         score=scores.soft_f1)
     np.testing.assert_array_equal(draw(batch["y"])["other_gold"],
@@ -166,14 +167,15 @@ class TrainingTest(parameterized.TestCase):
     energy = _energy()
     batch = _batch(7)
     best_gbi = TRAIN_GBI._replace(pick="best", learning_rate=0.3)
-    params = energy_model.init_params(energy, jax.random.key(3), batch["x"])
+    params = protocol.as_energy(energy).init(jax.random.key(3), batch["x"], None)
     params = jax.tree.map(lambda a: 3.0 * a, params)  # a rugged energy
-    encoding = energy_model.encode(energy, params, batch["x"])
-    energy_fn = energy_model.encoding_energy(energy)
+    encoding = protocol.as_energy(energy).encode(params, batch["x"])
+    energy_fn = protocol.as_energy(energy).energy
 
     @jax.jit
     def draw(rng):
-      return dvn.draw_samples(energy_fn, params, encoding, batch["y"], rng,
+      return dvn.draw_samples(protocol.as_energy(energy), params, encoding, batch["x"],
+                              batch["y"], rng,
                               sources=("inference", "adversarial"), inference_gbi=best_gbi,
                               adversarial_gbi=best_gbi, score=scores.soft_f1, init="random",
                               adversarial_init="random")
@@ -182,15 +184,15 @@ class TrainingTest(parameterized.TestCase):
     samples = draw(rng)
     # The inference start is U[0,1] from a key of rng; its sample is the lowest-energy
     # point of the 'last' trajectory from that start (the trajectory's own oracle).
-    start = energy_model.start_point(encoding, "random", jax.random.fold_in(rng, 1))
+    start = protocol.as_energy(energy).start(encoding, None, "random", jax.random.fold_in(rng, 1))
     self.assertGreater(float(jnp.std(start)), 0.2)
     _, trace = jax.jit(lambda y0: gbi_lib.gbi_scan(
-        energy_fn, params, encoding, y0, energy_model.BOX, best_gbi._replace(pick="last")))(
+        energy_fn, params, encoding, y0, protocol.BOX, best_gbi._replace(pick="last")))(
             start)
     np.testing.assert_allclose(samples["inference"], testing.trajectory_best(start, trace)[1],
                                atol=1e-6)
     # The ascent starts elsewhere than the prediction and raises the loss from its start.
-    adv_start = energy_model.start_point(encoding, "random", jax.random.fold_in(rng, 2))
+    adv_start = protocol.as_energy(energy).start(encoding, None, "random", jax.random.fold_in(rng, 2))
     loss = lambda y_bar: dvn.value_regression_loss(
         energy_fn(params, encoding, y_bar), scores.soft_f1(y_bar, batch["y"]))
     self.assertTrue(np.all(loss(samples["adversarial"]) >= loss(adv_start) - 1e-6))
@@ -229,7 +231,7 @@ class TrainingTest(parameterized.TestCase):
     for a, b in zip(jax.tree.leaves(carried), jax.tree.leaves(bce["net"].params)):
       np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(
-        energy_model.encode(_energy(), state["energy"].params, batch["x"]).logits,
+        protocol.as_energy(_energy()).encode(state["energy"].params, batch["x"]).logits,
         net.apply({"params": bce["net"].params}, batch["x"]))
 
   def test_bad_options_raise_naming_them(self):

@@ -3,7 +3,9 @@
 Oracles: the objective's own loss before and after a few steps; float64 central finite
 differences of the loss (through encode, the differentiable start, the unroll and the
 softplus step sizes); the three gradient strategies against each other (one update
-each); and the experiment driver end to end on the synthetic task.
+each); a user's own strategy, passed in, is the one used; the implicit strategy against
+the unrolled gradient and the closed form `A⁻¹b` on a strongly convex energy; and the
+experiment driver end to end on the synthetic task.
 """
 
 import flax.linen as nn
@@ -13,8 +15,12 @@ import numpy as np
 import optax
 import pytest
 
+from energynets import diff
+from energynets import domains
 from energynets.energies import SPENEnergy
+from energynets.energies import protocol
 from energynets.inference import GBIConfig
+from energynets.inference import unrolled
 from energynets.objectives import e2e
 from energynets import testing
 from energynets.testing import directional_derivatives
@@ -105,6 +111,10 @@ class _TinyImageEnergy(nn.Module):
     return 0.5 * jnp.sum((y - x) ** 2, axis=(1, 2)) + prior
 
 
+def _tiny_image_energy(**kw):
+  return protocol.energy_from_module(_TinyImageEnergy(**kw), domain=domains.Real())
+
+
 def test_image_energy_module_plugs_in():
   """A Flax module E(x, y) on the Real domain, y0 = x, squared loss, adjoint gradient."""
   rs = np.random.RandomState(0)
@@ -113,7 +123,7 @@ def test_image_energy_module_plugs_in():
            "y": jnp.asarray(clean)}
   gbi = GBIConfig(method="projected", optimizer="momentum", learning_rate=0.1,
                   momentum=0.25, num_steps=3)
-  objective = e2e.e2e_objective(_TinyImageEnergy(), optax.adam(1e-2), gbi=gbi,
+  objective = e2e.e2e_objective(_tiny_image_energy(), optax.adam(1e-2), gbi=gbi,
                                 loss="squared", init="input", gradient="adjoint",
                                 loss_reduction="mean")
   state = objective.init(jax.random.key(0), batch)
@@ -128,6 +138,107 @@ def test_image_energy_module_plugs_in():
   carried = objective.init_from(state, jax.random.key(1), batch)
   np.testing.assert_array_equal(carried["inference"].params["step_sizes"],
                                 state["inference"].params["step_sizes"])
+
+
+class _CountingScaledUnrolled:
+  """A user's own strategy: `Unrolled` whose cotangents a `jax.custom_vjp` scales, and
+  which counts its calls (e2e only calls it; nothing checks its type)."""
+
+  def __init__(self, scale):
+    self.scale, self.calls = scale, 0
+
+  def __call__(self, energy, params, x, y0, domain, config):
+    self.calls += 1
+
+    @jax.custom_vjp
+    def scaled(outputs):
+      return outputs
+
+    scaled.defvjp(lambda outputs: (outputs, None),
+                  lambda _, ct: (jax.tree.map(lambda c: self.scale * c, ct),))
+    return scaled(unrolled.Unrolled()(energy, params, x, y0, domain, config))
+
+
+def test_a_user_strategy_plugs_in_and_is_used():
+  batch = _batch(2)
+  rng = jax.random.key(0)
+  user = _CountingScaledUnrolled(2.0)
+  fns = {"scan": e2e.e2e_losses(_spen(), gbi=GBI, gradient="scan"),
+         "user": e2e.e2e_losses(_spen(), gbi=GBI, gradient=user)}
+  params = (fns["scan"].model.init_params(jax.random.key(0), batch["x"], batch["y"]),
+            {"step_sizes": fns["scan"].initial_step_sizes})
+  grads = jax.jit(lambda p: {k: jax.grad(lambda q: f.loss_fn(q, batch, rng)[0])(p)
+                             for k, f in fns.items()}).lower(params).compile(FAST_COMPILE)(params)
+  assert user.calls == 1
+  for a, b in zip(jax.tree.leaves(grads["scan"]), jax.tree.leaves(grads["user"])):
+    np.testing.assert_allclose(b, 2.0 * a, rtol=1e-5, atol=1e-7)
+  # Through e2e_objective: a zero cotangent scale leaves plain SGD nothing to step on.
+  frozen = _CountingScaledUnrolled(0.0)
+  objective = e2e.e2e_objective(_spen(), optax.sgd(1.0), gbi=GBI, gradient=frozen)
+  state = objective.init(rng, batch)
+  new_state, _ = jax.jit(objective.update)(state, batch, rng)
+  assert frozen.calls == 1
+  for group in ("energy", "inference"):
+    for a, b in zip(jax.tree.leaves(state[group].params),
+                    jax.tree.leaves(new_state[group].params)):
+      np.testing.assert_array_equal(a, b)
+
+
+class _QuadraticEnergy(nn.Module):
+  """`E(x, y) = ½ yᵀA y − (xW)ᵀy`, `A = M Mᵀ + I`: strongly convex in y, `y* = A⁻¹ W ᵀx`."""
+
+  @nn.compact
+  def __call__(self, x, y):
+    n = y.shape[-1]
+    m = self.param("M", nn.initializers.normal(0.3), (n, n))
+    w = self.param("W", nn.initializers.normal(1.0), (n, n))
+    a = m @ m.T + jnp.eye(n, dtype=m.dtype)
+    return 0.5 * jnp.einsum("bi,ij,bj->b", y, a, y) - jnp.sum((x @ w) * y, axis=-1)
+
+
+def test_implicit_strategy_equals_unrolled_at_convergence():
+  """e2e on a strongly convex energy (Real domain, 300 steps of contraction ≤ 0.7): the
+  update by `Implicit` (CG and Neumann) equals the unrolled one and `jax.grad` through
+  `jnp.linalg.solve`; with the per-iterate loss only its last term (weight 1/T) trains."""
+  with jax.enable_x64(True):
+    rs = np.random.RandomState(0)
+    batch = {"x": jnp.asarray(rs.randn(3, 4)), "y": jnp.asarray(rs.randn(3, 4))}
+    rng = jax.random.key(0)
+    gbi = GBIConfig(method="projected", optimizer="sgd", learning_rate=0.3, num_steps=300)
+    common = dict(gbi=gbi, loss="squared", init="input", learn_step_sizes=False)
+    strategies = {
+        "unrolled": unrolled.Unrolled(),
+        "cg": unrolled.Implicit(diff.ConjugateGradient(max_iter=20, tol=1e-14)),
+        "neumann": unrolled.Implicit(diff.Neumann(num_terms=400, alpha=0.25))}
+    energy = protocol.energy_from_module(_QuadraticEnergy(), domain=domains.Real())
+    fns = {k: e2e.e2e_losses(energy, per_iterate=False, gradient=s, **common)
+           for k, s in strategies.items()}
+    fns["cg_per_iterate"] = e2e.e2e_losses(energy, per_iterate=True,
+                                           gradient=strategies["cg"], **common)
+    energy_params = jax.tree.map(lambda a: a.astype(jnp.float64), fns["cg"].model.init_params(
+        rng, batch["x"], batch["y"]))
+    params = (energy_params, {"step_sizes": jnp.asarray(fns["cg"].initial_step_sizes,
+                                                        jnp.float64)})
+
+    def closed_form(p):
+      a = p["M"] @ p["M"].T + jnp.eye(4)
+      y_star = jnp.linalg.solve(a, (batch["x"] @ p["W"]).T).T
+      return jnp.mean(jnp.sum((y_star - batch["y"]) ** 2, axis=-1))
+
+    @jax.jit
+    def run(params):
+      grads = {k: jax.grad(lambda q: f.loss_fn(q, batch, rng)[0])(params)[0]
+               for k, f in fns.items()}
+      return grads, jax.grad(closed_form)(params[0])
+
+    grads, reference = run.lower(params).compile(FAST_COMPILE)(params)
+    assert min(float(jnp.max(jnp.abs(a))) for a in jax.tree.leaves(reference)) > 1e-2
+    for name in strategies:
+      for a, b in zip(jax.tree.leaves(reference), jax.tree.leaves(grads[name])):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-11, err_msg=name)
+    # (The iterate weights are float32: 1/T to about 1e-8.)
+    for a, b in zip(jax.tree.leaves(grads["cg"]), jax.tree.leaves(grads["cg_per_iterate"])):
+      np.testing.assert_allclose(b, a / gbi.num_steps, rtol=1e-6)
 
 
 @pytest.mark.parametrize("activation", ["relu", "hardtanh"])
@@ -146,7 +257,7 @@ def test_bad_options_are_rejected():
   with pytest.raises(ValueError, match="unknown init"):
     e2e.e2e_objective(_spen(), optax.adam(1e-3), gbi=GBI, init="input")
   with pytest.raises(ValueError, match="Real domain takes loss='squared'"):
-    e2e.e2e_objective(_TinyImageEnergy(), optax.adam(1e-3), gbi=GBI, init="input")
+    e2e.e2e_objective(_tiny_image_energy(), optax.adam(1e-3), gbi=GBI, init="input")
   with pytest.raises(ValueError, match="at least one"):
     e2e.e2e_objective(_spen(), optax.adam(1e-3), gbi=GBI._replace(num_steps=0))
   with pytest.raises(ValueError, match="trainable must name"):

@@ -21,7 +21,7 @@ from energynets.data.synthetic import block_exclusivity
 from energynets.energies import FieldOfExperts, SPENEnergy
 from energynets.inference import GBIConfig
 from energynets.inference import exhaustive
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.objectives import ssvm as ssvm_lib
 
 
@@ -33,7 +33,7 @@ def _random_energy(num_labels, num_conditional, seed=0, activation="hardtanh"):
   energy = SPENEnergy(num_labels, (5,), num_measurements=3, activation=activation,
                       num_conditional=num_conditional)
   x = jnp.asarray(np.random.RandomState(seed).randn(6, 7), jnp.float32)
-  model = energy_model.spen_model(energy)
+  model = protocol.as_energy(energy)
   params = model.init_params(jax.random.key(seed), x, None)
   rs = np.random.RandomState(seed + 1)
   # Larger weights than the initialization, so that the global term matters.
@@ -173,7 +173,7 @@ class SSVMExhaustiveTest(parameterized.TestCase):
     # Not reported where enumeration is impossible.
     big = SPENEnergy(exhaustive.MAX_LABELS + 1, (), num_measurements=2)
     xb = jnp.ones((2, 3))
-    pb = energy_model.spen_model(big).init_params(jax.random.key(0), xb, None)
+    pb = protocol.as_energy(big).init_params(jax.random.key(0), xb, None)
     stats = ssvm_lib.search_statistics(big, pb, xb, jnp.zeros((2, big.num_labels)),
                                        GBIConfig(max_steps=3))
     self.assertNotIn("exact_search_error", stats)

@@ -10,14 +10,17 @@ import functools
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
 from energynets import diff
+from energynets import domains
 from energynets import testing
 from energynets.energies import SPENEnergy
+from energynets.energies import protocol
 from energynets.nets import MLP
 from energynets.objectives import implicit
 from energynets.objectives import local_bce
@@ -192,6 +195,19 @@ class ObjectiveTest(parameterized.TestCase):
       for a, b in zip(jax.tree.leaves(state[k].params), jax.tree.leaves(again[k].params)):
         np.testing.assert_array_equal(a, b)
 
+  def test_solver_values_give_the_update_of_the_equivalent_record(self):
+    batch = _batch(3)
+    states = {}
+    for name, solver in (("record", diff.InverseHVP("neumann", 5, alpha=0.1)),
+                         ("value", diff.Neumann(num_terms=5, alpha=0.1))):
+      objective = _objective("ssvm", inverse_hvp=solver)
+      state = objective.init(jax.random.key(0), batch)
+      states[name] = _jit(objective.update)(state, batch, jax.random.key(1))
+    for a, b in zip(jax.tree.leaves(states["record"]), jax.tree.leaves(states["value"])):
+      np.testing.assert_array_equal(a, b)
+    with self.assertRaisesRegex(TypeError, "inverse-HVP solver"):
+      _objective(inverse_hvp="neumann")
+
   @parameterized.parameters(
       (dict(primary="nce"), "unknown primary loss"),
       (dict(gradient="unrolled"), "unknown gradient"),
@@ -204,6 +220,165 @@ class ObjectiveTest(parameterized.TestCase):
   def test_bad_arguments_are_named(self, kwargs, match):
     with self.assertRaisesRegex(ValueError, match):
       _objective(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# A user's own energy, reached only through the `Energy` protocol.
+
+
+class LowRankPairEnergy(nn.Module):
+  """E(x, y) = −⟨W x + b, y⟩ − yᵀ U Vᵀ y: a local linear term and a low-rank label-pair
+  term, written as a plain Flax module (no `encode`, no `as_energy`)."""
+  num_labels: int
+  rank: int = 2
+  per_label: bool = False  # the wrong shape: [B, L] instead of [B]
+
+  @nn.compact
+  def __call__(self, x, y):
+    local = nn.Dense(self.num_labels, name="local")(x)
+    init = nn.initializers.normal(0.3)
+    u = self.param("u", init, (self.num_labels, self.rank))
+    v = self.param("v", init, (self.num_labels, self.rank))
+    pair = jnp.einsum("bi,ir,jr,bj->b", y, u, v, y)
+    if self.per_label:
+      return -local * y
+    return -jnp.sum(local * y, axis=-1) - pair
+
+
+def _module_energy(**kwargs):
+  return protocol.energy_from_module(LowRankPairEnergy(L, **kwargs), domain=domains.Box(),
+                                     y_shape=(L,))
+
+
+def _function_energy():
+  """The same energy as a plain function `energy(params, x, y) -> [B]` and its init."""
+  def low_rank_pair(params, x, y):
+    local = x @ params["w"] + params["b"]
+    pair = jnp.einsum("bi,ir,jr,bj->b", y, params["u"], params["v"], y)
+    return -jnp.sum(local * y, axis=-1) - pair
+
+  def init(rng, x, y):
+    keys = jax.random.split(rng, 3)
+    return {"w": 0.3 * jax.random.normal(keys[0], (D, L)), "b": jnp.zeros(L),
+            "u": 0.3 * jax.random.normal(keys[1], (L, 2)),
+            "v": 0.3 * jax.random.normal(keys[2], (L, 2))}
+  return protocol.energy_from_function(low_rank_pair, domain=domains.Box(), y_shape=(L,),
+                                       init=init)
+
+
+def _user_objective(energy, **kwargs):
+  return implicit.implicit_objective(
+      MLP((6,), L, activation="tanh"), energy, optax.adam(1e-2), optax.sgd(0.1),
+      inner_steps=2, num_samples=3, inverse_hvp=diff.Neumann(num_terms=3, alpha=0.1),
+      **kwargs)
+
+
+class UserEnergyTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(("module", _module_energy, "cd"),
+                                  ("function", _function_energy, "ssvm"))
+  def test_a_user_energy_trains(self, make_energy, primary):
+    objective = _user_objective(make_energy(), primary=primary)
+    batch = _batch(4)
+    state = new = objective.init(jax.random.key(0), batch)
+    update = _jit(objective.update)
+    for t in range(2):
+      new, metrics = update(new, batch, jax.random.key(t))
+    for name in ("loss", "grad_norm", "implicit_norm"):
+      self.assertTrue(np.isfinite(float(metrics[name])), name)
+    self.assertFalse(all(np.allclose(a, b) for a, b in zip(
+        jax.tree.leaves(state["energy"].params), jax.tree.leaves(new["energy"].params))))
+    self.assertEqual(objective.predict(new, batch["x"]).shape, (B, L))
+
+  def test_a_wrong_shaped_user_energy_fails_at_init(self):
+    objective = _user_objective(_module_energy(per_label=True))
+    with self.assertRaisesRegex(protocol.EnergyShapeError, r"expected \[B\]"):
+      objective.init(jax.random.key(0), _batch())
+
+  def test_an_energy_without_local_net_continues_itself(self):
+    """No `local_net` group: nothing seeds the inference net from the energy; an
+    implicit state continues exactly."""
+    objective = _user_objective(_module_energy())
+    batch = _batch()
+    state = objective.init(jax.random.key(0), batch)
+    again = objective.init_from(state, jax.random.key(9), batch)
+    for k in ("inference_net", "energy"):
+      for a, b in zip(jax.tree.leaves(state[k].params), jax.tree.leaves(again[k].params)):
+        np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------------------------------
+# The primary loss and the options as values.
+
+
+class SquaredValue:
+  """A user's primary loss: the squared error of σ(−E(x, ȳ_A)) to the score of ȳ_A (no
+  library base class); ȳ_A keeps its path to θ, so the implicit term is not zero."""
+
+  def loss(self, inputs):
+    value = jax.nn.sigmoid(-inputs.energies(inputs.y_net[:, None])[:, 0])
+    error = jnp.mean(jnp.square(value - inputs.score(inputs.y_net, inputs.y)))
+    return error, {"squared_error": error}
+
+
+class PrimaryValueTest(parameterized.TestCase):
+
+  def test_a_user_primary_loss_plugs_in_and_trains(self):
+    objective = implicit.implicit_objective(
+        MLP((6,), L, activation="tanh"), _energy(), optax.adam(1e-2), optax.sgd(0.1),
+        primary=SquaredValue(),
+        options=implicit.ImplicitOptions(inner_steps=2,
+                                         inverse_hvp=diff.Neumann(num_terms=3, alpha=0.1)))
+    batch = _batch(5)
+    state = new = objective.init(jax.random.key(0), batch)
+    update = _jit(objective.update)
+    for t in range(2):
+      new, metrics = update(new, batch, jax.random.key(t))
+    for name in ("loss", "grad_norm", "squared_error", "gold_energy", "implicit_norm"):
+      self.assertTrue(np.isfinite(float(metrics[name])), name)
+    self.assertGreater(float(metrics["prim_grad_theta_norm"]), 0.0)
+    self.assertFalse(all(np.allclose(a, b) for a, b in zip(
+        jax.tree.leaves(state["energy"].params), jax.tree.leaves(new["energy"].params))))
+
+  def test_values_and_flat_keywords_give_the_same_losses(self):
+    """The flat keywords are mapped onto the same values (`implicit_options_from_config`)."""
+    net, energy, batch = MLP((6,), L, activation="tanh"), _energy(), _batch(6)
+    state = _objective("cd").init(jax.random.key(0), batch)
+    theta, phi = state["inference_net"].params, state["energy"].params
+    options = implicit.ImplicitOptions(energy_weight=0.5, l2=0.1, net_l2=0.2)
+    flat = dict(energy_weight=0.5, l2=0.1, net_l2=0.2)
+    for value, named in (
+        (implicit.ImplicitSSVM(margin_cost="score"), dict(primary="ssvm", margin_cost="score")),
+        (implicit.ImplicitCD(num_samples=3, negatives="relaxed", include_net_output=True),
+         dict(primary="cd", num_samples=3, negatives="relaxed", include_net_output=True)),
+        (implicit.ImplicitDVN(), dict(primary="dvn", num_samples=7))):  # CD's key: ignored
+      a = implicit.ImplicitLosses(net, energy, options=options, primary=value)
+      b = implicit.ImplicitLosses(net, energy, **named, **flat)
+      self.assertEqual(b.primary, value)
+      for name in ("aux", "prim"):
+        np.testing.assert_array_equal(getattr(a, name)(theta, phi, batch, jax.random.key(1))[0],
+                                      getattr(b, name)(theta, phi, batch, jax.random.key(1))[0])
+
+  def test_a_config_block_maps_onto_the_values(self):
+    solver = diff.ConjugateGradient(max_iter=3)
+    options, primary = implicit.implicit_options_from_config(
+        dict(primary="ssvm", num_samples=10, include_net_output=True, gradient="explicit"),
+        inverse_hvp=solver)
+    self.assertEqual(primary, implicit.ImplicitSSVM())
+    self.assertEqual(options, implicit.ImplicitOptions(gradient="explicit", inverse_hvp=solver))
+    self.assertEqual(implicit.get_primary_loss("cd", num_samples=4),
+                     implicit.ImplicitCD(num_samples=4))
+
+  @parameterized.parameters(
+      (lambda: implicit.get_primary_loss("nce"), r"unknown primary loss 'nce'.*'cd'"),
+      (lambda: implicit.get_primary_loss("dvn", num_samples=4), r"\['num_samples'\].*'dvn'"),
+      (lambda: implicit.implicit_options_from_config({"inner_stpes": 2}),
+       r"unknown implicit options \['inner_stpes'\]; known: \('primary', 'energy_weight'"),
+      (lambda: _objective(primary=SquaredValue(), num_samples=2), "num_samples"))
+  def test_unknown_names_and_keys_are_one_line_errors(self, make, match):
+    with self.assertRaisesRegex(ValueError, match) as raised:
+      make()
+    self.assertNotIn("\n", str(raised.exception))
 
 
 if __name__ == "__main__":

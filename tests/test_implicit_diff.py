@@ -257,3 +257,71 @@ def test_truncated_neumann_stays_finite_on_an_indefinite_hessian():
 def test_bad_configs_are_named(config, match):
   with pytest.raises(ValueError, match=match):
     diff.inverse_hvp(lambda u: u, jnp.ones(2), config)
+
+
+# ---------------------------------------------------------------------------------------
+# Solvers as values.
+
+
+def test_solver_values_solve_a_small_spd_system():
+  with jax.enable_x64(True):
+    rs = np.random.RandomState(0)
+    m = rs.randn(5, 5)
+    a = m @ m.T / 5 + np.eye(5)  # SPD, eigenvalues in [1, ~4]
+    v = rs.randn(5)
+    exact = np.linalg.solve(a, v)
+    apply_a = lambda u: a @ u
+    for solver in (diff.ConjugateGradient(max_iter=20, tol=1e-14),
+                   diff.Neumann(num_terms=600, alpha=0.2)):
+      np.testing.assert_allclose(solver.solve(apply_a, v), jnp.linalg.solve(a, v),
+                                 rtol=1e-9, err_msg=repr(solver))
+    damped = diff.ConjugateGradient(max_iter=20, tol=1e-14, damping=0.5).solve(apply_a, v)
+    np.testing.assert_allclose(damped, np.linalg.solve(a + 0.5 * np.eye(5), v), rtol=1e-9)
+    assert not np.allclose(damped, exact)
+
+
+@pytest.mark.parametrize("record", [
+    implicit.InverseHVP("neumann", 7, alpha=0.1, damping=0.2),
+    implicit.InverseHVP("cg", 3, damping=0.1, tol=1e-3),
+])
+def test_an_inverse_hvp_record_maps_to_the_solver_with_the_same_numbers(record):
+  solver = diff.get_solver(record)
+  expected = (diff.Neumann(7, 0.1, 0.2) if record.method == "neumann"
+              else diff.ConjugateGradient(3, 1e-3, 0.1))
+  assert solver == expected and diff.get_solver(solver) is solver
+  with jax.enable_x64(True):
+    problem = Quadratic()
+    by_record = diff.inverse_hvp(_hvp_fn(problem), problem.v, record)
+    by_value = diff.inverse_hvp(_hvp_fn(problem), problem.v, solver)
+    for a, b in zip(jax.tree.leaves(by_record), jax.tree.leaves(by_value)):
+      np.testing.assert_array_equal(a, b)
+    g_record = implicit.implicit_gradient(problem.aux, problem.prim, problem.solution(
+        problem.phi), problem.phi, record)
+    g_value = implicit.implicit_gradient(problem.aux, problem.prim, problem.solution(
+        problem.phi), problem.phi, solver)
+    for a, b in zip(jax.tree.leaves(g_record), jax.tree.leaves(g_value)):
+      np.testing.assert_array_equal(a, b)
+
+
+def test_a_user_solver_plugs_in_and_bad_solvers_are_named():
+  class Exact:
+    """Materializes the Hessian: a solver is anything with `solve(hvp_fn, v)`."""
+
+    def solve(self, hvp_fn, v):
+      h = jax.vmap(hvp_fn)(jnp.eye(v.shape[0]))
+      return jnp.linalg.solve(h, v)
+
+  with jax.enable_x64(True):
+    a = np.diag([1.0, 2.0, 4.0])
+    np.testing.assert_allclose(diff.inverse_hvp(lambda u: a @ u, np.ones(3), Exact()),
+                               [1.0, 0.5, 0.25], rtol=1e-12)
+  with pytest.raises(TypeError, match="inverse-HVP solver"):
+    diff.get_solver("cg")
+  with pytest.raises(TypeError, match="inverse-HVP solver"):
+    diff.get_solver(diff.Neumann)  # the class, not a value
+  for make, match in ((lambda: diff.Neumann(alpha=0.0), "alpha must be > 0"),
+                      (lambda: diff.Neumann(num_terms=-1), "num_terms"),
+                      (lambda: diff.ConjugateGradient(max_iter=0), "max_iter"),
+                      (lambda: diff.ConjugateGradient(damping=-1.0), "damping")):
+    with pytest.raises(ValueError, match=match):
+      make()

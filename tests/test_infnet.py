@@ -11,13 +11,16 @@ import functools
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from energynets import domains
 from energynets import testing
 from energynets.energies import SPENEnergy
+from energynets.energies import protocol
 from energynets.nets import MLP
 from energynets.objectives import base
 from energynets.objectives import infnet
@@ -386,6 +389,167 @@ class OptionsTest(parameterized.TestCase):
   def test_bad_option_raises_naming_it(self, name, kwargs):
     with self.assertRaisesRegex(ValueError, name):
       _objective(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# A user's own energy, reached only through the `Energy` protocol.
+
+
+class LowRankPairEnergy(nn.Module):
+  """E(x, y) = −⟨W x + b, y⟩ − yᵀ U Vᵀ y: a local linear term and a low-rank label-pair
+  term, written as a plain Flax module (no `encode`, no `as_energy`)."""
+  num_labels: int
+  rank: int = 2
+  per_label: bool = False  # the wrong shape: [B, L] instead of [B]
+
+  @nn.compact
+  def __call__(self, x, y):
+    local = nn.Dense(self.num_labels, name="local")(x)
+    init = nn.initializers.normal(0.3)
+    u = self.param("u", init, (self.num_labels, self.rank))
+    v = self.param("v", init, (self.num_labels, self.rank))
+    pair = jnp.einsum("bi,ir,jr,bj->b", y, u, v, y)
+    if self.per_label:
+      return -local * y
+    return -jnp.sum(local * y, axis=-1) - pair
+
+
+def _low_rank_function():
+  """The same energy as a plain function `energy(params, x, y) -> [B]` and its init."""
+  def low_rank_pair(params, x, y):
+    local = x @ params["w"] + params["b"]
+    pair = jnp.einsum("bi,ir,jr,bj->b", y, params["u"], params["v"], y)
+    return -jnp.sum(local * y, axis=-1) - pair
+
+  def init(rng, x, y):
+    keys = jax.random.split(rng, 3)
+    return {"w": 0.3 * jax.random.normal(keys[0], (D, L)), "b": jnp.zeros(L),
+            "u": 0.3 * jax.random.normal(keys[1], (L, 2)),
+            "v": 0.3 * jax.random.normal(keys[2], (L, 2))}
+  return protocol.energy_from_function(low_rank_pair, domain=domains.Box(), y_shape=(L,),
+                                       init=init)
+
+
+class UserEnergyTest(parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("module", lambda: protocol.energy_from_module(LowRankPairEnergy(L),
+                                                     domain=domains.Box(), y_shape=(L,))),
+      ("function", _low_rank_function))
+  def test_a_user_energy_trains(self, make_energy):
+    obj = infnet.inference_network(make_energy(), _smooth_net(), optax.sgd(0.05),
+                                   optax.sgd(0.05), num_inner_steps=2)
+    batch = _batch(21)
+    state = new = obj.init(jax.random.key(0), batch)
+    update = _jit(obj.update)
+    for t in range(2):
+      new, metrics = update(new, batch, jax.random.key(t))
+    for name in ("loss", "grad_norm", "infnet_loss"):
+      self.assertTrue(np.isfinite(float(metrics[name])), name)
+    self.assertFalse(all(np.allclose(a, b) for a, b in zip(
+        jax.tree.leaves(state["energy"].params), jax.tree.leaves(new["energy"].params))))
+    self.assertEqual(obj.predict(new, batch["x"]).shape, (B, L))
+
+  def test_a_wrong_shaped_user_energy_fails_at_init(self):
+    energy = protocol.energy_from_module(LowRankPairEnergy(L, per_label=True),
+                                         domain=domains.Box(), y_shape=(L,))
+    obj = infnet.inference_network(energy, _smooth_net(), optax.sgd(0.05), optax.sgd(0.05))
+    with self.assertRaisesRegex(protocol.EnergyShapeError, r"expected \[B\]"):
+      obj.init(jax.random.key(0), _batch())
+
+  def test_init_from_local_bce_seeds_the_nets_but_not_an_energy_without_local_net(self):
+    batch = _batch(22)
+    net = MLP((6,), L)
+    lb_state = local_bce(net, optax.adam(1e-2)).init(jax.random.key(1), batch)
+    energy = protocol.energy_from_module(LowRankPairEnergy(L), domain=domains.Box(),
+                                         y_shape=(L,))
+    obj = infnet.inference_network(energy, net, optax.adam(1e-3), optax.adam(1e-3),
+                                   architecture="separated")
+    rng = jax.random.key(2)
+    state = obj.init_from(lb_state, rng, batch)
+    _assert_trees_equal(self, state["test_net"].params, lb_state["net"].params)
+    _assert_trees_equal(self, state["cost_net"].params, lb_state["net"].params)
+    _assert_trees_equal(self, state["energy"].params, obj.init(rng, batch)["energy"].params)
+
+
+# ---------------------------------------------------------------------------------------
+# The energy objective and the options as values.
+
+
+class SoftMargin:
+  """A user's energy objective: the margin hinge smoothed by softplus (no library base
+  class, no `uses_cost_net`: F_Φ is built, as by default)."""
+
+  def loss(self, inputs):
+    margin = inputs.delta - inputs.energy_of(inputs.y_cost) + inputs.energy_gold
+    soft = jnp.mean(jax.nn.softplus(margin))
+    return soft, {"soft_margin": soft}
+
+
+class ObjectiveValueTest(parameterized.TestCase):
+
+  def test_a_user_energy_objective_plugs_in_and_trains(self):
+    obj = infnet.inference_network(_smooth_energy(), _smooth_net(), optax.sgd(0.05),
+                                   optax.sgd(0.05), energy_objective=SoftMargin(),
+                                   options=infnet.InfNetOptions(num_inner_steps=2))
+    batch = _batch(23)
+    state = new = obj.init(jax.random.key(0), batch)
+    self.assertEqual(set(state), {"energy", "test_net", "cost_net"})
+    update = _jit(obj.update)
+    for t in range(2):
+      new, metrics = update(new, batch, jax.random.key(t))
+    for name in ("loss", "grad_norm", "soft_margin", "energy_gold", "infnet_loss"):
+      self.assertTrue(np.isfinite(float(metrics[name])), name)
+    self.assertFalse(all(np.allclose(a, b) for a, b in zip(
+        jax.tree.leaves(state["energy"].params), jax.tree.leaves(new["energy"].params))))
+
+  @parameterized.parameters(
+      (infnet.InfNetMargin(), dict(objective="margin")),
+      (infnet.InfNetPerceptron(), dict(objective="perceptron")),
+      (infnet.InfNetCompound(compound_weight=0.6), dict(compound_weight=0.6)))
+  def test_values_and_flat_keywords_give_the_same_losses(self, objective, flat):
+    """The flat keywords are mapped onto the same values (`infnet_options_from_config`)."""
+    energy, net = _smooth_energy(), _smooth_net()
+    options = infnet.InfNetOptions(truncate="both", l2=0.05, net_l2=0.1)
+    by_value = infnet.infnet_losses(energy, net, options=options, energy_objective=objective)
+    by_name = infnet.infnet_losses(energy, net, truncate="both", l2=0.05, net_l2=0.1, **flat)
+    batch = _batch(24)
+    energy_params = energy.init(jax.random.key(0), batch["x"], batch["y"])["params"]
+    nets = by_value.init_nets(jax.random.key(1), batch)
+    self.assertEqual("cost_net" in nets, objective.uses_cost_net)
+    energy_of = infnet.energy_evaluator(energy, energy_params, batch["x"])
+    rng = jax.random.key(2)
+    test_logits, cost_logits = by_value.net_logits(nets, batch["x"], batch["y"])
+    y_cost = None if cost_logits is None else jax.nn.sigmoid(cost_logits)
+    y_test = jax.nn.sigmoid(test_logits)
+    a, b = by_value, by_name
+    np.testing.assert_array_equal(a.inference_loss(nets, energy_of, batch, rng)[0],
+                                  b.inference_loss(nets, energy_of, batch, rng)[0])
+    np.testing.assert_array_equal(a.energy_loss(energy_params, batch, y_cost, y_test, rng)[0],
+                                  b.energy_loss(energy_params, batch, y_cost, y_test, rng)[0])
+
+  def test_a_config_block_maps_onto_the_values(self):
+    options, objective = infnet.infnet_options_from_config(
+        dict(objective="margin", compound_weight=2.0, architecture="shared",
+             energy_weight=None), l2=1e-4)
+    self.assertEqual(objective, infnet.InfNetMargin())  # compound_weight: compound's
+    self.assertEqual(options, infnet.InfNetOptions(architecture="shared", l2=1e-4))
+    self.assertEqual(infnet.get_energy_objective("compound", compound_weight=0.5),
+                     infnet.InfNetCompound(compound_weight=0.5))
+
+  @parameterized.parameters(
+      (lambda: infnet.get_energy_objective("hinge"), r"unknown .*'hinge'.*'margin'"),
+      (lambda: infnet.get_energy_objective("margin", compound_weight=1.0),
+       r"\['compound_weight'\].*'margin'"),
+      (lambda: infnet.infnet_options_from_config({"objektive": "margin"}),
+       r"unknown InfNet options \['objektive'\]; known: \('objective', 'architecture'"),
+      (lambda: infnet.inference_network(_smooth_energy(), _smooth_net(), optax.sgd(0.1),
+                                        optax.sgd(0.1), energy_objective=SoftMargin(),
+                                        compound_weight=0.5), "compound_weight"))
+  def test_unknown_names_and_keys_are_one_line_errors(self, make, match):
+    with self.assertRaisesRegex(ValueError, match) as raised:
+      make()
+    self.assertNotIn("\n", str(raised.exception))
 
 
 if __name__ == "__main__":

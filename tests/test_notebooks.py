@@ -16,7 +16,7 @@ import pytest
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 # Figures each notebook must show (a cell that silently plots nothing is a failure too).
-MIN_FIGURES = {"quickstart.ipynb": 5, "differentiation.ipynb": 2}
+MIN_FIGURES = {"quickstart.ipynb": 5, "differentiation.ipynb": 2, "your_own_energy.ipynb": 1}
 
 
 def test_the_notebooks_exist():

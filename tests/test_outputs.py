@@ -13,7 +13,7 @@ import pytest
 from energynets import domains
 from energynets import energies
 from energynets import testing
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.objectives import outputs
 from energynets.objectives import ssvm
 
@@ -82,7 +82,7 @@ def test_gumbel_softmax_is_on_the_simplex_and_sharpens_with_temperature():
 def test_structures_are_picked_from_the_energy():
   seq = energies.SequenceEnergy(testing.tiny_tagger())
   assert outputs.for_energy(seq) is outputs.SEQUENCE
-  assert outputs.for_energy(energy_model.sequence_model(seq)) is outputs.SEQUENCE
+  assert outputs.for_energy(protocol.as_energy(seq)) is outputs.SEQUENCE
   spen = energies.SPENEnergy(num_labels=3, feature_hidden=(4,))
   assert outputs.for_energy(spen) is outputs.MULTILABEL
   assert outputs.for_domain(domains.Simplex()) is outputs.SEQUENCE

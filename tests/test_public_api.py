@@ -257,6 +257,33 @@ def smoke_multilabel_energies(en, tmp_path):
                                                      + icnn.apply(icnn_params, x, b)) + 1e-5)
 
 
+@smoke("energies.Energy", "energies.EnergyShapeError", "energies.as_energy",
+       "energies.check_energy", "energies.energy_from_function", "energies.energy_from_module")
+def smoke_energy_protocol(en, tmp_path):
+  del tmp_path
+  e = en.energies
+  batch = _multilabel_batch()
+
+  def linear(params, x, y):
+    return -jnp.sum((x[:, :L] * params["w"]) * y, axis=-1)
+
+  from_fn = e.energy_from_function(linear, domain=en.domains.Box(), y_shape=(L,),
+                                   init=lambda rng, x, y: {"w": jnp.ones((L,))})
+  assert isinstance(from_fn, e.Energy) and e.as_energy(from_fn) is from_fn
+  e.check_energy(from_fn, batch["x"], batch["y"])
+  params = from_fn.init(KEY, batch["x"], batch["y"])
+  y0 = from_fn.start(from_fn.encode(params, batch["x"]), batch["x"], "uniform")
+  np.testing.assert_allclose(y0, 0.5)
+  objective = en.objectives.ssvm_hinge(
+      from_fn, optax.sgd(0.1), loss_aug_gbi=en.inference.GBIConfig(num_steps=3),
+      predict_gbi=en.inference.GBIConfig(num_steps=3, max_steps=5))
+  _check_objective(objective, batch)
+  module = e.energy_from_module(_spen(en), domain=en.domains.Box(), y_shape=(L,))
+  e.check_energy(module, batch["x"], batch["y"])
+  with pytest.raises(e.EnergyShapeError, match="expects y"):
+    e.check_energy(module, batch["x"], batch["y"][:, :2])
+
+
 @smoke("energies.FieldOfExperts", "energies.DeepPriorEnergy", "energies.GaussianDataTerm",
        "energies.soft_abs", "energies.softplus_t")
 def smoke_image_energies(en, tmp_path):
@@ -415,7 +442,9 @@ def _toy_energy(en):
 @smoke("inference", "inference.GBIConfig", "inference.GBIResult", "inference.GBIState",
        "inference.GBITrace", "inference.gbi_scan", "inference.gbi_step", "inference.gbi_while",
        "inference.init_state", "inference.make_objective", "inference.validate_config",
-       "inference.EnergyFn", "inference.unrolled_gbi", "unrolled_gbi")
+       "inference.EnergyFn", "inference.unrolled_gbi", "unrolled_gbi",
+       "inference.GradientStrategy", "inference.Unrolled", "inference.Rematerialized",
+       "inference.HVPAdjoint", "inference.Implicit", "inference.get_strategy")
 def smoke_gbi(en, tmp_path):
   del tmp_path
   inf = en.inference
@@ -459,6 +488,17 @@ def smoke_gbi(en, tmp_path):
   for g in ("remat", "adjoint"):
     for a, b in zip(_leaves(grads["scan"]), _leaves(grads[g])):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+  # The strategies are values (any callable with GradientStrategy's signature); the
+  # names map to them.
+  assert callable(inf.GradientStrategy.__call__)
+  values = {"scan": inf.Unrolled(), "remat": inf.Rematerialized(), "adjoint": inf.HVPAdjoint()}
+  assert all(inf.get_strategy(name) == value for name, value in values.items())
+  implicit = inf.Implicit(en.diff.ConjugateGradient(max_iter=5))
+  by_value = jax.jit(lambda p: [jax.grad(loss)(p, v) for v in (values["adjoint"], implicit)])(
+      params)
+  for a, b in zip(_leaves(grads["adjoint"]), _leaves(by_value[0])):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  assert all(np.all(np.isfinite(a)) for a in _leaves(by_value[1]))
 
 
 @smoke("inference.exhaustive_minimize", "inference.ExhaustiveResult",
@@ -508,7 +548,8 @@ def smoke_crf(en, tmp_path):
 @smoke("diff", "diff.hvp", "diff.cross_hvp", "diff.hvp_and_cross_hvp", "diff.finite_difference_hvp",
        "diff.tree_vdot", "diff.neumann_inverse_hvp", "diff.cg_inverse_hvp", "diff.inverse_hvp",
        "diff.InverseHVP", "diff.implicit_gradient", "diff.ImplicitGradient",
-       "diff.implicit_solution")
+       "diff.implicit_solution", "diff.Neumann", "diff.ConjugateGradient", "diff.get_solver",
+       "diff.InverseHVPSolver")
 def smoke_diff(en, tmp_path):
   del tmp_path
   df = en.diff
@@ -534,6 +575,13 @@ def smoke_diff(en, tmp_path):
   np.testing.assert_allclose(neumann, exact, atol=1e-5)
   np.testing.assert_allclose(df.inverse_hvp(apply_a, v, df.InverseHVP("cg", num_terms=2)),
                              exact, atol=1e-5)
+  # Solver values (any object with InverseHVPSolver's solve); get_solver maps a record.
+  assert callable(df.InverseHVPSolver.solve)
+  assert df.get_solver(df.InverseHVP("cg", num_terms=2)) == df.ConjugateGradient(max_iter=2)
+  np.testing.assert_allclose(df.ConjugateGradient(max_iter=2).solve(apply_a, v), exact,
+                             atol=1e-5)
+  np.testing.assert_allclose(df.Neumann(num_terms=200, alpha=0.25).solve(apply_a, v), exact,
+                             atol=1e-5)
   # θ*(φ) = argmin ½‖θ − φ‖² + ½θᵀAθ = (I + A)⁻¹ φ; L_prim = Σθ, so dL/dφ = (I + A)⁻¹ 1.
   aux = lambda theta, phi: 0.5 * jnp.sum((theta - phi) ** 2) + 0.5 * theta @ a @ theta
   prim = lambda theta, phi: jnp.sum(theta)
@@ -638,6 +686,40 @@ def smoke_infnet(en, tmp_path):
   assert test_logits.shape == cost_logits.shape == (B, L)
 
 
+@smoke("objectives.InfNetOptions", "objectives.InfNetMargin", "objectives.InfNetPerceptron",
+       "objectives.InfNetCompound", "objectives.InfNetEnergyInputs",
+       "objectives.InfNetEnergyObjective", "objectives.get_energy_objective",
+       "objectives.infnet_options_from_config")
+def smoke_infnet_options(en, tmp_path):
+  del tmp_path
+  o = en.objectives
+  batch = _multilabel_batch()
+  spen, net = _spen(en), en.nets.MLP((7,), L)
+  # A config's block maps onto the options and an energy objective value; another
+  # objective's key (compound_weight under 'margin') is ignored.
+  assert o.infnet_options_from_config(dict(objective="margin", compound_weight=2.0)) == (
+      o.InfNetOptions(), o.InfNetMargin())
+  assert o.get_energy_objective("compound", compound_weight=0.5) == o.InfNetCompound(0.5)
+  assert callable(o.InfNetEnergyObjective.loss)
+  inputs_type = o.InfNetEnergyInputs
+
+  class SoftPerceptron:
+    """A user's energy objective: the perceptron gap through softplus, without F_Φ."""
+    uses_cost_net = False
+
+    def loss(self, inputs):
+      assert isinstance(inputs, inputs_type) and inputs.y_cost is None
+      gap = jnp.mean(jax.nn.softplus(inputs.energy_gold - inputs.energy_of(inputs.y_test)))
+      return gap, {"soft_gap": gap}
+
+  options = o.InfNetOptions(num_inner_steps=1, architecture="separated")
+  for objective in (o.InfNetMargin(), o.InfNetPerceptron(), SoftPerceptron()):
+    state = _check_objective(o.inference_network(spen, net, optax.adam(1e-2),
+                                                 optax.adam(1e-2), options=options,
+                                                 energy_objective=objective), batch)
+    assert ("cost_net" in state) == (objective == o.InfNetMargin())
+
+
 @smoke("objectives.seal_objective", "objectives.seal_losses", "objectives.task_net_ranking")
 def smoke_seal(en, tmp_path):
   del tmp_path
@@ -652,6 +734,41 @@ def smoke_seal(en, tmp_path):
                                  losses.loss_net(l, t, batch, KEY)[0]))(task_params, loss_params)
   assert all(np.isfinite(float(v)) for v in values)
   _check_objective(o.task_net_ranking(task_net, optax.adam(1e-2), num_samples=2), batch)
+
+
+@smoke("objectives.SealOptions", "objectives.SealMargin", "objectives.SealRegression",
+       "objectives.SealRegressionS", "objectives.SealNCE", "objectives.LossNetInputs",
+       "objectives.LossNetObjective", "objectives.get_loss_net_objective",
+       "objectives.seal_config_defaults", "objectives.seal_options_from_config")
+def smoke_seal_options(en, tmp_path):
+  del tmp_path
+  o = en.objectives
+  batch = _multilabel_batch()
+  task_net, loss_net = en.nets.MLP((7,), L), _spen(en)
+  # A config's block maps onto the options and a loss-net objective value.
+  defaults = o.seal_config_defaults()
+  assert defaults["objective"] == "nce" and defaults["dvn_samples"] == "inference,adversarial,gold"
+  assert o.seal_options_from_config(dict(defaults, objective="margin")) == (
+      o.SealOptions(), o.SealMargin())
+  assert o.get_loss_net_objective("nce", num_samples=2) == o.SealNCE(num_samples=2)
+  assert callable(o.LossNetObjective.loss)
+  inputs_type = o.LossNetInputs
+
+  class Squared:
+    """A user's loss-net objective: the squared error of σ(−E) to the task score."""
+
+    def loss(self, inputs):
+      assert isinstance(inputs, inputs_type)
+      y_hat = inputs.structure.link(inputs.task_logits)
+      value = jax.nn.sigmoid(-inputs.energy.energy(inputs.params, inputs.encoding, y_hat))
+      error = jnp.mean(jnp.square(value - inputs.score(y_hat, inputs.y)))
+      return error, {"squared_error": error}
+
+  for objective in (o.SealMargin(), o.SealRegression(), o.SealRegressionS(num_samples=2),
+                    o.SealNCE(num_samples=2), Squared()):
+    _check_objective(o.seal_objective(task_net, loss_net, optax.adam(1e-2), optax.adam(1e-2),
+                                      options=o.SealOptions(energy_weight=0.5),
+                                      loss_net_objective=objective), batch)
 
 
 @smoke("objectives.deep_value_network", "objectives.implicit_objective",
@@ -670,6 +787,40 @@ def smoke_dvn_and_implicit(en, tmp_path):
   costs = jnp.array([[0.0, 0.5, 0.5]])
   np.testing.assert_allclose(o.contrastive_divergence_loss(energies, costs),
                              [np.log(1 + np.exp(-0.5) + np.exp(-1.5))], rtol=1e-6)
+
+
+@smoke("objectives.ImplicitOptions", "objectives.ImplicitSSVM", "objectives.ImplicitCD",
+       "objectives.ImplicitDVN", "objectives.ImplicitPrimaryInputs",
+       "objectives.ImplicitPrimary", "objectives.get_primary_loss",
+       "objectives.implicit_options_from_config")
+def smoke_implicit_options(en, tmp_path):
+  del tmp_path
+  o = en.objectives
+  batch = _multilabel_batch()
+  # A config's block maps onto the options and a primary loss value; another loss's key
+  # (CD's num_samples under 'dvn') is ignored.
+  cg = en.diff.ConjugateGradient(max_iter=2)
+  assert o.implicit_options_from_config(dict(primary="dvn", num_samples=3),
+                                        inverse_hvp=cg) == (
+      o.ImplicitOptions(inverse_hvp=cg), o.ImplicitDVN())
+  assert o.get_primary_loss("cd", num_samples=2) == o.ImplicitCD(num_samples=2)
+  assert callable(o.ImplicitPrimary.loss)
+  inputs_type = o.ImplicitPrimaryInputs
+
+  class SquaredValue:
+    """A user's primary loss: the squared error of σ(−E(x, ȳ_A)) to ȳ_A's score."""
+
+    def loss(self, inputs):
+      assert isinstance(inputs, inputs_type)
+      value = jax.nn.sigmoid(-inputs.energies(inputs.y_net[:, None])[:, 0])
+      error = jnp.mean(jnp.square(value - inputs.score(inputs.y_net, inputs.y)))
+      return error, {"squared_error": error}
+
+  options = o.ImplicitOptions(inner_steps=1, inverse_hvp=en.diff.Neumann(num_terms=2))
+  for primary in (o.ImplicitSSVM(), SquaredValue()):
+    _check_objective(o.implicit_objective(en.nets.MLP((7,), L), _spen(en), optax.adam(1e-2),
+                                          optax.sgd(0.1), options=options, primary=primary),
+                     batch)
 
 
 @smoke("objectives.local_token_ce", "objectives.crf_objective")
@@ -922,6 +1073,32 @@ def smoke_train(en, tmp_path):
   with pytest.raises(t.NonFiniteLossError, match="non-finite loss"):
     t.fit(broken, batch, dataclasses.replace(options, tensorboard=False),
           str(tmp_path / "nan"))
+
+
+@smoke("train.load_run", "train.Predictor", "train.read_run", "train.BuilderError",
+       "train.RunFormatError", "train.RunNotFoundError")
+def smoke_runs(en, tmp_path):
+  t = en.train
+  batch = {k: np.asarray(v) for k, v in _multilabel_batch().items()}
+  objective = en.objectives.local_bce(en.nets.MLP((4,), L), optax.adam(1e-2))
+  with pytest.raises(t.BuilderError, match="does not import"):
+    t.fit(objective, batch, t.LoopOptions(steps=2, batch_size=4), str(tmp_path / "bad"),
+          builder="no_such_module:build")
+  with pytest.raises(t.RunNotFoundError, match="no run in"):
+    t.load_run(tmp_path / "bad")
+  options = t.LoopOptions(steps=2, batch_size=4, select_metric=None, tensorboard=False)
+  result = t.fit(objective, batch, options, str(tmp_path / "run"), validation=batch)
+  record = t.read_run(tmp_path / "run")
+  assert record["threshold_source"] == "validation" and record["builder"] is None
+  predictor = t.load_run(tmp_path / "run", objective=objective)
+  assert isinstance(predictor, t.Predictor)
+  soft = predictor.predict_soft(batch["x"])
+  np.testing.assert_allclose(soft, objective.predict(result.state, batch["x"]), rtol=1e-5,
+                             atol=1e-6)
+  assert predictor.predict(batch["x"]).shape == (B, L)
+  (tmp_path / "run" / "run.json").write_text('{"format": "energynets.run", "version": 0}')
+  with pytest.raises(t.RunFormatError, match="format version 0"):
+    t.load_run(tmp_path / "run", objective=objective)
 
 
 # ---------------------------------------------------------------------------------------

@@ -8,20 +8,24 @@ smooth function). Training dynamics (descent, frozen groups) are in
 tests/test_seal_training.py, kept apart so that each file compiles in under ~40 s.
 """
 
+import dataclasses
 import math
+from typing import NamedTuple
 
 from absl.testing import absltest
 from absl.testing import parameterized
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from energynets import domains
 from energynets import testing
 from energynets.energies import SPENEnergy
+from energynets.energies import protocol
 from energynets.inference import GBIConfig
 from energynets.nets import MLP
-from energynets.objectives import energy_model
 from energynets.objectives import local_bce
 from energynets.objectives import seal
 from energynets.objectives import ssvm
@@ -56,7 +60,7 @@ def _init_params(x):
   """(task-net, loss-net) params; one jitted call (eager init compiles op by op)."""
   task_net, loss_net = _nets()
   return (task_net.init(jax.random.key(0), x)["params"],
-          energy_model.init_params(loss_net, jax.random.key(1), x))
+          protocol.as_energy(loss_net).init(jax.random.key(1), x, None))
 
 
 def _check_finite_differences(test, value_and_grad, params, seed):
@@ -67,13 +71,34 @@ def _check_finite_differences(test, value_and_grad, params, seed):
   np.testing.assert_allclose(analytic, fd, rtol=1e-6)
 
 
+OPTION_FIELDS = {f.name for f in dataclasses.fields(seal.SealOptions)}
+
+
+def _values(objective, phase="dynamic", num_samples=3, loss_aug_gbi=TRAIN_GBI, **kw):
+  """`(SealOptions, loss-net objective)`: keywords that are `SealOptions` fields go to the
+  options, the others to the objective `objective`; K and the GBI where it takes them."""
+  options = seal.SealOptions(phase=phase, **{k: v for k, v in kw.items()
+                                             if k in OPTION_FIELDS})
+  own = {k: v for k, v in kw.items() if k not in OPTION_FIELDS}
+  fields = {f.name for f in dataclasses.fields(seal.LOSS_NET_OBJECTIVES[objective])}
+  for key, value in (("num_samples", num_samples), ("loss_aug_gbi", loss_aug_gbi)):
+    if key in fields:
+      own[key] = value
+  return options, seal.get_loss_net_objective(objective, **own)
+
+
+def _losses(task_net, loss_net, objective, **kw):
+  options, loss_net_objective = _values(objective, **kw)
+  return seal.seal_losses(task_net, loss_net, options=options,
+                          loss_net_objective=loss_net_objective)
+
+
 def _objective(phase, objective, task_opt=None, loss_opt=None, **kw):
   task_net, loss_net = _nets()
-  kw.setdefault("loss_aug_gbi", TRAIN_GBI)
-  kw.setdefault("num_samples", 3)
+  options, loss_net_objective = _values(objective, phase, **kw)
   return seal.seal_objective(task_net, loss_net, task_opt or optax.sgd(0.05),
-                             loss_opt or optax.sgd(0.05), phase=phase, objective=objective,
-                             **kw)
+                             loss_opt or optax.sgd(0.05), options=options,
+                             loss_net_objective=loss_net_objective)
 
 
 class NceTest(parameterized.TestCase):
@@ -93,7 +118,8 @@ class NceTest(parameterized.TestCase):
     with jax.enable_x64(True):
       task_net, loss_net = _nets()
       batch = _batch(1, np.float64)
-      losses = seal.seal_losses(task_net, loss_net, objective="nce", num_samples=2)
+      losses = seal.seal_losses(task_net, loss_net,
+                                loss_net_objective=seal.SealNCE(num_samples=2))
       task_params, loss_params = _init_params(batch["x"])
       rng = jax.random.key(7)
 
@@ -157,9 +183,8 @@ class GradientTest(parameterized.TestCase):
       task_net, loss_net = _nets()
       batch = _batch(4, np.float64)
       # num_steps=0: static GBI samples sit at their start, independent of Θ.
-      losses = seal.seal_losses(task_net, loss_net, objective=objective, phase=phase,
-                                num_samples=3, loss_aug_gbi=TRAIN_GBI._replace(num_steps=0),
-                                **options)
+      losses = _losses(task_net, loss_net, objective, phase=phase, num_samples=3,
+                       loss_aug_gbi=TRAIN_GBI._replace(num_steps=0), **options)
       task_params, loss_params = _init_params(batch["x"])
       rs = np.random.RandomState(5)
       # Larger weights than the default init: energies of order 1, margins active.
@@ -188,8 +213,9 @@ class ScoreGradientCosineTest(parameterized.TestCase):
       task_net, loss_net = _nets()
       batch = _batch(7, np.float64)
       task_params, loss_params = _init_params(batch["x"])
-      losses = seal.seal_losses(task_net, loss_net, objective="regression",
-                                score="soft_f1", energy_term=term)
+      losses = seal.seal_losses(
+          task_net, loss_net, options=seal.SealOptions(score="soft_f1", energy_term=term),
+          loss_net_objective=seal.SealRegression())
       _, metrics = jax.jit(losses.task_net)(task_params, loss_params, batch,
                                              jax.random.key(0))
       logits = task_net.apply({"params": task_params}, batch["x"])
@@ -227,10 +253,10 @@ class ExtraSamplesTest(parameterized.TestCase):
       batch = _batch(2, np.float64)
       task_params, loss_params = _init_params(batch["x"])
       rng = jax.random.key(9)
-      common = dict(objective=objective, num_samples=2, score="soft_f1")
-      plain = seal.seal_losses(task_net, loss_net, **common)
-      extra = seal.seal_losses(task_net, loss_net, extra_samples=("gold", "other_gold"),
-                               extra_sample_weights=(0.5, 2.0), **common)
+      common = dict(num_samples=2, score="soft_f1")
+      plain = _losses(task_net, loss_net, objective, **common)
+      extra = _losses(task_net, loss_net, objective, extra_samples=("gold", "other_gold"),
+                      extra_sample_weights=(0.5, 2.0), **common)
 
       @jax.jit
       def run(p):
@@ -266,8 +292,7 @@ class TrainModeTest(parameterized.TestCase):
     task_net = MLP((6,), L, activation="tanh", dropout=task_dropout)
     loss_net = SPENEnergy(L, (6,), feature_activation="tanh", num_measurements=3,
                           dropout=loss_dropout)
-    return seal.seal_losses(task_net, loss_net, objective=objective, num_samples=3,
-                            train_mode=train_mode)
+    return _losses(task_net, loss_net, objective, num_samples=3, train_mode=train_mode)
 
   def test_task_net_loss_sees_the_loss_nets_dropout_only_in_train_mode(self):
     batch = _batch(1)
@@ -368,8 +393,8 @@ class StatesAndPredictionTest(parameterized.TestCase):
     obj = _objective("dynamic", "regression", loss_net_steps=3, rounds=2)
     state = obj.init(jax.random.key(0), batch)
     new, metrics = jax.jit(obj.update)(state, batch, jax.random.key(1))
-    losses = seal.seal_losses(task_net, loss_net, phase="dynamic", objective="regression",
-                              loss_aug_gbi=TRAIN_GBI, num_samples=3)
+    losses = _losses(task_net, loss_net, "regression", phase="dynamic",
+                     loss_aug_gbi=TRAIN_GBI, num_samples=3)
     grad = lambda fn, p, q: jax.grad(lambda p_: fn(p_, q, batch, jax.random.key(2))[0])(p)
     sgd = lambda p, g: jax.tree.map(lambda a, b: a - 0.05 * b, p, g)
     task, loss = state["task_net"].params, state["loss_net"].params
@@ -383,33 +408,43 @@ class StatesAndPredictionTest(parameterized.TestCase):
     self.assertEqual(np.shape(metrics["loss"]), ())
 
   def test_bad_options_raise_naming_them(self):
-    cases = [
-        (dict(objective="contrastive"), "'contrastive'"),
+    option_cases = [
         (dict(phase="static"), "'static'"),
         (dict(energy_term="score"), "'score'"),
-        (dict(margin_cost="hamming"), "'hamming'"),
         (dict(score="soft_iouu"), "'soft_iouu'"),
         (dict(predict="argmax"), "'argmax'"),
         (dict(predict_init="gold"), "'gold'"),
         (dict(task_net_init="pretrained"), "'pretrained'"),
         (dict(loss_net_steps=0), "loss_net_steps"),
         (dict(rounds=0), "rounds"),
-        (dict(num_samples=0), "num_samples"),
-        (dict(noise_std=0.0), "noise_std"),
         (dict(energy_weight=-1.0), "energy_weight"),
         (dict(predict="gbi"), "predict_gbi"),
-        (dict(dvn_samples=("inference", "nearby")), "'nearby'"),
-        (dict(objective="regression", extra_samples=("gold", "inference")),
-         "'inference'.*need GBI"),
-        (dict(objective="regression", extra_samples=("gold", "gold")), "'gold'"),
-        (dict(extra_samples=("gold",)), "not to 'nce'"),
+    ]
+    for options, message in option_cases:
+      with self.assertRaisesRegex(ValueError, message, msg=str(options)):
+        seal.SealOptions(**options)
+    objective_cases = [
+        ("contrastive", {}, "'contrastive'"),
+        ("margin", dict(margin_cost="hamming"), "'hamming'"),
+        ("nce", dict(num_samples=0), "num_samples"),
+        ("regression_s", dict(noise_std=0.0), "noise_std"),
+        ("regression", dict(dvn_samples=("inference", "nearby")), "'nearby'"),
+        ("regression", dict(extra_samples=("gold", "inference")), "'inference'.*need GBI"),
+        ("regression", dict(extra_samples=("gold", "gold")), "'gold'"),
+        ("nce", dict(extra_samples=("gold",)), "not to 'nce'"),
+    ]
+    for name, options, message in objective_cases:
+      with self.assertRaisesRegex(ValueError, message, msg=f"{name} {options}"):
+        seal.get_loss_net_objective(name, **options)
+    # What depends on the phase fails when the objective is built.
+    build_cases = [
         (dict(phase="loss_net", objective="regression", extra_samples=("gold",)),
          "dvn_samples"),
         (dict(phase="loss_net", objective="margin", loss_aug_gbi=None), "loss_aug_gbi"),
         (dict(phase="loss_net", objective="margin",
               loss_aug_gbi=TRAIN_GBI._replace(method="newton")), "'newton'"),
     ]
-    for options, message in cases:
+    for options, message in build_cases:
       options = dict(options)
       phase = options.pop("phase", "dynamic")
       objective = options.pop("objective", "nce")
@@ -417,6 +452,107 @@ class StatesAndPredictionTest(parameterized.TestCase):
         _objective(phase, objective, **options)
     with self.assertRaisesRegex(ValueError, "num_samples"):
       seal.task_net_ranking(MLP((), L), optax.sgd(1.0), num_samples=0)
+
+
+class SquaredScoreError(NamedTuple):
+  """A user's loss-net objective: `weight · mean (σ(−E(x, ŷ)) − s(ŷ, y))²`, ŷ the
+  task-net's output (DVN's regression with a squared error in place of the
+  cross-entropy)."""
+  weight: float = 1.0
+
+  def loss(self, inputs: seal.LossNetInputs):
+    y_hat = inputs.structure.link(inputs.task_logits)
+    energy = inputs.energy.energy(inputs.params, inputs.encoding, y_hat)
+    target = jax.lax.stop_gradient(inputs.score(y_hat, inputs.y))
+    error = jnp.mean(jnp.square(jax.nn.sigmoid(-energy) - target))
+    return self.weight * error, {"squared_error": error}
+
+
+class LossNetObjectiveValuesTest(parameterized.TestCase):
+  """Loss-net objectives are values; configs reach them by name through one mapping."""
+
+  def test_a_users_loss_net_objective_matches_its_formula_and_trains(self):
+    task_net, loss_net = _nets()
+    batch = _batch(14)
+    task_params, loss_params = _init_params(batch["x"])
+    losses = seal.seal_losses(task_net, loss_net, loss_net_objective=SquaredScoreError(2.0))
+    value, metrics = jax.jit(losses.loss_net)(loss_params, task_params, batch,
+                                               jax.random.key(0))
+    q = np.asarray(jax.nn.sigmoid(task_net.apply({"params": task_params}, batch["x"])))
+    y = np.asarray(batch["y"])
+    energy = np.asarray(loss_net.apply({"params": loss_params}, batch["x"], q))
+    soft_f1 = 2 * np.sum(q * y, -1) / (np.sum(q, -1) + np.sum(y, -1))
+    expected = np.mean((1 / (1 + np.exp(energy)) - soft_f1) ** 2)
+    np.testing.assert_allclose(float(metrics["squared_error"]), expected, rtol=1e-5)
+    np.testing.assert_allclose(float(value), 2.0 * expected, rtol=1e-5)
+    # Plugged into SEAL-dynamic, it trains the loss-net (its error falls on a fixed batch
+    # and key) and the task-net against it.
+    objective = seal.seal_objective(task_net, loss_net, optax.adam(1e-2), optax.adam(1e-2),
+                                    loss_net_objective=SquaredScoreError())
+    start = state = objective.init(jax.random.key(0), batch)
+    update = jax.jit(objective.update)
+    errors = []
+    for _ in range(8):
+      state, metrics = update(state, batch, jax.random.key(1))
+      errors.append(float(metrics["loss_net_squared_error"]))
+    self.assertTrue(np.all(np.isfinite(errors)))
+    self.assertLess(errors[-1], 0.5 * errors[0], errors)
+    for group in ("task_net", "loss_net"):
+      self.assertFalse(all(np.array_equal(u, v) for u, v in zip(
+          jax.tree.leaves(start[group].params), jax.tree.leaves(state[group].params))), group)
+
+  def test_an_unknown_name_or_option_fails_in_one_line_naming_the_known_ones(self):
+    for call, names in (
+        (lambda: seal.get_loss_net_objective("contrastive"), seal.OBJECTIVES),
+        (lambda: seal.seal_options_from_config({"objective": "nce", "num_sample": 3}),
+         ("num_samples", "energy_weight", "objective")),
+        (lambda: seal.get_loss_net_objective("margin", num_samples=3), ("margin_cost",))):
+      with self.assertRaises(ValueError) as caught:
+        call()
+      message = str(caught.exception)
+      self.assertNotIn("\n", message)
+      for name in names:
+        self.assertIn(f"'{name}'", message)
+
+  def test_a_config_block_maps_onto_the_options_and_the_objective(self):
+    defaults = seal.seal_config_defaults()
+    self.assertEqual(seal.seal_options_from_config(defaults),
+                     (seal.SealOptions(), seal.SealNCE()))
+    block = dict(defaults, objective="regression", rounds=2, extra_samples="gold+random",
+                 extra_sample_weights="0.5,2")
+    options, objective = seal.seal_options_from_config(block, loss_aug_gbi=TRAIN_GBI,
+                                                       predict_gbi=PREDICT_GBI)
+    self.assertEqual(options, seal.SealOptions(rounds=2, predict_gbi=PREDICT_GBI))
+    self.assertEqual(objective, seal.SealRegression(
+        loss_aug_gbi=TRAIN_GBI, extra_samples=("gold", "random"),
+        extra_sample_weights=(0.5, 2.0)))
+    # A value no field of the chosen objective takes is dropped; a config key of another
+    # objective set away from its default is refused.
+    self.assertEqual(seal.seal_options_from_config(defaults, loss_aug_gbi=TRAIN_GBI)[1],
+                     seal.SealNCE())
+    with self.assertRaisesRegex(ValueError, r"noise_std=0\.5 .*not to 'nce'"):
+      seal.seal_options_from_config(dict(defaults, noise_std=0.5))
+
+  def test_flat_keywords_build_the_same_losses_as_the_values(self):
+    task_net, loss_net = _nets()
+    batch = _batch(15)
+    task_params, loss_params = _init_params(batch["x"])
+    flat = seal.seal_losses(task_net, loss_net, objective="regression_s", num_samples=2,
+                            noise_std=0.5, energy_weight=0.3, margin_cost="score")
+    values = seal.seal_losses(task_net, loss_net,
+                              options=seal.SealOptions(energy_weight=0.3),
+                              loss_net_objective=seal.SealRegressionS(2, 0.5))
+
+    @jax.jit
+    def run(rng):
+      return [(losses.loss_net(loss_params, task_params, batch, rng)[0],
+               losses.task_net(task_params, loss_params, batch, rng)[0])
+              for losses in (flat, values)]
+
+    got, want = run(jax.random.key(3))
+    np.testing.assert_array_equal(got, want)
+    with self.assertRaisesRegex(ValueError, "not both"):
+      seal.seal_losses(task_net, loss_net, options=seal.SealOptions(), phase="loss_net")
 
 
 class RankingAblationTest(parameterized.TestCase):
@@ -458,6 +594,116 @@ class RankingAblationTest(parameterized.TestCase):
       stepped = jax.tree.map(lambda a, g: a - 0.05 * g, params, grads)
       self.assertLess(float(update(stepped)[0][1]["loss"]), float(metrics["loss"]))
       self.assertEqual(obj.predict(new, batch["x"]).shape, (B, L))
+
+
+class LowRankLabelEnergy(nn.Module):
+  """A user's own multi-label energy, E(x, y) = −⟨W x + b, y⟩ − yᵀ U Vᵀ y: a local
+  linear term and a low-rank label-pair term (`wrong_shape`: returns the per-label
+  terms `[B, L]` instead of their sum)."""
+  num_labels: int
+  rank: int = 2
+  wrong_shape: bool = False
+
+  @nn.compact
+  def __call__(self, x, y):
+    local = nn.Dense(self.num_labels, name="local")(x)
+    u = self.param("u", nn.initializers.normal(0.1), (self.num_labels, self.rank))
+    v = self.param("v", nn.initializers.normal(0.1), (self.num_labels, self.rank))
+    per_label = -local * y - y * ((y @ v) @ u.T)
+    return per_label if self.wrong_shape else jnp.sum(per_label, axis=-1)
+
+
+def low_rank_label_energy(params, x, y):
+  """The same energy as a plain function of a parameter dict."""
+  local = x @ params["w"] + params["b"]
+  return -jnp.sum(local * y, axis=-1) - jnp.einsum("bi,ir,jr,bj->b", y, params["u"],
+                                                   params["v"], y)
+
+
+def _init_low_rank(rng, x, y, rank=2):
+  keys = jax.random.split(rng, 3)
+  d, num_labels = x.shape[-1], y.shape[-1]
+  return {"w": 0.3 * jax.random.normal(keys[0], (d, num_labels)), "b": jnp.zeros(num_labels),
+          "u": 0.1 * jax.random.normal(keys[1], (num_labels, rank)),
+          "v": 0.1 * jax.random.normal(keys[2], (num_labels, rank))}
+
+
+def _user_energy(wrong_shape=False):
+  return protocol.energy_from_module(LowRankLabelEnergy(L, wrong_shape=wrong_shape),
+                                     domain=domains.Box(), y_shape=(L,))
+
+
+def _user_seal(energy, phase="dynamic", objective="nce", **kw):
+  options, loss_net_objective = _values(objective, phase, **kw)
+  return seal.seal_objective(MLP((6,), L, activation="tanh"), energy, optax.sgd(0.05),
+                             optax.sgd(0.05), options=options,
+                             loss_net_objective=loss_net_objective)
+
+
+def _fit(objective, batch, num_steps):
+  """`(initial state, state, losses, last metrics)` of `num_steps` jitted updates."""
+  start = state = jax.jit(objective.init)(jax.random.key(0), batch)
+  update = jax.jit(objective.update)
+  losses = []
+  for t in range(num_steps):
+    state, metrics = update(state, batch, jax.random.key(t))
+    losses.append(float(metrics["loss"]))
+  return start, state, losses, metrics
+
+
+def _assert_trained(test, objective, batch, num_steps=2):
+  """A few updates: finite losses and metrics, and the loss-net's params moved."""
+  start, state, losses, metrics = _fit(objective, batch, num_steps)
+  test.assertTrue(np.all(np.isfinite(losses)), losses)
+  test.assertTrue(all(np.isfinite(float(v)) for v in metrics.values()), metrics)
+  moved = [not np.array_equal(u, v) for u, v in zip(
+      jax.tree.leaves(start["loss_net"].params), jax.tree.leaves(state["loss_net"].params))]
+  test.assertTrue(all(moved), moved)
+  return state
+
+
+class UserEnergyTest(parameterized.TestCase):
+  """SEAL's loss-net is any `Energy`: a user's plain Flax module or function."""
+
+  @parameterized.parameters("margin", "regression", "regression_s", "nce")
+  def test_a_users_module_trains_as_the_loss_net(self, objective):
+    batch = _batch(11)
+    state = _assert_trained(self, _user_seal(_user_energy(), objective=objective), batch)
+    self.assertEqual(set(state["loss_net"].params), {"local", "u", "v"})
+
+  def test_a_users_function_trains_as_the_loss_net(self):
+    energy = protocol.energy_from_function(low_rank_label_energy, domain=domains.Box(),
+                                           y_shape=(L,), init=_init_low_rank)
+    _assert_trained(self, _user_seal(energy, objective="regression_s"), _batch(12))
+
+  def test_a_users_energy_runs_the_static_stages(self):
+    # DVN's GBI samples on the user's energy, then the task-net against it, predicting
+    # by GBI on it.
+    energy = protocol.energy_from_function(low_rank_label_energy, domain=domains.Box(),
+                                           y_shape=(L,), init=_init_low_rank)
+    batch = _batch(12)
+    stage1 = _user_seal(energy, phase="loss_net", objective="regression",
+                        dvn_samples=("inference", "gold", "random"))
+    _, state, losses, _ = _fit(stage1, batch, num_steps=1)
+    self.assertTrue(np.all(np.isfinite(losses)))
+    stage2 = _user_seal(energy, phase="task_net", objective="margin", predict="gbi",
+                        predict_gbi=PREDICT_GBI)
+    cont = stage2.init_from(state, jax.random.key(1), batch)
+    _assert_trees_equal(self, cont["loss_net"].params, state["loss_net"].params)
+    y = jax.jit(stage2.predict)(cont, batch["x"])
+    self.assertEqual(y.shape, (B, L))
+    self.assertTrue(np.all((np.asarray(y) >= 0) & (np.asarray(y) <= 1)))
+
+  def test_a_wrong_shaped_energy_fails_at_init_in_one_line(self):
+    batch = _batch(13)
+    objective = _user_seal(_user_energy(wrong_shape=True))
+    with self.assertRaisesRegex(protocol.EnergyShapeError, r"expected \[B\]") as caught:
+      objective.init(jax.random.key(0), batch)
+    self.assertNotIn("\n", str(caught.exception))
+    wrong_y = _user_seal(protocol.energy_from_module(LowRankLabelEnergy(L), domain=domains.Box(),
+                                                     y_shape=(L + 1,)))
+    with self.assertRaisesRegex(protocol.EnergyShapeError, "y_shape"):
+      wrong_y.init(jax.random.key(0), batch)
 
 
 if __name__ == "__main__":

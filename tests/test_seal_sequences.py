@@ -6,6 +6,8 @@ Oracles: per-token distributions; padding invariance of every loss (junk logits 
 padded positions change nothing); descent on one batch; `init_from` a token-CE tagger.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,9 +24,16 @@ def _energy():
   return energies.SequenceEnergy(testing.tiny_tagger(), pairwise_scale=0.3)
 
 
-def _seal(objective="nce", **kwargs):
+def _named(name):
+  """The library's loss-net objective `name`, with K = 3 samples where it takes K."""
+  fields = {f.name for f in dataclasses.fields(seal.LOSS_NET_OBJECTIVES[name])}
+  return seal.get_loss_net_objective(name, **({"num_samples": 3} if "num_samples" in fields
+                                              else {}))
+
+
+def _seal(objective="nce"):
   return seal.seal_objective(testing.tiny_tagger(), _energy(), optax.adam(2e-2),
-                             optax.adam(1e-2), objective=objective, num_samples=3, **kwargs)
+                             optax.adam(1e-2), loss_net_objective=_named(objective))
 
 
 def _accuracy(probs, batch, mask):
@@ -50,8 +59,9 @@ def test_objectives_run_on_taggers(loss_net):
 
 def test_static_regression_is_rejected_on_sequences():
   with pytest.raises(ValueError, match="multi-label only"):
-    seal.seal_losses(testing.tiny_tagger(), _energy(), objective="regression",
-                     phase="loss_net", loss_aug_gbi=None)
+    seal.seal_losses(testing.tiny_tagger(), _energy(),
+                     options=seal.SealOptions(phase="loss_net"),
+                     loss_net_objective=seal.SealRegression(loss_aug_gbi=None))
 
 
 class _JunkAtPadding:
@@ -77,7 +87,7 @@ def test_seal_losses_ignore_padded_positions(objective):
   task, loss = state["task_net"].params, state["loss_net"].params
   values = []
   for net in (_JunkAtPadding(jnp.zeros_like(junk)), _JunkAtPadding(junk)):
-    losses = seal.seal_losses(net, _energy(), objective=objective, num_samples=3)
+    losses = seal.seal_losses(net, _energy(), loss_net_objective=_named(objective))
     values.append((losses.loss_net(loss, task, batch, jax.random.key(1))[0],
                    losses.task_net(task, loss, batch, jax.random.key(2))[0]))
   np.testing.assert_allclose(values[0], values[1], rtol=1e-5)

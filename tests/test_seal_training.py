@@ -8,6 +8,8 @@ of each phase falls step after step), and the group a phase does not train stays
 bit-identical under an optimizer with weight decay.
 """
 
+import dataclasses
+
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax
@@ -42,11 +44,20 @@ def _assert_trees_equal(test, a, b):
     np.testing.assert_array_equal(u, v)
 
 
+def _named(name):
+  """The library's loss-net objective `name`: K = 3 samples and TRAIN_GBI where it takes
+  them."""
+  fields = {f.name for f in dataclasses.fields(seal.LOSS_NET_OBJECTIVES[name])}
+  common = {"num_samples": 3, "loss_aug_gbi": TRAIN_GBI}
+  return seal.get_loss_net_objective(name, **{k: v for k, v in common.items() if k in fields})
+
+
 def _objective(phase, objective, task_opt=None, loss_opt=None):
   task_net, loss_net = _nets()
   return seal.seal_objective(task_net, loss_net, task_opt or optax.sgd(0.05),
-                             loss_opt or optax.sgd(0.05), phase=phase, objective=objective,
-                             num_samples=3, loss_aug_gbi=TRAIN_GBI)
+                             loss_opt or optax.sgd(0.05),
+                             options=seal.SealOptions(phase=phase),
+                             loss_net_objective=_named(objective))
 
 
 class DescentTest(parameterized.TestCase):
@@ -56,7 +67,7 @@ class DescentTest(parameterized.TestCase):
   def test_dynamic_alternation_descends_both_losses(self, objective):
     task_net, loss_net = _nets()
     obj = _objective("dynamic", objective)
-    losses = seal.seal_losses(task_net, loss_net, objective=objective, num_samples=3)
+    losses = seal.seal_losses(task_net, loss_net, loss_net_objective=_named(objective))
     task_net_loss = jax.jit(lambda *a: losses.task_net(*a)[0])
     batch = _batch(2)
     state = obj.init(jax.random.key(0), batch)

@@ -19,7 +19,7 @@ import numpy as np
 from energynets.energies import SPENEnergy
 from energynets.inference import GBIConfig
 
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.objectives import ssvm as ssvm_lib
 
 PROJECTED = GBIConfig(method="projected", max_steps=50)
@@ -36,7 +36,7 @@ def _init(energy, d, fill=np.zeros):
   entries they rely on.
   """
   shapes = jax.eval_shape(
-      lambda: energy_model.init_params(energy, jax.random.PRNGKey(0), jnp.zeros((1, d))))
+      lambda: protocol.as_energy(energy).init(jax.random.PRNGKey(0), jnp.zeros((1, d)), None))
   return jax.tree.map(lambda a: jnp.asarray(fill(a.shape), a.dtype), shapes)
 
 

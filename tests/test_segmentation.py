@@ -27,7 +27,7 @@ from energynets import testing
 from energynets.data import segmentation
 from energynets.inference import gbi as gbi_lib
 from energynets.objectives import base
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.objectives import scores
 from energynets.objectives import ssvm
 
@@ -459,8 +459,8 @@ def test_gbi_over_the_box_lowers_the_energy_on_real_images(horses):
   _, batch = horses
   energy = tiny_energy()
   params = energy.init(jax.random.key(3), batch["x"], batch["y"])["params"]
-  model = energy_model.as_model(energy)
-  assert model.domain == energy_model.BOX and model.inits == ("uniform", "local")
+  model = protocol.as_energy(energy)
+  assert model.domain == protocol.BOX and model.inits == ("uniform", "local")
   encoding = model.encode(params, batch["x"])
   y0 = model.start(encoding, batch["x"], "uniform")
   config = gbi_lib.GBIConfig(method="mirror", optimizer="momentum", learning_rate=0.1,
@@ -482,7 +482,7 @@ def test_gbi_over_the_box_lowers_the_energy_on_real_images(horses):
 def test_segmentation_model_starts_and_carries_a_pretrained_fcn(horses):
   _, batch = horses
   energy = tiny_energy()
-  model = energy_model.as_model(energy)
+  model = protocol.as_energy(energy)
   x, y = batch["x"], batch["y"]
   params = model.init_params(jax.random.key(0), x, y)
   assert set(params) == {"local_net", "global"} == set(model.groups)
@@ -499,7 +499,7 @@ def test_segmentation_model_starts_and_carries_a_pretrained_fcn(horses):
                                          jax.random.key(6), x, y), params)
   with pytest.raises(ValueError, match="cannot continue"):
     model.carry({"task_net": fcn_state["net"]}, jax.random.key(6), x, y)
-  no_local = energy_model.as_model(tiny_energy(local=False))
+  no_local = protocol.as_energy(tiny_energy(local=False))
   assert no_local.groups == ("global",)
   with pytest.raises(ValueError, match="cannot continue"):
     no_local.carry(fcn_state, jax.random.key(6), x, y)

@@ -1,5 +1,5 @@
 """Tests of the sequence-labeling energy (energynets/energies/sequence.py), the packed
-tagger (energynets/nets/rnn.py) and `sequence_model` (energynets/objectives/energy_model.py).
+tagger (energynets/nets/rnn.py) and its `Energy` (`SequenceEnergy.as_energy`).
 
 Oracles: the linear-chain CRF score and Viterbi (`energynets.inference.crf`) for the
 energy of Eq. (7) on one-hot sequences, brute force over every one-hot sequence,
@@ -25,7 +25,8 @@ from energynets.energies import sequence as seq
 from energynets.inference import crf
 from energynets.inference.gbi import GBIConfig, gbi_scan
 from energynets.nets import rnn
-from energynets.objectives import base, energy_model, local, ssvm
+from energynets.energies import protocol
+from energynets.objectives import base, local, ssvm
 
 VOCAB, CHARS, POS, CHUNK, L, T, C = 20, 7, 5, 4, 3, 4, 3
 ALL = seq.TLM_VARIANTS
@@ -345,7 +346,7 @@ class SequenceModelTest(parameterized.TestCase):
 
   def test_gbi_mirror_descent_lowers_the_energy(self):
     energy = make_energy(("word_backward",))
-    model = energy_model.sequence_model(energy)
+    model = protocol.as_energy(energy)
     self.assertEqual(model.groups, ("local_net", "pairwise", "tlm"))
     self.assertIsInstance(model.domain, domains.Simplex)
     x = make_x(21, [4, 3, 2])
@@ -369,7 +370,7 @@ class SequenceModelTest(parameterized.TestCase):
 
   def test_with_zero_pairwise_gbi_decodes_the_local_argmax(self):
     energy = make_energy()
-    model = energy_model.sequence_model(energy)
+    model = protocol.as_energy(energy)
     self.assertEqual(model.groups, ("local_net", "pairwise"))
     x = make_x(22, [4, 3, 2, 1])
     config = GBIConfig(method="mirror", optimizer="momentum", num_steps=30)
@@ -395,7 +396,7 @@ class SequenceModelTest(parameterized.TestCase):
 
   def test_starts(self):
     energy = make_energy()
-    model = energy_model.sequence_model(energy)
+    model = protocol.as_energy(energy)
     x = make_x(24, [4, 2])
     inputs = encode(energy, init(energy, 24, x=x), x)
     np.testing.assert_allclose(model.start(inputs, x, "uniform"), np.full((2, T, L), 1 / L))
@@ -406,7 +407,7 @@ class SequenceModelTest(parameterized.TestCase):
 
   def test_carry(self):
     energy = make_energy()
-    model = energy_model.sequence_model(energy)
+    model = protocol.as_energy(energy)
     x = make_x(25, [4, 2])
     y = one_hot(jnp.zeros((2, T), jnp.int32), unpack_tokens(x)["mask"])
     # A token-CE tagger (the same PackedTagger) becomes local_net unchanged.
@@ -436,7 +437,7 @@ class SequenceModelTest(parameterized.TestCase):
       model.carry({"task_net": None}, jax.random.key(0), x, y)
     with self.assertRaisesRegex(ValueError, "cannot carry"):
       model.carry({"net": base.ParamGroup({"head": {}}, None)}, jax.random.key(0), x, y)
-    self.assertEqual(energy_model.sequence_model(make_energy(("forward",))).groups,
+    self.assertEqual(protocol.as_energy(make_energy(("forward",))).groups,
                      ("local_net", "pairwise", "tlm"))
 
 
@@ -447,5 +448,5 @@ if __name__ == "__main__":
 def test_as_model_recognizes_a_sequence_energy():
   tagger = rnn.PackedTagger(embedder=rnn.TokenEmbedder(vocab_size=5, word_dim=3),
                             encoder=rnn.BiLSTM(hidden_size=2), num_tags=3)
-  model = energy_model.as_model(seq.SequenceEnergy(local_net=tagger))
+  model = protocol.as_energy(seq.SequenceEnergy(local_net=tagger))
   assert isinstance(model.domain, domains.Simplex)

@@ -23,7 +23,7 @@ from energynets.energies import FieldOfExperts, SPENEnergy
 from energynets.inference import GBIConfig
 from energynets.nets import MLP
 from energynets.objectives import base
-from energynets.objectives import energy_model
+from energynets.energies import protocol
 from energynets.objectives import local_bce
 from energynets.objectives import ssvm as ssvm_lib
 
@@ -93,7 +93,7 @@ class LossAugmentedInferenceTest(parameterized.TestCase):
     x = rs.choice([-1, 1], size=(batch, L)) * rs.choice([0.2, 0.5, 1.5, 2.5], size=(batch, L))
     y = (rs.uniform(size=(batch, L)) < 0.5).astype(np.float32)
     energy = _linear_energy()
-    params = _local_only(energy_model.init_params(energy, jax.random.key(0), jnp.zeros((1, L))),
+    params = _local_only(protocol.as_energy(energy).init(jax.random.key(0), jnp.zeros((1, L)), None),
                          np.eye(L))
     lr = {"mirror": 0.1, "projected": 0.2, "logit": 2.0}[method]
     config = GBIConfig(method=method, optimizer=optimizer, learning_rate=lr, num_steps=40)
@@ -115,7 +115,7 @@ class LossAugmentedInferenceTest(parameterized.TestCase):
     energy = SPENEnergy(L, (), num_measurements=3, activation="hardtanh")
     x = jnp.asarray(rs.randn(16, 5), jnp.float32)
     y = jnp.asarray(rs.uniform(size=(16, L)) > 0.5, jnp.float32)
-    params = _randomize(energy_model.init_params(energy, jax.random.key(0), x), 5, scale=2.0)
+    params = _randomize(protocol.as_energy(energy).init(jax.random.key(0), x, None), 5, scale=2.0)
     config = GBIConfig(num_steps=15)
 
     def run(starts):
@@ -144,7 +144,7 @@ class LossAugmentedInferenceTest(parameterized.TestCase):
     energy = SPENEnergy(L, (3,), num_measurements=2)
     x = jnp.asarray(np.random.RandomState(1).randn(3, 5), jnp.float32)
     y = jnp.asarray(np.random.RandomState(2).uniform(size=(3, L)) > 0.5, jnp.float32)
-    params = energy_model.init_params(energy, jax.random.key(1), x)
+    params = protocol.as_energy(energy).init(jax.random.key(1), x, None)
     grads = jax.grad(lambda p: jnp.sum(ssvm_lib.loss_augmented_inference(
         energy, p, x, y, GBIConfig(num_steps=3))))(params)
     for g in jax.tree.leaves(grads):
@@ -157,7 +157,7 @@ class PredictTest(parameterized.TestCase):
     rs = np.random.RandomState(3)
     energy = _linear_energy()
     kernel = rs.randn(L, L)
-    params = _local_only(energy_model.init_params(energy, jax.random.key(0), jnp.zeros((1, L))),
+    params = _local_only(protocol.as_energy(energy).init(jax.random.key(0), jnp.zeros((1, L)), None),
                          kernel, rs.randn(L))
     x = jnp.asarray(rs.randn(5, L), jnp.float32)
     tau = 2.0
@@ -201,7 +201,7 @@ class HingeTest(parameterized.TestCase):
       y = jnp.asarray((rs.uniform(size=(3, L)) < 0.5).astype(np.float64))
       y_hat = jnp.abs(1.0 - y - 0.2 * rs.uniform(size=y.shape))  # far from y: Δ ≈ 2.6
       params = jax.tree.map(lambda a: a.astype(jnp.float64),
-                            _randomize(energy_model.init_params(energy, jax.random.key(0), x), 6,
+                            _randomize(protocol.as_energy(energy).init(jax.random.key(0), x, None), 6,
                                        0.3))
 
       def loss(p):

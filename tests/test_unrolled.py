@@ -6,6 +6,12 @@ random direction of (params, x, y0, step sizes). The loss touches every iterate 
 E2E per-iterate loss) and the final one, so the adjoint's cotangents for all of `ys`
 are exercised. Each case compiles all of its gradients in one `jax.jit` (with XLA's
 cheap CPU pipeline: the test cost is compilation, not running).
+
+The strategies are values (`Unrolled`, `Rematerialized`, `HVPAdjoint`, `Implicit`) that
+the names map to. The implicit strategy's oracles: at convergence on a strongly convex
+quadratic energy it equals the unrolled gradient and `jax.grad` through
+`jnp.linalg.solve` of the closed-form minimizer; on Box and Simplex with entropy
+smoothing it equals the unrolled gradient of a converged run.
 """
 
 import jax
@@ -13,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from energynets import diff
 from energynets import domains
 from energynets.inference import unrolled
 from energynets.inference.gbi import GBIConfig
@@ -185,3 +192,156 @@ def test_annealing_unrolls_by_scan_and_is_refused_by_the_adjoint():
   y_remat, _ = unrolled.unrolled_gbi(spen_like, params, (features, mask), y0, BOX, config,
                                      "remat")
   np.testing.assert_allclose(y_remat, y_scan, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+# Strategies as values.
+
+
+def test_names_map_to_strategy_values_with_the_same_gradients():
+  assert unrolled.get_strategy("scan") == unrolled.Unrolled()
+  assert unrolled.get_strategy("remat") == unrolled.Rematerialized()
+  assert unrolled.get_strategy("adjoint") == unrolled.HVPAdjoint()
+  implicit = unrolled.Implicit()
+  assert unrolled.get_strategy(implicit) is implicit
+  with jax.enable_x64(True):
+    params, features, mask, y0, steps, target = _problem()
+    loss = _loss_fn(spen_like, BOX, _config("logit", "momentum"), target, (mask,))
+    values = (unrolled.Unrolled(), unrolled.Rematerialized(), unrolled.HVPAdjoint())
+
+    @jax.jit
+    def run(params):
+      return ([jax.grad(loss)(params, features, y0, steps, name) for name in unrolled.GRADIENTS],
+              [jax.grad(loss)(params, features, y0, steps, value) for value in values])
+
+    by_name, by_value = run.lower(params).compile(FAST_COMPILE)(params)
+    for a, b in zip(jax.tree.leaves(by_name), jax.tree.leaves(by_value)):
+      np.testing.assert_array_equal(a, b)
+
+
+def test_bad_strategies_are_rejected_naming_the_choices():
+  params, features, mask, y0, _, _ = _problem()
+  run = lambda g: unrolled.unrolled_gbi(spen_like, params, (features, mask), y0, BOX,
+                                        _config("logit", "sgd"), g)
+  with pytest.raises(ValueError, match=r"unknown gradient strategy 'implicit'.*'scan'"):
+    run("implicit")
+  with pytest.raises(TypeError, match="strategy value"):
+    run(3)
+  with pytest.raises(TypeError, match="strategy value"):
+    run(unrolled.Unrolled)  # the class, not a value
+
+
+class _Quadratic:
+  """`E(y) = ½ yᵀA y − bᵀy`, `A = M Mᵀ + I` (eigenvalues in [1, ~3]), `b = x W`:
+  strongly convex, with minimizer `y* = A⁻¹ b` per example."""
+  n, d = 4, 3
+
+  @classmethod
+  def problem(cls, seed=0, batch=2):
+    rs = np.random.RandomState(seed)
+    params = {"M": 0.3 * rs.randn(cls.n, cls.n), "W": rs.randn(cls.d, cls.n)}
+    return params, rs.randn(batch, cls.d), rs.randn(batch, cls.n)
+
+  @classmethod
+  def matrix(cls, p):
+    return p["M"] @ p["M"].T + jnp.eye(cls.n)
+
+  @classmethod
+  def energy(cls, p, x, y):
+    return 0.5 * jnp.einsum("bi,ij,bj->b", y, cls.matrix(p), y) - jnp.sum((x @ p["W"]) * y, -1)
+
+  @classmethod
+  def minimizer(cls, p, x):
+    return jnp.linalg.solve(cls.matrix(p), (x @ p["W"]).T).T
+
+
+def test_implicit_equals_unrolled_and_closed_form_at_convergence():
+  """On a strongly convex energy, 300 steps converge (contraction ≤ 0.7 per step): the
+  unrolled gradient, the implicit one (CG and Neumann) and `jax.grad` through
+  `jnp.linalg.solve` agree w.r.t. the energy's parameters and its input."""
+  with jax.enable_x64(True):
+    params, x, target = _Quadratic.problem()
+    config = GBIConfig(method="projected", optimizer="sgd", learning_rate=0.3,
+                       num_steps=300)
+    y0 = jnp.zeros_like(target)
+    task = lambda y: jnp.sum((y - target) ** 2) + jnp.sum(jnp.sin(y))
+    strategies = {"unrolled": unrolled.Unrolled(),
+                  "cg": unrolled.Implicit(diff.ConjugateGradient(max_iter=20, tol=1e-14)),
+                  "neumann": unrolled.Implicit(diff.Neumann(num_terms=400, alpha=0.25))}
+
+    @jax.jit
+    def run(params, x):
+      def loss(p, x_, strategy):
+        return task(unrolled.unrolled_gbi(_Quadratic.energy, p, x_, y0, domains.Real(),
+                                          config, strategy)[0])
+      grads = {k: jax.grad(loss, argnums=(0, 1))(params, x, s) for k, s in strategies.items()}
+      grads["closed_form"] = jax.grad(lambda p, x_: task(_Quadratic.minimizer(p, x_)),
+                                      argnums=(0, 1))(params, x)
+      return grads
+
+    grads = run.lower(params, x).compile(FAST_COMPILE)(params, x)
+    reference = grads.pop("closed_form")
+    assert min(float(jnp.max(jnp.abs(a))) for a in jax.tree.leaves(reference)) > 1e-2
+    for name, got in grads.items():
+      for a, b in zip(jax.tree.leaves(reference), jax.tree.leaves(got)):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-11, err_msg=name)
+
+
+@pytest.mark.parametrize("domain,method", [(BOX, "mirror"), (BOX, "logit"),
+                                           (SIMPLEX, "mirror")])
+def test_implicit_in_logit_coordinates_equals_unrolled_at_convergence(domain, method):
+  """Box and Simplex: the minimizer of the entropy-smoothed energy is interior, a
+  stationary point in the domain's logit coordinates (x with an integer leaf on Box)."""
+  with jax.enable_x64(True):
+    if domain is BOX:
+      params, features, mask, y0, _, target = _problem()
+      energy, x, tau = spen_like, (features, mask), 2.0
+    else:
+      rs = np.random.RandomState(3)
+      params = {"P": rs.randn(3, 3), "s": rs.randn(2)}
+      energy, x, tau = chain, rs.randn(2, 4, 3), 1.0
+      y0, target = jax.nn.softmax(rs.randn(2, 4, 3)), rs.dirichlet(np.ones(3), (2, 4))
+    config = GBIConfig(method=method, optimizer="momentum", momentum=0.5, learning_rate=0.5,
+                       num_steps=400, entropy_weight=tau)
+
+    def loss(p, strategy):
+      y_final, _ = unrolled.unrolled_gbi(energy, p, x, y0, domain, config, strategy)
+      return jnp.sum((y_final - target) ** 2)
+
+    run = jax.jit(lambda p: [jax.grad(loss)(p, s) for s in (
+        "scan", unrolled.Implicit(diff.ConjugateGradient(max_iter=100, tol=1e-14)))])
+    want, got = run.lower(params).compile(FAST_COMPILE)(params)
+    for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got)):
+      np.testing.assert_allclose(b, a, rtol=1e-8, atol=1e-10)
+
+
+def test_implicit_gives_only_the_last_iterate_a_gradient():
+  with jax.enable_x64(True):
+    params, x, target = _Quadratic.problem()
+    config = GBIConfig(method="mirror", optimizer="momentum", momentum=0.5,
+                       learning_rate=0.3, num_steps=6)
+    steps = jnp.full((6,), 0.3)
+    strategy = unrolled.Implicit(diff.ConjugateGradient(max_iter=10, tol=1e-14))
+
+    def run(p, x_, y0, steps, which):
+      y_final, ys = unrolled.unrolled_gbi(_Quadratic.energy, p, x_, y0, domains.Real(),
+                                          config._replace(step_sizes=steps), strategy)
+      return jnp.sum(ys[:-1] ** 2) if which == "early" else jnp.sum(y_final * target)
+
+    y0 = jnp.asarray(target)
+    early = jax.grad(run, argnums=(0, 1, 2, 3))(params, x, y0, steps, "early")
+    assert all(float(jnp.max(jnp.abs(a))) == 0.0 for a in jax.tree.leaves(early))
+    g_params, g_x, g_y0, g_steps = jax.grad(run, argnums=(0, 1, 2, 3))(params, x, y0, steps,
+                                                                       "last")
+    assert float(jnp.max(jnp.abs(g_params["W"]))) > 0 and float(jnp.max(jnp.abs(g_x))) > 0
+    assert float(jnp.max(jnp.abs(g_y0))) == 0.0 and float(jnp.max(jnp.abs(g_steps))) == 0.0
+    # The values are gbi_scan's.
+    y_scan, ys_scan = unrolled.unrolled_gbi(_Quadratic.energy, params, x, y0, domains.Real(),
+                                            config, "scan")
+    y_imp, ys_imp = unrolled.unrolled_gbi(_Quadratic.energy, params, x, y0, domains.Real(),
+                                          config, strategy)
+    np.testing.assert_array_equal(y_imp, y_scan)
+    np.testing.assert_array_equal(ys_imp, ys_scan)
+    with pytest.raises(ValueError, match="pick='last'"):
+      unrolled.unrolled_gbi(_Quadratic.energy, params, x, y0, domains.Real(),
+                            config._replace(pick="best"), strategy)

@@ -23,7 +23,11 @@ is a stationary point and the inverse-Hessian product is solved.
 - `cg_inverse_hvp`: conjugate gradients on `(H + δI) w = v` (`jax.scipy.sparse.linalg.cg`,
   `num_terms` iterations at most): exact in as many steps as H has distinct eigenvalues
   when H is positive definite, unreliable when it is not (δ > 0 helps).
-- `inverse_hvp`: either, by an `InverseHVP` config.
+- `Neumann` and `ConjugateGradient`: the two solvers as values, each with one method
+  `solve(hvp_fn, v) -> H⁻¹v`; any object with that method (`InverseHVPSolver`) is a
+  solver too. `InverseHVP` is the same choice as one record with a `method` string (what
+  the experiment configs write); `get_solver` maps it (or a solver value) to a solver.
+- `inverse_hvp`: `H⁻¹v` by any of these.
 - `implicit_gradient(aux_loss, prim_loss, θ, φ, config)`: the explicit and implicit
   terms above, separately (what the implicit objective logs), and their sum.
 - `implicit_solution(aux_loss, config)`: the same gradient as a `jax.custom_vjp`: an
@@ -42,7 +46,8 @@ arguments of `L_aux` in `implicit_solution` (the batch) may hold integer leaves:
 cotangents are `float0` zeros.
 """
 
-from typing import Any, Callable, NamedTuple
+import dataclasses
+from typing import Any, Callable, NamedTuple, Protocol, Union
 
 import jax
 import jax.numpy as jnp
@@ -59,7 +64,11 @@ MAX_UNROLL = 16
 
 
 class InverseHVP(NamedTuple):
-  """How to solve `H w = v` for the implicit term.
+  """How to solve `H w = v` for the implicit term, as one record with a method name.
+
+  The form the experiment configs write (`InverseHVP(**config.inverse_hvp)`);
+  `get_solver` maps it to the solver value it stands for (`Neumann` or
+  `ConjugateGradient`, which code may pass directly instead).
 
   Attributes:
     method: `'neumann'` (truncated von Neumann series) or `'cg'` (conjugate gradients).
@@ -91,6 +100,120 @@ def check_config(config: InverseHVP) -> None:
     raise ValueError(f"the Neumann scale alpha must be > 0; got {config.alpha}")
   if config.damping < 0:
     raise ValueError(f"inverse-HVP damping must be >= 0; got {config.damping}")
+
+
+class InverseHVPSolver(Protocol):
+  """What solves `H w = v` for an implicit gradient: any object with this method.
+
+  A solver that solves a damped system `(H + δI) w = v` also has a `damping` attribute
+  δ, against which the implicit gradient measures the solve's residual (0 if absent).
+  """
+
+  def solve(self, hvp_fn: Callable[[PyTree], PyTree], v: PyTree) -> PyTree:
+    """`H⁻¹v` (approximately) from `hvp_fn: u -> H u`; a pytree shaped like `v`."""
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Neumann:
+  """The truncated von Neumann series `α Σ_{k=0..K} (I − α(H + δI))^k v`.
+
+  Attributes:
+    num_terms: K ≥ 0, the number of Hessian-vector products (K = 0 gives `αv`).
+    alpha: the preconditioning scale α > 0 (at most about 1/‖H‖: the series converges
+      when the eigenvalues of α(H + δI) lie in (0, 2)).
+    damping: δ ≥ 0.
+  """
+  num_terms: int = 10
+  alpha: float = 1e-2
+  damping: float = 0.0
+
+  def __post_init__(self):
+    if self.num_terms < 0:
+      raise ValueError(f"Neumann num_terms must be >= 0; got {self.num_terms}")
+    if not self.alpha > 0:
+      raise ValueError(f"the Neumann scale alpha must be > 0; got {self.alpha}")
+    if self.damping < 0:
+      raise ValueError(f"inverse-HVP damping must be >= 0; got {self.damping}")
+
+  def solve(self, hvp_fn: Callable[[PyTree], PyTree], v: PyTree) -> PyTree:
+    """`neumann_inverse_hvp(hvp_fn, v)` with these options.
+
+    Args:
+      hvp_fn: `u -> H u` (a pytree map).
+      v: the right-hand side, any pytree.
+
+    Returns:
+      A pytree shaped like `v`.
+    """
+    return neumann_inverse_hvp(hvp_fn, v, num_terms=self.num_terms, alpha=self.alpha,
+                               damping=self.damping)
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class ConjugateGradient:
+  """Conjugate gradients on `(H + δI) w = v` from w = 0.
+
+  Attributes:
+    max_iter: the maximum number of CG iterations (one Hessian product each), ≥ 1.
+    tol: the relative residual at which CG stops early.
+    damping: δ ≥ 0 (CG needs H + δI positive definite to be reliable).
+  """
+  max_iter: int = 10
+  tol: float = 1e-6
+  damping: float = 0.0
+
+  def __post_init__(self):
+    if self.max_iter < 1:
+      raise ValueError(f"CG max_iter must be >= 1; got {self.max_iter}")
+    if self.damping < 0:
+      raise ValueError(f"inverse-HVP damping must be >= 0; got {self.damping}")
+
+  def solve(self, hvp_fn: Callable[[PyTree], PyTree], v: PyTree) -> PyTree:
+    """`cg_inverse_hvp(hvp_fn, v)` with these options.
+
+    Args:
+      hvp_fn: `u -> H u` for a symmetric H.
+      v: the right-hand side, any pytree.
+
+    Returns:
+      A pytree shaped like `v`.
+    """
+    return cg_inverse_hvp(hvp_fn, v, num_terms=self.max_iter, damping=self.damping,
+                          tol=self.tol)
+
+
+SolverLike = Union[InverseHVP, InverseHVPSolver]
+
+
+def get_solver(solver: SolverLike) -> InverseHVPSolver:
+  """The solver value an `InverseHVP` record stands for, or a solver value as is.
+
+  Args:
+    solver: an `InverseHVP` (`'neumann'` -> `Neumann(num_terms, alpha, damping)`,
+      `'cg'` -> `ConjugateGradient(num_terms, tol, damping)`), or any object with a
+      `solve(hvp_fn, v)` method.
+
+  Returns:
+    An object with `solve(hvp_fn, v) -> H⁻¹v`.
+
+  Raises:
+    ValueError: on a bad `InverseHVP` field. TypeError: on anything else without `solve`.
+  """
+  if isinstance(solver, InverseHVP):
+    check_config(solver)
+    if solver.method == "neumann":
+      return Neumann(solver.num_terms, solver.alpha, solver.damping)
+    return ConjugateGradient(solver.num_terms, solver.tol, solver.damping)
+  if isinstance(solver, type) or not callable(getattr(solver, "solve", None)):
+    raise TypeError(f"expected an inverse-HVP solver (Neumann(...), ConjugateGradient(...), "
+                    f"InverseHVP(...) or an object with solve(hvp_fn, v)); got {solver!r}")
+  return solver
+
+
+def _solver_damping(solver: InverseHVPSolver) -> float:
+  return getattr(solver, "damping", 0.0)
 
 
 def _axpy(a, x: PyTree, y: PyTree) -> PyTree:
@@ -149,23 +272,19 @@ def cg_inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree, *, num_terms: 
 
 
 def inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree,
-                config: InverseHVP = InverseHVP()) -> PyTree:
-  """`H⁻¹ v` by `config.method` (`neumann_inverse_hvp` or `cg_inverse_hvp`).
+                config: SolverLike = Neumann()) -> PyTree:
+  """`H⁻¹ v` by the solver `config` stands for (`get_solver`).
 
   Args:
     hvp_fn: `u -> H u` (a pytree map, e.g. `lambda u: hvp(f, x, u)`).
     v: the right-hand side, any pytree.
-    config: the solver and its options.
+    config: a solver value (`Neumann`, `ConjugateGradient`, any `InverseHVPSolver`) or an
+      `InverseHVP` record.
 
   Returns:
     A pytree shaped like `v`.
   """
-  check_config(config)
-  if config.method == "neumann":
-    return neumann_inverse_hvp(hvp_fn, v, num_terms=config.num_terms, alpha=config.alpha,
-                               damping=config.damping)
-  return cg_inverse_hvp(hvp_fn, v, num_terms=config.num_terms, damping=config.damping,
-                        tol=config.tol)
+  return get_solver(config).solve(hvp_fn, v)
 
 
 class ImplicitGradient(NamedTuple):
@@ -191,7 +310,7 @@ class ImplicitGradient(NamedTuple):
 
 
 def _solve(aux_at_phi: Callable[[PyTree], jax.Array], theta: PyTree, rhs: PyTree,
-           config: InverseHVP) -> tuple[PyTree, jax.Array]:
+           solver: InverseHVPSolver) -> tuple[PyTree, jax.Array]:
   """`(w, relative residual)` with `w ≈ (H + δI)⁻¹ rhs`, H the Hessian of `aux_at_phi`.
 
   The gradient is linearized once (`jax.linearize` of `jax.grad`: the forward-over-
@@ -200,8 +319,8 @@ def _solve(aux_at_phi: Callable[[PyTree], jax.Array], theta: PyTree, rhs: PyTree
   neither (e.g. the energy's encoding of x).
   """
   _, hvp_fn = jax.linearize(jax.grad(aux_at_phi), theta)
-  w = inverse_hvp(hvp_fn, rhs, config)
-  err = jax.tree.map(jnp.subtract, _damped(hvp_fn, config.damping)(w), rhs)
+  w = solver.solve(hvp_fn, rhs)
+  err = jax.tree.map(jnp.subtract, _damped(hvp_fn, _solver_damping(solver))(w), rhs)
   norm = lambda t: jnp.sqrt(tree_vdot(t, t))
   rhs_norm = norm(rhs)
   residual = jnp.where(rhs_norm > 0, norm(err) / jnp.where(rhs_norm > 0, rhs_norm, 1.0), 0.0)
@@ -210,7 +329,7 @@ def _solve(aux_at_phi: Callable[[PyTree], jax.Array], theta: PyTree, rhs: PyTree
 
 def implicit_gradient(aux_loss: Callable[[PyTree, PyTree], jax.Array],
                       prim_loss: Callable[[PyTree, PyTree], jax.Array], theta: PyTree,
-                      phi: PyTree, config: InverseHVP = InverseHVP(), *,
+                      phi: PyTree, config: SolverLike = Neumann(), *,
                       has_aux: bool = False) -> ImplicitGradient:
   """The gradient of `φ ↦ L_prim(θ*(φ), φ)` at `θ ≈ θ*(φ)`, by Eq. 4.
 
@@ -219,13 +338,17 @@ def implicit_gradient(aux_loss: Callable[[PyTree, PyTree], jax.Array],
     prim_loss: `(θ, φ) -> scalar` L_prim, the outer objective.
     theta: the inner solution reached (treated as θ*; no gradient flows through how).
     phi: the outer parameters.
-    config: the inverse-HVP solver.
+    config: the inverse-HVP solver: a solver value or an `InverseHVP` (`get_solver`).
     has_aux: `prim_loss` returns `(value, aux)` (as `jax.value_and_grad`'s `has_aux`).
+
+  Returns:
+    An `ImplicitGradient`.
   """
+  solver = get_solver(config)
   value, (prim_grad_theta, explicit) = jax.value_and_grad(
       prim_loss, argnums=(0, 1), has_aux=has_aux)(theta, phi)
   value, aux = value if has_aux else (value, None)
-  w, residual = _solve(lambda t: aux_loss(t, phi), theta, prim_grad_theta, config)
+  w, residual = _solve(lambda t: aux_loss(t, phi), theta, prim_grad_theta, solver)
   cross = cross_hvp(lambda p, t: aux_loss(t, p), phi, theta, w)
   implicit = jax.tree.map(jnp.negative, cross)
   total = jax.tree.map(jnp.add, explicit, implicit)
@@ -233,15 +356,22 @@ def implicit_gradient(aux_loss: Callable[[PyTree, PyTree], jax.Array],
 
 
 def implicit_solution(aux_loss: Callable[..., jax.Array],
-                      config: InverseHVP = InverseHVP()) -> Callable[..., PyTree]:
+                      config: SolverLike = Neumann()) -> Callable[..., PyTree]:
   """`solution(θ, φ, *args) -> θ`, whose VJP is that of the inner argmin at θ.
 
   `aux_loss(θ, φ, *args)` is L_aux. The returned function is the identity on θ; its
   VJP against a cotangent `g` (= `∂_θ L_prim` when composed with L_prim) is zero for θ
   (the argmin does not depend on where the inner optimizer started) and
   `−∂/∂(φ, args) ⟨∇_θ L_aux(θ, φ, *args), H⁻¹ g⟩` for φ and the args.
+
+  Args:
+    aux_loss: `(θ, φ, *args) -> scalar`, the inner objective θ minimizes.
+    config: the inverse-HVP solver: a solver value or an `InverseHVP` (`get_solver`).
+
+  Returns:
+    `solution(θ, φ, *args) -> θ`.
   """
-  check_config(config)
+  solver = get_solver(config)
 
   @jax.custom_vjp
   def solution(theta, phi, *args):
@@ -252,7 +382,7 @@ def implicit_solution(aux_loss: Callable[..., jax.Array],
 
   def bwd(residuals, g):
     theta, phi, args = residuals
-    w, _ = _solve(lambda t: aux_loss(t, phi, *args), theta, g, config)
+    w, _ = _solve(lambda t: aux_loss(t, phi, *args), theta, g, solver)
     cross_phi, cross_args = cross_hvp(
         lambda phi_args, t: aux_loss(t, phi_args[0], *phi_args[1]), (phi, args), theta, w)
     negate = lambda c: c if c.dtype == jax.dtypes.float0 else -c

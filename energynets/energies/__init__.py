@@ -1,5 +1,13 @@
-"""Energy networks `E(x, y) -> [B]` for the structured-prediction objectives."""
+"""Energy networks `E(x, y) -> [B]` for the structured-prediction objectives.
 
+Every objective takes an `Energy` (`protocol`): build one from a plain function
+(`energy_from_function`) or any Flax module (`energy_from_module`); the energies here
+are modules whose `as_energy()` gives theirs.
+"""
+
+from energynets.energies.protocol import (Energy, EnergyShapeError, as_energy,
+                                          energy_from_function, energy_from_module)
+from energynets.energies.protocol import check as check_energy
 from energynets.energies.icnn import ICNNEnergy, InputConvexNet, NonNegDense
 from energynets.energies.image import (ConvScoreNet, DeepPriorEnergy, FieldOfExperts,
                                        GaussianDataTerm, SegmentationEncoding,
@@ -21,7 +29,8 @@ GLOBAL_ENERGIES: dict[str, tuple[str, ...]] = sequence.GLOBAL_ENERGIES
 """The paper's three global-energy settings (Tu et al. 2020, Table 4), name -> the
 `TLM_VARIANTS` it uses: `'a'` forward, `'b'` forward + backward, `'c'` all four."""
 
-__all__ = ["ConvScoreNet", "DeepPriorEnergy", "Encoding", "FieldOfExperts", "GaussianDataTerm", "ICNNEnergy",
+__all__ = ["Energy", "EnergyShapeError", "as_energy", "check_energy", "energy_from_function",
+           "energy_from_module", "ConvScoreNet", "DeepPriorEnergy", "Encoding", "FieldOfExperts", "GaussianDataTerm", "ICNNEnergy",
            "InputConvexNet", "LocalNetEnergy", "MeasurementEnergy", "NonNegDense", "SPENEnergy", "param_groups",
            "soft_abs", "softplus_t", "SegmentationEncoding", "SegmentationEnergy",
            "segmentation_param_groups",

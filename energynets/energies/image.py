@@ -61,10 +61,13 @@ ReLU activation for the DeepPrior when training through inference.
 import math
 from typing import NamedTuple, Optional, Sequence
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from energynets import domains
+from energynets.energies import protocol
 from energynets.nets import PADDINGS, ConvStack
 from energynets.nets.cnn import conv2d, pad_image
 from energynets.nets.mlp import activation_by_name
@@ -188,6 +191,11 @@ class FieldOfExperts(nn.Module):
     _check_images(x, y)
     return self.data_term(x, y)
 
+  def as_energy(self) -> protocol.Energy:
+    """This energy as an `Energy` on the Real domain with y shaped like x; starts
+    `'input'` (y0 = the noisy x), `'uniform'` and `'zeros'`."""
+    return protocol.energy_from_module(self, domain=domains.Real())
+
   def noise_variance_value(self) -> jax.Array:
     """σ², learned or fixed."""
     return self.data_term.variance()
@@ -252,6 +260,11 @@ class DeepPriorEnergy(nn.Module):
     """`[B]`: the Gaussian data term alone."""
     _check_images(x, y)
     return self.data_term(x, y)
+
+  def as_energy(self) -> protocol.Energy:
+    """This energy as an `Energy` on the Real domain with y shaped like x; starts
+    `'input'` (y0 = the noisy x), `'uniform'` and `'zeros'`."""
+    return protocol.energy_from_module(self, domain=domains.Real())
 
   def noise_variance_value(self) -> jax.Array:
     """σ², learned or fixed."""
@@ -345,9 +358,8 @@ class SegmentationEnergy(nn.Module):
   E is smooth in ȳ: linear in the local term, C^∞ in the global term with the default
   softplus. Both terms sum (or pool) per example, so an example's energy never depends
   on its batch-mates. `encode` runs the local net once per x; GBI then calls
-  `energy_from_encoding` at every step (the interface of `SPENEnergy` and
-  `SequenceEnergy`, so the SPEN-style objectives reach it through
-  `energynets.objectives.energy_model`).
+  `energy_from_encoding` at every step (as `SPENEnergy` and `SequenceEnergy` do);
+  `as_energy()` gives the `Energy` every objective takes.
 
   Parameter groups (top level): `local_net` (if any) and `global`.
 
@@ -386,6 +398,10 @@ class SegmentationEnergy(nn.Module):
       return jnp.zeros(x.shape[:3], x.dtype)
     return self.local_net(x, train=train)
 
+  def as_energy(self) -> protocol.Energy:
+    """This energy as an `Energy` (`segmentation_energy`)."""
+    return segmentation_energy(self)
+
   def energy_from_encoding(self, encoding: SegmentationEncoding, y: jax.Array) -> jax.Array:
     """`[B]`: the energy of masks `y [B, H, W]` given `encode(x)` (GBI's inner call)."""
     if y.shape != encoding.logits.shape:
@@ -401,3 +417,33 @@ class SegmentationEnergy(nn.Module):
 def segmentation_param_groups(energy: SegmentationEnergy) -> tuple[str, ...]:
   """The top-level parameter names of `energy`: `local_net` (if any) and `global`."""
   return (("local_net",) if energy.local_net is not None else ()) + ("global",)
+
+
+def segmentation_energy(energy: SegmentationEnergy) -> protocol.Energy:
+  """`energy.as_energy()`: the Box over pixels (masks `[B, H, W]` for images
+  `[B, H, W, C]`), the local FCN run once per x; starts `'uniform'` (0.5), `'local'`
+  (σ of the FCN's logits) and `'random'`. `carry` continues a segmentation-energy state
+  `{"energy": ...}` or a `local_bce` FCN `{"net": ...}` (it becomes `local_net`)."""
+
+  def init(rng, x, y=None):
+    del y
+    return flax.core.unfreeze(
+        energy.init({"params": rng}, x, jnp.zeros(x.shape[:3], jnp.float32))["params"])
+
+  def carry(prev_state, rng, x, y=None):
+    reference = jax.eval_shape(lambda: init(rng, x))
+    if "energy" in prev_state:
+      return protocol.carried(prev_state["energy"].params, reference,
+                              "the previous state into this SegmentationEnergy")
+    if "net" in prev_state and energy.local_net is not None:
+      local = protocol.carried(prev_state["net"].params, reference["local_net"],
+                               "the local_bce FCN into this SegmentationEnergy as local_net")
+      return dict(init(rng, x), local_net=local)
+    raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; expected "
+                     "'energy' (a segmentation-energy stage) or 'net' (a local_bce FCN, "
+                     "for an energy with a local_net)")
+
+  return protocol.encoded_module(
+      energy, domain=domains.Box(), y_shape=lambda x: tuple(x.shape[1:3]),
+      groups=segmentation_param_groups(energy), local_start=jax.nn.sigmoid, carry=carry,
+      init=init)

@@ -35,10 +35,13 @@ F(x)").
 
 from typing import NamedTuple, Optional, Sequence
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from energynets import domains
+from energynets.energies import protocol
 from energynets.nets import MLP, activation_by_name
 from energynets.nets.mlp import DropoutRates
 
@@ -119,6 +122,13 @@ class LocalNetEnergy(nn.Module):
   def energy_from_encoding(self, encoding: Encoding, y: jax.Array) -> jax.Array:
     raise NotImplementedError
 
+  def as_energy(self) -> protocol.Energy:
+    """This energy as an `Energy` on the Box: `encode` runs F(x) and the local head
+    once; starts `'uniform'` (0.5), `'local'` (σ of the local logits) and `'random'`;
+    `carry` continues a state `{"energy": ...}` of this energy or a `local_bce` MLP
+    `{"net": ...}` (its params become `local_net`)."""
+    return local_net_energy(self)
+
 
 class SPENEnergy(LocalNetEnergy):
   """The multi-label SPEN energy `E(x, ȳ) -> [B]` (see the module docstring).
@@ -196,3 +206,30 @@ def param_groups(energy: SPENEnergy) -> tuple[str, ...]:
   """The top-level parameter names of `energy`, the units that can be clamped."""
   conditional = getattr(energy, "num_conditional", 0)  # ICNNEnergy has none
   return ("local_net", "global") + (("conditional",) if conditional else ())
+
+
+def local_net_energy(energy: LocalNetEnergy) -> protocol.Energy:
+  """`energy.as_energy()` (see `LocalNetEnergy.as_energy`)."""
+
+  def init(rng, x, y=None):
+    del y
+    y = jnp.zeros(x.shape[:1] + (energy.num_labels,), x.dtype)
+    return flax.core.unfreeze(energy.init({"params": rng}, x, y)["params"])
+
+  def carry(prev_state, rng, x, y=None):
+    reference = jax.eval_shape(lambda: init(rng, x))
+    if "energy" in prev_state:
+      return protocol.carried(prev_state["energy"].params, reference,
+                              f"the previous state into this {type(energy).__name__}")
+    if "net" in prev_state:
+      local = protocol.carried(prev_state["net"].params, reference["local_net"],
+                               f"the local_bce network into this {type(energy).__name__} "
+                               f"as local_net")
+      return dict(init(rng, x), local_net=local)
+    raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; expected "
+                     "'energy' (a SPEN stage) or 'net' (local_bce)")
+
+  return protocol.encoded_module(
+      energy, domain=domains.Box(), y_shape=lambda x: (energy.num_labels,),
+      groups=param_groups(energy), local_start=jax.nn.sigmoid, carry=carry,
+      candidate_energy=hasattr(energy, "candidate_energies"), init=init)

@@ -75,7 +75,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from energynets import domains
 from energynets.data.sequences import unpack_tokens
+from energynets.energies import protocol
 from energynets.nets.rnn import CELLS
 
 TLM_VARIANTS = ("forward", "backward", "word_forward", "word_backward")
@@ -350,6 +352,10 @@ class SequenceEnergy(nn.Module):
     """`[B, T, L]`: what a `local_token_ce` tagger with these params would output."""
     return self.local_net(x, train=train)
 
+  def as_energy(self) -> protocol.Energy:
+    """This energy as an `Energy` (`sequence_energy`)."""
+    return sequence_energy(self)
+
   def energy_from_encoding(self, encoding: SequenceEncoding, y: jax.Array) -> jax.Array:
     """`[B]`: the energy of `y [B, T, L]` given `encode(x)` (GBI's inner call)."""
     if y.ndim != 3 or y.shape != encoding.logits.shape:
@@ -369,6 +375,52 @@ class SequenceEnergy(nn.Module):
         weight = self.gamma if variant.startswith("word_") else self.tlm_weight
         energy = energy - weight * value
     return energy
+
+
+def sequence_energy(energy: SequenceEnergy) -> protocol.Energy:
+  """`energy.as_energy()`: the per-token Simplex, the tagger run once per x.
+
+  Starts `'uniform'` (1/K per token) and `'local'` (the tagger's softmax); padded
+  positions are points of the simplex like real ones (the energy ignores them, decoding
+  masks them). `carry` continues a sequence-energy state `{"energy": ...}`, a token-CE
+  tagger `{"net": ...}` (its params become `local_net`) or a CRF `{"net": {"tagger",
+  "crf"}}` (the tagger becomes `local_net`, the transitions `pairwise`); other groups
+  are freshly initialized.
+  """
+
+  def init(rng, x, y=None):
+    del y
+    return init_params(energy, rng, x)
+
+  def carry(prev_state, rng, x, y=None):
+    reference = jax.eval_shape(lambda: init(rng, x))
+    if "energy" in prev_state:
+      return protocol.carried(prev_state["energy"].params, reference,
+                              "the previous state into this SequenceEnergy")
+    if "net" in prev_state:
+      prev = flax.core.unfreeze(prev_state["net"].params)
+      if isinstance(prev, dict) and set(prev) == {"tagger", "crf"}:
+        carried = dict(
+            local_net=protocol.carried(
+                prev["tagger"], reference["local_net"],
+                "the CRF's tagger into this SequenceEnergy as local_net"),
+            pairwise=protocol.carried(
+                prev["crf"]["transitions"], reference["pairwise"],
+                "the CRF transitions into this SequenceEnergy as pairwise"))
+      else:
+        carried = dict(local_net=protocol.carried(
+            prev, reference["local_net"],
+            "the token-CE tagger into this SequenceEnergy as local_net"))
+      # Checked before the (costly) fresh initialization of the other groups.
+      return dict(init(rng, x), **carried)
+    raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; expected "
+                     "'energy' (a sequence-energy stage) or 'net' (token CE or CRF)")
+
+  return protocol.encoded_module(
+      energy, domain=domains.Simplex(),
+      y_shape=lambda x: (x.shape[1], _num_tags(energy.local_net)),
+      groups=param_groups(energy), local_start=lambda logits: jax.nn.softmax(logits, -1),
+      carry=carry, init=init)
 
 
 def param_groups(energy: SequenceEnergy) -> tuple[str, ...]:

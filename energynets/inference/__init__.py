@@ -18,6 +18,12 @@ from energynets.inference.gbi import gbi_while
 from energynets.inference.gbi import init_state
 from energynets.inference.gbi import make_objective
 from energynets.inference.gbi import validate_config
+from energynets.inference.unrolled import get_strategy
+from energynets.inference.unrolled import GradientStrategy
+from energynets.inference.unrolled import HVPAdjoint
+from energynets.inference.unrolled import Implicit
+from energynets.inference.unrolled import Rematerialized
+from energynets.inference.unrolled import Unrolled
 from energynets.inference.unrolled import unrolled_gbi
 from energynets.inference import exhaustive
 from energynets.inference import gbi
@@ -48,4 +54,10 @@ __all__ = [
     "make_objective",
     "validate_config",
     "unrolled_gbi",
+    "GradientStrategy",
+    "HVPAdjoint",
+    "Implicit",
+    "Rematerialized",
+    "Unrolled",
+    "get_strategy",
 ]

@@ -4,18 +4,23 @@ End-to-end SPEN training (Belanger, Yang & McCallum 2017, §3) treats `T` steps 
 gradient-based inference as a feed-forward network from `(params, x, y0, η_{1..T})`
 to the iterates `y_1 .. y_T`, and back-propagates a loss on them. `unrolled_gbi` runs
 exactly `gbi.gbi_scan`'s trajectory (the same `init_state`/`gbi_step`, so the update
-rules live only in `gbi.py`) and offers three ways to get its vector-Jacobian product:
+rules live only in `gbi.py`) and gets its vector-Jacobian product from a *strategy*: a
+value called as `strategy(energy, params, x, y0, domain, config) -> (y_T, ys)`, in the
+style of optimistix's `adjoint=`. Any object with that call signature is a strategy (a
+user's own `jax.custom_vjp` plugs in by being passed); the library's are
 
-- `'scan'`: reverse-mode AD through the `lax.scan` unroll. JAX stores every step's
-  residuals (the energy's internals of each gradient evaluation) and differentiates
-  the gradient computation itself (reverse-over-reverse).
-- `'remat'`: the same with `jax.checkpoint` on each step (E2E-SPEN §4.3: keep only the
-  steps' inputs, recompute the energy's internals in the backward pass).
-- `'adjoint'`: a `jax.custom_vjp` whose forward pass keeps only the iterates and the
-  optimizer state of each step (`[T, B, ...]` arrays: the iterates are the output `ys`
-  itself, plus the logits in logit mode; the momentum buffer, or the gradient where it
-  is the search direction (sgd) or not recoverable from the state (adam)) and whose
-  backward pass runs the reverse (adjoint) recursion explicitly. Write one step as
+- `Unrolled()` (name `'scan'`): reverse-mode AD through the `lax.scan` unroll. JAX
+  stores every step's residuals (the energy's internals of each gradient evaluation)
+  and differentiates the gradient computation itself (reverse-over-reverse).
+- `Rematerialized()` (`'remat'`): the same with `jax.checkpoint` on each step (E2E-SPEN
+  §4.3: keep only the steps' inputs, recompute the energy's internals in the backward
+  pass).
+- `HVPAdjoint()` (`'adjoint'`): a `jax.custom_vjp` whose forward pass keeps only the
+  iterates and the optimizer state of each step (`[T, B, ...]` arrays: the iterates are
+  the output `ys` itself, plus the logits in logit mode; the momentum buffer, or the
+  gradient where it is the search direction (sgd) or not recoverable from the state
+  (adam)) and whose backward pass runs the reverse (adjoint) recursion explicitly.
+  Write one step as
 
       (z_{t+1}, m_{t+1}) = A(z_t, m_t, g_t, η_t)     update rule (elementwise: optimizer
                                                      direction, clip / mirror / additive step)
@@ -33,14 +38,19 @@ rules live only in `gbi.py`) and offers three ways to get its vector-Jacobian pr
   plus `Jᵀ ȳ_t` for a loss on the iterate itself. Finally `ȳ_0` is `z̄_0` pulled back
   through the initial change of coordinates. Every second-order product of the energy is
   a Hessian- or cross-Hessian-vector product; nothing of the energy's internals is stored.
+- `Implicit(solver)`: no differentiation of the steps at all; `y_T` is treated as the
+  minimizer of the final objective and gets the implicit-function-theorem gradient
+  (see `Implicit`); the earlier iterates get none.
 
-All three give the same gradients (to rounding; tests/test_unrolled.py checks them
-against each other and against finite differences) w.r.t. `params`, `x`, `y0` and the
-step sizes `config.step_sizes`, for every method (`projected`, `mirror`, `logit`),
+The first three give the same gradients (to rounding; tests/test_unrolled.py checks
+them against each other and against finite differences) w.r.t. `params`, `x`, `y0` and
+the step sizes `config.step_sizes`, for every method (`projected`, `mirror`, `logit`),
 optimizer (`sgd`, `momentum`, `adam`) and domain, and the loss may depend on every
 iterate (the per-iterate loss of E2E-SPEN Eq. 9). Where the update is not
 differentiable (the clip of `projected` at the faces, Adam's square root at a zero
 second moment), all three use the same one-sided derivative JAX defines for it.
+`Implicit` agrees with them where the iterate has converged (tests/test_unrolled.py,
+tests/test_e2e.py: a strongly convex energy against its closed-form minimizer).
 
 Trade-offs (measured by benchmarks/e2e_gradients.py, results in
 benchmarks/results/e2e_gradients.md): `'scan'` stores every step's residuals;
@@ -48,28 +58,225 @@ benchmarks/results/e2e_gradients.md): `'scan'` stores every step's residuals;
 `'adjoint'` stores the iterates and optimizer state and no energy internals, and its
 backward pass is one forward-over-reverse product per step instead of reverse mode
 through a recomputed gradient. The adjoint supports reverse mode only (no `jax.jvp`
-through it) and no gradient w.r.t. static options such as `momentum`.
+through it) and no gradient w.r.t. static options such as `momentum`. `Implicit` stores
+nothing per step; its backward pass is the solver's Hessian-vector products at `y_T`.
 """
 
+import dataclasses
 import functools
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Protocol, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from energynets import domains as domains_lib
+from energynets.diff import implicit as implicit_lib
 from energynets.diff.hvp import hvp_and_cross_hvp
 from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import EnergyFn, GBIConfig
 
 PyTree = Any
-GRADIENTS = ("scan", "remat", "adjoint")
+
+
+class GradientStrategy(Protocol):
+  """How the gradient through `T` unrolled GBI steps is computed: any callable with
+  this signature (a frozen dataclass with `__call__`, or a plain function)."""
+
+  def __call__(self, energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
+               domain: domains_lib.Domain,
+               config: GBIConfig) -> tuple[jax.Array, jax.Array]:
+    """`(y_T [B, ...], ys [T, B, ...])`: `gbi_scan`'s iterates, differentiable its way."""
+
+
+def _check_step_sizes(config: GBIConfig) -> None:
+  gbi_lib.validate_config(config)
+  num_steps = config.num_steps
+  if config.step_sizes is not None and jnp.shape(config.step_sizes) != (num_steps,):
+    raise ValueError(f"step_sizes must have shape ({num_steps},) = (num_steps,); got "
+                     f"{jnp.shape(config.step_sizes)}")
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Unrolled:
+  """Reverse-mode AD through the `lax.scan` of `gbi_scan` (the name `'scan'`).
+
+  Stores every step's residuals; exact for every option (annealing included), and the
+  only library strategy that also supports forward mode (`jax.jvp`).
+  """
+
+  def __call__(self, energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
+               domain: domains_lib.Domain,
+               config: GBIConfig) -> tuple[jax.Array, jax.Array]:
+    """The iterates by `gbi_scan` (see `unrolled_gbi` for the arguments).
+
+    Returns:
+      `(y_T [B, ...], ys [T, B, ...])`.
+    """
+    y_final, trace = gbi_lib.gbi_scan(energy, params, x, y0, domain,
+                                      config._replace(remat=False))
+    return y_final, trace.ys
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Rematerialized:
+  """`Unrolled` with `jax.checkpoint` on each step (the name `'remat'`).
+
+  Keeps each step's input carry and recomputes the step in the backward pass (E2E-SPEN
+  §4.3); the same gradients as `Unrolled`.
+  """
+
+  def __call__(self, energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
+               domain: domains_lib.Domain,
+               config: GBIConfig) -> tuple[jax.Array, jax.Array]:
+    """The iterates by `gbi_scan` with `remat=True` (see `unrolled_gbi`).
+
+    Returns:
+      `(y_T [B, ...], ys [T, B, ...])`.
+    """
+    y_final, trace = gbi_lib.gbi_scan(energy, params, x, y0, domain,
+                                      config._replace(remat=True))
+    return y_final, trace.ys
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class HVPAdjoint:
+  """The explicit adjoint recursion of the module docstring (the name `'adjoint'`).
+
+  Stores the iterates and optimizer state, no energy internals; the same gradients as
+  `Unrolled`, reverse mode only. Entropy annealing is refused: the adjoint differentiates
+  one fixed objective.
+  """
+
+  def __call__(self, energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
+               domain: domains_lib.Domain,
+               config: GBIConfig) -> tuple[jax.Array, jax.Array]:
+    """The iterates by the adjoint's forward pass (see `unrolled_gbi`).
+
+    Returns:
+      `(y_T [B, ...], ys [T, B, ...])`.
+    """
+    _check_step_sizes(config)
+    if config.entropy_anneal_steps:
+      raise ValueError("the adjoint strategy differentiates one fixed objective; entropy "
+                       "annealing (entropy_anneal_steps > 0) needs gradient='scan' or "
+                       "'remat'")
+    lrs = gbi_lib._step_sizes(  # pylint: disable=protected-access
+        config, config.num_steps, y0.dtype)
+    return _adjoint(energy, domain, config._replace(step_sizes=None, remat=False), params,
+                    x, y0, lrs)
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Implicit:
+  """The implicit-function-theorem gradient at the last iterate.
+
+  The steps themselves are not differentiated: `y_T` is treated as the minimizer of the
+  (entropy-smoothed) objective `Ê = E − τ·entropy` that GBI minimized (τ of the last
+  step when annealing), so for a loss L on `y_T`
+
+      dL/dφ = −(∂²Ê/∂φ∂z) H⁻¹ ∂L/∂z_T,     H = ∇²_zz Ê(φ, y(z)),  φ = (params, x),
+
+  with `H⁻¹v` from `solver`. z are the domain's logit coordinates (`domain.to_logits`,
+  `y = domain.from_logits(z)`: identity on `Real`, sigmoid on `Box`, softmax per position
+  on `Simplex`), in which an interior minimizer is a stationary point (on the simplex,
+  the shift of z that softmax ignores is a null direction of H orthogonal to the
+  right-hand side, which CG and Neumann never leave). Memory does not grow with T and
+  the backward pass costs the solver's Hessian products, not T steps.
+
+  What it gives, by design (and what `e2e_objective` trains with it):
+
+  - only `y_T` (`y_T` and `ys[-1]`, the same value) carries a gradient; the earlier
+    iterates `ys[:-1]` are `stop_gradient`ed, so a per-iterate loss trains through its
+    last term only;
+  - `y0` (e.g. a differentiable start such as SPEN's `'local'`) and the step sizes get
+    zero gradient (the minimizer depends on neither), so learned step sizes stay where
+    they start;
+  - the gradient is exact only as far as `y_T` is a stationary point of `Ê` inside the
+    domain and the solve is accurate: use enough steps, and `τ > 0` or `damping > 0`
+    where the energy is not strictly convex. On a face of the domain (projected steps
+    without entropy) the saturating coordinate map gives the clipped coordinates a
+    near-zero gradient;
+  - reverse mode only (a `jax.custom_vjp`).
+
+  `config.pick='best'` is refused (the best visited iterate is not the last one).
+
+  Attributes:
+    solver: the inverse-HVP solver (`diff.ConjugateGradient`, `diff.Neumann`, any object
+      with `solve(hvp_fn, v)`, or an `InverseHVP` record).
+  """
+  solver: Any = implicit_lib.ConjugateGradient()
+
+  def __call__(self, energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
+               domain: domains_lib.Domain,
+               config: GBIConfig) -> tuple[jax.Array, jax.Array]:
+    """The iterates by `gbi_scan`, with the implicit gradient on `y_T` (`unrolled_gbi`).
+
+    Returns:
+      `(y_T [B, ...], ys [T, B, ...])`; `ys[:-1]` carry no gradient.
+    """
+    _check_step_sizes(config)
+    if config.pick != "last":
+      raise ValueError("the implicit strategy differentiates the last iterate; "
+                       f"pick={config.pick!r} returns another (use pick='last')")
+    solver = implicit_lib.get_solver(self.solver)
+    # The forward pass sees no tangents: no residuals are stored for the steps.
+    params_, x_, y0_, config_ = jax.lax.stop_gradient((params, x, y0, config))
+    y_final, trace = gbi_lib.gbi_scan(energy, params_, x_, y0_, domain,
+                                      config_._replace(remat=False))
+    if config.num_steps == 0:
+      return y_final, trace.ys
+    objective = gbi_lib.make_objective(
+        energy, domain, config, gbi_lib.entropy_weight_at(config, config.num_steps))
+    aux = lambda z, p, x__: jnp.sum(objective(p, x__, domain.from_logits(z)))
+    z = domain.to_logits(y_final)
+    y_implicit = domain.from_logits(implicit_lib.implicit_solution(aux, solver)(z, params, x))
+    # The value is gbi_scan's y_T exactly; the gradient is that of y(z*(φ)).
+    y_final = y_final + (y_implicit - jax.lax.stop_gradient(y_implicit))
+    return y_final, jnp.concatenate([trace.ys[:-1], y_final[None]], axis=0)
+
+
+StrategyLike = Union[str, GradientStrategy]
+
+STRATEGIES = {"scan": Unrolled(), "remat": Rematerialized(), "adjoint": HVPAdjoint()}
+"""The strategy names the experiment configs use, and the values they stand for."""
+
+GRADIENTS = tuple(STRATEGIES)
+
+
+def get_strategy(gradient: StrategyLike) -> GradientStrategy:
+  """The strategy a name stands for (`STRATEGIES`), or a strategy value as is.
+
+  Args:
+    gradient: `'scan'`, `'remat'`, `'adjoint'`, or any callable
+      `(energy, params, x, y0, domain, config) -> (y_T, ys)` (`Unrolled()`,
+      `Rematerialized()`, `HVPAdjoint()`, `Implicit(solver)`, or a user's own).
+
+  Returns:
+    A `GradientStrategy`.
+
+  Raises:
+    ValueError: an unknown name. TypeError: neither a name nor a callable instance.
+  """
+  if isinstance(gradient, str):
+    if gradient not in STRATEGIES:
+      raise ValueError(f"unknown gradient strategy {gradient!r}; expected one of "
+                       f"{GRADIENTS} or a strategy value (Unrolled(), Rematerialized(), "
+                       "HVPAdjoint(), Implicit(solver), your own)")
+    return STRATEGIES[gradient]
+  if isinstance(gradient, type) or not callable(gradient):
+    raise TypeError(f"gradient must be one of {GRADIENTS} or a strategy value called as "
+                    f"strategy(energy, params, x, y0, domain, config); got {gradient!r}")
+  return gradient
 
 
 def unrolled_gbi(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
                  domain: domains_lib.Domain, config: GBIConfig,
-                 gradient: str = "scan") -> tuple[jax.Array, jax.Array]:
+                 gradient: StrategyLike = "scan") -> tuple[jax.Array, jax.Array]:
   """`T = config.num_steps` GBI steps from `y0`, differentiable by the chosen strategy.
 
   Args:
@@ -82,29 +289,15 @@ def unrolled_gbi(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
     domain: a `energynets.domains` domain.
     config: `GBIConfig`; `config.step_sizes` (`[T]`, may be traced) replaces
       `learning_rate` and is differentiable.
-    gradient: `'scan' | 'remat' | 'adjoint'` (see the module docstring).
+    gradient: a strategy value or its name (`get_strategy`; see the module docstring).
 
   Returns:
     `(y_T [B, ...], ys [T, B, ...])`, the iterates `y_1 .. y_T` (`ys[-1] == y_T`), in the
     domain, identical to `gbi_scan`'s.
   """
-  gbi_lib.validate_config(config)
-  if gradient not in GRADIENTS:
-    raise ValueError(f"unknown gradient strategy {gradient!r}; expected one of {GRADIENTS}")
-  num_steps = config.num_steps
-  if config.step_sizes is not None and jnp.shape(config.step_sizes) != (num_steps,):
-    raise ValueError(f"step_sizes must have shape ({num_steps},) = (num_steps,); got "
-                     f"{jnp.shape(config.step_sizes)}")
-  if gradient == "adjoint" and config.entropy_anneal_steps:
-    raise ValueError("the adjoint strategy differentiates one fixed objective; entropy "
-                     "annealing (entropy_anneal_steps > 0) needs gradient='scan' or 'remat'")
-  if gradient != "adjoint":
-    y_final, trace = gbi_lib.gbi_scan(energy, params, x, y0, domain,
-                                      config._replace(remat=gradient == "remat"))
-    return y_final, trace.ys
-  lrs = gbi_lib._step_sizes(config, num_steps, y0.dtype)  # pylint: disable=protected-access
-  return _adjoint(energy, domain, config._replace(step_sizes=None, remat=False), params, x,
-                  y0, lrs)
+  _check_step_sizes(config)
+  strategy = get_strategy(gradient)
+  return strategy(energy, params, x, y0, domain, config)
 
 
 # ---------------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def normalized_input(v: jax.Array, mean: float, std: float) -> jax.Array:
   the generated depth scenes) the residual `CNNDenoiser` with its zero-initialized
   readout did not leave the identity in 400 Adam steps at learning rate 1e-3 or 3e-3
   (validation PSNR 23.12 throughout, the noisy input's), while with standardized input
-  it reached 27.83 by step 400 (a one-off scratch comparison, session 14; the rerun
+  it reached 27.83 by step 400 (a one-off scratch comparison; the rerun
   rows are in benchmarks/results/e2e.md). The statistics are fixed numbers, set from the
   training split by the experiment builders, not parameters.
   """

@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from energynets.energies.protocol import carried, same_shapes  # re-exported
+
 Batch = Mapping[str, jax.Array]
 State = Any
 Metrics = dict[str, jax.Array]
@@ -104,27 +106,6 @@ def multilabel_bce(logits: jax.Array, labels: jax.Array) -> jax.Array:
   """
   per_label = optax.sigmoid_binary_cross_entropy(logits, labels)
   return per_label.reshape(per_label.shape[0], -1).sum(-1).mean()
-
-
-def same_shapes(params: Any, reference: Any) -> bool:
-  """Whether two parameter pytrees have the same structure and leaf shapes."""
-  shapes = lambda t: jax.tree.map(lambda a: tuple(jnp.shape(a)), t)
-  return (jax.tree.structure(params) == jax.tree.structure(reference)
-          and shapes(params) == shapes(reference))
-
-
-def carried(params: Any, reference: Any, what: str) -> Any:
-  """`params` (unfrozen) to replace `reference`; a ValueError naming `what` if they differ
-  in structure or shapes.
-
-  Used by `init_from` when a stage continues from the previous stage's parameters.
-  """
-  params = flax.core.unfreeze(params)
-  if not same_shapes(params, reference):
-    shapes = lambda t: jax.tree.map(lambda a: tuple(jnp.shape(a)), t)
-    raise ValueError(f"cannot carry {what}: expected parameters {shapes(reference)}, got "
-                     f"{shapes(params)}")
-  return params
 
 
 def first_match(candidates, reference):

@@ -34,30 +34,29 @@ The loss is `Σ_source w_source · mean_batch ℓ(ȳ_source)` (`samples` picks t
 `stop_gradient`-ed: the loss is differentiated at fixed ȳ (nothing back-propagates
 through either GBI unroll), and s is always a fixed target in the parameter gradient.
 
-State `{"energy": ParamGroup}`, the SPEN state, so `energy_model.carry_params` continues a
-SPEN or `local_bce` state (`init_from`) and SPEN's search statistics apply. The energy may
-also be a `SegmentationEnergy` (masks ȳ ∈ [0,1]^{H×W}, `score='soft_iou'`): the same
-objective through its `energy_model.segmentation_model`.
+State `{"energy": ParamGroup}`, the SPEN state, so the energy's `continue_from` carries a
+SPEN or `local_bce` state (`init_from`) and SPEN's search statistics apply. The energy is
+any `Energy` on the Box: a SPEN, a `SegmentationEnergy` (masks ȳ ∈ [0,1]^{H×W},
+`score='soft_iou'`) or a user's own.
 """
 
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from energynets import domains
-from energynets.energies.mlc import SPENEnergy
+from energynets.energies import protocol
 from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import GBIConfig
 from energynets.objectives import base
-from energynets.objectives import energy_model
 from energynets.objectives import scores as scores_lib
 from energynets.objectives import ssvm
 
 SAMPLE_SOURCES = ("inference", "adversarial", "gold", "random", "other_gold")
 DEFAULT_SAMPLES = ("inference", "adversarial", "gold")
-ADVERSARIAL_INITS = ("prediction", energy_model.RANDOM)
+ADVERSARIAL_INITS = ("prediction", protocol.RANDOM)
 # The sources drawn without GBI (what needs no energy: SEAL-dynamic's extra samples).
 GBI_FREE_SOURCES = ("gold", "random", "other_gold")
 BOX = domains.Box()
@@ -104,7 +103,7 @@ def adversarial_objective(energy_fn: gbi_lib.EnergyFn, score: scores_lib.Score,
   return objective
 
 
-def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
+def draw_samples(energy: protocol.Energy, params, encoding, x, y: jax.Array,
                  rng: jax.Array, *, sources: Sequence[str],
                  inference_gbi: Optional[GBIConfig], adversarial_gbi: Optional[GBIConfig],
                  score: scores_lib.Score,
@@ -113,9 +112,10 @@ def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
   """`{source: ȳ [B, L]}` for each name in `sources`, all without a gradient path.
 
   Args:
-    energy_fn: `(params, encoding, ȳ) -> [B]` (`energy_model.encoding_energy`).
+    energy: the `Energy` (its `energy`, `start` and `domain` are used).
     params: the energy's parameters.
-    encoding: `energy_model.encode(...)` of the batch's x.
+    encoding: `energy.encode(params, x)` of the batch.
+    x: the batch's inputs (what the starts are shaped from).
     y: `[B, L]` gold labels.
     rng: key of the `'random'` source and of random GBI starts.
     sources: names of `SAMPLE_SOURCES`.
@@ -123,33 +123,37 @@ def draw_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,
       of `'adversarial'`); None when `sources` has neither.
     adversarial_gbi: `gbi_scan` options of the ascent on ℓ; None without `'adversarial'`.
     score: the task score `s(ȳ, y) -> [B]`.
-    init: start of the prediction's GBI, `'uniform'`, `'local'` or `'random'`
-      (`energy_model.start_point`; random points are drawn from `rng`).
+    init: start of the prediction's GBI, a start name of the energy: `'uniform'`,
+      `'local'` or `'random'` (random points are drawn from `rng`).
     adversarial_through_score: differentiate ℓ through s(ȳ, y) in the ascent.
     adversarial_init: start of the ascent, `'prediction'` (the `'inference'` sample) or
       `'random'` (its own U[0,1] point).
+
+  Returns:
+    The samples by source name.
   """
+  energy_fn, domain = energy.energy, energy.domain
   params, encoding, y = jax.lax.stop_gradient((params, encoding, y))
-  y = jnp.asarray(y, encoding.logits.dtype)
+  y = jnp.asarray(y, jax.eval_shape(lambda: energy.start(encoding, x, init, rng)).dtype)
   samples = {}
   # Keys of random starts folded from `rng`, which the 'random' source uses as it is (so
   # runs without random starts draw what they drew before these existed).
   start_rng, adversarial_rng = jax.random.fold_in(rng, 1), jax.random.fold_in(rng, 2)
   if "inference" in sources or "adversarial" in sources:
     y_pred, _ = gbi_lib.gbi_scan(energy_fn, params, encoding,
-                                 energy_model.start_point(encoding, init, start_rng), BOX,
+                                 energy.start(encoding, x, init, start_rng), domain,
                                  inference_gbi)
     samples["inference"] = y_pred
     if "adversarial" in sources:
       y_start = (y_pred if adversarial_init == "prediction" else
-                 energy_model.start_point(encoding, energy_model.RANDOM, adversarial_rng))
+                 energy.start(encoding, x, protocol.RANDOM, adversarial_rng))
       samples["adversarial"], _ = gbi_lib.gbi_scan(
           adversarial_objective(energy_fn, score, adversarial_through_score), params,
-          (encoding, y), y_start, BOX, adversarial_gbi)
+          (encoding, y), y_start, domain, adversarial_gbi)
   if "gold" in sources:
     samples["gold"] = y
   if "random" in sources:
-    samples["random"] = energy_model.start_point(encoding, energy_model.RANDOM, rng)
+    samples["random"] = energy.start(encoding, x, protocol.RANDOM, rng)
   if "other_gold" in sources:
     if y.shape[0] < 2:
       raise ValueError("the 'other_gold' sample needs a batch of at least 2 examples; got "
@@ -179,18 +183,18 @@ def regression_on_samples(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.
   return total, metrics
 
 
-def dvn_loss(energy: SPENEnergy, params, x: jax.Array, y: jax.Array,
+def dvn_loss(energy: Any, params, x: jax.Array, y: jax.Array,
              samples: Mapping[str, jax.Array], *,
              sample_weights: Optional[Mapping[str, float]] = None,
              score: str = "soft_f1") -> tuple[jax.Array, dict[str, jax.Array]]:
   """The DVN loss at given samples `{source: ȳ [B, L]}` (deterministic forward pass)."""
   weights = sample_weights or {name: 1.0 for name in samples}
-  return regression_on_samples(energy_model.encoding_energy(energy), params,
-                               energy_model.encode(energy, params, x), y, samples, weights,
-                               scores_lib.get_score(score))
+  model = protocol.as_energy(energy)
+  return regression_on_samples(model.energy, params, model.encode(params, x), y, samples,
+                               weights, scores_lib.get_score(score))
 
 
-def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformation, *,
+def deep_value_network(energy: Any, optimizer: optax.GradientTransformation, *,
                        inference_gbi: GBIConfig, predict_gbi: GBIConfig,
                        adversarial_gbi: Optional[GBIConfig] = None,
                        samples: Optional[Sequence[str]] = None,
@@ -202,8 +206,8 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
   """The DVN objective (see the module docstring).
 
   Args:
-    energy: the `SPENEnergy` (or `SegmentationEnergy`) whose `σ(−E)` is the value
-      network.
+    energy: an `Energy` on the Box (a SPEN, a `SegmentationEnergy`, a user's own)
+      whose `σ(−E)` is the value network.
     optimizer: for all of its parameters.
     inference_gbi: `gbi_scan` options of the training-time prediction.
     predict_gbi: `gbi_while` options of test-time prediction (`ssvm.infer`).
@@ -215,7 +219,7 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
     score: the regression target, a name of `scores.SCORES`.
     init: GBI start at training and test time, `'uniform'` (0.5), `'local'` (the
       energy's local classifier) or `'random'` (U[0,1]: a fresh draw at each training
-      step, the fixed key of `energy_model.start_point` at test time).
+      step, a fixed key at test time).
     adversarial_through_score: differentiate the score in the adversarial ascent.
     adversarial_init: start of the adversarial ascent, `'prediction'` or `'random'`.
     l2: weight of `½‖W‖²` on the energy's weight matrices.
@@ -230,15 +234,13 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
   adversarial_gbi = inference_gbi if adversarial_gbi is None else adversarial_gbi
   for config in (inference_gbi, adversarial_gbi, predict_gbi):
     gbi_lib.validate_config(config)
-  energy_fn = energy_model.encoding_energy(energy)
-  # Initialization and staged continuation depend on the output's shape (label vectors
-  # or masks): the energy's `EnergyModel` knows it (SPEN: exactly `init_params` and
-  # `carry_params`).
-  model = energy_model.as_model(energy)
-  inits = model.inits + ((energy_model.RANDOM,) if isinstance(model.domain, domains.Box)
-                         else ())
-  if init not in inits:
-    raise ValueError(f"unknown init {init!r}; expected one of {inits}")
+  model = protocol.as_energy(energy)
+  energy_fn = model.energy
+  if not isinstance(model.domain, domains.Box):
+    raise ValueError(f"DVN regresses a score of outputs in [0, 1]; {model.name}'s domain "
+                     f"is {type(model.domain).__name__}, not the Box")
+  if init not in model.starts:
+    raise ValueError(f"unknown init {init!r}; expected one of {tuple(model.starts)}")
   if adversarial_init not in ADVERSARIAL_INITS:
     raise ValueError(f"unknown adversarial_init {adversarial_init!r}; expected one of "
                      f"{ADVERSARIAL_INITS}")
@@ -246,8 +248,9 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
   def loss_fn(params, batch, rng):
     dropout_rng, sample_rng = jax.random.split(rng)
     y = batch["y"]
-    encoding = energy_model.encode(energy, params, batch["x"], train=True, rng=dropout_rng)
-    drawn = draw_samples(energy_fn, params, encoding, y, sample_rng, sources=tuple(weights),
+    encoding = model.encode(params, batch["x"], True, dropout_rng)
+    drawn = draw_samples(model, params, encoding, batch["x"], y, sample_rng,
+                         sources=tuple(weights),
                          inference_gbi=inference_gbi, adversarial_gbi=adversarial_gbi,
                          score=score_fn, init=init,
                          adversarial_through_score=adversarial_through_score,
@@ -258,18 +261,19 @@ def deep_value_network(energy: SPENEnergy, optimizer: optax.GradientTransformati
     return loss, dict(metrics, regression=regression)
 
   def init_fn(rng, batch):
-    return {"energy": base.init_group(model.init_params(rng, batch["x"], batch["y"]),
-                                      optimizer)}
+    return {"energy": base.init_group(
+        protocol.init_checked(model, rng, batch["x"], batch["y"]), optimizer)}
 
   def update(state, batch, rng):
     group, metrics = base.minimize_step(loss_fn, optimizer, state["energy"], batch, rng)
     return {"energy": group}, metrics
 
   def predict(state, x):
-    return ssvm.infer(energy, state["energy"].params, x, predict_gbi, init=init).y
+    return ssvm.infer(model, state["energy"].params, x, predict_gbi, init=init).y
 
   def init_from(prev_state, rng, batch):
-    params = model.carry(prev_state, rng, batch["x"], batch["y"])
+    protocol.check_y(model, batch["x"], batch["y"])
+    params = model.continue_from(prev_state, rng, batch["x"], batch["y"])
     return {"energy": base.init_group(params, optimizer)}
 
   return base.Objective(init_fn, update, predict, init_from)

@@ -26,8 +26,12 @@ Choices, with reasons:
   (§4.2: "maintain the same optimization configuration, such as T, at both train and
   test time"), not the convergence loop, and returns `y_T`.
 - Entropy smoothing is GBI's `entropy_weight` (§4.2), present at train and test time.
-- The gradient through the unroll is `unrolled_gbi`'s `gradient` strategy: `'scan'`,
-  `'remat'` or `'adjoint'`; all three give the same update (tests/test_e2e.py).
+- The gradient through the unroll is `unrolled_gbi`'s `gradient` strategy, a value
+  (`inference.Unrolled()`, `Rematerialized()`, `HVPAdjoint()`, `Implicit(solver)`, or
+  any callable with their signature) or the name `'scan'`, `'remat'` or `'adjoint'` of
+  the first three, which give the same update (tests/test_e2e.py). `Implicit` instead
+  differentiates `y_T` as the minimizer of the smoothed energy: the earlier iterates,
+  the start `y_0` and the step sizes then get no gradient (see `unrolled.Implicit`).
 - Energies trained through inference must be twice differentiable in y (the backward
   pass uses the Hessian of the energy; E2E-SPEN §5 uses SoftPlus): a `SPENEnergy` whose
   measurement activation is ReLU or HardTanh (or any energy module with such an
@@ -37,12 +41,11 @@ Choices, with reasons:
 - The starting point `y_0` is part of the differentiable network: SPEN's `'local'`
   start `sigmoid(local logits)` trains the local head through the unroll too.
 
-The objective is generic over the energy through `energy_model.EnergyModel`: `spen_model`
-adapts a `SPENEnergy` (Box domain, features precomputed once by `encode`, starts
-`'uniform'`/`'local'`), `module_model` any Flax module `E(x, y) -> [B]` such as the
-image-denoising energies (`Real` domain, `y_0 = x` by `'input'`, `ℓ = 'squared'`).
-`e2e_objective` accepts either a model or the module itself; `e2e_losses` gives its loss
-and unrolled inference as pure functions (for tests, benchmarks and other objectives).
+The objective takes any `Energy` (`energynets.energies.protocol`): a SPEN (Box domain,
+features precomputed once by `encode`, starts `'uniform'`/`'local'`), an image-denoising
+energy (`Real` domain, `y_0 = x` by `'input'`, `ℓ = 'squared'`) or a user's own energy.
+`e2e_losses` gives its loss and unrolled inference as pure functions (for tests,
+benchmarks and other objectives).
 
 State: `{"energy": ParamGroup, "inference": ParamGroup({"step_sizes": ρ [T]})}`. The
 `energy` group is exactly that of the SPEN objectives, so staged training (pretrain the
@@ -53,7 +56,6 @@ features with BCE via `spen_pretrain` or `local_bce`, then e2e) carries paramete
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import flax
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -63,8 +65,8 @@ from energynets import domains
 from energynets.inference import gbi as gbi_lib
 from energynets.inference import unrolled
 from energynets.inference.gbi import GBIConfig
+from energynets.energies import protocol
 from energynets.objectives import base
-from energynets.objectives import energy_model
 from energynets.objectives import ssvm
 
 LOSSES = ("bce", "squared")
@@ -134,9 +136,7 @@ def _validate(model, gbi, loss, gradient, init, reduction):
     raise ValueError(f"unknown loss {loss!r}; expected one of {LOSSES}")
   if reduction not in REDUCTIONS:
     raise ValueError(f"unknown loss_reduction {reduction!r}; expected one of {REDUCTIONS}")
-  if gradient not in unrolled.GRADIENTS:
-    raise ValueError(f"unknown gradient strategy {gradient!r}; expected one of "
-                     f"{unrolled.GRADIENTS}")
+  unrolled.get_strategy(gradient)  # ValueError / TypeError naming the choices
   if init not in model.inits:
     raise ValueError(f"unknown init {init!r}; expected one of {model.inits}")
   if loss == "bce" and isinstance(model.domain, domains.Real):
@@ -157,20 +157,23 @@ class E2ELosses(NamedTuple):
   """
   loss_fn: Callable[..., tuple[jax.Array, dict]]
   unroll: Callable[..., tuple[jax.Array, jax.Array, jax.Array]]
-  model: energy_model.EnergyModel
+  model: protocol.Energy
   initial_step_sizes: jax.Array
 
 
 def e2e_losses(energy, *, gbi: GBIConfig, loss: str = "bce", per_iterate: bool = True,
-               gradient: str = "scan", init: str = "local", learn_step_sizes: bool = True,
+               gradient: unrolled.StrategyLike = "scan", init: Optional[str] = None,
+               learn_step_sizes: bool = True,
                trainable: Optional[Sequence[str]] = None, l2: float = 0.0,
                loss_eps: float = DEFAULT_LOSS_EPS, loss_reduction: str = "sum") -> E2ELosses:
   """The loss of `e2e_objective` (same arguments, without the optimizers)."""
-  if isinstance(energy, nn.Module):
-    energy_model.check_smooth(energy)
-  model = energy_model.as_model(energy)
+  protocol.check_smooth(energy)
+  model = protocol.as_energy(energy)
+  if init is None:
+    init = "local" if "local" in model.starts else model.inits[0]
   _validate(model, gbi, loss, gradient, init, loss_reduction)
-  clamped = energy_model.trainable_groups(model, trainable)
+  strategy = unrolled.get_strategy(gradient)
+  clamped = protocol.trainable_groups(model, trainable)
   weights = iterate_weights(gbi.num_steps, per_iterate)
 
   def unroll(energy_params, inference_params, x, train=False, rng=None):
@@ -181,7 +184,7 @@ def e2e_losses(energy, *, gbi: GBIConfig, loss: str = "bce", per_iterate: bool =
       eta = jax.lax.stop_gradient(eta)
     config = gbi._replace(step_sizes=eta.astype(y0.dtype))
     y_final, ys = unrolled.unrolled_gbi(model.energy, energy_params, inputs, y0,
-                                        model.domain, config, gradient)
+                                        model.domain, config, strategy)
     return y0, y_final, ys
 
   def loss_fn(params, batch, rng):
@@ -203,8 +206,9 @@ def e2e_losses(energy, *, gbi: GBIConfig, loss: str = "bce", per_iterate: bool =
 
 
 def e2e_objective(energy: Any, optimizer: optax.GradientTransformation, *, gbi: GBIConfig,
-                  loss: str = "bce", per_iterate: bool = True, gradient: str = "scan",
-                  init: str = "local", learn_step_sizes: bool = True,
+                  loss: str = "bce", per_iterate: bool = True,
+                  gradient: unrolled.StrategyLike = "scan",
+                  init: Optional[str] = None, learn_step_sizes: bool = True,
                   step_size_optimizer: Optional[optax.GradientTransformation] = None,
                   trainable: Optional[Sequence[str]] = None, l2: float = 0.0,
                   loss_eps: float = DEFAULT_LOSS_EPS,
@@ -212,8 +216,8 @@ def e2e_objective(energy: Any, optimizer: optax.GradientTransformation, *, gbi: 
   """End-to-end training through `gbi.num_steps` unrolled GBI steps (module docstring).
 
   Args:
-    energy: a `SPENEnergy`, another Flax energy module `E(x, y) -> [B]` (y shaped like
-      x, `Real` domain), or an `EnergyModel`.
+    energy: any energy `protocol.as_energy` accepts: an `Energy`
+      (`en.energy_from_function`, `en.energy_from_module`) or a library energy.
     optimizer: updates the energy's `trainable` groups (and the step sizes, unless
       `step_size_optimizer` is given).
     gbi: the unrolled inference, used identically for training and prediction: method
@@ -221,9 +225,14 @@ def e2e_objective(energy: Any, optimizer: optax.GradientTransformation, *, gbi: 
       `num_steps` (T ≥ 1) and the initial step size (`learning_rate`, or `step_sizes`).
     loss: ℓ, `'bce'` (outputs in (0, 1)) or `'squared'`.
     per_iterate: Eq. 9's weighted average over all iterates; False: `y_T` only.
-    gradient: `'scan' | 'remat' | 'adjoint'`, how the unroll is differentiated.
-    init: y_0, a name of the model's `inits` (SPEN: `'local'`, `'uniform'`; modules:
-      `'input'`, `'uniform'`, `'zeros'`).
+    gradient: how the unroll is differentiated: a strategy value (`Unrolled()`,
+      `Rematerialized()`, `HVPAdjoint()`, `Implicit(solver)`, or any callable
+      `(energy, params, x, y0, domain, config) -> (y_T, ys)`), or `'scan' | 'remat' |
+      'adjoint'` (`unrolled.get_strategy`). With `Implicit`, only the loss on `y_T`
+      trains, and `y_0` and the step sizes get zero gradient.
+    init: y_0, a start name of the energy (SPEN: `'local'`, `'uniform'`; energies from
+      modules: `'input'`, `'uniform'`, `'zeros'`); None: `'local'` where the energy has
+      it, else its first start.
     learn_step_sizes: train η_t jointly with the energy (False: fixed at their init).
     step_size_optimizer: a separate optimizer for the step sizes (default `optimizer`).
     trainable: top-level energy groups that are updated (None: all).
@@ -240,7 +249,7 @@ def e2e_objective(energy: Any, optimizer: optax.GradientTransformation, *, gbi: 
                    init=init, learn_step_sizes=learn_step_sizes, trainable=trainable, l2=l2,
                    loss_eps=loss_eps, loss_reduction=loss_reduction)
   model = fns.model
-  energy_opt = base.masked_optimizer(optimizer, energy_model.trainable_groups(model, trainable))
+  energy_opt = base.masked_optimizer(optimizer, protocol.trainable_groups(model, trainable))
   step_opt = ((step_size_optimizer or optimizer) if learn_step_sizes
               else optax.set_to_zero())
 
@@ -252,10 +261,13 @@ def e2e_objective(energy: Any, optimizer: optax.GradientTransformation, *, gbi: 
     return {"step_sizes": jnp.array(fns.initial_step_sizes)}  # a copy: states are donated
 
   def init(rng, batch):
-    return make_state(model.init_params(rng, batch["x"], batch["y"]), fresh_inference())
+    params = protocol.init_checked(model, rng, batch["x"], batch["y"], trainable)
+    return make_state(params, fresh_inference())
 
   def init_from(prev_state, rng, batch):
-    energy_params = model.carry(prev_state, rng, batch["x"], batch["y"])
+    protocol.check_y(model, batch["x"], batch["y"])
+    energy_params = model.continue_from(prev_state, rng, batch["x"], batch["y"])
+    protocol.check_trainable(trainable, energy_params, model.name)
     inference_params = fresh_inference()
     previous = prev_state.get("inference") if hasattr(prev_state, "get") else None
     if previous is not None and base.same_shapes(previous.params, inference_params):

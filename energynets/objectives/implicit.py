@@ -2,11 +2,13 @@
 (Shankar & Piratla, "Implicit Training of Energy Model for Structured Prediction").
 
 An inference network A_θ (`net(x, train=...) -> logits [B, L]`, prediction σ(A_θ(x)))
-learns from an energy E_φ (a `SPENEnergy`, low = good) used as a loss; the energy is
+learns from an energy E_φ (any `Energy`, low = good, reached only through its `encode`
+and `energy` fields) used as a loss; the energy is
 trained so that the network trained on it does well on a primary loss (the same with a
 tagger and a `SequenceEnergy`, the implicit paper's POS / NER setting: σ becomes the
 per-token softmax, BCE the token CE, Bernoulli negatives categorical ones per token, and
-every Δ and score counts real tokens only; `outputs.for_energy` picks these pieces):
+every Δ and score counts real tokens only; `outputs.for_domain` of the energy's domain
+picks these pieces):
 
     inner  θ*(φ) = argmin_θ L_aux(θ, φ),
            L_aux = BCE(y, σ(A_θ(x))) + λ · mean E_φ(x, σ(A_θ(x)))   (+ net_l2 ½‖W_θ‖²)  (Eq. 6)
@@ -18,12 +20,20 @@ Neumann series (the paper) or CG (`inverse_hvp`). Every Hessian product is exact
 (`jax.jvp` of `jax.grad`), where the paper used finite differences — a documented
 deviation.
 
-Primary losses (`primary`), per example, ȳ_A = σ(A_θ(x)):
+The primary loss is a value (`primary=`): a small frozen dataclass carrying its own
+options whose `loss(ImplicitPrimaryInputs)` computes L_prim of a batch from the net's
+logits, the gold output, the energy of any samples and the task score; a user's own value
+with that method plugs in the same way (`ImplicitPrimary`). The family's other options
+are one value, `ImplicitOptions`. Configs write one flat block:
+`implicit_options_from_config` maps it onto both values (`get_primary_loss` maps the
+names `'ssvm'`, `'cd'`, `'dvn'`).
 
-- `'ssvm'`: `[Δ(ȳ_A, y) − E(x, ȳ_A) + E(x, y)]_+`, Δ = `margin_cost` (L1 by default, as
+The library's primary losses, per example, ȳ_A = σ(A_θ(x)):
+
+- `ImplicitSSVM` (`'ssvm'`): `[Δ(ȳ_A, y) − E(x, ȳ_A) + E(x, y)]_+`, Δ = `margin_cost` (L1 by default, as
   InfNet; `'score'` is 1 − soft-F1). The network's output is the margin's ŷ, the
   paper's "ȳ replaced by the prediction of the inference net".
-- `'cd'`: the contrastive divergence with a cost,
+- `ImplicitCD` (`'cd'`): the contrastive divergence with a cost,
   `L_CD = −log [exp(−E(x, y)) / Σ_{k=0..K} exp(−E(x, ȳ_k) + s(ȳ_k, y))]`, ȳ_0 = y,
   s = 1 − `score` (s(y, y) = 0). The paper prints `log[...]`, i.e. the sign flipped:
   minimizing that would *raise* the gold's energy. ȳ_1..K are K = `num_samples`
@@ -32,7 +42,7 @@ Primary losses (`primary`), per example, ȳ_A = σ(A_θ(x)):
   (binary-concrete samples at `temperature`); `include_net_output` adds σ(A_θ(x))
   itself as one more negative. Hard samples without a path would make ∂_θ L_prim = 0
   and the implicit term vanish (the tests check it does not).
-- `'dvn'`: the DVN regression (`dvn.value_regression_loss`) of σ(−E(x, ȳ)) to the
+- `ImplicitDVN` (`'dvn'`): the DVN regression (`dvn.value_regression_loss`) of σ(−E(x, ȳ)) to the
   soft-F1 s(ȳ, y), on ȳ ∈ {σ(A_θ(x)), y}: the network's output (the path to θ) and the
   gold output that anchors the top of the scale (DVN's sources `'inference'` and
   `'gold'`, with the network replacing GBI).
@@ -76,15 +86,17 @@ trainer's non-finite guard reads both), `explicit_norm`, `implicit_norm`,
 inner step's `aux_loss`, `aux_bce`, `aux_energy`, `aux_grad_norm`.
 
 Staged training (`init_from`): the energy continues a previous stage by its
-`EnergyModel.carry`: a SPEN/infnet/implicit state (`prev["energy"]`), or a `local_bce`
-MLP (a `local_token_ce` tagger, or a CRF's tagger and transitions, on sequences) as its
-`local_net`; the inference net continues `prev["inference_net"]`, else the first of
-`prev["test_net"]` (infnet), `prev["net"]` (local_bce, local_token_ce) or the energy's
-carried `local_net` shaped like it, else starts fresh. The paper starts both at random;
+`Energy.continue_from`: a previous energy state (`prev["energy"]`), or for the library's
+energies a `local_bce` MLP (a `local_token_ce` tagger, or a CRF's tagger and transitions,
+on sequences) as its `local_net`; the inference net continues `prev["inference_net"]`,
+else the first of `prev["test_net"]` (infnet), `prev["net"]` (local_bce, local_token_ce)
+or, when the energy's parameters have a `local_net` group shaped like the net (a SPEN's
+local classifier), that group, else starts fresh. The paper starts both at random;
 pretraining is the configs' choice.
 """
 
-from typing import Optional
+import dataclasses
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol
 
 from absl import logging
 import flax
@@ -95,14 +107,14 @@ import optax
 
 from energynets import diff
 from energynets.diff.implicit import MAX_UNROLL
+from energynets.energies import protocol
 from energynets.objectives import base
 from energynets.objectives import dvn
-from energynets.objectives import energy_model
 from energynets.objectives import outputs
 from energynets.objectives import scores as scores_lib
 from energynets.objectives import seal
+from energynets.objectives import ssvm
 
-PRIMARY_LOSSES = ("ssvm", "cd", "dvn")
 NEGATIVES = ("straight_through", "relaxed")
 GRADIENTS = ("implicit", "explicit")
 
@@ -152,21 +164,291 @@ def _check(value: str, choices, what: str) -> None:
     raise ValueError(f"unknown {what} {value!r}; expected one of {tuple(choices)}")
 
 
+# ---------------------------------------------------------------------------------------
+# Primary losses: values that carry their own options and compute L_prim for a batch.
+
+
+class ImplicitPrimaryInputs(NamedTuple):
+  """What a primary loss computes L_prim from, for one batch.
+
+  Attributes:
+    logits: the inference net's logits A_θ(x) `[B, ...]` (eval mode), with their
+      gradient path to θ: the implicit term needs ∂_θ L_prim ≠ 0.
+    y_net: the net's outputs `link(logits)`, with the same path.
+    y: the gold outputs `[B, ...]`.
+    energies: `ys [B, S, ...] -> [B, S]`, the energy E_φ of every sample (x encoded
+      once), differentiable in φ and in ys.
+    score: the task score `(ȳ, y) -> [B]` over real positions (`ImplicitOptions.score`;
+      sequences: padding excluded).
+    structure: the `outputs.OutputStructure` of the energy's domain (link, samples,
+      `mask_padding`).
+    rng: the key of the loss's samples.
+  """
+  logits: jax.Array
+  y_net: jax.Array
+  y: jax.Array
+  energies: Callable[[jax.Array], jax.Array]
+  score: scores_lib.Score
+  structure: outputs.OutputStructure
+  rng: jax.Array
+
+
+class ImplicitPrimary(Protocol):
+  """A primary loss L_prim of `implicit_objective`: a value that carries its options.
+
+  `loss(inputs)` returns `(scalar loss, metrics)` for one batch, averaged over examples,
+  differentiated in both θ (through `inputs.logits` / `inputs.y_net`) and φ (through
+  `inputs.energies`) as the function it is. The library's are `ImplicitSSVM`,
+  `ImplicitCD` and `ImplicitDVN` (`get_primary_loss` maps their names, for configs); any
+  value with this method plugs into `implicit_objective(..., primary=...)`.
+  """
+
+  def loss(self, inputs: ImplicitPrimaryInputs) -> tuple[jax.Array, base.Metrics]:
+    """L_prim of one batch (without the energy's L2) and its metrics."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ImplicitSSVM:
+  """The SSVM primary loss: `mean [Δ(ȳ_A, y) − E(x, ȳ_A) + E(x, y)]_+`, ȳ_A = σ(A_θ(x)).
+
+  The network's output is the margin's ŷ (the paper's "ȳ replaced by the prediction of
+  the inference net").
+
+  Attributes:
+    margin_cost: Δ, one of `seal.MARGIN_COSTS`: an `ssvm.SURROGATES` name (default
+      `'l1'`, as InfNet) or `'score'`, 1 − the task score.
+  """
+  margin_cost: str = "l1"
+
+  def __post_init__(self):
+    _check(self.margin_cost, seal.MARGIN_COSTS, "margin cost")
+
+  def loss(self, inputs: ImplicitPrimaryInputs) -> tuple[jax.Array, base.Metrics]:
+    """The batch-averaged hinge and its active fraction."""
+    y_net, y = inputs.y_net, inputs.y
+    if self.margin_cost == "score":
+      delta = 1.0 - inputs.score(y_net, y)
+    else:
+      delta = ssvm.task_loss(inputs.structure.mask_padding(y_net, y), y, self.margin_cost)
+    energies = inputs.energies(jnp.stack([y_net, y], axis=1))
+    hinge = delta - energies[:, 0] + energies[:, 1]
+    return jnp.mean(jax.nn.relu(hinge)), {"active": jnp.mean(hinge > 0)}
+
+
+@dataclasses.dataclass(frozen=True)
+class ImplicitCD:
+  """The contrastive divergence with a cost (the paper's L_CD, sign corrected).
+
+  `−log [exp(−E(x, y)) / Σ_{k=0..K} exp(−E(x, ȳ_k) + s(ȳ_k, y))]`, ȳ_0 = y, s = 1 −
+  the task score; ȳ_1..K are samples of the net's output distribution that keep a
+  gradient path to θ (hard samples without one would make the implicit term vanish).
+
+  Attributes:
+    num_samples: K, the sampled negatives.
+    negatives: how the samples keep a gradient path (`NEGATIVES`): `'straight_through'`
+      (hard samples forward, the probabilities' gradient backward) or `'relaxed'`
+      (binary-concrete / Gumbel-softmax samples at `temperature`).
+    temperature: the relaxed samples' temperature.
+    include_net_output: add σ(A_θ(x)) itself as one more negative.
+  """
+  num_samples: int = 10
+  negatives: str = "straight_through"
+  temperature: float = 0.5
+  include_net_output: bool = False
+
+  def __post_init__(self):
+    _check(self.negatives, NEGATIVES, "negatives")
+    if not isinstance(self.num_samples, int) or self.num_samples < 1:
+      raise ValueError(f"the CD primary loss needs num_samples >= 1; got {self.num_samples}")
+    if not self.temperature > 0:
+      raise ValueError(f"temperature must be > 0; got {self.temperature}")
+
+  def loss(self, inputs: ImplicitPrimaryInputs) -> tuple[jax.Array, base.Metrics]:
+    """The batch-averaged CD loss (no further metrics)."""
+    y, score = inputs.y, inputs.score
+    samples = [y[:, None],
+               sampled_negatives(inputs.structure, inputs.rng, inputs.logits,
+                                 self.num_samples, self.negatives, self.temperature, y)]
+    if self.include_net_output:
+      samples.append(inputs.y_net[:, None])
+    ys = jnp.concatenate(samples, axis=1)
+    costs = jax.vmap(lambda s: 1.0 - score(s, y), in_axes=1, out_axes=1)(ys)
+    return jnp.mean(contrastive_divergence_loss(inputs.energies(ys), costs)), {}
+
+
+@dataclasses.dataclass(frozen=True)
+class ImplicitDVN:
+  """The DVN primary loss: the regression of σ(−E(x, ȳ)) to the task score s(ȳ, y).
+
+  `dvn.value_regression_loss` summed over ȳ ∈ {σ(A_θ(x)), y}: the network's output (the
+  path to θ) and the gold output, which anchors the top of the scale (DVN's sources
+  `'inference'` and `'gold'`, with the network replacing GBI). The target moves with θ:
+  a `stop_gradient` on it would make ∂_θ L_prim the derivative of another function.
+  """
+
+  def loss(self, inputs: ImplicitPrimaryInputs) -> tuple[jax.Array, base.Metrics]:
+    """The batch-averaged regression loss (no further metrics)."""
+    y, score = inputs.y, inputs.score
+    ys = jnp.stack([inputs.y_net, y], axis=1)
+    targets = jax.vmap(lambda s: score(s, y), in_axes=1, out_axes=1)(ys)
+    per_example = jnp.sum(dvn.value_regression_loss(inputs.energies(ys), targets), axis=1)
+    return jnp.mean(per_example), {}
+
+
+# Names of the library's primary losses, for configs (`get_primary_loss`).
+PRIMARIES: dict[str, type] = {"ssvm": ImplicitSSVM, "cd": ImplicitCD, "dvn": ImplicitDVN}
+PRIMARY_LOSSES = tuple(PRIMARIES)
+
+
+def _field_names(cls) -> tuple[str, ...]:
+  return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def get_primary_loss(name: str, **options: Any) -> ImplicitPrimary:
+  """The library's primary loss called `name`, built with `options`.
+
+  Args:
+    name: one of `PRIMARY_LOSSES` (`'ssvm'`, `'cd'`, `'dvn'`).
+    **options: fields of that loss (e.g. `num_samples=4` for `'cd'`).
+
+  Returns:
+    The primary loss value, e.g. `ImplicitCD(num_samples=4)`.
+
+  Raises:
+    ValueError: one line naming an unknown `name` and the known ones, or options that
+      `name` does not take.
+  """
+  if name not in PRIMARIES:
+    raise ValueError(f"unknown primary loss {name!r}; known: {PRIMARY_LOSSES}")
+  cls = PRIMARIES[name]
+  fields = _field_names(cls)
+  foreign = sorted(set(options) - set(fields))
+  if foreign:
+    raise ValueError(f"options {foreign} do not apply to the primary loss {name!r} "
+                     f"(its options: {fields})")
+  return cls(**options)
+
+
+# ---------------------------------------------------------------------------------------
+# The family's options.
+
+
+@dataclasses.dataclass(frozen=True)
+class ImplicitOptions:
+  """The implicit objective's options other than the primary loss.
+
+  Attributes:
+    energy_weight: λ of L_aux.
+    inner_steps: T_inner ≥ 1, inner steps on θ per update.
+    inverse_hvp: the inverse-HVP solver of the implicit term: `diff.Neumann(...)` (the
+      default `Neumann()`: K = 10, α = 0.01), `diff.ConjugateGradient(...)`, any object
+      with `solve(hvp_fn, v)`, or an `InverseHVP` record (`diff.get_solver`).
+    gradient: `'implicit'` (Eq. 4) or `'explicit'` (∂_φ L_prim only, the ablation).
+    score: the task score (a `scores.SCORES` name or a function `(ȳ, y) -> [B]`): CD's
+      cost is 1 − score, DVN's target, SSVM's Δ under `margin_cost='score'`.
+    l2: ½‖W‖² weight on the energy (in L_prim).
+    net_l2: ½‖W‖² weight on the net (in L_aux).
+    max_residual: a step whose inverse-HVP relative residual exceeds this drops the
+      implicit term and steps on the explicit one (a residual above 1 is a worse solve
+      of `H w = ∂_θ L_prim` than w = 0: a diverging Neumann series, αλ_max(H) > 2).
+  """
+  energy_weight: float = 1.0
+  inner_steps: int = 5
+  inverse_hvp: diff.implicit.SolverLike = diff.Neumann()
+  gradient: str = "implicit"
+  score: str | scores_lib.Score = "soft_f1"
+  l2: float = 0.0
+  net_l2: float = 0.0
+  max_residual: float = float("inf")
+
+  def __post_init__(self):
+    _check(self.gradient, GRADIENTS, "gradient")
+    diff.get_solver(self.inverse_hvp)  # ValueError / TypeError on a bad solver
+    if self.inner_steps < 1:
+      raise ValueError(f"inner_steps must be >= 1; got {self.inner_steps}")
+    if not self.max_residual > 0:
+      raise ValueError(f"max_residual must be > 0; got {self.max_residual}")
+    if isinstance(self.score, str):
+      scores_lib.get_score(self.score)
+
+  def score_fn(self) -> scores_lib.Score:
+    """The task score as a function."""
+    return scores_lib.get_score(self.score) if isinstance(self.score, str) else self.score
+
+
+_OPTION_FIELDS = _field_names(ImplicitOptions)
+
+
+def implicit_options_from_config(config: Mapping[str, Any], **values: Any
+                                 ) -> tuple[ImplicitOptions, ImplicitPrimary]:
+  """The implicit objective's options and primary loss from a flat block of options.
+
+  `primary` names the primary loss (`get_primary_loss`, default `'cd'`); the keys that
+  are `ImplicitOptions` fields go to the options, the chosen loss's fields to it. A key
+  of another library primary loss is ignored: a config block carries every loss's
+  options (CD's `num_samples` stays in it under `primary='ssvm'`).
+
+  Args:
+    config: a config's `implicit` block.
+    **values: Python values (e.g. `inverse_hvp=diff.InverseHVP(...)`, `l2`, or a whole
+      flat set of options given as keywords); they override `config`.
+
+  Returns:
+    `(ImplicitOptions, primary loss)`.
+
+  Raises:
+    ValueError: one line naming an unknown key and the known ones (or a bad value).
+  """
+  merged = {**config, **values}
+  primary_fields = tuple(dict.fromkeys(
+      f for cls in PRIMARIES.values() for f in _field_names(cls)))
+  known = ("primary",) + _OPTION_FIELDS + primary_fields
+  unknown = sorted(k for k in merged if k not in known)
+  if unknown:
+    raise ValueError(f"unknown implicit options {unknown}; known: {known}")
+  name = merged.get("primary", "cd")
+  taken = _field_names(PRIMARIES[name]) if name in PRIMARIES else ()
+  primary = get_primary_loss(name, **{k: v for k, v in merged.items() if k in taken})
+  options = ImplicitOptions(**{k: v for k, v in merged.items() if k in _OPTION_FIELDS})
+  return options, primary
+
+
+def _resolve(options: Optional[ImplicitOptions], primary: ImplicitPrimary | str | None,
+             flat: dict) -> tuple[ImplicitOptions, ImplicitPrimary]:
+  """The options and primary loss of `implicit_objective` / `ImplicitLosses`, from values
+  or from flat keywords (`implicit_options_from_config`'s `values`); a `primary` given by
+  name is one of those keywords."""
+  if isinstance(primary, str):
+    flat, primary = dict(flat, primary=primary), None
+  if flat:
+    if options is not None:
+      raise ValueError(f"give the implicit objective's options either as "
+                       f"options=ImplicitOptions(...) or as keywords, not both; got options "
+                       f"and {sorted(flat)}")
+    for_primary = sorted(k for k in flat if k not in _OPTION_FIELDS)
+    if primary is not None and for_primary:
+      raise ValueError(f"primary loss options {for_primary} given beside a primary loss "
+                       "value: set them on the value")
+    options, named = implicit_options_from_config({}, **flat)
+    primary = named if primary is None else primary
+  return (ImplicitOptions() if options is None else options,
+          ImplicitCD() if primary is None else primary)
+
+
 class ImplicitLosses:
   """L_aux and L_prim as pure functions of (θ, φ, batch, rng), and the net's logits."""
 
-  def __init__(self, net: nn.Module, energy: nn.Module, *, primary: str,
-               energy_weight: float, num_samples: int, negatives: str, temperature: float,
-               include_net_output: bool, margin_cost: str, score: str, l2: float,
-               net_l2: float):
-    self.net, self.energy, self.primary = net, energy, primary
-    self.energy_weight, self.num_samples = energy_weight, num_samples
-    self.negatives, self.temperature = negatives, temperature
-    self.include_net_output, self.margin_cost = include_net_output, margin_cost
-    self.score = scores_lib.get_score(score)
-    self.l2, self.net_l2 = l2, net_l2
-    self.energy_fn = energy_model.encoding_energy(energy)
-    self.structure = outputs.for_energy(energy)
+  def __init__(self, net: nn.Module, energy: Any, *,
+               options: Optional[ImplicitOptions] = None,
+               primary: ImplicitPrimary | str | None = None, **flat_options: Any):
+    options, primary = _resolve(options, primary, flat_options)
+    self.net, self.energy, self.primary, self.options = net, energy, primary, options
+    self.energy_weight = options.energy_weight
+    self.score = options.score_fn()
+    self.l2, self.net_l2 = options.l2, options.net_l2
+    self.model = protocol.as_energy(energy)
+    self.energy_fn = self.model.energy
+    self.structure = outputs.for_domain(self.model.domain)
 
   def real_score(self, y_soft: jax.Array, y: jax.Array) -> jax.Array:
     """The task score over real positions (sequences: padding excluded)."""
@@ -180,7 +462,7 @@ class ImplicitLosses:
   def aux(self, theta, phi, batch, rng, encoding=None):
     """`(L_aux, metrics)`; `encoding` (of φ, precomputed) saves re-encoding x."""
     if encoding is None:
-      encoding = energy_model.encode(self.energy, phi, batch["x"])
+      encoding = self.model.encode(phi, batch["x"])
     logits = self.logits(theta, batch["x"], rng)
     bce = self.structure.local_loss(logits, batch["y"])  # BCE, or token CE on sequences
     energy = jnp.mean(self.energy_fn(phi, encoding, self.structure.link(logits)))
@@ -188,101 +470,63 @@ class ImplicitLosses:
     return loss, {"bce": bce, "energy": energy}
 
   def prim(self, theta, phi, batch, rng):
-    """`(L_prim, metrics)`; `rng` draws CD's negatives."""
+    """`(L_prim, metrics)`; `rng` draws the primary loss's samples (CD's negatives)."""
     x, y = batch["x"], batch["y"]
     logits = self.logits(theta, x)
     y_net = self.structure.link(logits)
-    encoding = energy_model.encode(self.energy, phi, x)
-    sample_rng = rng
+    encoding = self.model.encode(phi, x)
     energy_of = lambda ys: seal.sample_energies(self.energy_fn, phi, encoding, ys)
-    metrics = {}
-    if self.primary == "ssvm":
-      delta = seal.margin_delta(self.structure.mask_padding(y_net, y), y, self.margin_cost,
-                                self.score)
-      energies = energy_of(jnp.stack([y_net, y], axis=1))
-      hinge = delta - energies[:, 0] + energies[:, 1]
-      per_example = jax.nn.relu(hinge)
-      metrics["active"] = jnp.mean(hinge > 0)
-    elif self.primary == "cd":
-      samples = [y[:, None],
-                 sampled_negatives(self.structure, sample_rng, logits, self.num_samples,
-                                   self.negatives, self.temperature, y)]
-      if self.include_net_output:
-        samples.append(y_net[:, None])
-      ys = jnp.concatenate(samples, axis=1)
-      costs = jax.vmap(lambda s: 1.0 - self.real_score(s, y), in_axes=1, out_axes=1)(ys)
-      per_example = contrastive_divergence_loss(energy_of(ys), costs)
-    else:  # dvn
-      ys = jnp.stack([y_net, y], axis=1)
-      targets = jax.vmap(lambda s: self.real_score(s, y), in_axes=1, out_axes=1)(ys)
-      per_example = jnp.sum(dvn.value_regression_loss(energy_of(ys), targets), axis=1)
-    primary = jnp.mean(per_example)
-    metrics.update(primary=primary, gold_energy=jnp.mean(energy_of(y[:, None])))
+    primary, metrics = self.primary.loss(ImplicitPrimaryInputs(
+        logits=logits, y_net=y_net, y=y, energies=energy_of, score=self.real_score,
+        structure=self.structure, rng=rng))
+    metrics = dict(metrics, primary=primary, gold_energy=jnp.mean(energy_of(y[:, None])))
     return primary + self.l2 * base.l2_penalty(phi), metrics
 
 
-def implicit_objective(net: nn.Module, energy: nn.Module,
+def implicit_objective(net: nn.Module, energy: Any,
                        optimizer: optax.GradientTransformation,
                        inner_optimizer: optax.GradientTransformation, *,
-                       primary: str = "cd", energy_weight: float = 1.0,
-                       inner_steps: int = 5,
-                       inverse_hvp: diff.InverseHVP = diff.InverseHVP(),
-                       gradient: str = "implicit", num_samples: int = 10,
-                       negatives: str = "straight_through", temperature: float = 0.5,
-                       include_net_output: bool = False, margin_cost: str = "l1",
-                       score: str = "soft_f1", l2: float = 0.0, net_l2: float = 0.0,
-                       max_residual: float = float("inf")) -> base.Objective:
+                       options: Optional[ImplicitOptions] = None,
+                       primary: ImplicitPrimary | str | None = None,
+                       **flat_options: Any) -> base.Objective:
   """The implicit bilevel objective; state `{"inference_net", "energy"}` (`ParamGroup`s).
 
   Args:
     net: the inference network A_θ, `net(x, train=...) -> logits [B, L]` (a tagger's
       `[B, T, L]` on sequences).
-    energy: the energy E_φ (`SPENEnergy`, or `SequenceEnergy` for taggers: outputs then
-      per-token softmax, token CE, categorical negatives; `outputs.for_energy`).
+    energy: the energy E_φ: any `Energy` (`energy_from_function`, `energy_from_module`)
+      or a library energy (`protocol.as_energy`); on the per-token Simplex (a
+      `SequenceEnergy`, for taggers) outputs are per-token softmax, token CE,
+      categorical negatives (`outputs.for_domain`).
     optimizer: the outer optimizer of φ.
     inner_optimizer: the inner optimizer of θ (its state persists across updates).
-    primary: L_prim, one of `PRIMARY_LOSSES`.
-    energy_weight: λ of L_aux.
-    inner_steps: T_inner ≥ 1.
-    inverse_hvp: the inverse-HVP solver of the implicit term.
-    gradient: `'implicit'` (Eq. 4) or `'explicit'` (∂_φ L_prim only, the ablation).
-    num_samples: K, CD's sampled negatives.
-    negatives: how CD's samples keep a gradient path (`NEGATIVES`).
-    temperature: the relaxed samples' temperature.
-    include_net_output: add σ(A_θ(x)) to CD's negatives.
-    margin_cost: SSVM's Δ (`seal.MARGIN_COSTS`).
-    score: the task score (`scores.SCORES`): CD's cost is 1 − score, DVN's target.
-    l2: ½‖W‖² weight on the energy (in L_prim).
-    net_l2: ½‖W‖² weight on the net (in L_aux).
-    max_residual: a step whose inverse-HVP relative residual exceeds this drops the
-      implicit term and steps on the explicit one (a residual above 1 is a worse solve
-      of `H w = ∂_θ L_prim` than w = 0: a diverging Neumann series, αλ_max(H) > 2).
-  """
-  _check(primary, PRIMARY_LOSSES, "primary loss")
-  _check(gradient, GRADIENTS, "gradient")
-  _check(negatives, NEGATIVES, "negatives")
-  _check(margin_cost, seal.MARGIN_COSTS, "margin cost")
-  diff.implicit.check_config(inverse_hvp)
-  if inner_steps < 1:
-    raise ValueError(f"inner_steps must be >= 1; got {inner_steps}")
-  if primary == "cd" and num_samples < 1:
-    raise ValueError(f"the CD primary loss needs num_samples >= 1; got {num_samples}")
-  if not max_residual > 0:
-    raise ValueError(f"max_residual must be > 0; got {max_residual}")
-  if not temperature > 0:
-    raise ValueError(f"temperature must be > 0; got {temperature}")
-  losses = ImplicitLosses(net, energy, primary=primary, energy_weight=energy_weight,
-                          num_samples=num_samples, negatives=negatives,
-                          temperature=temperature, include_net_output=include_net_output,
-                          margin_cost=margin_cost, score=score, l2=l2, net_l2=net_l2)
+    options: the family's options, `ImplicitOptions` (default: λ = 1, T_inner = 5,
+      `diff.Neumann()`, the implicit gradient, soft-F1 score).
+    primary: L_prim, an `ImplicitPrimary` value: `ImplicitSSVM(...)`,
+      `ImplicitCD(...)` (the default, K = 10 straight-through negatives),
+      `ImplicitDVN()` or your own; or a name of `PRIMARY_LOSSES`, whose options then
+      come as flat keywords.
+    **flat_options: instead of the two values, the flat form configs use
+      (`primary='cd', num_samples=4, inner_steps=3, ...`;
+      `implicit_options_from_config`).
 
-  model = energy_model.as_model(energy)
+  Returns:
+    An `Objective`; `update`'s metrics are listed in the module docstring.
+  """
+  options, primary = _resolve(options, primary, flat_options)
+  inverse_hvp = diff.get_solver(options.inverse_hvp)
+  inner_steps, gradient = options.inner_steps, options.gradient
+  max_residual = options.max_residual
+  losses = ImplicitLosses(net, energy, options=options, primary=primary)
+
+  model = losses.model
 
   def fresh(rng, batch):
     net_rng, energy_rng = jax.random.split(rng)
     x = batch["x"]
     return (flax.core.unfreeze(net.init({"params": net_rng}, x)["params"]),
-            model.init_params(energy_rng, x, batch["y"]))
+            # Checked against the batch: a wrong-shaped energy fails here, in one line.
+            protocol.init_checked(model, energy_rng, x, batch["y"]))
 
   def make_state(theta, phi):
     return {"inference_net": base.init_group(theta, inner_optimizer),
@@ -293,11 +537,12 @@ def implicit_objective(net: nn.Module, energy: nn.Module,
 
   def init_from(prev_state, rng, batch):
     theta, _ = fresh(rng, batch)
-    phi = model.carry(prev_state, rng, batch["x"], batch["y"])
+    phi = model.continue_from(prev_state, rng, batch["x"], batch["y"])
     prev = {k: getattr(v, "params", v) for k, v in prev_state.items()}
-    # The carried local_net: the previous energy's, a local_bce MLP or token-CE tagger, or
-    # a CRF's tagger (whose {"tagger", "crf"} params match no inference net themselves).
-    local = phi.get("local_net") if isinstance(phi, dict) else None
+    # The carried local_net, where the energy's parameter tree has one (a SPEN's): the
+    # previous energy's, a local_bce MLP or token-CE tagger, or a CRF's tagger (whose
+    # {"tagger", "crf"} params match no inference net themselves).
+    local = phi.get("local_net") if isinstance(phi, Mapping) else None
     match = base.first_match([("inference_net", prev.get("inference_net")),
                               ("test_net", prev.get("test_net")), ("net", prev.get("net")),
                               ("energy.local_net", local)], theta)
@@ -311,7 +556,7 @@ def implicit_objective(net: nn.Module, energy: nn.Module,
     inner_rng, hessian_rng, prim_rng = jax.random.split(rng, 3)
     phi = state["energy"].params
     # φ is fixed during the inner loop: encode x once.
-    encoding = jax.lax.stop_gradient(energy_model.encode(energy, phi, batch["x"]))
+    encoding = jax.lax.stop_gradient(model.encode(phi, batch["x"]))
 
     def inner_step(group, step_rng):
       return base.minimize_step(losses.aux, inner_optimizer, group, phi, batch, step_rng,

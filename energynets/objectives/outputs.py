@@ -20,8 +20,8 @@ log P_N. The energies themselves ignore padding (`SequenceEnergy`). A multi-labe
 has no padding (an all-zero y is an example with no labels), so there it is the
 identity.
 
-`for_energy(energy)` picks the structure from the energy (a `SequenceEnergy`, or an
-`EnergyModel` on the Simplex, is a sequence), so objectives need no extra option.
+`for_energy(energy)` picks the structure from the energy's domain (an energy on the
+Simplex is a sequence), so objectives need no extra option.
 """
 
 from typing import Callable, NamedTuple
@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import optax
 
 from energynets import domains
-from energynets.energies import sequence as sequence_lib
+from energynets.energies import protocol
 from energynets.objectives import base
 
 
@@ -171,11 +171,8 @@ def for_domain(domain) -> OutputStructure:
 
 
 def for_energy(energy) -> OutputStructure:
-  """The structure of the outputs `energy` scores: `SEQUENCE` for a `SequenceEnergy` (or
-  an `EnergyModel` on the Simplex), `MULTILABEL` otherwise."""
-  if isinstance(energy, sequence_lib.SequenceEnergy):
-    return SEQUENCE
-  return for_domain(getattr(energy, "domain", None))
+  """The structure of the outputs `energy` scores, from its domain (`for_domain`)."""
+  return for_domain(protocol.as_energy(energy).domain)
 
 
 def get_structure(structure) -> OutputStructure:

@@ -2,9 +2,9 @@
 
 Two networks: a feed-forward *task-net* `F_Φ(x) -> logits [B, L]` (any flax module
 called as `net(x, train=...)`, e.g. `nets.MLP`), which alone makes the prediction
-`σ(F_Φ(x))`, and a *loss-net* `E_Θ(x, ȳ) -> [B]` (a `SPENEnergy`: its own feature
-network, local term and label-measurement term; low energy = good output), used only as
-a trainable loss for the task-net.
+`σ(F_Φ(x))`, and a *loss-net* `E_Θ(x, ȳ) -> [B]` (any energy: e.g. a `SPENEnergy`, with
+its own feature network, local term and label-measurement term; low energy = good
+output), used only as a trainable loss for the task-net.
 
 Task-net loss (Eq. 1), averaged over the batch:
 
@@ -20,23 +20,32 @@ a dropped-out task-net, and the loss-net's dropout is on inside L_F.
 loss-net (what SEAL's public code does for its DVN loss-nets); the default `'energy'` is
 the paper's Eq. 1.
 
-Loss-net objectives L_E (`objective`), with ŷ or the samples always `stop_gradient`-ed
-(the loss-net loss is differentiated at fixed outputs):
+The family's options are one value, `SealOptions` (phase, λ1, λ2, `energy_term`, score,
+`train_mode`, prediction, `task_net_init`, the schedule `loss_net_steps` / `rounds`);
+the loss-net objective L_E is another (`loss_net_objective=`), a small frozen dataclass
+carrying its own options whose `loss(LossNetInputs)` computes L_E for a batch. A user's
+own value with that method plugs in the same way. Configs write one flat block of
+options: `seal_options_from_config` maps it onto both values (`get_loss_net_objective`
+maps the names `'margin'`, `'regression'`, `'regression_s'`, `'nce'`), and
+`seal_config_defaults` is that block's defaults, read from the dataclasses.
 
-- `'margin'` (Eq. 6): `[Δ(ŷ, y) − E(x, ŷ) + E(x, y)]_+`. SEAL-dynamic uses the special
-  case the paper identifies with InfNet: ŷ = the task-net output σ(F_{Φ_{t−1}}(x)); the
-  task-net loss keeps no margin term. SEAL-static pretrains the loss-net as SPEN does:
-  ŷ from loss-augmented GBI, `gbi_scan` on `E − Δ` from uniform for
+The library's loss-net objectives, with ŷ or the samples always `stop_gradient`-ed (the
+loss-net loss is differentiated at fixed outputs):
+
+- `SealMargin` (`'margin'`, Eq. 6): `[Δ(ŷ, y) − E(x, ŷ) + E(x, y)]_+`. SEAL-dynamic
+  uses the special case the paper identifies with InfNet: ŷ = the task-net output
+  σ(F_{Φ_{t−1}}(x)); the task-net loss keeps no margin term. SEAL-static pretrains the
+  loss-net as SPEN does: ŷ from loss-augmented GBI, `gbi_scan` on `E − Δ` from uniform for
   `loss_aug_gbi.num_steps`. Δ (`margin_cost`) is one of `ssvm.SURROGATES` (default
   `'l1'`, the InfNet/DESIGN choice; the paper does not state it) or `'score'`,
   `1 − s(ŷ, y)`.
-- `'regression'` (Eq. 7, DVN): the cross-entropy between the soft-F1 score s(ȳ, y) and
-  σ(−E(x, ȳ)) (`dvn.value_regression_loss`; the printed `log(1 + σ)` is a typo for
-  `log(1 − σ)`). SEAL-dynamic uses ȳ = the task-net output (one sample per example);
-  SEAL-static uses DVN's samples (`dvn.draw_samples`: the GBI prediction, an adversarial
+- `SealRegression` (`'regression'`, Eq. 7, DVN): the cross-entropy between the soft-F1
+  score s(ȳ, y) and σ(−E(x, ȳ)) (`dvn.value_regression_loss`; the printed `log(1 + σ)`
+  is a typo for `log(1 − σ)`). SEAL-dynamic uses ȳ = the task-net output (one sample per
+  example); SEAL-static uses DVN's samples (`dvn.draw_samples`: the GBI prediction, an adversarial
   sample and the gold output by default, `dvn_samples` / `dvn_sample_weights`), GBI
   by `loss_aug_gbi`.
-- `'regression_s'`: the regression loss summed over the sample set
+- `SealRegressionS` (`'regression_s'`): the regression loss summed over the sample set
   S = {σ(F(x))} ∪ {σ(F(x) + σ_n ε_k)}_{k=1..K}, ε_k ~ N(0, I): the task-net output and
   K = `num_samples` Gaussian perturbations of its logits, std σ_n = `noise_std` (the
   paper perturbs "the task-net output" without saying where; logit space keeps the
@@ -48,7 +57,7 @@ Loss-net objectives L_E (`objective`), with ŷ or the samples always `stop_gradi
   own near-gold outputs, a regression loss-net can learn how confident a mask is rather
   than whether it fits the input; another example's gold is as confident as the gold
   and is scored low unless it happens to fit.
-- `'nce'` (Eq. 8-9, Ma & Collins' ranking NCE):
+- `SealNCE` (`'nce'`, Eq. 8-9, Ma & Collins' ranking NCE):
   `−log [exp(s(y⁰)) / Σ_{k=0..K} exp(s(yᵏ))]`, `s(y) = −E(x, y) − log P_N(y)`, with y⁰
   the gold output *included in the denominator* (the printed Eq. 8 sums from k = 1, which
   is not a ranking loss: it would reward pushing the gold's score up without bound;
@@ -100,18 +109,23 @@ loss-net" (§5): the NCE ranking loss applied to the task-net itself,
 λ2·BCE.
 
 Multi-label and sequences. The task-net is any `net(x, train=...) -> logits`; the
-loss-net is reached through `energy_model.encode` / `energy_model.encoding_energy` (a
-`SPENEnergy` or a `SequenceEnergy`: features once per x, then the energy of every
-sample). What depends on the outputs comes from `outputs.for_energy(loss_net)`: on
-multi-label data outputs live in the Box, the link is σ, the local loss BCE and noise
-per-label Bernoulli; with a `SequenceEnergy` the task-net is a tagger, outputs are
-per-token distributions (softmax link, token CE, one categorical draw per token, GBI
-over the simplices), and every Δ, score and sample log-probability counts real tokens
-only (`mask_padding`; the soft F1 of per-token distributions over real tokens is the
-soft token accuracy). Static `'regression'` (DVN's GBI samples) is multi-label only.
+loss-net is any `Energy` (`energies.protocol`: a library energy such as `SPENEnergy` or
+`SequenceEnergy`, or a user's own through `energy_from_module` / `energy_from_function`),
+reached only through its fields: `encode` once per x, then `energy` of every sample,
+checked against the first batch at `init`. What depends on the outputs comes from
+`outputs.for_domain(energy.domain)`: on the Box (multi-label labels, segmentation masks)
+the link is σ, the local loss BCE and noise per-label Bernoulli; on the per-token Simplex
+(e.g. a `SequenceEnergy`) the task-net is a tagger, outputs are per-token
+distributions (softmax link, token CE, one categorical draw per token, GBI over the
+simplices), and every Δ, score and sample log-probability counts real tokens only
+(`mask_padding`; the soft F1 of per-token distributions over real tokens is the soft
+token accuracy). Static `'regression'` (DVN's GBI samples) is multi-label only.
 """
 
-from typing import Callable, NamedTuple, Optional, Sequence
+import dataclasses
+import re
+import typing
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol, Sequence
 
 import flax
 import flax.linen as nn
@@ -120,16 +134,15 @@ import jax.numpy as jnp
 import optax
 
 from energynets import domains
+from energynets.energies import protocol
 from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import GBIConfig
 from energynets.objectives import base
 from energynets.objectives import dvn
-from energynets.objectives import energy_model
 from energynets.objectives import outputs
 from energynets.objectives import scores as scores_lib
 from energynets.objectives import ssvm
 
-OBJECTIVES = ("margin", "regression", "regression_s", "nce")
 PHASES = ("dynamic", "loss_net", "task_net")
 PREDICTIONS = ("task_net", "gbi")
 PREDICT_INITS = ("uniform", "task_net")
@@ -189,7 +202,7 @@ def loss_augmented_output(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.
     return energy_fn(p, enc, y_bar) - cost_fn(y_bar, gold)
 
   params, encoding, y = jax.lax.stop_gradient((params, encoding, y))
-  y0 = domain.uniform_init(y.shape, encoding.logits.dtype)
+  y0 = domain.uniform_init(y.shape, y.dtype)
   y_hat, _ = gbi_lib.gbi_scan(augmented, params, (encoding, y), y0, domain, config)
   return jax.lax.stop_gradient(y_hat)
 
@@ -217,6 +230,550 @@ def _frozen(params) -> base.ParamGroup:
 
 
 # ---------------------------------------------------------------------------------------
+# Loss-net objectives: values that carry their own options and compute L_E for a batch.
+
+
+class LossNetInputs(NamedTuple):
+  """What a loss-net objective computes L_E from, for one batch.
+
+  Attributes:
+    energy: the loss-net, an `Energy` (`energy.energy(params, encoding, y) -> [B]`).
+    params: the loss-net's parameters, the only thing L_E is differentiated in.
+    encoding: `energy.encode(params, x, ...)` of this batch, in training mode.
+    x: the inputs `[B, ...]`.
+    y: the gold outputs `[B, ...]`, as floats.
+    task_logits: the task-net's logits `[B, ...]`, without a gradient path: the source
+      of the dynamic samples and of the noise distribution.
+    rng: the key of the objective's samples.
+    extra_rng: a second, independent key (the library's regression objectives draw
+      their extra samples with it).
+    phase: the SEAL phase, one of `PHASES`: `'dynamic'` samples from the current
+      task-net; in the static `'loss_net'` phase samples may come from GBI instead.
+    structure: the `outputs.OutputStructure` of the energy's domain: `link` (logits to
+      outputs), `sample` / `log_prob` (the task-net's distribution), `domain`,
+      `mask_padding`.
+    score: the task score `(ȳ, y) -> [B]`, counting real positions only.
+  """
+  energy: protocol.Energy
+  params: Any
+  encoding: Any
+  x: jax.Array
+  y: jax.Array
+  task_logits: jax.Array
+  rng: jax.Array
+  extra_rng: jax.Array
+  phase: str
+  structure: outputs.OutputStructure
+  score: scores_lib.Score
+
+
+class LossNetObjective(Protocol):
+  """A loss-net objective L_E: a value that carries its options.
+
+  `loss(inputs)` returns `(scalar loss, metrics)` for one batch, differentiable in
+  `inputs.params` only (samples, ŷ and scores carry no gradient). The library's are
+  `SealMargin`, `SealRegression`, `SealRegressionS` and `SealNCE`
+  (`get_loss_net_objective` maps their names, for configs); any value with this method
+  plugs into `seal_objective(..., loss_net_objective=...)`. An optional
+  `check(phase, structure)` is called once when the losses are built, so that a phase
+  or output structure the objective cannot serve fails there (ValueError), not inside
+  a compiled step.
+  """
+
+  def loss(self, inputs: LossNetInputs) -> tuple[jax.Array, base.Metrics]:
+    """L_E of one batch and its metrics."""
+
+
+def _positive_int(value, name: str) -> None:
+  if not isinstance(value, int) or value < 1:
+    raise ValueError(f"{name} must be a positive integer; got {value!r}")
+
+
+def _require_gbi(config: Optional[GBIConfig], objective: str) -> None:
+  """The static loss-net of `objective` draws its samples by GBI: it needs options."""
+  if config is None:
+    raise ValueError(f"loss_aug_gbi is required: the static {objective!r} loss-net draws "
+                     "its samples by GBI")
+  gbi_lib.validate_config(config)
+
+
+def _extra_weights(samples, weights) -> dict[str, float]:
+  """`{source: weight}` of the extra regression samples (GBI-free DVN sources)."""
+  if not samples:
+    return {}
+  extra = dvn.check_samples(samples, weights)
+  needs_gbi = [name for name in extra if name not in dvn.GBI_FREE_SOURCES]
+  if needs_gbi:
+    raise ValueError(f"extra_samples {needs_gbi} need GBI; SEAL's extra samples are "
+                     f"drawn from {dvn.GBI_FREE_SOURCES}")
+  return extra
+
+
+def _check_extras_multilabel(extra: dict, structure: outputs.OutputStructure) -> None:
+  if extra and structure is not outputs.MULTILABEL:
+    raise ValueError("extra_samples live in the Box [0,1]^L (multi-label labels, "
+                     "segmentation masks); a tagger's outputs are per-token simplices")
+
+
+def _draw_extras(extra: dict, inputs: LossNetInputs) -> dict:
+  if not extra:
+    return {}
+  return dvn.draw_samples(inputs.energy, inputs.params, inputs.encoding, inputs.x, inputs.y,
+                          inputs.extra_rng, sources=tuple(extra), inference_gbi=None,
+                          adversarial_gbi=None, score=inputs.score)
+
+
+@dataclasses.dataclass(frozen=True)
+class SealMargin:
+  """The margin loss-net objective (Eq. 6): `[Δ(ŷ, y) − E(x, ŷ) + E(x, y)]_+`, averaged.
+
+  Dynamic: ŷ is the task-net's output σ(F(x)), the special case the paper identifies
+  with InfNet. Static (`'loss_net'` phase): ŷ from loss-augmented GBI, `gbi_scan` on
+  `E − Δ` from the domain's uniform point, as SPEN's SSVM.
+
+  Attributes:
+    margin_cost: Δ, one of `MARGIN_COSTS`: an `ssvm.SURROGATES` name (default `'l1'`,
+      the InfNet choice; the paper does not state it) or `'score'`, `1 − s(ŷ, y)`.
+    surrogate_eps: clip of the `'log'` surrogate.
+    loss_aug_gbi: `gbi_scan` options of the static loss-augmented GBI; required in the
+      `'loss_net'` phase.
+  """
+  margin_cost: str = "l1"
+  surrogate_eps: float = ssvm.DEFAULT_SURROGATE_EPS
+  loss_aug_gbi: Optional[GBIConfig] = None
+
+  def __post_init__(self):
+    _check_choice(self.margin_cost, MARGIN_COSTS, "SEAL margin cost")
+
+  def check(self, phase: str, structure: outputs.OutputStructure) -> None:
+    """Refuses a static phase without GBI options (ValueError)."""
+    del structure
+    if phase == "loss_net":
+      _require_gbi(self.loss_aug_gbi, "margin")
+
+  def loss(self, inputs: LossNetInputs) -> tuple[jax.Array, base.Metrics]:
+    """The batch-averaged hinge, with its active fraction, Δ and energy gap."""
+    structure, y = inputs.structure, inputs.y
+    real = structure.mask_padding
+
+    def cost_fn(y_hat, gold):
+      if self.margin_cost == "score":
+        return 1.0 - inputs.score(y_hat, gold)
+      return ssvm.task_loss(real(y_hat, gold), gold, self.margin_cost, self.surrogate_eps)
+
+    energy_fn = inputs.energy.energy
+    if inputs.phase == "dynamic":
+      y_hat = structure.link(inputs.task_logits)
+    else:
+      y_hat = loss_augmented_output(energy_fn, inputs.params, inputs.encoding, y,
+                                    self.loss_aug_gbi, cost_fn, structure.domain)
+    delta = cost_fn(y_hat, y)
+    energy_pred = energy_fn(inputs.params, inputs.encoding, y_hat)
+    energy_gold = energy_fn(inputs.params, inputs.encoding, y)
+    bracket = delta - energy_pred + energy_gold
+    hinge = jnp.mean(jax.nn.relu(bracket))
+    return hinge, {"hinge": hinge, "active": jnp.mean((bracket > 0).astype(hinge.dtype)),
+                   "delta": jnp.mean(delta),
+                   "energy_gap": jnp.mean(energy_pred - energy_gold)}
+
+
+@dataclasses.dataclass(frozen=True)
+class SealRegression:
+  """The regression loss-net objective (Eq. 7, DVN): cross-entropy of σ(−E(x, ȳ)) to s(ȳ, y).
+
+  `dvn.value_regression_loss` (the printed `log(1 + σ)` is a typo for `log(1 − σ)`).
+  Dynamic: ȳ is the task-net's output (one sample per example), plus any
+  `extra_samples`. Static (`'loss_net'` phase, multi-label only): DVN's samples
+  (`dvn.draw_samples`), GBI by `loss_aug_gbi`.
+
+  Attributes:
+    loss_aug_gbi: `gbi_scan` options of DVN's prediction and adversarial ascent in the
+      static phase (required there).
+    dvn_samples: DVN sample sources of the static phase (`dvn.SAMPLE_SOURCES`).
+    dvn_sample_weights: their weights (None: 1 each).
+    extra_samples: `dvn.GBI_FREE_SOURCES` added to the dynamic samples (our addition:
+      a regression loss-net trained only on the task-net's near-gold outputs can learn
+      how confident an output is rather than whether it fits the input); None for none.
+    extra_sample_weights: their weights (None: 1 each).
+  """
+  loss_aug_gbi: Optional[GBIConfig] = None
+  dvn_samples: Optional[tuple[str, ...]] = dvn.DEFAULT_SAMPLES
+  dvn_sample_weights: Optional[tuple[float, ...]] = None
+  extra_samples: Optional[tuple[str, ...]] = None
+  extra_sample_weights: Optional[tuple[float, ...]] = None
+
+  def __post_init__(self):
+    dvn.check_samples(self.dvn_samples, self.dvn_sample_weights)
+    _extra_weights(self.extra_samples, self.extra_sample_weights)
+
+  def check(self, phase: str, structure: outputs.OutputStructure) -> None:
+    """Refuses extras in the static phase, extras or a static phase off the Box, and a
+    static phase without GBI options (ValueError)."""
+    extra = _extra_weights(self.extra_samples, self.extra_sample_weights)
+    if extra and phase == "loss_net":
+      raise ValueError("extra_samples apply to the dynamic 'regression' and to "
+                       "'regression_s' loss-nets, not to 'regression' in phase 'loss_net' "
+                       "(static 'regression' takes dvn_samples)")
+    _check_extras_multilabel(extra, structure)
+    if phase == "loss_net":
+      if structure is not outputs.MULTILABEL:
+        raise ValueError("static 'regression' (DVN's GBI samples) is multi-label only; on "
+                         "sequences use 'regression_s', 'margin' or 'nce'")
+      _require_gbi(self.loss_aug_gbi, "regression")
+
+  def loss(self, inputs: LossNetInputs) -> tuple[jax.Array, base.Metrics]:
+    """The weighted regression over the sample set, with per-source scores and values."""
+    if inputs.phase == "dynamic":
+      extra = _extra_weights(self.extra_samples, self.extra_sample_weights)
+      samples = {"task_net": inputs.structure.link(inputs.task_logits),
+                 **_draw_extras(extra, inputs)}
+      weights = {"task_net": 1.0, **extra}
+    else:
+      weights = dvn.check_samples(self.dvn_samples, self.dvn_sample_weights)
+      samples = dvn.draw_samples(inputs.energy, inputs.params, inputs.encoding, inputs.x,
+                                 inputs.y, inputs.rng, sources=tuple(weights),
+                                 inference_gbi=self.loss_aug_gbi,
+                                 adversarial_gbi=self.loss_aug_gbi, score=inputs.score)
+    regression, metrics = dvn.regression_on_samples(inputs.energy.energy, inputs.params,
+                                                    inputs.encoding, inputs.y, samples,
+                                                    weights, inputs.score)
+    return regression, dict(metrics, regression=regression)
+
+
+@dataclasses.dataclass(frozen=True)
+class SealRegressionS:
+  """The regression-s loss-net objective: the regression loss summed over perturbed outputs.
+
+  The sample set is S = {σ(F(x))} ∪ {σ(F(x) + σ_n ε_k)}_{k=1..K}, ε_k ~ N(0, I): the
+  task-net's output and K Gaussian perturbations of its logits (the paper perturbs "the
+  task-net output" without saying where; logit space keeps the samples in the domain,
+  and keeping the unperturbed output follows SEAL's public code). In the static phase
+  the task-net is the frozen noise network.
+
+  Attributes:
+    num_samples: K, the perturbations.
+    noise_std: σ_n, their standard deviation.
+    extra_samples: `dvn.GBI_FREE_SOURCES` added to S (multi-label only); None for none.
+    extra_sample_weights: their weights (None: 1 each).
+  """
+  num_samples: int = 10
+  noise_std: float = 1.0
+  extra_samples: Optional[tuple[str, ...]] = None
+  extra_sample_weights: Optional[tuple[float, ...]] = None
+
+  def __post_init__(self):
+    _positive_int(self.num_samples, "num_samples")
+    if not self.noise_std > 0:
+      raise ValueError(f"noise_std must be positive; got {self.noise_std!r}")
+    _extra_weights(self.extra_samples, self.extra_sample_weights)
+
+  def check(self, phase: str, structure: outputs.OutputStructure) -> None:
+    """Refuses extra samples off the Box (ValueError)."""
+    del phase
+    _check_extras_multilabel(_extra_weights(self.extra_samples, self.extra_sample_weights),
+                             structure)
+
+  def loss(self, inputs: LossNetInputs) -> tuple[jax.Array, base.Metrics]:
+    """Σ over S of the regression loss, averaged over the batch, with the mean score and
+    predicted value (and the extra samples' metrics)."""
+    y = inputs.y
+    ys = jax.lax.stop_gradient(gaussian_perturbations(
+        inputs.rng, inputs.task_logits, self.num_samples, self.noise_std,
+        inputs.structure.link))
+    targets = jax.vmap(lambda v: inputs.score(v, y), in_axes=1, out_axes=1)(ys)  # [B, 1+K]
+    energies = sample_energies(inputs.energy.energy, inputs.params, inputs.encoding, ys)
+    per_sample = dvn.value_regression_loss(energies, jax.lax.stop_gradient(targets))
+    regression = jnp.mean(jnp.sum(per_sample, axis=-1))  # Σ over S (the paper's sum)
+    metrics = {"score": jnp.mean(targets), "value": jnp.mean(dvn.predicted_value(energies))}
+    extra = _extra_weights(self.extra_samples, self.extra_sample_weights)
+    if extra:
+      extra_loss, extra_metrics = dvn.regression_on_samples(
+          inputs.energy.energy, inputs.params, inputs.encoding, y,
+          _draw_extras(extra, inputs), extra, inputs.score)
+      regression = regression + extra_loss
+      metrics.update(extra_metrics)
+    return regression, dict(metrics, regression=regression)
+
+
+@dataclasses.dataclass(frozen=True)
+class SealNCE:
+  """The NCE ranking loss-net objective (Eq. 8-9, Ma & Collins' ranking NCE).
+
+  `−log [exp(s(y⁰)) / Σ_{k=0..K} exp(s(yᵏ))]`, `s(y) = −E(x, y) − log P_N(y)`, with y⁰
+  the gold output included in the normalizer (the printed Eq. 8 sums from k = 1, which
+  would reward pushing the gold's score up without bound; SEAL's public code is the
+  cross-entropy over [gold; samples]). The K noise samples are draws of the task-net's
+  distribution P_N (Bernoulli per label, one categorical per token): the task-net of
+  the previous step (dynamic) or the frozen pretrained net (static); log P_N is exact.
+
+  Attributes:
+    num_samples: K, the noise samples per example.
+  """
+  num_samples: int = 10
+
+  def __post_init__(self):
+    _positive_int(self.num_samples, "num_samples")
+
+  def loss(self, inputs: LossNetInputs) -> tuple[jax.Array, base.Metrics]:
+    """The batch-averaged ranking loss, the gold's probability and the mean energies."""
+    structure, y, task_logits = inputs.structure, inputs.y, inputs.task_logits
+    noise = structure.sample(inputs.rng, task_logits, self.num_samples, y)
+    ys = jnp.concatenate([y[:, None], noise], axis=1)  # [B, 1+K, ...], gold first
+    log_noise = jax.lax.stop_gradient(structure.log_prob(task_logits, ys))
+    energies = sample_energies(inputs.energy.energy, inputs.params, inputs.encoding, ys)
+    per_example = nce_ranking_loss(energies, log_noise)
+    nce = jnp.mean(per_example)
+    return nce, {"nce": nce, "gold_prob": jnp.mean(jnp.exp(-per_example)),
+                 "energy_gold": jnp.mean(energies[:, 0]),
+                 "energy_noise": jnp.mean(energies[:, 1:])}
+
+
+# Names of the library's loss-net objectives, for configs (`get_loss_net_objective`).
+LOSS_NET_OBJECTIVES: dict[str, type] = {
+    "margin": SealMargin, "regression": SealRegression, "regression_s": SealRegressionS,
+    "nce": SealNCE}
+OBJECTIVES = tuple(LOSS_NET_OBJECTIVES)
+
+
+def _field_names(cls) -> tuple[str, ...]:
+  return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def get_loss_net_objective(name: str, **options: Any) -> LossNetObjective:
+  """The library's loss-net objective called `name`, built with `options`.
+
+  Args:
+    name: one of `OBJECTIVES` (`'margin'`, `'regression'`, `'regression_s'`, `'nce'`).
+    **options: fields of that objective (e.g. `num_samples=20` for `'nce'`).
+
+  Returns:
+    The objective value, e.g. `SealNCE(num_samples=20)`.
+
+  Raises:
+    ValueError: one line naming an unknown `name`, or options that `name` does not take.
+  """
+  _check_choice(name, OBJECTIVES, "SEAL loss-net objective")
+  cls = LOSS_NET_OBJECTIVES[name]
+  fields = _field_names(cls)
+  foreign = sorted(set(options) - set(fields))
+  if foreign:
+    raise ValueError(f"options {foreign} apply to other loss-net objectives, not to "
+                     f"{name!r} (its options: {fields})")
+  return cls(**options)
+
+
+# ---------------------------------------------------------------------------------------
+# The family's options.
+
+
+@dataclasses.dataclass(frozen=True)
+class SealOptions:
+  """SEAL's options other than the loss-net objective (defaults: the paper's SEAL-dynamic).
+
+  Attributes:
+    phase: one of `PHASES`: `'dynamic'` (Eq. 4-5), `'loss_net'` (static stage 1) or
+      `'task_net'` (static stage 2).
+    energy_weight: λ1 of Eq. 1.
+    bce_weight: λ2 of Eq. 1.
+    energy_term: `'energy'` (Eq. 1, λ1·E) or `'neg_value'` (λ1·(−σ(−E)), SEAL's public
+      code for regression loss-nets).
+    score: the task score (a `scores.SCORES` name or a function `(ȳ, y) -> [B]`) of the
+      regression targets, of Δ = `'score'` and of the alignment metric.
+    train_mode: run both networks in training mode (dropout) wherever SEAL's public
+      trainer does: the task-net that gives the loss-net's samples (and P_N) and the
+      loss-net inside L_F. Default False: both deterministic there, our choice (a loss
+      should not be noisy).
+    predict: `'task_net'` (σ(F(x))) or `'gbi'` (GBI on the loss-net; needs `predict_gbi`).
+    predict_gbi: `gbi_while` options of `predict='gbi'`.
+    predict_init: start of that GBI: `'uniform'` or `'task_net'` (σ(F(x))).
+    task_net_init: in `init_from`, `'carry'` the previous task-net (or `local_bce` net)
+      or start a `'fresh'` one.
+    loss_net_steps: s, loss-net updates per round (on the same batch).
+    rounds: t, rounds per `update`; a round is s loss-net updates then one task-net
+      update (phases that train one group take only its updates). SEAL's public trainer
+      does this per minibatch with s ∈ {3..12}, t ∈ {1, 5, 10}; the paper's Eq. 4-5 is
+      s = t = 1 (the default).
+  """
+  phase: str = "dynamic"
+  energy_weight: float = 1.0
+  bce_weight: float = 1.0
+  energy_term: str = "energy"
+  score: str | scores_lib.Score = "soft_f1"
+  train_mode: bool = False
+  predict: str = "task_net"
+  predict_gbi: Optional[GBIConfig] = None
+  predict_init: str = "uniform"
+  task_net_init: str = "carry"
+  loss_net_steps: int = 1
+  rounds: int = 1
+
+  def __post_init__(self):
+    _check_choice(self.phase, PHASES, "SEAL phase")
+    _check_choice(self.energy_term, ENERGY_TERMS, "SEAL energy_term")
+    if isinstance(self.score, str):
+      scores_lib.get_score(self.score)
+    if self.energy_weight < 0 or self.bce_weight < 0:
+      raise ValueError(f"energy_weight and bce_weight must be non-negative; got "
+                       f"{self.energy_weight}, {self.bce_weight}")
+    if self.loss_net_steps < 1 or self.rounds < 1:
+      raise ValueError(f"SEAL loss_net_steps and rounds must be >= 1; got "
+                       f"{self.loss_net_steps}, {self.rounds}")
+    _check_choice(self.predict, PREDICTIONS, "SEAL predict")
+    _check_choice(self.predict_init, PREDICT_INITS, "SEAL predict_init")
+    _check_choice(self.task_net_init, TASK_NET_INITS, "SEAL task_net_init")
+    if self.predict == "gbi":
+      if self.predict_gbi is None:
+        raise ValueError("predict='gbi' needs predict_gbi")
+      gbi_lib.validate_config(self.predict_gbi)
+
+  def score_fn(self) -> scores_lib.Score:
+    """The task score as a function."""
+    return scores_lib.get_score(self.score) if isinstance(self.score, str) else self.score
+
+
+# ---------------------------------------------------------------------------------------
+# Configs: one flat block of options (SealOptions' fields, `objective` and the loss-net
+# objectives' fields), written as ml_collections values.
+
+_OPTION_FIELDS = _field_names(SealOptions)
+
+
+def _objective_fields() -> dict[str, tuple[str, ...]]:
+  """`{field: names of the library objectives that take it}`."""
+  owners: dict[str, tuple[str, ...]] = {}
+  for name, cls in LOSS_NET_OBJECTIVES.items():
+    for field in _field_names(cls):
+      owners[field] = owners.get(field, ()) + (name,)
+  return owners
+
+
+def _field(field: str) -> dataclasses.Field:
+  """The dataclass field called `field` (SealOptions first, then the objectives)."""
+  for cls in (SealOptions, *LOSS_NET_OBJECTIVES.values()):
+    for f in dataclasses.fields(cls):
+      if f.name == field:
+        return f
+  raise KeyError(field)
+
+
+def _sequence_type(field: str) -> Optional[type]:
+  """The element type of a field typed as a tuple (a list in a config), else None."""
+  for cls in (SealOptions, *LOSS_NET_OBJECTIVES.values()):
+    hints = typing.get_type_hints(cls)
+    if field in hints:
+      for arg in (hints[field], *typing.get_args(hints[field])):
+        if typing.get_origin(arg) is tuple:
+          return typing.get_args(arg)[0]
+  return None
+
+
+def _from_config_value(field: str, value: Any) -> Any:
+  """A config value as the field's value: a list field takes a string of names or
+  numbers separated by `,` or `+` (`+` lets a list ride inside a comma-separated
+  list of runs); the empty string is None."""
+  element = _sequence_type(field)
+  if element is None or not isinstance(value, str):
+    return value
+  items = [item.strip() for item in re.split(r"[,+]", value) if item.strip()]
+  return tuple(element(item) for item in items) if items else None
+
+
+def seal_config_defaults() -> dict[str, Any]:
+  """The flat config block of SEAL's options, from the dataclasses' defaults.
+
+  `objective` (the loss-net objective's name, `'nce'`), every field of `SealOptions`
+  and of the library's loss-net objectives whose value a config can hold (lists as
+  comma-separated strings, None lists as `''`). The GBI options (`predict_gbi`,
+  `loss_aug_gbi`) are left out: configs keep them in their own blocks and pass them to
+  `seal_options_from_config`.
+
+  Returns:
+    `{key: default}`, what a config's `seal` block starts from.
+  """
+  defaults: dict[str, Any] = {"objective": "nce"}
+  for cls in (SealOptions, *LOSS_NET_OBJECTIVES.values()):
+    for f in dataclasses.fields(cls):
+      value = f.default
+      if isinstance(value, tuple):
+        value = ",".join(str(v) for v in value)
+      elif value is None and _sequence_type(f.name) is not None:
+        value = ""
+      elif not isinstance(value, (bool, int, float, str)):
+        continue
+      defaults.setdefault(f.name, value)
+  return defaults
+
+
+def seal_options_from_config(config: Mapping[str, Any], **values: Any
+                             ) -> tuple[SealOptions, LossNetObjective]:
+  """SEAL's options and loss-net objective from a flat block of options.
+
+  `objective` names the loss-net objective (`get_loss_net_objective`); the keys that
+  are `SealOptions` fields go to the options, the chosen objective's fields to it.
+
+  Args:
+    config: a config's `seal` block (strict): every key must be `objective`, a
+      `SealOptions` field or a field of a library loss-net objective; a key of another
+      objective than the chosen one must keep its default (it would be ignored).
+      List fields may be strings of comma- (or `+`-) separated items.
+    **values: Python values (e.g. `GBIConfig`s, tuples, or a whole flat set of options
+      given as keywords), each passed to whichever of the options and the chosen
+      objective has a field of its name, and dropped otherwise; they override `config`.
+
+  Returns:
+    `(SealOptions, loss-net objective)`.
+
+  Raises:
+    ValueError: one line, naming an unknown key and the known ones, or an option set for
+      an objective other than the chosen one.
+  """
+  owners = _objective_fields()
+  known = ("objective",) + _OPTION_FIELDS + tuple(f for f in owners if f not in _OPTION_FIELDS)
+  unknown = [k for k in sorted(set(config) | set(values)) if k not in known]
+  if unknown:
+    raise ValueError(f"unknown SEAL options {unknown}; known: {known}")
+  name = values.get("objective", config.get("objective", "nce"))
+  _check_choice(name, OBJECTIVES, "SEAL loss-net objective")
+  taken = _field_names(LOSS_NET_OBJECTIVES[name])
+  option_kwargs, objective_kwargs = {}, {}
+  for key, raw in config.items():
+    if key == "objective":
+      continue
+    value = _from_config_value(key, raw)
+    if key in _OPTION_FIELDS:
+      option_kwargs[key] = value
+    elif key in taken:
+      objective_kwargs[key] = value
+    elif value != _field(key).default:
+      raise ValueError(f"SEAL option {key}={raw!r} applies to the loss-net objectives "
+                       f"{owners[key]}, not to {name!r}")
+  for key, value in values.items():
+    if key in _OPTION_FIELDS:
+      option_kwargs[key] = value
+    elif key in taken:
+      objective_kwargs[key] = value
+  return SealOptions(**option_kwargs), get_loss_net_objective(name, **objective_kwargs)
+
+
+def _resolve(options: Optional[SealOptions], loss_net_objective: Optional[LossNetObjective],
+             flat: dict) -> tuple[SealOptions, LossNetObjective]:
+  """The options and objective of `seal_losses` / `seal_objective`, from values or from
+  flat keywords (`seal_options_from_config`'s `values`)."""
+  if flat:
+    if options is not None:
+      raise ValueError(f"give SEAL's options either as options=SealOptions(...) or as "
+                       f"keywords, not both; got options and {sorted(flat)}")
+    for_objective = sorted(k for k in flat if k not in _OPTION_FIELDS)
+    if loss_net_objective is not None and for_objective:
+      raise ValueError(f"loss-net objective options {for_objective} given beside "
+                       "loss_net_objective: set them on the objective value")
+    options, named = seal_options_from_config({}, **flat)
+    loss_net_objective = named if loss_net_objective is None else loss_net_objective
+  return (SealOptions() if options is None else options,
+          SealNCE() if loss_net_objective is None else loss_net_objective)
+
+
+# ---------------------------------------------------------------------------------------
 # SEAL.
 
 
@@ -233,161 +790,52 @@ class SealLosses(NamedTuple):
   task_net: Callable[..., tuple[jax.Array, base.Metrics]]
 
 
-def seal_losses(task_net: nn.Module, loss_net: nn.Module, *, objective: str = "nce",
-                phase: str = "dynamic", energy_weight: float = 1.0,
-                bce_weight: float = 1.0, energy_term: str = "energy",
-                num_samples: int = 10, noise_std: float = 1.0, margin_cost: str = "l1",
-                surrogate_eps: float = ssvm.DEFAULT_SURROGATE_EPS, score: str = "soft_f1",
-                loss_aug_gbi: Optional[GBIConfig] = None,
-                dvn_samples: Optional[Sequence[str]] = None,
-                dvn_sample_weights: Optional[Sequence[float]] = None,
-                extra_samples: Optional[Sequence[str]] = None,
-                extra_sample_weights: Optional[Sequence[float]] = None,
-                train_mode: bool = False) -> SealLosses:
+def seal_losses(task_net: nn.Module, loss_net: Any, *, options: Optional[SealOptions] = None,
+                loss_net_objective: Optional[LossNetObjective] = None,
+                **flat_options: Any) -> SealLosses:
   """L_E and L_F of SEAL (see the module docstring).
 
   Args:
     task_net: `F_Φ`, called as `task_net(x, train=...) -> logits [B, L]`.
-    loss_net: `E_Θ`, a `SPENEnergy` (`loss_net(x, ȳ) -> [B]`, `encode`,
-      `energy_from_encoding`).
-    objective: the loss-net loss, one of `OBJECTIVES`.
-    phase: one of `PHASES`; `'dynamic'` takes the loss-net's samples from the task-net,
-      the static phases take margin and regression samples from GBI.
-    energy_weight: λ1 of Eq. 1.
-    bce_weight: λ2 of Eq. 1.
-    energy_term: `'energy'` (Eq. 1, λ1·E) or `'neg_value'` (λ1·(−σ(−E))).
-    num_samples: K, the noise samples of `'nce'` and the perturbations of
-      `'regression_s'`.
-    noise_std: std of the logit perturbations of `'regression_s'`.
-    margin_cost: Δ of `'margin'`, one of `MARGIN_COSTS`.
-    surrogate_eps: clip of the `'log'` surrogate.
-    score: the task score of the regression objectives and of Δ = `'score'`.
-    loss_aug_gbi: `gbi_scan` options of the static loss-net samples (loss-augmented
-      GBI for `'margin'`; DVN's prediction and adversarial ascent for `'regression'`);
-      required for those two in the `'loss_net'` phase.
-    dvn_samples: DVN sample sources of static `'regression'` (`dvn.SAMPLE_SOURCES`).
-    dvn_sample_weights: their weights (default 1 each).
-    extra_samples: `dvn.GBI_FREE_SOURCES` added to the regression samples of
-      `'regression'` (dynamic) and `'regression_s'`; None or empty for none.
-    extra_sample_weights: their weights (default 1 each).
-    train_mode: run both networks in training mode (dropout) wherever SEAL's public
-      trainer does: the task-net that gives the loss-net's samples (and the noise
-      distribution P_N) and the loss-net inside L_F. Default False: both deterministic
-      there, our choice (a loss should not be noisy).
+    loss_net: `E_Θ`, any energy `protocol.as_energy` accepts (an `Energy`, or a
+      library energy such as `SPENEnergy`).
+    options: `SealOptions` (default: `SealOptions()`); L_E and L_F read `phase`, the
+      weights, `energy_term`, `score` and `train_mode`.
+    loss_net_objective: L_E, a `LossNetObjective` value (default `SealNCE()`).
+    **flat_options: instead of the two values, the flat form configs use
+      (`objective='nce', num_samples=10, phase=...`; `seal_options_from_config`).
+
+  Returns:
+    `SealLosses(loss_net, task_net)`.
   """
-  _check_choice(objective, OBJECTIVES, "SEAL loss-net objective")
-  _check_choice(phase, PHASES, "SEAL phase")
-  _check_choice(energy_term, ENERGY_TERMS, "SEAL energy_term")
-  _check_choice(margin_cost, MARGIN_COSTS, "SEAL margin cost")
-  score_fn = scores_lib.get_score(score)
-  if not isinstance(num_samples, int) or num_samples < 1:
-    raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
-  if not noise_std > 0:
-    raise ValueError(f"noise_std must be positive; got {noise_std!r}")
-  if energy_weight < 0 or bce_weight < 0:
-    raise ValueError(f"energy_weight and bce_weight must be non-negative; got "
-                     f"{energy_weight}, {bce_weight}")
-  dvn_weights = dvn.check_samples(dvn_samples, dvn_sample_weights)
-  structure = outputs.for_energy(loss_net)
-  extra_weights = {}
-  if extra_samples:
-    extra_weights = dvn.check_samples(extra_samples, extra_sample_weights)
-    needs_gbi = [name for name in extra_weights if name not in dvn.GBI_FREE_SOURCES]
-    if needs_gbi:
-      raise ValueError(f"extra_samples {needs_gbi} need GBI; SEAL's extra samples are "
-                       f"drawn from {dvn.GBI_FREE_SOURCES}")
-    if objective not in ("regression", "regression_s") or (
-        phase == "loss_net" and objective == "regression"):
-      raise ValueError(f"extra_samples apply to the dynamic 'regression' and to "
-                       f"'regression_s' loss-nets, not to {objective!r} in phase {phase!r} "
-                       "(static 'regression' takes dvn_samples)")
-    if structure is not outputs.MULTILABEL:
-      raise ValueError("extra_samples live in the Box [0,1]^L (multi-label labels, "
-                       "segmentation masks); a tagger's outputs are per-token simplices")
-  if structure is not outputs.MULTILABEL and phase == "loss_net" and objective == "regression":
-    raise ValueError("static 'regression' (DVN's GBI samples) is multi-label only; on "
-                     "sequences use 'regression_s', 'margin' or 'nce'")
-  if phase == "loss_net" and objective in ("margin", "regression"):
-    if loss_aug_gbi is None:
-      raise ValueError(f"loss_aug_gbi is required: the static {objective!r} loss-net draws "
-                       "its samples by GBI")
-    gbi_lib.validate_config(loss_aug_gbi)
+  options, objective = _resolve(options, loss_net_objective, flat_options)
+  phase, train_mode, energy_term = options.phase, options.train_mode, options.energy_term
+  energy_weight, bce_weight = options.energy_weight, options.bce_weight
+  score_fn = options.score_fn()
+  model = protocol.as_energy(loss_net)
+  structure = outputs.for_domain(model.domain)
+  check = getattr(objective, "check", None)
+  if check is not None:
+    check(phase, structure)
   link, real = structure.link, structure.mask_padding
-  energy_fn = energy_model.encoding_energy(loss_net)
-  cost_fn = lambda y_hat, y: margin_delta(real(y_hat, y), y, margin_cost, score_fn,
-                                          surrogate_eps)
+  energy_fn = model.energy
   real_score = lambda y_hat, y: score_fn(real(y_hat, y), y)
 
   def loss_net_loss(loss_params, task_params, batch, rng):
     dropout_rng, sample_rng, extra_rng = jax.random.split(rng, 3)
     x = batch["x"]
-    encoding = energy_model.encode(loss_net, loss_params, x, train=True, rng=dropout_rng)
-    y = jnp.asarray(batch["y"], encoding.logits.dtype)
+    encoding = model.encode(loss_params, x, True, dropout_rng)
     # fold_in, not a wider split, so that runs without train_mode keep their streams.
     task_rng = jax.random.fold_in(rng, 1) if train_mode else None
     task_logits = jax.lax.stop_gradient(_task_logits(task_net, task_params, x, task_rng))
-    extras = dvn.draw_samples(energy_fn, loss_params, encoding, y, extra_rng,
-                              sources=tuple(extra_weights), inference_gbi=None,
-                              adversarial_gbi=None, score=score_fn)
-
-    if objective == "margin":
-      if phase == "dynamic":
-        y_hat = link(task_logits)
-      else:
-        y_hat = loss_augmented_output(energy_fn, loss_params, encoding, y, loss_aug_gbi,
-                                      cost_fn, structure.domain)
-      delta = cost_fn(y_hat, y)
-      energy_pred = energy_fn(loss_params, encoding, y_hat)
-      energy_gold = energy_fn(loss_params, encoding, y)
-      bracket = delta - energy_pred + energy_gold
-      hinge = jnp.mean(jax.nn.relu(bracket))
-      return hinge, {"hinge": hinge, "active": jnp.mean((bracket > 0).astype(hinge.dtype)),
-                     "delta": jnp.mean(delta),
-                     "energy_gap": jnp.mean(energy_pred - energy_gold)}
-
-    if objective == "regression":
-      if phase == "dynamic":
-        samples = {"task_net": link(task_logits), **extras}
-        weights = {"task_net": 1.0, **extra_weights}
-      else:
-        weights = dvn_weights
-        samples = dvn.draw_samples(energy_fn, loss_params, encoding, y, sample_rng,
-                                   sources=tuple(weights), inference_gbi=loss_aug_gbi,
-                                   adversarial_gbi=loss_aug_gbi, score=score_fn)
-      regression, metrics = dvn.regression_on_samples(energy_fn, loss_params, encoding, y,
-                                                      samples, weights, real_score)
-      return regression, dict(metrics, regression=regression)
-
-    if objective == "regression_s":
-      ys = jax.lax.stop_gradient(
-          gaussian_perturbations(sample_rng, task_logits, num_samples, noise_std, link))
-      targets = jax.vmap(lambda v: real_score(v, y), in_axes=1, out_axes=1)(ys)  # [B, 1+K]
-      energies = sample_energies(energy_fn, loss_params, encoding, ys)
-      per_sample = dvn.value_regression_loss(energies, jax.lax.stop_gradient(targets))
-      regression = jnp.mean(jnp.sum(per_sample, axis=-1))  # Σ over S (the paper's sum)
-      metrics = {"score": jnp.mean(targets), "value": jnp.mean(dvn.predicted_value(energies))}
-      if extras:
-        extra, extra_metrics = dvn.regression_on_samples(energy_fn, loss_params, encoding,
-                                                         y, extras, extra_weights, real_score)
-        regression = regression + extra
-        metrics.update(extra_metrics)
-      return regression, dict(metrics, regression=regression)
-
-    # 'nce'
-    noise = structure.sample(sample_rng, task_logits, num_samples, y)
-    ys = jnp.concatenate([y[:, None], noise], axis=1)  # [B, 1+K, ...], gold first
-    log_noise = jax.lax.stop_gradient(structure.log_prob(task_logits, ys))
-    energies = sample_energies(energy_fn, loss_params, encoding, ys)
-    per_example = nce_ranking_loss(energies, log_noise)
-    nce = jnp.mean(per_example)
-    return nce, {"nce": nce, "gold_prob": jnp.mean(jnp.exp(-per_example)),
-                 "energy_gold": jnp.mean(energies[:, 0]),
-                 "energy_noise": jnp.mean(energies[:, 1:])}
+    y = jnp.asarray(batch["y"], task_logits.dtype)
+    return objective.loss(LossNetInputs(
+        energy=model, params=loss_params, encoding=encoding, x=x, y=y,
+        task_logits=task_logits, rng=sample_rng, extra_rng=extra_rng, phase=phase,
+        structure=structure, score=real_score))
 
   def summed_term(loss_params, x, y_hat, rng):
-    rngs = {"dropout": rng} if rng is not None else None
-    energy = loss_net.apply({"params": loss_params}, x, y_hat, train=rng is not None,
-                            rngs=rngs)
+    energy = energy_fn(loss_params, model.encode(loss_params, x, rng is not None, rng), y_hat)
     term = energy if energy_term == "energy" else -dvn.predicted_value(energy)
     return jnp.sum(term), energy
 
@@ -422,61 +870,48 @@ def gradient_cosine(a: jax.Array, b: jax.Array) -> jax.Array:
   return jnp.mean(jnp.sum(a * b, axis=axes) / jnp.maximum(norms, 1e-12))
 
 
-def seal_objective(task_net: nn.Module, loss_net: nn.Module,
+def seal_objective(task_net: nn.Module, loss_net: Any,
                    task_optimizer: optax.GradientTransformation,
                    loss_net_optimizer: optax.GradientTransformation, *,
-                   phase: str = "dynamic", predict: str = "task_net",
-                   predict_gbi: Optional[GBIConfig] = None, predict_init: str = "uniform",
-                   task_net_init: str = "carry", loss_net_steps: int = 1, rounds: int = 1,
-                   **loss_options) -> base.Objective:
+                   options: Optional[SealOptions] = None,
+                   loss_net_objective: Optional[LossNetObjective] = None,
+                   **flat_options: Any) -> base.Objective:
   """The SEAL objective (see the module docstring).
 
   Args:
     task_net: `F_Φ`, called as `task_net(x, train=...) -> logits [B, L]`.
-    loss_net: `E_Θ`, a `SPENEnergy`.
+    loss_net: `E_Θ`, any energy `protocol.as_energy` accepts (an `Energy` from
+      `energy_from_module` / `energy_from_function`, or a library energy); checked
+      against the first batch at `init` (`protocol.EnergyShapeError`).
     task_optimizer: the task-net's optimizer (SEAL: Adam).
     loss_net_optimizer: the loss-net's optimizer (SEAL: a separate Adam).
-    phase: `'dynamic'`, `'loss_net'` (static stage 1) or `'task_net'` (static stage 2).
-    predict: `'task_net'` or `'gbi'` (GBI on the loss-net; needs `predict_gbi`).
-    predict_gbi: `gbi_while` options of `predict='gbi'`.
-    predict_init: start of that GBI: `'uniform'` or `'task_net'` (σ(F(x))).
-    task_net_init: in `init_from`, `'carry'` the previous task-net (or `local_bce`
-      net) or start a `'fresh'` one.
-    loss_net_steps: s, loss-net updates per round (on the same batch).
-    rounds: t, rounds per `update`; a round is s loss-net updates then one task-net
-      update (phases that train one group take only its updates). SEAL's public
-      trainer does this per minibatch with s ∈ {3..12}, t ∈ {1, 5, 10}; the paper's
-      Eq. 4-5 is s = t = 1 (the default).
-    **loss_options: the options of `seal_losses` (objective, energy_weight,
-      bce_weight, energy_term, num_samples, noise_std, margin_cost, surrogate_eps,
-      score, loss_aug_gbi, dvn_samples, dvn_sample_weights, extra_samples,
-      extra_sample_weights, train_mode).
+    options: the family's options, `SealOptions` (default: SEAL-dynamic, λ1 = λ2 = 1,
+      one loss-net step then one task-net step per update, prediction σ(F(x))).
+    loss_net_objective: L_E, a `LossNetObjective` value: `SealMargin`,
+      `SealRegression`, `SealRegressionS`, `SealNCE` (the default, K = 10) or your own.
+    **flat_options: instead of the two values, the flat form configs use
+      (`objective='nce', num_samples=10, phase=...`; see `seal_options_from_config`).
 
   Returns:
     An `Objective` with state `{"task_net": ParamGroup, "loss_net": ParamGroup}`.
   """
-  losses = seal_losses(task_net, loss_net, phase=phase, **loss_options)
-  if loss_net_steps < 1 or rounds < 1:
-    raise ValueError(f"SEAL loss_net_steps and rounds must be >= 1; got {loss_net_steps}, "
-                     f"{rounds}")
-  _check_choice(predict, PREDICTIONS, "SEAL predict")
-  _check_choice(predict_init, PREDICT_INITS, "SEAL predict_init")
-  _check_choice(task_net_init, TASK_NET_INITS, "SEAL task_net_init")
-  if predict == "gbi":
-    if predict_gbi is None:
-      raise ValueError("predict='gbi' needs predict_gbi")
-    gbi_lib.validate_config(predict_gbi)
+  options, loss_net_objective = _resolve(options, loss_net_objective, flat_options)
+  model = protocol.as_energy(loss_net)
+  losses = seal_losses(task_net, model, options=options,
+                       loss_net_objective=loss_net_objective)
+  phase, task_net_init = options.phase, options.task_net_init
+  loss_net_steps, rounds = options.loss_net_steps, options.rounds
+  predict, predict_init, predict_gbi = (options.predict, options.predict_init,
+                                        options.predict_gbi)
   trains_loss_net = phase in ("dynamic", "loss_net")
   trains_task_net = phase in ("dynamic", "task_net")
-  energy_fn = energy_model.encoding_energy(loss_net)
-  structure = outputs.for_energy(loss_net)
+  structure = outputs.for_domain(model.domain)
 
   def fresh_task_params(rng, x):
     return flax.core.unfreeze(task_net.init({"params": rng}, x)["params"])
 
-  def fresh_loss_params(rng, x, task_params):
-    y = jnp.zeros_like(_task_logits(task_net, task_params, x))
-    return flax.core.unfreeze(loss_net.init({"params": rng}, x, y)["params"])
+  def gold(batch):
+    return jnp.asarray(batch["y"], jnp.result_type(float))
 
   def make_state(task_params, loss_params):
     task = (base.init_group(task_params, task_optimizer) if trains_task_net
@@ -491,7 +926,8 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
                        "continue a 'loss_net'-phase or SPEN state with init_from, not init")
     task_rng, loss_rng = jax.random.split(rng)
     task_params = fresh_task_params(task_rng, batch["x"])
-    return make_state(task_params, fresh_loss_params(loss_rng, batch["x"], task_params))
+    loss_params = protocol.init_checked(model, loss_rng, batch["x"], gold(batch))
+    return make_state(task_params, loss_params)
 
   def init_from(prev_state, rng, batch):
     known = ("task_net", "net", "loss_net", "energy")
@@ -505,14 +941,18 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
     if task_net_init == "carry" and task_key:
       task_params = base.carried(prev_state[task_key].params, task_params,
                                  f"the previous {task_key!r} params into the task-net")
-    loss_params = fresh_loss_params(loss_rng, x, task_params)
     loss_key = _first_present(prev_state, ("loss_net", "energy"))
     if loss_key:
-      loss_params = base.carried(prev_state[loss_key].params, loss_params,
-                                 f"the previous {loss_key!r} params into the loss-net")
+      # Only the loss-net's group continues into the energy: a {"net"} in the same state
+      # is the task-net's.
+      loss_params = model.continue_from({"energy": prev_state[loss_key]}, loss_rng, x,
+                                        gold(batch))
+      protocol.check(model, x, gold(batch), loss_params)
     elif phase == "task_net":
       raise ValueError("SEAL phase 'task_net' needs a trained loss-net, but the previous "
                        f"state has only {sorted(prev_state)}")
+    else:
+      loss_params = protocol.init_checked(model, loss_rng, x, gold(batch))
     return make_state(task_params, loss_params)
 
   def group_step(state, batch, rng, group, other, loss_fn, optimizer):
@@ -558,11 +998,11 @@ def seal_objective(task_net: nn.Module, loss_net: nn.Module,
     if predict == "task_net":
       return structure.link(logits)
     params = state["loss_net"].params
-    encoding = jax.lax.stop_gradient(energy_model.encode(loss_net, params, x))
+    encoding = jax.lax.stop_gradient(model.encode(params, x))
     domain = structure.domain
     y0 = (domain.uniform_init(logits.shape, logits.dtype) if predict_init == "uniform"
           else structure.link(logits))
-    return gbi_lib.gbi_while(energy_fn, params, encoding, y0, domain, predict_gbi).y
+    return gbi_lib.gbi_while(model.energy, params, encoding, y0, domain, predict_gbi).y
 
   return base.Objective(init, update, predict_fn, init_from)
 

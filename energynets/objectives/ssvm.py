@@ -61,14 +61,12 @@ import jax.numpy as jnp
 import optax
 
 from energynets import domains
-from energynets.energies.mlc import SPENEnergy
+from energynets.energies import protocol
 from energynets.inference import exhaustive
 from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import GBIConfig, GBIResult
 from energynets.objectives import base
-from energynets.objectives import energy_model
 from energynets.objectives import outputs
-from energynets.objectives.energy_model import INITS
 
 SURROGATES = ("squared", "log", "l1")
 # How an inference problem is solved: GBI over the relaxation, or exactly by enumerating
@@ -80,6 +78,7 @@ SOLVERS = ("gbi", "exhaustive")
 # zero gradient at y, so alone 'gold' mostly returns y itself (on the synthetic task:
 # Δ ≈ 0); combine it with another start, or use projected GBI.
 GOLD = "gold"
+INITS = ("uniform", "local")  # the SPEN starts; an energy's own are `Energy.inits`
 LOSS_AUG_INITS = INITS + (GOLD,)
 DEFAULT_SURROGATE_EPS = 1e-3
 
@@ -220,13 +219,12 @@ def loss_augmented_inference(energy, params, x: jax.Array, y: jax.Array,
                              solver: str = "gbi") -> jax.Array:
   """ŷ ≈ argmin E(x, ŷ) − Δ(ŷ, y) over the energy's domain (SPEN Eq. 9), not rounded.
 
-  `energy`: a SPEN-style energy or another energy module / `EnergyModel`
-  (`energy_model.as_model`). `loss_aug_init`: the start(s) of GBI, names of the model's
-  inits or `'gold'` (default `init`); with several, per example the final iterate of
-  lowest `E − Δ` is returned. `solver='exhaustive'`: the exact argmin over {0, 1}^L
+  `energy`: any energy `protocol.as_energy` accepts. `loss_aug_init`: the start(s) of
+  GBI, names of the energy's inits or `'gold'` (default `init`); with several, per
+  example the final iterate of lowest `E − Δ` is returned. `solver='exhaustive'`: the exact argmin over {0, 1}^L
   (`config` and the starts are then unused).
   """
-  model = energy_model.as_model(energy)
+  model = protocol.as_energy(energy)
   check_solver(solver, model)
   inputs = model.encode(params, x)
   return _loss_augmented(model, params, inputs, x, y, config, surrogate, surrogate_eps,
@@ -240,7 +238,7 @@ def infer(energy, params, x: jax.Array, config: GBIConfig, *,
   Returns the whole `GBIResult` (y in the energy's domain, objective, per-example step
   counts).
   """
-  model = energy_model.as_model(energy)
+  model = protocol.as_energy(energy)
   inputs = jax.lax.stop_gradient(model.encode(params, x))
   return gbi_lib.gbi_while(model.energy, params, inputs, model.start(inputs, x, init),
                            model.domain, config)
@@ -250,7 +248,7 @@ def exact_infer(energy, params, x: jax.Array) -> exhaustive.ExhaustiveResult:
   """Test-time prediction by enumeration: the energy's exact minimizer over {0, 1}^L
   (Box domain, L ≤ `exhaustive.MAX_LABELS`). Returns `ExhaustiveResult(y, objective)`,
   `objective` the minimum energy."""
-  model = energy_model.as_model(energy)
+  model = protocol.as_energy(energy)
   check_solver("exhaustive", model)
   inputs = jax.lax.stop_gradient(model.encode(params, x))
   return _exact_minimum(model, params, inputs, model.start(inputs, x, model.inits[0]))
@@ -261,7 +259,7 @@ def _exact_minimum(model, params, inputs, y_like) -> exhaustive.ExhaustiveResult
   return exhaustive.exhaustive_minimize(_candidate_table(model), params, inputs, y_like)
 
 
-def search_statistics(energy: SPENEnergy, params: Any, x: jax.Array, y: jax.Array,
+def search_statistics(energy: Any, params: Any, x: jax.Array, y: jax.Array,
                       config: GBIConfig, *, init: str = "uniform") -> dict[str, jax.Array]:
   """How test-time GBI behaves on a batch (SPEN §7.4): steps taken and search error.
 
@@ -299,7 +297,7 @@ def search_statistics(energy: SPENEnergy, params: Any, x: jax.Array, y: jax.Arra
   returns 0-d arrays. `float(v)` each value for reporting.
 
   Args:
-    energy: the `SPENEnergy`.
+    energy: the energy (an `Energy` or a library energy).
     params: its parameters.
     x: `[B, D]` inputs.
     y: `[B, L]` gold labels in {0, 1}.
@@ -312,7 +310,7 @@ def search_statistics(energy: SPENEnergy, params: Any, x: jax.Array, y: jax.Arra
     "exact_gap_mean"` on small label spaces), all 0-d (`gbi_steps_max` int32, the rest
     floating).
   """
-  model = energy_model.as_model(energy)
+  model = protocol.as_energy(energy)
   result = infer(model, params, x, config, init=init)
   inputs = jax.lax.stop_gradient(model.encode(params, x))
   y = jnp.asarray(y, result.y.dtype)
@@ -359,7 +357,7 @@ def margins(energy, params, x: jax.Array, y: jax.Array, y_hat: jax.Array, *,
             surrogate: str = "squared",
             surrogate_eps: float = DEFAULT_SURROGATE_EPS) -> Margins:
   """The SSVM bracket at a given ŷ (deterministic forward pass)."""
-  model = energy_model.as_model(energy)
+  model = protocol.as_energy(energy)
   return _margins(model, params, model.encode(params, x), y, y_hat, surrogate,
                   surrogate_eps)
 
@@ -375,42 +373,56 @@ def _objective(model, optimizer, trainable, loss_fn, predict) -> base.Objective:
   opt = base.masked_optimizer(optimizer, trainable)
 
   def init(rng, batch):
-    return {"energy": base.init_group(model.init_params(rng, batch["x"], batch["y"]), opt)}
+    params = protocol.init_checked(model, rng, batch["x"], batch["y"], trainable)
+    return {"energy": base.init_group(params, opt)}
 
   def update(state, batch, rng):
     group, metrics = base.minimize_step(loss_fn, opt, state["energy"], batch, rng)
     return {"energy": group}, metrics
 
   def init_from(prev_state, rng, batch):
-    return {"energy": base.init_group(
-        model.carry(prev_state, rng, batch["x"], batch["y"]), opt)}
+    protocol.check_y(model, batch["x"], batch["y"])
+    params = model.continue_from(prev_state, rng, batch["x"], batch["y"])
+    protocol.check_trainable(trainable, params, model.name)
+    return {"energy": base.init_group(params, opt)}
 
   return base.Objective(init, update, predict, init_from)
 
 
-def spen_pretrain(energy: SPENEnergy, optimizer: optax.GradientTransformation, *,
+def spen_pretrain(energy: Any, optimizer: optax.GradientTransformation, *,
                   l2: float = 0.0) -> base.Objective:
-  """Stage 1: `local_net` alone with per-label BCE on the local logits.
+  """Stage 1: the energy's local classifier (`local_net`) alone, with per-label BCE.
 
   The loss is `local_bce`'s (BCE summed over labels, averaged over examples, plus
-  `l2 · ½‖W‖²` on `local_net`'s weight matrices); the global groups are frozen and
+  `l2 · ½‖W‖²` on `local_net`'s weight matrices); the other groups are frozen and
   keep their initialization. Prediction is `sigmoid(local_logits)`, the MLP baseline.
+
+  Args:
+    energy: an `Energy` (or a library energy) with `local_logits` and a `local_net`
+      parameter group (SPEN, ICNN).
+    optimizer: applied to `local_net`.
+    l2: weight of `½‖W‖²` on `local_net`'s weight matrices.
+
+  Returns:
+    An `Objective` with state `{"energy": ParamGroup}`.
   """
+  model = protocol.as_energy(energy)
+  if model.local_logits is None:
+    raise ValueError(f"spen_pretrain trains an energy's local classifier; {model.name} "
+                     f"has no local_logits")
   trainable = frozenset({"local_net"})
 
   def loss_fn(params, batch, rng):
     params = base.clamp_groups(params, trainable)
-    logits = energy.apply({"params": params}, batch["x"], train=True, rngs={"dropout": rng},
-                          method="local_logits")
+    logits = model.local_logits(params, batch["x"], True, rng)
     bce = base.multilabel_bce(logits, batch["y"])
     loss = bce + l2 * base.groups_l2(params, trainable) if l2 else bce
     return loss, {"bce": bce}
 
   def predict(state, x):
-    return jax.nn.sigmoid(energy.apply({"params": state["energy"].params}, x,
-                                       method="local_logits"))
+    return jax.nn.sigmoid(model.local_logits(state["energy"].params, x))
 
-  return _objective(energy_model.spen_model(energy), optimizer, trainable, loss_fn, predict)
+  return _objective(model, optimizer, trainable, loss_fn, predict)
 
 
 def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
@@ -423,17 +435,17 @@ def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
   """Stages 2 and 3: the SSVM hinge with loss-augmented GBI (see the module docstring).
 
   Args:
-    energy: a SPEN-style energy (`SPENEnergy`, `ICNNEnergy`), any energy module
-      `E(x, y) -> [B]` with y shaped like x (e.g. the denoising energies, over the Real
-      domain), or an `energy_model.EnergyModel`.
+    energy: an `Energy` (`en.energy_from_function`, `en.energy_from_module`) or a
+      library energy (SPEN, ICNN, sequence, segmentation, FoE, DeepPrior).
     optimizer: applied to the `trainable` groups (SPEN A.5: SGD, momentum 0.9).
     loss_aug_gbi: GBI for Eq. 9 inside training, run by `gbi_scan` for `num_steps`.
     predict_gbi: GBI for prediction, run by `gbi_while` to per-example convergence;
       its `entropy_weight` is the test-time entropy temperature (SPEN A.4, §7.1).
     surrogate: Δ, one of `SURROGATES` (`'squared'`, `'log'`, `'l1'`).
     surrogate_eps: the clip of the `'log'` surrogate.
-    trainable: top-level groups that are updated (`param_groups(energy)` names, e.g.
-      `("global",)` to clamp the pretrained features and local head); `None`: all.
+    trainable: top-level parameter groups that are updated (e.g. `("global",)` to
+      clamp a SPEN's pretrained features and local head), checked against the real
+      parameter tree at `init`; `None`: all.
     l2: weight of `½‖W‖²` on the trainable groups' weight matrices.
     init: GBI start for both inference problems, a name of the model's inits: SPEN
       `'uniform'` (0.5) or `'local'` (`sigmoid` of the local logits; SPEN §7.4: saves
@@ -456,7 +468,7 @@ def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
   """
   if surrogate not in SURROGATES:
     raise ValueError(f"unknown surrogate {surrogate!r}; expected one of {SURROGATES}")
-  model = energy_model.as_model(energy)
+  model = protocol.as_energy(energy)
   if init not in model.inits:
     raise ValueError(f"unknown init {init!r}; expected one of {model.inits}")
   starts = _loss_aug_starts(init, loss_aug_init, model.inits)
@@ -464,7 +476,7 @@ def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
   gbi_lib.validate_config(predict_gbi)
   check_solver(loss_aug_solver, model)
   check_solver(predict_solver, model)
-  trainable = energy_model.trainable_groups(model, trainable)
+  trainable = protocol.trainable_groups(model, trainable)
 
   def loss_fn(params, batch, rng):
     params = base.clamp_groups(params, trainable)

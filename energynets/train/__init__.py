@@ -3,6 +3,8 @@
 from energynets.train.checkpoint import Checkpointer
 from energynets.train.loop import (FitResult, LoopOptions, NonFiniteLossError, fit,
                                    predict_in_batches)
+from energynets.train.run import (BuilderError, Predictor, RunFormatError, RunNotFoundError,
+                                  load_run, read_run)
 from energynets.train.step import (batch_sharded, build_init, build_init_from,
                                    build_predict,
                                    build_train_step, check_batch_size, make_mesh, replicate,
@@ -13,8 +15,10 @@ from energynets.train import step
 DATA_AXIS: str = step.DATA_AXIS
 """`'data'`: the name of the device-mesh axis that batches are sharded along."""
 
-__all__ = ["Checkpointer", "DATA_AXIS", "FitResult", "LoopOptions", "MetricWriter",
-           "NonFiniteLossError", "batch_sharded", "build_init", "build_init_from", "build_predict",
-           "build_train_step", "check_batch_size", "fit", "make_mesh", "predict_in_batches",
+__all__ = ["BuilderError", "Checkpointer", "DATA_AXIS", "FitResult", "LoopOptions",
+           "MetricWriter", "NonFiniteLossError", "Predictor", "RunFormatError",
+           "RunNotFoundError", "batch_sharded", "build_init", "build_init_from", "build_predict",
+           "build_train_step", "check_batch_size", "fit", "load_run", "make_mesh",
+           "predict_in_batches", "read_run",
            "quiet_library_logs",
            "replicate", "replicated", "shard_batch"]

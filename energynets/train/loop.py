@@ -19,8 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
 
+from energynets import metrics as metrics_lib
 from energynets.data.batching import padded_batches, train_batch_indices
 from energynets.objectives.base import Objective
+from energynets.train import run as run_lib
 from energynets.train import step as step_lib
 from energynets.train.checkpoint import Checkpointer
 from energynets.train.writers import MetricWriter
@@ -122,7 +124,9 @@ def fit(objective: Objective,
         evaluate: Callable[[Any], dict[str, float]] | None = None,
         mesh: jax.sharding.Mesh | None = None,
         previous_state: Any = None,
-        train_batch: Callable[[int], Mapping[str, np.ndarray]] | None = None) -> FitResult:
+        train_batch: Callable[[int], Mapping[str, np.ndarray]] | None = None,
+        validation: Mapping[str, np.ndarray] | None = None,
+        builder: str | tuple[str, Mapping[str, Any]] | None = None) -> FitResult:
   """Trains `objective` on `train_arrays` (`{"x": [N, ...], "y": [N, ...]}`) for `options.steps`.
 
   Each step is `objective.update` on a batch of `options.batch_size` rows (`[B, ...]`),
@@ -137,7 +141,16 @@ def fit(objective: Objective,
   `train_batch(step) -> {name: [batch_size, ...]}`: the global batch of a step, a pure
   function of the step (default: `train_batch_indices` rows of `train_arrays`; sequence
   tasks pass `length_bucketed_batch`).
+
+  At the end `workdir/run.json` describes the run for `load_run` (`energynets.train.run`):
+  the returned state's checkpoint, the batch shapes, the decoding inferred from `y`,
+  and for 0/1 labels the decision threshold, tuned on `validation` (`{"x", "y"}`; its
+  predictions cost one pass) or else 0.5. `builder`: `"package.module:function"` or
+  `(path, kwargs)` (JSON kwargs) that, called, returns this objective, so that
+  `load_run(workdir)` needs no code but the import; checked before training. Without
+  it, `load_run` needs `objective=`.
   """
+  builder_entry = run_lib.builder_record(builder)
   mesh = mesh or step_lib.make_mesh()
   step_lib.check_batch_size(options.batch_size, mesh)
   if options.select_mode not in ("max", "min"):
@@ -236,4 +249,32 @@ def fit(objective: Objective,
       state, _ = best.restore(selected_step, state)
   latest.close()
   best.close()
+  _write_run(workdir, objective, mesh, state, train_arrays, options, validation, builder_entry,
+             run_lib.checkpoint_record(selected_value, selected_step), selected_step)
   return FitResult(state, final_step, selected_step, selected_value, list(meta["history"]))
+
+
+def _write_run(workdir: str, objective: Objective, mesh: jax.sharding.Mesh, state: Any,
+               train_arrays: Mapping[str, np.ndarray], options: LoopOptions,
+               validation: Mapping[str, np.ndarray] | None, builder: dict | None,
+               checkpoint: dict, selected_step: int) -> None:
+  """`workdir/run.json` of a finished `fit` (`run_lib.write_run`)."""
+  decoding = run_lib.infer_decoding(train_arrays["y"]) if "y" in train_arrays else "identity"
+  threshold, source = 0.5, "default"
+  if decoding == "threshold" and validation is not None:
+    # Every process takes part in the prediction; process 0 alone writes the file.
+    predict = step_lib.build_predict(objective, mesh)
+    probs = predict_in_batches(predict, state, np.asarray(validation["x"]),
+                               options.batch_size, mesh)
+    y = np.asarray(validation["y"])
+    threshold = metrics_lib.tune_threshold(y.reshape(len(y), -1), probs.reshape(len(y), -1))
+    source = "validation"
+  if jax.process_index() != 0:
+    return
+  run_lib.write_run(
+      workdir, arrays=run_lib.array_specs(train_arrays), checkpoint=checkpoint,
+      init_batch_size=options.batch_size, predict_batch_size=options.batch_size,
+      decoding=decoding, decoding_source="inferred from the training labels y",
+      threshold=threshold, threshold_source=source, builder=builder,
+      metadata={"writer": "energynets.fit", "selected_step": int(selected_step),
+                "seed": options.seed})

@@ -16,7 +16,7 @@ DATASETS = ("synthetic", "bibtex", "delicious", "yeast", "genbase", "cal500", "e
 # run (`jax.default_matmul_precision`). GPUs and TPUs otherwise compute float32 matmuls
 # and convolutions with TF32 / bfloat16 passes, which moves GBI iterates, HVPs and
 # Neumann series by ~1e-3 relative: on an H200, 12 of 312 oracle tests failed at JAX's
-# default and all passed at 'highest' (benchmarks/results/e2e.md, session 22). 'highest'
+# default and all passed at 'highest' (benchmarks/results/e2e.md). 'highest'
 # makes a run reproduce across backends (on CPU it changes nothing); 'default',
 # 'tensorfloat32' or 'bfloat16' trade that for accelerator speed; '' leaves JAX's
 # setting (e.g. $JAX_DEFAULT_MATMUL_PRECISION) alone.
@@ -27,6 +27,13 @@ MATMUL_PRECISION = "highest"
 # off. In every base config so that a stage continuing an mlp / fcn run (--reuse_stage)
 # has the same keys; build_objective rejects a score on any other method.
 NO_SCORE = dict(score="", score_weight=0.0)
+
+
+# `energy.module` of every energy config: '' builds the energy this config describes;
+# an import path "package.module:function" builds the energy `function(config, dataset)`
+# returns instead (experiments/train.py:energy_module), so code outside this repository
+# plugs its energy into any method from the command line.
+OUTSIDE_ENERGY = dict(module="")
 
 
 def get_base_config(dataset: str) -> ml_collections.ConfigDict:
@@ -75,7 +82,8 @@ def energy_like_model(model: ml_collections.ConfigDict, num_measurements: int,
   return ml_collections.ConfigDict(dict(
       feature_hidden=tuple(model.hidden), feature_activation=model.activation,
       num_measurements=num_measurements, activation=activation, num_conditional=0,
-      dropout=dropout_rates(model.dropout), input_dropout=model.input_dropout))
+      dropout=dropout_rates(model.dropout), input_dropout=model.input_dropout,
+      **OUTSIDE_ENERGY))
 
 
 # Denoising dataset variants (experiments/tasks.py: the denoising task): the generated
@@ -140,7 +148,7 @@ def denoising_energy(noise_sigma: float, kind: str = "deep_prior") -> ml_collect
       kind=kind, noise_variance=noise_sigma ** 2, learn_noise_variance=True,
       padding="REFLECT", features=(32, 32), kernel_size=7, activation="softplus",
       pooling="sum", normalize_input=True, num_filters=24, filter_size=5,
-      temperature=25.0, conv_impl="auto"))
+      temperature=25.0, conv_impl="auto", **OUTSIDE_ENERGY))
 
 
 def use_denoising_energy(config: ml_collections.ConfigDict,
@@ -206,7 +214,7 @@ def sequence_energy() -> ml_collections.ConfigDict:
   multiplies the local term (1: Eq. 7; see `SequenceEnergy.local_scale`)."""
   return ml_collections.ConfigDict(dict(
       tlm_variants="", gamma=1.0, tlm_weight=1.0, tlm_hidden=128, pairwise_scale=0.0,
-      local_scale=1.0))
+      local_scale=1.0, **OUTSIDE_ENERGY))
 
 
 def sequence_pretrain_then(config: ml_collections.ConfigDict, method: str,
@@ -344,4 +352,4 @@ def segmentation_energy(local_term: bool = True) -> ml_collections.ConfigDict:
   """
   return ml_collections.ConfigDict(dict(
       local_term=local_term, features=(64, 128, 128), strides=(1, 2, 2), kernel_size=5,
-      hidden=(384, 192), activation="softplus", pooling="flatten"))
+      hidden=(384, 192), activation="softplus", pooling="flatten", **OUTSIDE_ENERGY))

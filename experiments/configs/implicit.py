@@ -40,8 +40,11 @@ Choices (the paper gives no hyper-parameters for its multi-label runs):
 - SSVM: Δ = L1 (as infnet.py).
 """
 
+import dataclasses
+
 import ml_collections
 
+from energynets.objectives import implicit
 from experiments.configs import base
 from experiments.configs import mlp
 
@@ -50,12 +53,20 @@ TASKS = ("multilabel", "sequence", "segmentation")
 
 
 def _implicit_options(net_l2: float) -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict(dict(
-      primary="cd", gradient="implicit", energy_weight=1.0, inner_steps=5,
+  """The `implicit` block: `primary` (the primary loss's name), the library primary
+  losses' fields and `ImplicitOptions`' fields, read from the dataclasses
+  (`objectives.implicit_options_from_config` maps the block back onto them), so a new
+  option is one dataclass field; then this config's choices (module docstring). The
+  energy's L2 is `loss.l2`; `inverse_hvp` is a `diff.InverseHVP` record."""
+  block = {"primary": "cd"}
+  for cls in (*implicit.PRIMARIES.values(), implicit.ImplicitOptions):
+    for field in dataclasses.fields(cls):
+      if field.name != "l2":
+        block.setdefault(field.name, field.default)
+  block.update(
       inverse_hvp=dict(method="neumann", num_terms=10, alpha=0.002, damping=0.0, tol=1e-6),
-      num_samples=10, negatives="straight_through", temperature=0.5,
-      include_net_output=True, margin_cost="l1", score="soft_f1", net_l2=net_l2,
-      max_residual=2.0))
+      include_net_output=True, net_l2=net_l2, max_residual=2.0)
+  return ml_collections.ConfigDict(block)
 
 
 def get_sequence_config(dataset: str):

@@ -38,23 +38,43 @@ Tu & Gimpel 2018, is not in shared/papers):
 - `loss.l2` weighs ½‖W‖² on the energy, `infnet.net_l2` on the nets (the MLP's 1e-5).
 """
 
+import dataclasses
+import typing
+
 import ml_collections
 from ml_collections import config_dict
 
+from energynets.objectives import infnet
 from experiments.configs import base
 from experiments.configs import mlp
 
 TASKS = ("multilabel", "sequence")
 
+# InfNetOptions' fields the block leaves out: the energy's L2 is `loss.l2`, and the
+# output structure follows the energy's domain.
+_NOT_IN_BLOCK = ("l2", "output")
+
 
 def _infnet_options(net_l2: float) -> ml_collections.ConfigDict:
-  # energy_weight: λ_A of A_Ψ's energy term; unset (None) ties it to compound_weight
-  # (the paper's one λ) under the compound objective, 1 otherwise. A typed placeholder,
-  # so that --config.infnet.energy_weight=0.5 can set it.
-  return ml_collections.ConfigDict(dict(
-      objective="compound", architecture="stacked", compound_weight=1.0,
-      energy_weight=config_dict.placeholder(float), ce_weight=1.0, num_inner_steps=5,
-      truncate="energy", surrogate="l1", net_l2=net_l2, carry_energy=True))
+  """The `infnet` block: `objective` (the energy objective's name), the library energy
+  objectives' fields and `InfNetOptions`' fields at their defaults, read from the
+  dataclasses (`objectives.infnet_options_from_config` maps the block back onto them), so
+  a new option is one dataclass field. A None default (energy_weight: λ_A, unset ties it
+  to compound_weight under the compound objective, the paper's one λ) is a typed
+  placeholder, so that --config.infnet.energy_weight=0.5 can set it."""
+  block = {"objective": "compound"}
+  for cls in (*infnet.ENERGY_OBJECTIVES.values(), infnet.InfNetOptions):
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+      if field.name in _NOT_IN_BLOCK:
+        continue
+      value = field.default
+      if value is None:
+        value = config_dict.placeholder(next(
+            t for t in typing.get_args(hints[field.name]) if t is not type(None)))
+      block.setdefault(field.name, value)
+  block["net_l2"] = net_l2
+  return ml_collections.ConfigDict(block)
 
 
 def get_sequence_config(dataset: str):

@@ -40,6 +40,7 @@ its schedule and train mode) in `benchmarks/results/seal_schedule_train_mode_spo
 
 import ml_collections
 
+from energynets import objectives
 from experiments.configs import base
 from experiments.configs import mlp
 
@@ -48,18 +49,13 @@ TASKS = ("multilabel", "sequence", "segmentation")
 
 
 def _seal_options() -> ml_collections.ConfigDict:
-  # dvn_samples / dvn_sample_weights: comma-separated (static regression only);
-  # extra_samples / extra_sample_weights: comma-separated GBI-free DVN sources (gold,
-  # random, other_gold) added to the dynamic regression and regression_s samples.
-  # train_mode: dropout in the sampling task-net and in the loss-net inside the task-net's
-  # loss, as SEAL's public trainer (model.train() throughout); off: both deterministic.
-  return ml_collections.ConfigDict(dict(
-      objective="nce", phase="dynamic", energy_weight=1.0, bce_weight=1.0,
-      energy_term="energy", num_samples=10, noise_std=1.0, margin_cost="l1",
-      surrogate_eps=1e-3, score="soft_f1", dvn_samples="inference,adversarial,gold",
-      dvn_sample_weights="", extra_samples="", extra_sample_weights="",
-      predict="task_net", predict_init="uniform",
-      task_net_init="carry", loss_net_steps=1, rounds=1, train_mode=False))
+  """The `seal` block: `objective` (the loss-net objective's name), `SealOptions`' fields
+  and the loss-net objectives' fields, with the dataclasses' defaults
+  (`objectives.seal_config_defaults`), so a new option is one dataclass field. Lists are
+  comma-separated strings: dvn_samples / dvn_sample_weights (static regression),
+  extra_samples / extra_sample_weights (GBI-free DVN sources added to the dynamic
+  regression and regression_s samples)."""
+  return ml_collections.ConfigDict(objectives.seal_config_defaults())
 
 
 def get_sequence_config(dataset: str):

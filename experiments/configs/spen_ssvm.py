@@ -50,7 +50,7 @@ def get_config(dataset: str = "synthetic"):
   config.energy = ml_collections.ConfigDict(dict(
       feature_hidden=(1024, 1024), feature_activation="relu",
       num_measurements=5 if dataset == "delicious" else 15, activation="softplus",
-      num_conditional=0, dropout=0.5, input_dropout=0.5))
+      num_conditional=0, dropout=0.5, input_dropout=0.5, **base.OUTSIDE_ENERGY))
   if dataset == "yeast":
     config.energy.feature_hidden = ()
     config.energy.dropout = config.energy.input_dropout = 0.0
@@ -98,7 +98,7 @@ def get_config(dataset: str = "synthetic"):
     config.predict_gbi.update(dict(learning_rate=0.02, momentum=0.9, max_steps=400,
                                    entropy_anneal_init=3.0, entropy_anneal_steps=300))
     config.gbi.num_steps = 50
-    # Energy stage at 3e-2 (session 9): the global term's training depends on the seed
+    # Energy stage at 3e-2: the global term's training depends on the seed
     # (with 1e-2, seeds 1 and 2 learned no exclusivity at 15k). Mean validation
     # example-F1 over training seeds 0-2, 1.5k / 15k: 1e-2 88.67 / 95.09, 3e-2
     # 89.90 / 95.90, 1e-1 84.48 / 89.93; 1e-3 was 84.20 at 15k (seeds 1, 2) (spen.md).
@@ -107,7 +107,7 @@ def get_config(dataset: str = "synthetic"):
     config.stages.joint.train.steps = 5000
     # Exact inference (L = 16): `loss.loss_aug_solver=exhaustive` and
     # `loss.predict_solver=exhaustive` give the discrete SSVM and the energy's exact MAP
-    # (benchmarks/results/spen.md, session 23). With them, use
+    # (benchmarks/results/spen.md). With them, use
     # `stages.joint.optimizer.learning_rate=1e-2`: validation example-F1 at 1.5k, seeds
     # 0-2, 91.91 / 91.03 / 91.54 at 1e-3 and 92.93 / 92.80 / 93.10 at 1e-2. The paper's
     # SPEN (GBI) stays the default.

@@ -1,0 +1,97 @@
+r"""Predicts new inputs with a finished run (`energynets.load_run`): soft outputs and labels.
+
+  python -m experiments.predict --workdir=/tmp/mlp --input=new_rows.npz --output=pred.npz
+  python -m experiments.predict --workdir=/tmp/br --input=../shared/data/yeast \
+      --output=/tmp/yeast_pred.npz
+
+--input is an `.npz` holding an array `x` (rows shaped like the run's training inputs),
+or a MULAN folder (`<name>-train.arff`, `<name>-test.arff`, `<name>.xml`), of which the
+test split is predicted, loaded as `energynets.load_dataset` loads it for training
+(real features standardized by that folder's train statistics; a folder with a single
+`<name>.arff` has a seeded 20% test split). --output is an `.npz` with `y_soft` (the
+relaxed outputs) and `y_pred` (labels: the run's tuned threshold, or argmax per token),
+written whole or not at all. Rows of an `experiments.main` run are predicted as the run
+evaluates its splits (segmentation: its test-time crops averaged back per pixel). A user
+error exits with one line on stderr.
+"""
+
+import os
+import pathlib
+import tempfile
+
+from absl import app
+from absl import flags
+import numpy as np
+
+import ml_collections
+
+import energynets as en
+from energynets.train import quiet_library_logs
+from energynets.train import run as run_lib
+from experiments import tasks
+from experiments import train
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "the run's directory (holding run.json)")
+_INPUT = flags.DEFINE_string("input", None, "an .npz with an array x, or a MULAN folder")
+_OUTPUT = flags.DEFINE_string("output", None, "the .npz to write (y_soft, y_pred)")
+_NUM_DEVICES = flags.DEFINE_integer("num_devices", 0, "devices to predict on (0: all)")
+flags.mark_flags_as_required(["workdir", "input", "output"])
+
+
+def read_inputs(path: str) -> np.ndarray:
+  """The rows to predict: `x` of an .npz, or the test split of a MULAN folder."""
+  source = pathlib.Path(path)
+  if not source.exists():
+    raise FileNotFoundError(f"--input={path} does not exist")
+  if source.suffix == ".npz":
+    with np.load(source) as arrays:
+      if "x" not in arrays:
+        raise ValueError(f"--input={path} has no array 'x' (it has {sorted(arrays)})")
+      return arrays["x"]
+  return en.load_dataset(source).test.x
+
+
+def soft_predictions(predictor: run_lib.Predictor, x: np.ndarray) -> np.ndarray:
+  """`predictor.predict_soft(x)`; for a run of `experiments.main`, through its task's split
+  prediction, so the outputs are those its results were computed from."""
+  builder = predictor.metadata.get("builder") or {}
+  if builder.get("path") != train.RUN_BUILDER:
+    return predictor.predict_soft(x)
+  config = ml_collections.ConfigDict(train.json_to_config(builder["kwargs"]["config"]))
+  return tasks.task_for(config).predict(config, predictor.predict_soft, x)
+
+
+def write_outputs(path: str, **arrays: np.ndarray) -> None:
+  """`np.savez` to `path` through a temporary file renamed over it: whole or nothing."""
+  target = pathlib.Path(path)
+  if not target.parent.is_dir():
+    raise FileNotFoundError(f"--output={path}: directory {target.parent} does not exist")
+  handle, partial = tempfile.mkstemp(dir=target.parent, suffix=".partial")
+  try:
+    with os.fdopen(handle, "wb") as f:
+      np.savez(f, **arrays)
+    os.replace(partial, target)
+  except BaseException:
+    os.unlink(partial)
+    raise
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  quiet_library_logs()
+  try:
+    run_lib.read_run(_WORKDIR.value)  # a missing or foreign run fails before any loading
+    x = read_inputs(_INPUT.value)
+    predictor = en.load_run(_WORKDIR.value, num_devices=_NUM_DEVICES.value or None)
+    y_soft = soft_predictions(predictor, x)
+    y_pred = run_lib.decode(y_soft, predictor.decoding, predictor.threshold)
+    write_outputs(_OUTPUT.value, y_soft=y_soft, y_pred=y_pred)
+  except (ValueError, OSError) as e:  # user errors: one line, no traceback
+    raise SystemExit(f"experiments.predict: error: {' '.join(str(e).split())}") from None
+  print(f"{_OUTPUT.value}: {len(y_soft)} rows, decoding {predictor.decoding} "
+        f"(threshold {predictor.threshold:g})")
+
+
+if __name__ == "__main__":
+  app.run(main)
