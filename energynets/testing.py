@@ -2,6 +2,7 @@
 
 from typing import Any, Callable, NamedTuple
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -151,3 +152,28 @@ def minimize(loss: Callable[[Any], jax.Array], params: Any, steps: int,
     params, state, value = step(params, state)
     values.append(float(value))
   return params, values
+
+
+class LowRankPairEnergy(nn.Module):
+  """A user's own multi-label energy as a plain Flax module (no `encode`, no `as_energy`):
+  E(x, y) = −⟨W x + b, y⟩ − yᵀ U Vᵀ y, a local linear term and a low-rank label-pair term.
+
+  Attributes:
+    num_labels: L.
+    rank: the rank of U Vᵀ.
+    per_label: return the wrong shape, the local terms `[B, L]` instead of `[B]`.
+  """
+  num_labels: int
+  rank: int = 2
+  per_label: bool = False
+
+  @nn.compact
+  def __call__(self, x: jax.Array, y: jax.Array) -> jax.Array:
+    local = nn.Dense(self.num_labels, name="local")(x)
+    init = nn.initializers.normal(0.3)
+    u = self.param("u", init, (self.num_labels, self.rank))
+    v = self.param("v", init, (self.num_labels, self.rank))
+    pair = jnp.einsum("bi,ir,jr,bj->b", y, u, v, y)
+    if self.per_label:
+      return -local * y
+    return -jnp.sum(local * y, axis=-1) - pair

@@ -12,6 +12,7 @@ import optax
 import pytest
 
 import energynets as en
+from energynets import testing
 from energynets import domains
 from energynets.energies import protocol
 from energynets.objectives import ssvm
@@ -19,18 +20,7 @@ from energynets.objectives import ssvm
 L, D, B = 3, 5, 8
 
 
-class LowRankPairEnergy(nn.Module):
-  """A user's multi-label energy: E(x, y) = −⟨W x + b, y⟩ − yᵀ U Vᵀ y."""
-  num_labels: int
-  rank: int = 2
-
-  @nn.compact
-  def __call__(self, x, y):
-    local = nn.Dense(self.num_labels, name="local")(x)
-    u = self.param("u", nn.initializers.normal(0.3), (self.num_labels, self.rank))
-    v = self.param("v", nn.initializers.normal(0.3), (self.num_labels, self.rank))
-    pair = jnp.einsum("bi,ir,jr,bj->b", y, u, v, y)
-    return -jnp.sum(local * y, axis=-1) - pair
+LowRankPairEnergy = testing.LowRankPairEnergy
 
 
 class WrongShapeEnergy(nn.Module):

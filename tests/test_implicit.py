@@ -226,23 +226,7 @@ class ObjectiveTest(parameterized.TestCase):
 # A user's own energy, reached only through the `Energy` protocol.
 
 
-class LowRankPairEnergy(nn.Module):
-  """E(x, y) = −⟨W x + b, y⟩ − yᵀ U Vᵀ y: a local linear term and a low-rank label-pair
-  term, written as a plain Flax module (no `encode`, no `as_energy`)."""
-  num_labels: int
-  rank: int = 2
-  per_label: bool = False  # the wrong shape: [B, L] instead of [B]
-
-  @nn.compact
-  def __call__(self, x, y):
-    local = nn.Dense(self.num_labels, name="local")(x)
-    init = nn.initializers.normal(0.3)
-    u = self.param("u", init, (self.num_labels, self.rank))
-    v = self.param("v", init, (self.num_labels, self.rank))
-    pair = jnp.einsum("bi,ir,jr,bj->b", y, u, v, y)
-    if self.per_label:
-      return -local * y
-    return -jnp.sum(local * y, axis=-1) - pair
+LowRankPairEnergy = testing.LowRankPairEnergy
 
 
 def _module_energy(**kwargs):

@@ -17,6 +17,7 @@ A batch is a dict of arrays with a leading batch axis (`{"x": [B, D], "y": [B, L
 for multi-label data).
 """
 
+import dataclasses
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import flax
@@ -106,6 +107,18 @@ def multilabel_bce(logits: jax.Array, labels: jax.Array) -> jax.Array:
   """
   per_label = optax.sigmoid_binary_cross_entropy(logits, labels)
   return per_label.reshape(per_label.shape[0], -1).sum(-1).mean()
+
+
+def field_names(cls) -> tuple[str, ...]:
+  """The field names of an options dataclass, in declaration order."""
+  return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def options_not_taken(cls, options) -> tuple[list[str], tuple[str, ...]]:
+  """`(sorted names in options that are not fields of cls, cls's fields)`: what the
+  name-to-value functions (`get_loss_net_objective`, ...) refuse, and what they list."""
+  fields = field_names(cls)
+  return sorted(set(options) - set(fields)), fields
 
 
 def first_match(candidates, reference):

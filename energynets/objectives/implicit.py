@@ -300,10 +300,6 @@ PRIMARIES: dict[str, type] = {"ssvm": ImplicitSSVM, "cd": ImplicitCD, "dvn": Imp
 PRIMARY_LOSSES = tuple(PRIMARIES)
 
 
-def _field_names(cls) -> tuple[str, ...]:
-  return tuple(f.name for f in dataclasses.fields(cls))
-
-
 def get_primary_loss(name: str, **options: Any) -> ImplicitPrimary:
   """The library's primary loss called `name`, built with `options`.
 
@@ -321,8 +317,7 @@ def get_primary_loss(name: str, **options: Any) -> ImplicitPrimary:
   if name not in PRIMARIES:
     raise ValueError(f"unknown primary loss {name!r}; known: {PRIMARY_LOSSES}")
   cls = PRIMARIES[name]
-  fields = _field_names(cls)
-  foreign = sorted(set(options) - set(fields))
+  foreign, fields = base.options_not_taken(cls, options)
   if foreign:
     raise ValueError(f"options {foreign} do not apply to the primary loss {name!r} "
                      f"(its options: {fields})")
@@ -376,7 +371,7 @@ class ImplicitOptions:
     return scores_lib.get_score(self.score) if isinstance(self.score, str) else self.score
 
 
-_OPTION_FIELDS = _field_names(ImplicitOptions)
+_OPTION_FIELDS = base.field_names(ImplicitOptions)
 
 
 def implicit_options_from_config(config: Mapping[str, Any], **values: Any
@@ -401,13 +396,13 @@ def implicit_options_from_config(config: Mapping[str, Any], **values: Any
   """
   merged = {**config, **values}
   primary_fields = tuple(dict.fromkeys(
-      f for cls in PRIMARIES.values() for f in _field_names(cls)))
+      f for cls in PRIMARIES.values() for f in base.field_names(cls)))
   known = ("primary",) + _OPTION_FIELDS + primary_fields
   unknown = sorted(k for k in merged if k not in known)
   if unknown:
     raise ValueError(f"unknown implicit options {unknown}; known: {known}")
   name = merged.get("primary", "cd")
-  taken = _field_names(PRIMARIES[name]) if name in PRIMARIES else ()
+  taken = base.field_names(PRIMARIES[name]) if name in PRIMARIES else ()
   primary = get_primary_loss(name, **{k: v for k, v in merged.items() if k in taken})
   options = ImplicitOptions(**{k: v for k, v in merged.items() if k in _OPTION_FIELDS})
   return options, primary

@@ -304,10 +304,6 @@ ENERGY_OBJECTIVES: dict[str, type] = {
 OBJECTIVES = tuple(ENERGY_OBJECTIVES)
 
 
-def _field_names(cls) -> tuple[str, ...]:
-  return tuple(f.name for f in dataclasses.fields(cls))
-
-
 def _non_negative(name: str, value) -> None:
   if value is not None and not value >= 0:  # `not >=` also refuses NaN
     raise ValueError(f"{name} must be >= 0, got {value}")
@@ -330,8 +326,7 @@ def get_energy_objective(name: str, **options: Any) -> InfNetEnergyObjective:
   if name not in ENERGY_OBJECTIVES:
     raise ValueError(f"unknown InfNet energy objective {name!r}; known: {OBJECTIVES}")
   cls = ENERGY_OBJECTIVES[name]
-  fields = _field_names(cls)
-  foreign = sorted(set(options) - set(fields))
+  foreign, fields = base.options_not_taken(cls, options)
   if foreign:
     raise ValueError(f"options {foreign} do not apply to the InfNet energy objective "
                      f"{name!r} (its options: {fields})")
@@ -392,7 +387,7 @@ class InfNetOptions:
                        f"{self.num_inner_steps!r}")
 
 
-_OPTION_FIELDS = _field_names(InfNetOptions)
+_OPTION_FIELDS = base.field_names(InfNetOptions)
 
 
 def infnet_options_from_config(config: Mapping[str, Any], **values: Any
@@ -418,13 +413,13 @@ def infnet_options_from_config(config: Mapping[str, Any], **values: Any
   """
   merged = {**config, **values}
   objective_fields = tuple(dict.fromkeys(
-      f for cls in ENERGY_OBJECTIVES.values() for f in _field_names(cls)))
+      f for cls in ENERGY_OBJECTIVES.values() for f in base.field_names(cls)))
   known = ("objective",) + _OPTION_FIELDS + objective_fields
   unknown = sorted(k for k in merged if k not in known)
   if unknown:
     raise ValueError(f"unknown InfNet options {unknown}; known: {known}")
   name = merged.get("objective", "compound")
-  taken = _field_names(ENERGY_OBJECTIVES[name]) if name in ENERGY_OBJECTIVES else ()
+  taken = base.field_names(ENERGY_OBJECTIVES[name]) if name in ENERGY_OBJECTIVES else ()
   objective = get_energy_objective(name, **{k: v for k, v in merged.items() if k in taken})
   options = InfNetOptions(**{k: v for k, v in merged.items() if k in _OPTION_FIELDS})
   return options, objective

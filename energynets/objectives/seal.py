@@ -535,10 +535,6 @@ LOSS_NET_OBJECTIVES: dict[str, type] = {
 OBJECTIVES = tuple(LOSS_NET_OBJECTIVES)
 
 
-def _field_names(cls) -> tuple[str, ...]:
-  return tuple(f.name for f in dataclasses.fields(cls))
-
-
 def get_loss_net_objective(name: str, **options: Any) -> LossNetObjective:
   """The library's loss-net objective called `name`, built with `options`.
 
@@ -554,8 +550,7 @@ def get_loss_net_objective(name: str, **options: Any) -> LossNetObjective:
   """
   _check_choice(name, OBJECTIVES, "SEAL loss-net objective")
   cls = LOSS_NET_OBJECTIVES[name]
-  fields = _field_names(cls)
-  foreign = sorted(set(options) - set(fields))
+  foreign, fields = base.options_not_taken(cls, options)
   if foreign:
     raise ValueError(f"options {foreign} apply to other loss-net objectives, not to "
                      f"{name!r} (its options: {fields})")
@@ -635,14 +630,14 @@ class SealOptions:
 # Configs: one flat block of options (SealOptions' fields, `objective` and the loss-net
 # objectives' fields), written as ml_collections values.
 
-_OPTION_FIELDS = _field_names(SealOptions)
+_OPTION_FIELDS = base.field_names(SealOptions)
 
 
 def _objective_fields() -> dict[str, tuple[str, ...]]:
   """`{field: names of the library objectives that take it}`."""
   owners: dict[str, tuple[str, ...]] = {}
   for name, cls in LOSS_NET_OBJECTIVES.items():
-    for field in _field_names(cls):
+    for field in base.field_names(cls):
       owners[field] = owners.get(field, ()) + (name,)
   return owners
 
@@ -734,7 +729,7 @@ def seal_options_from_config(config: Mapping[str, Any], **values: Any
     raise ValueError(f"unknown SEAL options {unknown}; known: {known}")
   name = values.get("objective", config.get("objective", "nce"))
   _check_choice(name, OBJECTIVES, "SEAL loss-net objective")
-  taken = _field_names(LOSS_NET_OBJECTIVES[name])
+  taken = base.field_names(LOSS_NET_OBJECTIVES[name])
   option_kwargs, objective_kwargs = {}, {}
   for key, raw in config.items():
     if key == "objective":
