@@ -18,6 +18,7 @@ subpackages (e.g. `energynets.objectives.seal`) are implementation detail.
 | inference | `gbi_scan` (fixed T, differentiable), `gbi_while` (per-example convergence), options `GBIConfig`, results `GBITrace` / `GBIResult`; `unrolled_gbi` (the gradient through T steps by a strategy value: `Unrolled`, `Rematerialized`, `HVPAdjoint`, `Implicit`, or your own; `get_strategy` maps the names `'scan'`, `'remat'`, `'adjoint'`) |
 | second-order tools | `hvp`, `cross_hvp`, `neumann_inverse_hvp`, `cg_inverse_hvp`, `inverse_hvp`; solver values `Neumann`, `ConjugateGradient` (`get_solver` maps an `InverseHVP` record); `implicit_gradient`, `implicit_solution` |
 | objectives (`init` / `update` / `predict`) | `local_bce`, `local_token_ce`, `local_squared_error`, `spen_pretrain`, `ssvm_hinge`, `deep_mean_field`, `e2e_objective`, `inference_network`, `seal_objective`, `task_net_ranking`, `deep_value_network`, `implicit_objective`, `crf_objective`; losses `seal_losses`, `infnet_losses` |
+| options as values | `SSVMOptions`, `E2EOptions`, `DVNOptions` (a DVN `Sampler` of your own plugs in), `options_from_config` (a config block onto an options dataclass); every objective also takes the same fields as keywords |
 | SEAL's options as values | `SealOptions` (the family's options); loss-net objectives `SealMargin`, `SealRegression`, `SealRegressionS`, `SealNCE` (or your own, computing L_E from `LossNetInputs`); `get_loss_net_objective` maps their names |
 | InfNet's and the implicit objective's options as values | `InfNetOptions`; energy objectives `InfNetMargin`, `InfNetPerceptron`, `InfNetCompound` (or your own, computing the E-step loss from `objectives.InfNetEnergyInputs`), named by `get_energy_objective`; `ImplicitOptions`; primary losses `ImplicitSSVM`, `ImplicitCD`, `ImplicitDVN` (or your own, from `objectives.ImplicitPrimaryInputs`), named by `get_primary_loss` |
 | metrics | `example_f1`, `micro_f1`, `macro_f1`, `hamming_loss`, `binarize`, `tune_threshold`, `evaluate_multilabel`, `soft_f1`, `soft_iou`, `psnr`, `token_accuracy`, `span_f1` |
@@ -150,6 +151,10 @@ from energynets.objectives import seal_objective
 from energynets.objectives import spen_pretrain
 from energynets.objectives import ssvm_hinge
 from energynets.objectives import task_net_ranking
+from energynets.objectives import DVNOptions
+from energynets.objectives import E2EOptions
+from energynets.objectives import options_from_config
+from energynets.objectives import SSVMOptions
 from energynets.train import build_init
 from energynets.train import build_predict
 from energynets.train import build_train_step
@@ -187,6 +192,8 @@ __all__ = [
     "e2e_objective", "implicit_objective", "inference_network", "infnet_losses",
     "local_bce", "local_squared_error", "local_token_ce", "seal_losses", "seal_objective",
     "spen_pretrain", "ssvm_hinge", "task_net_ranking",
+    # Options of SSVM, e2e and DVN as values; a config block onto an options dataclass.
+    "DVNOptions", "E2EOptions", "SSVMOptions", "options_from_config",
     # SEAL's options and loss-net objectives as values.
     "LossNetInputs", "SealMargin", "SealNCE", "SealOptions", "SealRegression",
     "SealRegressionS", "get_loss_net_objective",

@@ -266,15 +266,13 @@ def energy_module(config, dataset):
 
 
 def _build_ssvm(config, dataset, optimizer) -> objectives.Objective:
-  return objectives.ssvm_hinge(
-      energy_module(config, dataset), optimizer,
+  """SSVM: config.loss (shared with the feed-forward methods) holds `SSVMOptions`'
+  fields, config.gbi / config.predict_gbi the two inferences."""
+  options = objectives.options_from_config(
+      objectives.SSVMOptions, config.loss, strict=False,
       loss_aug_gbi=inference.GBIConfig(**config.gbi),
-      predict_gbi=inference.GBIConfig(**config.predict_gbi),
-      surrogate=config.loss.surrogate, surrogate_eps=config.loss.surrogate_eps,
-      trainable=_names(config.loss.trainable), l2=config.loss.l2, init=config.loss.init,
-      loss_aug_init=_names(config.loss.loss_aug_init),
-      loss_aug_solver=config.loss.get("loss_aug_solver", "gbi"),
-      predict_solver=config.loss.get("predict_solver", "gbi"))
+      predict_gbi=inference.GBIConfig(**config.predict_gbi))
+  return objectives.ssvm_hinge(energy_module(config, dataset), optimizer, options=options)
 
 
 def _build_dmf(config, dataset, optimizer) -> objectives.Objective:
@@ -283,12 +281,6 @@ def _build_dmf(config, dataset, optimizer) -> objectives.Objective:
       _mlp(config, dataset), optimizer, num_iters=d.num_iters,
       rank=None if d.rank < 0 else d.rank, l2=config.loss.l2, train_unary=d.train_unary,
       features=d.features, damping=d.damping)
-
-
-def _floats(text: str) -> tuple[float, ...] | None:
-  """A comma-separated config string of numbers as a tuple; None when empty."""
-  names = _names(text)
-  return tuple(float(n) for n in names) if names else None
 
 
 def _build_seal(config, dataset, optimizer) -> objectives.Objective:
@@ -321,15 +313,14 @@ def _build_seal_ranking(config, dataset, optimizer) -> objectives.Objective:
 
 
 def _build_dvn(config, dataset, optimizer) -> objectives.Objective:
-  d = config.dvn
-  return objectives.deep_value_network(
-      energy_module(config, dataset), optimizer,
+  """DVN: config.dvn and config.loss's `init` and `l2` are `DVNOptions`' fields."""
+  options = objectives.options_from_config(
+      objectives.DVNOptions, config.dvn, init=config.loss.init, l2=config.loss.l2,
       inference_gbi=inference.GBIConfig(**config.gbi),
       adversarial_gbi=inference.GBIConfig(**config.adversarial_gbi),
-      predict_gbi=inference.GBIConfig(**config.predict_gbi), samples=_names(d.samples),
-      sample_weights=_floats(d.sample_weights), score=d.score, init=config.loss.init,
-      adversarial_through_score=d.adversarial_through_score,
-      adversarial_init=d.adversarial_init, l2=config.loss.l2)
+      predict_gbi=inference.GBIConfig(**config.predict_gbi))
+  return objectives.deep_value_network(energy_module(config, dataset), optimizer,
+                                       options=options)
 
 
 def _build_infnet(config, dataset, optimizer) -> objectives.Objective:
@@ -351,15 +342,14 @@ def _build_infnet(config, dataset, optimizer) -> objectives.Objective:
 
 def _build_e2e(config, dataset, optimizer) -> objectives.Objective:
   """End-to-end SPEN: config.optimizer trains the energy, config.step_size_optimizer the
-  learned GBI step sizes (config.gbi: the unrolled inference of training and test)."""
-  e = config.e2e
+  learned GBI step sizes; config.e2e and config.loss's `trainable` and `l2` are
+  `E2EOptions`' fields, config.gbi the unrolled inference of training and test."""
+  options = objectives.options_from_config(
+      objectives.E2EOptions, config.e2e, gbi=inference.GBIConfig(**config.gbi),
+      trainable=config.loss.trainable, l2=config.loss.l2)
   return objectives.e2e_objective(
-      energy_module(config, dataset), optimizer, gbi=inference.GBIConfig(**config.gbi),
-      loss=e.loss, per_iterate=e.per_iterate, gradient=e.gradient, init=e.init,
-      learn_step_sizes=e.learn_step_sizes,
-      step_size_optimizer=make_optimizer(config.step_size_optimizer, config.train.steps),
-      trainable=_names(config.loss.trainable), l2=config.loss.l2, loss_eps=e.loss_eps,
-      loss_reduction=e.loss_reduction)
+      energy_module(config, dataset), optimizer, options=options,
+      step_size_optimizer=make_optimizer(config.step_size_optimizer, config.train.steps))
 
 
 def _build_implicit(config, dataset, optimizer) -> objectives.Objective:

@@ -234,6 +234,46 @@ class TrainingTest(parameterized.TestCase):
         protocol.as_energy(_energy()).encode(state["energy"].params, batch["x"]).logits,
         net.apply({"params": bce["net"].params}, batch["x"]))
 
+  def test_a_sampler_and_a_score_of_your_own_are_what_the_update_regresses(self):
+    energy = _energy()
+    batch = _batch(5)
+    calls = []
+
+    def sampler(model, params, encoding, x, y, rng):
+      calls.append(model.name)
+      half = jnp.full_like(y, 0.5)
+      return {"half": half + 0.1 * jax.random.uniform(rng, y.shape), "gold": y}
+
+    def overlap(y_soft, y):  # a score in [0, 1] that is not the soft F1
+      return jnp.mean(y_soft * y + (1 - y_soft) * (1 - y), axis=-1)
+
+    options = dvn.DVNOptions(predict_gbi=PREDICT_GBI, sampler=sampler,
+                             sample_weights=(2.0, 0.5), score=overlap)
+    obj = dvn.deep_value_network(energy, optax.sgd(1.0), options=options)
+    state = obj.init(jax.random.key(0), batch)
+    params = state["energy"].params
+    rng = jax.random.key(7)
+    samples = sampler(protocol.as_energy(energy), params, None, batch["x"], batch["y"],
+                      jax.random.split(rng)[1])
+    (loss, _), grads = jax.value_and_grad(
+        lambda q: dvn.dvn_loss(energy, q, batch["x"], batch["y"], samples,
+                               sample_weights={"half": 2.0, "gold": 0.5}, score=overlap),
+        has_aux=True)(params)
+    new, metrics = obj.update(state, batch, rng)
+    self.assertIn("regression_half", metrics)
+    np.testing.assert_allclose(metrics["loss"], loss, rtol=1e-5)
+    np.testing.assert_allclose(metrics["score_gold"], 1.0, rtol=1e-6)  # overlap(y, y)
+    stepped = jax.tree.map(lambda a, b: a - b, params, new["energy"].params)
+    for g, s in zip(jax.tree.leaves(grads), jax.tree.leaves(stepped)):
+      np.testing.assert_allclose(s, g, rtol=1e-4, atol=1e-6)
+    self.assertTrue(calls)
+    with self.assertRaisesRegex(ValueError, "3 weights for the sampler's 2 samples"):
+      dvn.deep_value_network(energy, optax.sgd(1.0), predict_gbi=PREDICT_GBI,
+                             sampler=sampler, sample_weights=(1.0, 1.0, 1.0)
+                             ).update(state, batch, rng)
+    with self.assertRaisesRegex(ValueError, "either named samples"):
+      dvn.DVNOptions(predict_gbi=PREDICT_GBI, sampler=sampler, samples=("gold",))
+
   def test_bad_options_raise_naming_them(self):
     cases = [
         (dict(samples=("inference", "neighbours")), "'neighbours'"),
@@ -251,6 +291,10 @@ class TrainingTest(parameterized.TestCase):
         _objective(**options)
     with self.assertRaisesRegex(TypeError, "string"):
       _objective(samples="gold")
+    with self.assertRaisesRegex(ValueError, r"unknown DVNOptions options \['sample'\]"):
+      _objective(sample=("gold",))
+    with self.assertRaisesRegex(ValueError, "needs predict_gbi"):
+      dvn.deep_value_network(_energy(), optax.sgd(1.0), inference_gbi=TRAIN_GBI)
 
 
 if __name__ == "__main__":

@@ -771,6 +771,33 @@ def smoke_seal_options(en, tmp_path):
                                       loss_net_objective=objective), batch)
 
 
+@smoke("objectives.SSVMOptions", "objectives.E2EOptions", "objectives.DVNOptions",
+       "objectives.Sampler", "objectives.options_from_config")
+def smoke_method_options(en, tmp_path):
+  del tmp_path
+  o, GBIConfig = en.objectives, en.inference.GBIConfig
+  batch = _multilabel_batch()
+  gbi, predict = GBIConfig(num_steps=2), GBIConfig(max_steps=3)
+  ssvm = o.options_from_config(o.SSVMOptions, {"surrogate": "l1", "trainable": "",
+                                               "l2_c": 1.0}, strict=False,
+                               loss_aug_gbi=gbi, predict_gbi=predict)
+  assert ssvm == o.SSVMOptions(loss_aug_gbi=gbi, predict_gbi=predict, surrogate="l1")
+  e2e = o.options_from_config(o.E2EOptions, {"loss": "squared"}, gbi=gbi)
+  assert e2e.loss == "squared" and e2e.gbi == gbi
+  assert callable(o.Sampler.__call__)
+
+  def gold_and_half(energy, params, encoding, x, y, rng):  # a Sampler of one's own
+    del energy, params, encoding, x, rng
+    return {"gold": y, "half": jnp.full_like(y, 0.5)}
+
+  dvn = o.DVNOptions(predict_gbi=predict, sampler=gold_and_half)
+  for objective in (o.ssvm_hinge(_spen(en), optax.sgd(0.1), options=ssvm),
+                    o.e2e_objective(_spen(en), optax.sgd(0.1), options=e2e),
+                    o.deep_value_network(_spen(en), optax.sgd(0.1), options=dvn)):
+    state = objective.init(jax.random.key(0), batch)
+    assert jax.tree.leaves(state)
+
+
 @smoke("objectives.deep_value_network", "objectives.implicit_objective",
        "objectives.contrastive_divergence_loss")
 def smoke_dvn_and_implicit(en, tmp_path):

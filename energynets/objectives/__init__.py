@@ -2,11 +2,11 @@
 
 from energynets.objectives.base import (Objective, ParamGroup, apply_gradients, init_group,
                                         l2_penalty, metrics_and_grads, minimize_step,
-                                        multilabel_bce)
+                                        multilabel_bce, options_from_config)
 from energynets.objectives.crf import crf_objective
 from energynets.objectives.dmf import deep_mean_field
-from energynets.objectives.dvn import deep_value_network
-from energynets.objectives.e2e import e2e_objective
+from energynets.objectives.dvn import DVNOptions, Sampler, deep_value_network
+from energynets.objectives.e2e import E2EOptions, e2e_objective
 from energynets.objectives.implicit import (ImplicitCD, ImplicitDVN, ImplicitOptions,
                                             ImplicitPrimary, ImplicitPrimaryInputs,
                                             ImplicitSSVM, contrastive_divergence_loss,
@@ -23,7 +23,7 @@ from energynets.objectives.seal import (LossNetInputs, LossNetObjective, SealMar
                                         get_loss_net_objective, seal_config_defaults,
                                         seal_losses, seal_objective,
                                         seal_options_from_config, task_net_ranking)
-from energynets.objectives.ssvm import search_statistics, spen_pretrain, ssvm_hinge
+from energynets.objectives.ssvm import SSVMOptions, search_statistics, spen_pretrain, ssvm_hinge
 
 __all__ = ["Objective", "ParamGroup", "apply_gradients", "contrastive_divergence_loss",
            "crf_objective", "deep_mean_field",
@@ -39,4 +39,5 @@ __all__ = ["Objective", "ParamGroup", "apply_gradients", "contrastive_divergence
            "infnet_options_from_config",
            "ImplicitCD", "ImplicitDVN", "ImplicitOptions", "ImplicitPrimary",
            "ImplicitPrimaryInputs", "ImplicitSSVM", "get_primary_loss",
-           "implicit_options_from_config"]
+           "implicit_options_from_config", "SSVMOptions", "E2EOptions", "DVNOptions",
+           "Sampler", "options_from_config"]

@@ -18,6 +18,8 @@ for multi-label data).
 """
 
 import dataclasses
+import re
+import typing
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import flax
@@ -119,6 +121,77 @@ def options_not_taken(cls, options) -> tuple[list[str], tuple[str, ...]]:
   name-to-value functions (`get_loss_net_objective`, ...) refuse, and what they list."""
   fields = field_names(cls)
   return sorted(set(options) - set(fields)), fields
+
+
+def sequence_element_type(classes: Sequence[type], field: str) -> Optional[type]:
+  """The element type of `field` where the first of `classes` that has it types it as a
+  tuple (a list in a config), else None."""
+  for cls in classes:
+    hints = typing.get_type_hints(cls)
+    if field in hints:
+      for arg in (hints[field], *typing.get_args(hints[field])):
+        if typing.get_origin(arg) is tuple:
+          return typing.get_args(arg)[0]
+      return None
+  return None
+
+
+def config_value(classes: Sequence[type], field: str, value: Any) -> Any:
+  """A config value as the field's value: a tuple field takes a string of names or
+  numbers separated by `,` or `+` (`+` lets a list ride inside a comma-separated list
+  of runs, as compare's --methods); the empty string is None."""
+  element = sequence_element_type(classes, field)
+  if element is None or not isinstance(value, str):
+    return value
+  items = [item.strip() for item in re.split(r"[,+]", value) if item.strip()]
+  return tuple(element(item) for item in items) if items else None
+
+
+def options_from_config(cls: type, block: Mapping[str, Any], *, strict: bool = True,
+                        **values: Any) -> Any:
+  """An options dataclass from a config block and Python values.
+
+  Args:
+    cls: the options dataclass (`SSVMOptions`, `E2EOptions`, `DVNOptions`, ...).
+    block: a config block (a dict or a `ConfigDict`); its keys that are fields of `cls`
+      are taken, tuple fields from comma-separated strings (`config_value`).
+    strict: refuse a key of `block` that is not a field (False for blocks that several
+      methods share, e.g. `config.loss`).
+    **values: field values (e.g. `GBIConfig`s, or config values of other blocks) that
+      override `block`.
+
+  Returns:
+    `cls(**fields)`.
+
+  Raises:
+    ValueError: one line naming an unknown key and the known fields.
+  """
+  block = block.to_dict() if hasattr(block, "to_dict") else dict(block)
+  fields = field_names(cls)
+  unknown = sorted(k for k in set(block) | set(values) if k not in fields
+                   and (strict or k in values))
+  if unknown:
+    raise ValueError(f"unknown {cls.__name__} options {unknown}; known: {fields}")
+  kwargs = {k: v for k, v in block.items() if k in fields}
+  kwargs.update(values)
+  return cls(**{k: config_value((cls,), k, v) for k, v in kwargs.items()})
+
+
+def resolve_options(cls: type, options: Any, flat: Mapping[str, Any]) -> Any:
+  """An objective's options: the `options` value, or `cls(**flat)` from the same
+  fields given as keywords, or `cls()`; a one-line ValueError for both at once or for
+  a keyword that is not a field."""
+  if options is not None:
+    if flat:
+      raise ValueError(f"give the options either as options={cls.__name__}(...) or as "
+                       f"keywords, not both; got options and {sorted(flat)}")
+    if not isinstance(options, cls):
+      raise TypeError(f"options must be a {cls.__name__}, not {type(options).__name__}")
+    return options
+  unknown, fields = options_not_taken(cls, flat)
+  if unknown:
+    raise ValueError(f"unknown {cls.__name__} options {unknown}; known: {fields}")
+  return cls(**flat)
 
 
 def first_match(candidates, reference):

@@ -40,7 +40,8 @@ any `Energy` on the Box: a SPEN, a `SegmentationEnergy` (masks ȳ ∈ [0,1]^{H×
 `score='soft_iou'`) or a user's own.
 """
 
-from typing import Any, Mapping, Optional, Sequence
+import dataclasses
+from typing import Any, Mapping, Optional, Protocol, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -194,46 +195,106 @@ def dvn_loss(energy: Any, params, x: jax.Array, y: jax.Array,
                                weights, scores_lib.get_score(score))
 
 
-def deep_value_network(energy: Any, optimizer: optax.GradientTransformation, *,
-                       inference_gbi: GBIConfig, predict_gbi: GBIConfig,
-                       adversarial_gbi: Optional[GBIConfig] = None,
-                       samples: Optional[Sequence[str]] = None,
-                       sample_weights: Optional[Sequence[float]] = None,
-                       score: str = "soft_f1", init: str = "uniform",
-                       adversarial_through_score: bool = True,
-                       adversarial_init: str = "prediction",
-                       l2: float = 0.0) -> base.Objective:
-  """The DVN objective (see the module docstring).
+class Sampler(Protocol):
+  """A DVN sampling scheme: the outputs ȳ whose scores the value network regresses."""
 
-  Args:
-    energy: an `Energy` on the Box (a SPEN, a `SegmentationEnergy`, a user's own)
-      whose `σ(−E)` is the value network.
-    optimizer: for all of its parameters.
+  def __call__(self, energy: protocol.Energy, params, encoding, x: jax.Array, y: jax.Array,
+               rng: jax.Array) -> dict[str, jax.Array]:
+    """`{name: ȳ}`, each shaped like y, for the energy at `params` (gradients are
+    stopped after the call); `encoding` is `energy.encode(params, x)`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DVNOptions:
+  """DVN's options (defaults: Gygli et al.'s mix of sources, the soft F1 score).
+
+  Attributes:
     inference_gbi: `gbi_scan` options of the training-time prediction.
     predict_gbi: `gbi_while` options of test-time prediction (`ssvm.infer`).
     adversarial_gbi: `gbi_scan` options of the adversarial ascent; default
       `inference_gbi`.
     samples: sample sources, names of `SAMPLE_SOURCES`; default `DEFAULT_SAMPLES`
       (inference, adversarial, gold).
-    sample_weights: one weight per source (default 1 each).
-    score: the regression target, a name of `scores.SCORES`.
+    sample_weights: one weight per source, or per sample of `sampler` in the order it
+      returns them (default 1 each).
+    sampler: your own sampling scheme, a `Sampler` called instead of the named sources
+      (`samples` must then be None).
+    score: the regression target, a name of `scores.SCORES` or a function
+      `(ȳ, y) -> [B]` in [0, 1].
     init: GBI start at training and test time, `'uniform'` (0.5), `'local'` (the
       energy's local classifier) or `'random'` (U[0,1]: a fresh draw at each training
       step, a fixed key at test time).
     adversarial_through_score: differentiate the score in the adversarial ascent.
     adversarial_init: start of the adversarial ascent, `'prediction'` or `'random'`.
     l2: weight of `½‖W‖²` on the energy's weight matrices.
+  """
+  inference_gbi: Optional[GBIConfig] = None
+  predict_gbi: Optional[GBIConfig] = None
+  adversarial_gbi: Optional[GBIConfig] = None
+  samples: Optional[tuple[str, ...]] = None
+  sample_weights: Optional[tuple[float, ...]] = None
+  sampler: Optional[Sampler] = None
+  score: str | scores_lib.Score = "soft_f1"
+  init: str = "uniform"
+  adversarial_through_score: bool = True
+  adversarial_init: str = "prediction"
+  l2: float = 0.0
+
+  def __post_init__(self):
+    if self.predict_gbi is None:
+      raise ValueError("DVN needs predict_gbi (a GBIConfig), its test-time inference")
+    if self.sampler is None:
+      check_samples(self.samples, self.sample_weights)
+      if self.inference_gbi is None:
+        raise ValueError("DVN needs inference_gbi (a GBIConfig), the training-time "
+                         "prediction its samples start from")
+    elif self.samples is not None:
+      raise ValueError(f"give DVN either named samples {self.samples!r} or a sampler, "
+                       "not both")
+    for config in (self.inference_gbi, self.adversarial_gbi, self.predict_gbi):
+      if config is not None:
+        gbi_lib.validate_config(config)
+    scores_lib.get_score(self.score)
+    if self.adversarial_init not in ADVERSARIAL_INITS:
+      raise ValueError(f"unknown adversarial_init {self.adversarial_init!r}; expected "
+                       f"one of {ADVERSARIAL_INITS}")
+
+
+def _weighted(samples: Mapping[str, jax.Array],
+              weights: Optional[Sequence[float]]) -> dict[str, float]:
+  """`{name: weight}` for a sampler's samples; ValueError on a count mismatch."""
+  if weights is None:
+    return {name: 1.0 for name in samples}
+  if len(weights) != len(samples):
+    raise ValueError(f"DVN sample_weights {tuple(weights)} give {len(weights)} weights "
+                     f"for the sampler's {len(samples)} samples {tuple(samples)}")
+  return dict(zip(samples, (float(w) for w in weights)))
+
+
+def deep_value_network(energy: Any, optimizer: optax.GradientTransformation, *,
+                       options: Optional[DVNOptions] = None,
+                       **flat_options: Any) -> base.Objective:
+  """The DVN objective (see the module docstring).
+
+  Args:
+    energy: an `Energy` on the Box (a SPEN, a `SegmentationEnergy`, a user's own)
+      whose `σ(−E)` is the value network.
+    optimizer: for all of its parameters.
+    options: a `DVNOptions` (`inference_gbi` and `predict_gbi` are required).
+    **flat_options: instead of `options`, its fields as keywords.
 
   Returns:
     An `Objective` with state `{"energy": ParamGroup}`; `update`'s metrics are `loss`,
     `grad_norm`, `regression` (the weighted sum before l2) and the per-source metrics
     of `regression_on_samples`.
   """
-  weights = check_samples(samples, sample_weights)
-  score_fn = scores_lib.get_score(score)
-  adversarial_gbi = inference_gbi if adversarial_gbi is None else adversarial_gbi
-  for config in (inference_gbi, adversarial_gbi, predict_gbi):
-    gbi_lib.validate_config(config)
+  o = base.resolve_options(DVNOptions, options, flat_options)
+  weights = (check_samples(o.samples, o.sample_weights) if o.sampler is None else None)
+  score_fn = scores_lib.get_score(o.score)
+  inference_gbi, predict_gbi = o.inference_gbi, o.predict_gbi
+  adversarial_gbi = inference_gbi if o.adversarial_gbi is None else o.adversarial_gbi
+  init, adversarial_init, l2 = o.init, o.adversarial_init, o.l2
+  adversarial_through_score = o.adversarial_through_score
   model = protocol.as_energy(energy)
   energy_fn = model.energy
   if not isinstance(model.domain, domains.Box):
@@ -241,22 +302,26 @@ def deep_value_network(energy: Any, optimizer: optax.GradientTransformation, *,
                      f"is {type(model.domain).__name__}, not the Box")
   if init not in model.starts:
     raise ValueError(f"unknown init {init!r}; expected one of {tuple(model.starts)}")
-  if adversarial_init not in ADVERSARIAL_INITS:
-    raise ValueError(f"unknown adversarial_init {adversarial_init!r}; expected one of "
-                     f"{ADVERSARIAL_INITS}")
 
   def loss_fn(params, batch, rng):
     dropout_rng, sample_rng = jax.random.split(rng)
     y = batch["y"]
     encoding = model.encode(params, batch["x"], True, dropout_rng)
-    drawn = draw_samples(model, params, encoding, batch["x"], y, sample_rng,
-                         sources=tuple(weights),
-                         inference_gbi=inference_gbi, adversarial_gbi=adversarial_gbi,
-                         score=score_fn, init=init,
-                         adversarial_through_score=adversarial_through_score,
-                         adversarial_init=adversarial_init)
+    if o.sampler is None:
+      drawn, drawn_weights = draw_samples(
+          model, params, encoding, batch["x"], y, sample_rng, sources=tuple(weights),
+          inference_gbi=inference_gbi, adversarial_gbi=adversarial_gbi, score=score_fn,
+          init=init, adversarial_through_score=adversarial_through_score,
+          adversarial_init=adversarial_init), weights
+    else:
+      drawn = o.sampler(model, *jax.lax.stop_gradient((params, encoding)), batch["x"], y,
+                        sample_rng)
+      # Per value, not tree_map: a pytree dict comes back in sorted key order, and the
+      # weights follow the sampler's order.
+      drawn = {name: jax.lax.stop_gradient(v) for name, v in drawn.items()}
+      drawn_weights = _weighted(drawn, o.sample_weights)
     regression, metrics = regression_on_samples(energy_fn, params, encoding, y, drawn,
-                                                weights, score_fn)
+                                                drawn_weights, score_fn)
     loss = regression + l2 * base.l2_penalty(params) if l2 else regression
     return loss, dict(metrics, regression=regression)
 

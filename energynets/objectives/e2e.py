@@ -53,6 +53,7 @@ features with BCE via `spen_pretrain` or `local_bce`, then e2e) carries paramete
 `init_from`; `clamped` groups (`trainable`) are frozen as in `ssvm`.
 """
 
+import dataclasses
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import flax
@@ -128,20 +129,53 @@ def step_sizes(inference_params) -> jax.Array:
 # The objective.
 
 
-def _validate(model, gbi, loss, gradient, init, reduction):
-  gbi_lib.validate_config(gbi)
-  if gbi.num_steps < 1:
-    raise ValueError("e2e needs at least one unrolled GBI step (gbi.num_steps >= 1)")
-  if loss not in LOSSES:
-    raise ValueError(f"unknown loss {loss!r}; expected one of {LOSSES}")
-  if reduction not in REDUCTIONS:
-    raise ValueError(f"unknown loss_reduction {reduction!r}; expected one of {REDUCTIONS}")
-  unrolled.get_strategy(gradient)  # ValueError / TypeError naming the choices
-  if init not in model.inits:
-    raise ValueError(f"unknown init {init!r}; expected one of {model.inits}")
-  if loss == "bce" and isinstance(model.domain, domains.Real):
-    raise ValueError("loss='bce' needs outputs in (0, 1); the Real domain takes "
-                     "loss='squared'")
+@dataclasses.dataclass(frozen=True)
+class E2EOptions:
+  """End-to-end SPEN's options (defaults: E2E-SPEN §3-4).
+
+  Attributes:
+    gbi: the unrolled inference, used identically for training and prediction: method
+      (`'logit'`, `'mirror'` or `'projected'`), optimizer, momentum, `entropy_weight`,
+      `num_steps` (T ≥ 1) and the initial step size (`learning_rate`, or `step_sizes`).
+    loss: ℓ, `'bce'` (outputs in (0, 1)) or `'squared'`.
+    per_iterate: Eq. 9's weighted average over all iterates; False: `y_T` only.
+    gradient: how the unroll is differentiated: a strategy value (`Unrolled()`,
+      `Rematerialized()`, `HVPAdjoint()`, `Implicit(solver)`, or any callable
+      `(energy, params, x, y0, domain, config) -> (y_T, ys)`), or `'scan' | 'remat' |
+      'adjoint'` (`unrolled.get_strategy`). With `Implicit`, only the loss on `y_T`
+      trains, and `y_0` and the step sizes get zero gradient.
+    init: y_0, a start name of the energy (SPEN: `'local'`, `'uniform'`; energies from
+      modules: `'input'`, `'uniform'`, `'zeros'`); None: `'local'` where the energy has
+      it, else its first start.
+    learn_step_sizes: train η_t jointly with the energy (False: fixed at their init).
+    trainable: top-level energy groups that are updated (None: all).
+    l2: weight of `½‖W‖²` on the trainable groups' weight matrices.
+    loss_eps: the clip of `'bce'`.
+    loss_reduction: `'sum'` or `'mean'` of ℓ over an example's coordinates.
+  """
+  gbi: Optional[GBIConfig] = None
+  loss: str = "bce"
+  per_iterate: bool = True
+  gradient: unrolled.StrategyLike = "scan"
+  init: Optional[str] = None
+  learn_step_sizes: bool = True
+  trainable: Optional[tuple[str, ...]] = None
+  l2: float = 0.0
+  loss_eps: float = DEFAULT_LOSS_EPS
+  loss_reduction: str = "sum"
+
+  def __post_init__(self):
+    if self.gbi is None:
+      raise ValueError("e2e needs gbi, the unrolled inference (a GBIConfig)")
+    gbi_lib.validate_config(self.gbi)
+    if self.gbi.num_steps < 1:
+      raise ValueError("e2e needs at least one unrolled GBI step (gbi.num_steps >= 1)")
+    if self.loss not in LOSSES:
+      raise ValueError(f"unknown loss {self.loss!r}; expected one of {LOSSES}")
+    if self.loss_reduction not in REDUCTIONS:
+      raise ValueError(f"unknown loss_reduction {self.loss_reduction!r}; expected one of "
+                       f"{REDUCTIONS}")
+    unrolled.get_strategy(self.gradient)  # ValueError / TypeError naming the choices
 
 
 class E2ELosses(NamedTuple):
@@ -161,20 +195,25 @@ class E2ELosses(NamedTuple):
   initial_step_sizes: jax.Array
 
 
-def e2e_losses(energy, *, gbi: GBIConfig, loss: str = "bce", per_iterate: bool = True,
-               gradient: unrolled.StrategyLike = "scan", init: Optional[str] = None,
-               learn_step_sizes: bool = True,
-               trainable: Optional[Sequence[str]] = None, l2: float = 0.0,
-               loss_eps: float = DEFAULT_LOSS_EPS, loss_reduction: str = "sum") -> E2ELosses:
-  """The loss of `e2e_objective` (same arguments, without the optimizers)."""
+def e2e_losses(energy, *, options: Optional[E2EOptions] = None,
+               **flat_options: Any) -> E2ELosses:
+  """The loss of `e2e_objective` (the same energy and options, without the optimizers)."""
   protocol.check_smooth(energy)
   model = protocol.as_energy(energy)
+  o = base.resolve_options(E2EOptions, options, flat_options)
+  init = o.init
   if init is None:
     init = "local" if "local" in model.starts else model.inits[0]
-  _validate(model, gbi, loss, gradient, init, loss_reduction)
-  strategy = unrolled.get_strategy(gradient)
-  clamped = protocol.trainable_groups(model, trainable)
-  weights = iterate_weights(gbi.num_steps, per_iterate)
+  if init not in model.inits:
+    raise ValueError(f"unknown init {init!r}; expected one of {model.inits}")
+  if o.loss == "bce" and isinstance(model.domain, domains.Real):
+    raise ValueError("loss='bce' needs outputs in (0, 1); the Real domain takes "
+                     "loss='squared'")
+  gbi, loss, loss_eps, loss_reduction, l2 = o.gbi, o.loss, o.loss_eps, o.loss_reduction, o.l2
+  learn_step_sizes = o.learn_step_sizes
+  strategy = unrolled.get_strategy(o.gradient)
+  clamped = protocol.trainable_groups(model, o.trainable)
+  weights = iterate_weights(gbi.num_steps, o.per_iterate)
 
   def unroll(energy_params, inference_params, x, train=False, rng=None):
     inputs = model.encode(energy_params, x, train, rng)
@@ -205,14 +244,10 @@ def e2e_losses(energy, *, gbi: GBIConfig, loss: str = "bce", per_iterate: bool =
   return E2ELosses(loss_fn, unroll, model, init_step_sizes(gbi))
 
 
-def e2e_objective(energy: Any, optimizer: optax.GradientTransformation, *, gbi: GBIConfig,
-                  loss: str = "bce", per_iterate: bool = True,
-                  gradient: unrolled.StrategyLike = "scan",
-                  init: Optional[str] = None, learn_step_sizes: bool = True,
+def e2e_objective(energy: Any, optimizer: optax.GradientTransformation, *,
+                  options: Optional[E2EOptions] = None,
                   step_size_optimizer: Optional[optax.GradientTransformation] = None,
-                  trainable: Optional[Sequence[str]] = None, l2: float = 0.0,
-                  loss_eps: float = DEFAULT_LOSS_EPS,
-                  loss_reduction: str = "sum") -> base.Objective:
+                  **flat_options: Any) -> base.Objective:
   """End-to-end training through `gbi.num_steps` unrolled GBI steps (module docstring).
 
   Args:
@@ -220,34 +255,18 @@ def e2e_objective(energy: Any, optimizer: optax.GradientTransformation, *, gbi: 
       (`en.energy_from_function`, `en.energy_from_module`) or a library energy.
     optimizer: updates the energy's `trainable` groups (and the step sizes, unless
       `step_size_optimizer` is given).
-    gbi: the unrolled inference, used identically for training and prediction: method
-      (`'logit'`, `'mirror'` or `'projected'`), optimizer, momentum, `entropy_weight`,
-      `num_steps` (T ≥ 1) and the initial step size (`learning_rate`, or `step_sizes`).
-    loss: ℓ, `'bce'` (outputs in (0, 1)) or `'squared'`.
-    per_iterate: Eq. 9's weighted average over all iterates; False: `y_T` only.
-    gradient: how the unroll is differentiated: a strategy value (`Unrolled()`,
-      `Rematerialized()`, `HVPAdjoint()`, `Implicit(solver)`, or any callable
-      `(energy, params, x, y0, domain, config) -> (y_T, ys)`), or `'scan' | 'remat' |
-      'adjoint'` (`unrolled.get_strategy`). With `Implicit`, only the loss on `y_T`
-      trains, and `y_0` and the step sizes get zero gradient.
-    init: y_0, a start name of the energy (SPEN: `'local'`, `'uniform'`; energies from
-      modules: `'input'`, `'uniform'`, `'zeros'`); None: `'local'` where the energy has
-      it, else its first start.
-    learn_step_sizes: train η_t jointly with the energy (False: fixed at their init).
+    options: an `E2EOptions` (its `gbi` is required).
     step_size_optimizer: a separate optimizer for the step sizes (default `optimizer`).
-    trainable: top-level energy groups that are updated (None: all).
-    l2: weight of `½‖W‖²` on the trainable groups' weight matrices.
-    loss_eps: the clip of `'bce'`.
-    loss_reduction: `'sum'` or `'mean'` of ℓ over an example's coordinates.
+    **flat_options: instead of `options`, its fields as keywords (`gbi=..., loss='bce'`).
 
   Returns:
     An `Objective` with state `{"energy", "inference"}` (`ParamGroup`s); `update`'s
     metrics: `loss`, `grad_norm`, `unrolled_loss` (the loss without l2), `final_loss`
     (mean ℓ(y_T, y*)), `initial_loss` (ℓ(y_0, y*)), `step_size_mean`.
   """
-  fns = e2e_losses(energy, gbi=gbi, loss=loss, per_iterate=per_iterate, gradient=gradient,
-                   init=init, learn_step_sizes=learn_step_sizes, trainable=trainable, l2=l2,
-                   loss_eps=loss_eps, loss_reduction=loss_reduction)
+  options = base.resolve_options(E2EOptions, options, flat_options)
+  fns = e2e_losses(energy, options=options)
+  trainable, learn_step_sizes = options.trainable, options.learn_step_sizes
   model = fns.model
   energy_opt = base.masked_optimizer(optimizer, protocol.trainable_groups(model, trainable))
   step_opt = ((step_size_optimizer or optimizer) if learn_step_sizes

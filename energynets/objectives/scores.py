@@ -89,8 +89,11 @@ def soft_iou(y_soft: jax.Array, y: jax.Array) -> jax.Array:
 SCORES: dict[str, Score] = {"soft_f1": soft_f1, "soft_iou": soft_iou}
 
 
-def get_score(name: str) -> Score:
-  """The score called `name` (a key of `SCORES`); ValueError naming it otherwise."""
+def get_score(name: str | Score) -> Score:
+  """The score called `name` (a key of `SCORES`), or `name` itself when it is a
+  function `(y_soft, y) -> [B]`; ValueError naming an unknown name."""
+  if callable(name):
+    return name
   try:
     return SCORES[name]
   except KeyError:

@@ -123,8 +123,6 @@ token accuracy). Static `'regression'` (DVN's GBI samples) is multi-label only.
 """
 
 import dataclasses
-import re
-import typing
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol, Sequence
 
 import flax
@@ -651,26 +649,11 @@ def _field(field: str) -> dataclasses.Field:
   raise KeyError(field)
 
 
-def _sequence_type(field: str) -> Optional[type]:
-  """The element type of a field typed as a tuple (a list in a config), else None."""
-  for cls in (SealOptions, *LOSS_NET_OBJECTIVES.values()):
-    hints = typing.get_type_hints(cls)
-    if field in hints:
-      for arg in (hints[field], *typing.get_args(hints[field])):
-        if typing.get_origin(arg) is tuple:
-          return typing.get_args(arg)[0]
-  return None
+_CLASSES = (SealOptions, *LOSS_NET_OBJECTIVES.values())
 
 
 def _from_config_value(field: str, value: Any) -> Any:
-  """A config value as the field's value: a list field takes a string of names or
-  numbers separated by `,` or `+` (`+` lets a list ride inside a comma-separated
-  list of runs); the empty string is None."""
-  element = _sequence_type(field)
-  if element is None or not isinstance(value, str):
-    return value
-  items = [item.strip() for item in re.split(r"[,+]", value) if item.strip()]
-  return tuple(element(item) for item in items) if items else None
+  return base.config_value(_CLASSES, field, value)
 
 
 def seal_config_defaults() -> dict[str, Any]:
@@ -691,7 +674,7 @@ def seal_config_defaults() -> dict[str, Any]:
       value = f.default
       if isinstance(value, tuple):
         value = ",".join(str(v) for v in value)
-      elif value is None and _sequence_type(f.name) is not None:
+      elif value is None and base.sequence_element_type(_CLASSES, f.name) is not None:
         value = ""
       elif not isinstance(value, (bool, int, float, str)):
         continue

@@ -54,6 +54,7 @@ optimizer is an `optax.multi_transform` that gives them `set_to_zero` updates (s
 momentum, weight decay or schedule can move them, and they carry no optimizer state).
 """
 
+import dataclasses
 from typing import Any, NamedTuple, Optional, Sequence
 
 import jax
@@ -425,40 +426,72 @@ def spen_pretrain(energy: Any, optimizer: optax.GradientTransformation, *,
   return _objective(model, optimizer, trainable, loss_fn, predict)
 
 
-def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
-         loss_aug_gbi: GBIConfig, predict_gbi: GBIConfig, surrogate: str = "squared",
-         surrogate_eps: float = DEFAULT_SURROGATE_EPS,
-         trainable: Optional[Sequence[str]] = None, l2: float = 0.0,
-         init: str = "uniform",
-         loss_aug_init: Optional[Sequence[str] | str] = None,
-         loss_aug_solver: str = "gbi", predict_solver: str = "gbi") -> base.Objective:
-  """Stages 2 and 3: the SSVM hinge with loss-augmented GBI (see the module docstring).
+@dataclasses.dataclass(frozen=True)
+class SSVMOptions:
+  """The SSVM hinge's options (defaults: SPEN's, §4 and A.4-A.5).
 
-  Args:
-    energy: an `Energy` (`en.energy_from_function`, `en.energy_from_module`) or a
-      library energy (SPEN, ICNN, sequence, segmentation, FoE, DeepPrior).
-    optimizer: applied to the `trainable` groups (SPEN A.5: SGD, momentum 0.9).
-    loss_aug_gbi: GBI for Eq. 9 inside training, run by `gbi_scan` for `num_steps`.
+  Attributes:
+    loss_aug_gbi: GBI for Eq. 9 inside training, run by `gbi_scan` for `num_steps`
+      (needed unless `loss_aug_solver='exhaustive'`).
     predict_gbi: GBI for prediction, run by `gbi_while` to per-example convergence;
-      its `entropy_weight` is the test-time entropy temperature (SPEN A.4, §7.1).
+      its `entropy_weight` is the test-time entropy temperature (SPEN A.4, §7.1)
+      (needed unless `predict_solver='exhaustive'`).
     surrogate: Δ, one of `SURROGATES` (`'squared'`, `'log'`, `'l1'`).
     surrogate_eps: the clip of the `'log'` surrogate.
     trainable: top-level parameter groups that are updated (e.g. `("global",)` to
       clamp a SPEN's pretrained features and local head), checked against the real
       parameter tree at `init`; `None`: all.
     l2: weight of `½‖W‖²` on the trainable groups' weight matrices.
-    init: GBI start for both inference problems, a name of the model's inits: SPEN
+    init: GBI start for both inference problems, a name of the energy's starts: SPEN
       `'uniform'` (0.5) or `'local'` (`sigmoid` of the local logits; SPEN §7.4: saves
       about 5 test-time steps); image energies `'input'` (the noisy x), ....
-    loss_aug_init: overrides `init` for loss-augmented inference only: a name or a
-      sequence of names of `LOSS_AUG_INITS` (`'uniform'`, `'local'`, `'gold'`). With
-      several, GBI runs from each and ŷ is, per example, the final iterate of lowest
-      `E − Δ` (a better approximation of Eq. 9's argmin, so fewer margin violators are
-      missed, at one GBI run per start). `None`: `(init,)`.
+    loss_aug_init: overrides `init` for loss-augmented inference only: a name or names
+      of the energy's starts or `'gold'`. With several, GBI runs from each and ŷ is,
+      per example, the final iterate of lowest `E − Δ` (a better approximation of
+      Eq. 9's argmin, so fewer margin violators are missed, at one GBI run per start).
+      `None`: `(init,)`.
     loss_aug_solver: `'gbi'` (`loss_aug_gbi`) or `'exhaustive'` (the exact minimizer of
       `E − Δ` over {0, 1}^L: Box domain and L ≤ `exhaustive.MAX_LABELS` only).
     predict_solver: `'gbi'` (`predict_gbi`) or `'exhaustive'` (the energy's exact
       minimizer over {0, 1}^L, a binary prediction).
+  """
+  loss_aug_gbi: Optional[GBIConfig] = None
+  predict_gbi: Optional[GBIConfig] = None
+  surrogate: str = "squared"
+  surrogate_eps: float = DEFAULT_SURROGATE_EPS
+  trainable: Optional[tuple[str, ...]] = None
+  l2: float = 0.0
+  init: str = "uniform"
+  loss_aug_init: Optional[tuple[str, ...] | str] = None
+  loss_aug_solver: str = "gbi"
+  predict_solver: str = "gbi"
+
+  def __post_init__(self):
+    if self.surrogate not in SURROGATES:
+      raise ValueError(f"unknown surrogate {self.surrogate!r}; expected one of "
+                       f"{SURROGATES}")
+    for name in ("loss_aug", "predict"):
+      solver, config = getattr(self, f"{name}_solver"), getattr(self, f"{name}_gbi")
+      if solver not in SOLVERS:
+        raise ValueError(f"unknown inference solver {solver!r}; expected one of {SOLVERS}")
+      if solver == "gbi":
+        if config is None:
+          raise ValueError(f"the SSVM hinge with {name}_solver='gbi' needs {name}_gbi "
+                           "(a GBIConfig)")
+        gbi_lib.validate_config(config)
+
+
+def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
+               options: Optional[SSVMOptions] = None, **flat_options: Any) -> base.Objective:
+  """Stages 2 and 3: the SSVM hinge with loss-augmented GBI (see the module docstring).
+
+  Args:
+    energy: an `Energy` (`en.energy_from_function`, `en.energy_from_module`) or a
+      library energy (SPEN, ICNN, sequence, segmentation, FoE, DeepPrior).
+    optimizer: applied to the `trainable` groups (SPEN A.5: SGD, momentum 0.9).
+    options: an `SSVMOptions`.
+    **flat_options: instead of `options`, its fields as keywords
+      (`loss_aug_gbi=..., predict_gbi=..., surrogate='l1'`).
 
   Returns:
     An `Objective` with state `{"energy": ParamGroup}`; `update`'s metrics are `loss`,
@@ -466,17 +499,18 @@ def ssvm_hinge(energy: Any, optimizer: optax.GradientTransformation, *,
     positive bracket), `delta` (mean Δ(ŷ, y)) and `energy_gap` (mean E(x,ŷ) − E(x,y);
     negative means some ŷ scores below the gold output).
   """
-  if surrogate not in SURROGATES:
-    raise ValueError(f"unknown surrogate {surrogate!r}; expected one of {SURROGATES}")
+  o = base.resolve_options(SSVMOptions, options, flat_options)
   model = protocol.as_energy(energy)
+  init = o.init
   if init not in model.inits:
     raise ValueError(f"unknown init {init!r}; expected one of {model.inits}")
-  starts = _loss_aug_starts(init, loss_aug_init, model.inits)
-  gbi_lib.validate_config(loss_aug_gbi)
-  gbi_lib.validate_config(predict_gbi)
-  check_solver(loss_aug_solver, model)
-  check_solver(predict_solver, model)
-  trainable = protocol.trainable_groups(model, trainable)
+  starts = _loss_aug_starts(init, o.loss_aug_init, model.inits)
+  check_solver(o.loss_aug_solver, model)
+  check_solver(o.predict_solver, model)
+  trainable = protocol.trainable_groups(model, o.trainable)
+  loss_aug_gbi, predict_gbi, surrogate, surrogate_eps, l2 = (
+      o.loss_aug_gbi, o.predict_gbi, o.surrogate, o.surrogate_eps, o.l2)
+  loss_aug_solver, predict_solver = o.loss_aug_solver, o.predict_solver
 
   def loss_fn(params, batch, rng):
     params = base.clamp_groups(params, trainable)
