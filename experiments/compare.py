@@ -14,6 +14,10 @@ the learned measurement matrix (`<workdir>/synthetic/spen_ssvm/measurement_matri
 Each run writes `<workdir>/<dataset>[-fold<k>]/<method>/results.json`; the table is
 generated from those files. Yeast follows SPEN's 10-fold protocol: `--yeast_folds`
 folds are run and reported as mean ± standard deviation.
+
+A run directory that already holds a run resumes it (`--allow_config_change`: also with
+a config that trains differently). A mistake in the flags, a config or the data ends the
+command with one line on stderr and exit status 2.
 """
 
 import json
@@ -31,6 +35,7 @@ from absl import logging
 import numpy as np
 
 from energynets.train import quiet_library_logs
+from experiments import cli
 from experiments import train
 from experiments.specs import parse_spec, rejoin_tuples, run_name
 
@@ -64,6 +69,9 @@ _JOBS = flags.DEFINE_integer(
     "<run dir>/worker.log), then evaluate them all here and write the table. Rows whose "
     "stage --reuse_stage takes train first. On one GPU, set "
     "XLA_PYTHON_CLIENT_PREALLOCATE=false so the processes share its memory.")
+_ALLOW_CONFIG_CHANGE = flags.DEFINE_bool(
+    "allow_config_change", False, "resume runs whose directory holds a run trained with "
+    "a config that differs in what it trains (optimizer, model, method, data, ...)")
 _RUN_INDEX = flags.DEFINE_integer(
     "run_index", -1, "internal (--jobs): train only this entry of the plan, write nothing "
     "else")
@@ -127,13 +135,13 @@ def reuse_stage(config, run_dir: str, stage: str, source_dir: str) -> bool:
     return False
   results_file = os.path.join(source_dir, "results.json")
   if not os.path.exists(results_file):
-    raise ValueError(f"--reuse_stage: {results_file} does not exist; list the source method "
-                     "before the rows that reuse it, on the same dataset")
+    raise cli.UserError(f"--reuse_stage: {results_file} does not exist; list the source "
+                        "method before the rows that reuse it, on the same dataset")
   with open(results_file) as f:
     differ = stage_mismatch(stages[stage], json.load(f)["meta"]["config"])
   if differ:
-    raise ValueError(f"--reuse_stage: stage {stage!r} of {run_dir} is not the run in "
-                     f"{source_dir}; they differ at " + ", ".join(differ))
+    raise cli.UserError(f"--reuse_stage: stage {stage!r} of {run_dir} is not the run in "
+                        f"{source_dir}; they differ at " + ", ".join(differ))
   for sub in ("checkpoints", "best"):
     if os.path.isdir(os.path.join(source_dir, sub)):
       shutil.copytree(os.path.join(source_dir, sub), os.path.join(target, sub))
@@ -314,18 +322,14 @@ def _prepare_and_train(plan_entry, stage: str, source: str, listed) -> dict:
     reuse_stage(config, run_dir, stage, os.path.join(
         os.path.dirname(run_dir), run_name(source_spec(config, source, listed))))
   logging.info("=== %s on %s (fold %d) -> %s", method, dataset, fold, run_dir)
-  return train.train_and_evaluate(config, run_dir)
+  return train.train_and_evaluate(config, run_dir,
+                                  allow_config_change=_ALLOW_CONFIG_CHANGE.value)
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  quiet_library_logs()
-  stage, _, source = _REUSE_STAGE.value.partition("=")
-  if _REUSE_STAGE.value and not (stage and source):
-    raise app.UsageError(f"--reuse_stage must be STAGE=METHOD, got {_REUSE_STAGE.value!r}")
-  # (dataset, method, fold, config, run_dir, column) of every run, built before any trains;
-  # `column` is where a reused stage's source run lives: the dataset, or one yeast fold.
+def _plan() -> tuple[list[tuple], list[str]]:
+  """`(plan, methods)`: `(dataset, method, fold, config, run_dir, column)` of every run,
+  built before any trains (`column` is where a reused stage's source run lives: the
+  dataset, or one yeast fold), and the --methods rows."""
   plan = []
   methods = rejoin_tuples(_METHODS.value)
   for dataset in rejoin_tuples(_DATASETS.value):
@@ -346,6 +350,20 @@ def main(argv):
                                run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""),
                                run_name(method))
         plan.append((dataset, method, fold, config, run_dir, column))
+  return plan, methods
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  quiet_library_logs()
+  stage, _, source = _REUSE_STAGE.value.partition("=")
+  if _REUSE_STAGE.value and not (stage and source):
+    raise app.UsageError(f"--reuse_stage must be STAGE=METHOD, got {_REUSE_STAGE.value!r}")
+  try:
+    plan, methods = _plan()
+  except ValueError as e:  # a bad spec, config name, override or method: the flags' mistake
+    raise cli.UserError(e) from None
   listed = set(methods)
   if _REUSE_STAGE.value:
     check_reuse_plan([(column, m, c) for _, m, _, c, _, column in plan], stage, source)
@@ -387,4 +405,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -6,6 +6,10 @@ r"""Runs one experiment: train, select on validation, evaluate, write results.js
 Multi-host: start the same command once per process with `--multihost` (TPU pods,
 SLURM, Open MPI: JAX detects the cluster) or with `--coordinator_address=HOST:PORT
 --num_processes=N --process_id=I` (see launch/README.md).
+
+A workdir that already holds a run resumes it; a config that differs from the run's in
+what it trains is refused unless `--allow_config_change`. A mistake in the command line,
+the config or the data ends the command with one line on stderr and exit status 2.
 """
 
 from absl import app
@@ -14,6 +18,7 @@ from absl import logging
 from ml_collections import config_flags
 
 from energynets.train import quiet_library_logs
+from experiments import cli
 from experiments import train
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -28,6 +33,10 @@ _MULTIHOST = flags.DEFINE_bool(
 _COORDINATOR = flags.DEFINE_string(
     "coordinator_address", None, "HOST:PORT of process 0, which serves the coordinator of "
     "a multi-process run (with --num_processes and --process_id)")
+_ALLOW_CONFIG_CHANGE = flags.DEFINE_bool(
+    "allow_config_change", False, "resume the run in --workdir even though the config "
+    "differs from the one it was trained with in what it trains (optimizer, model, "
+    "method, data, ...)")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None,
                                       "number of processes of a multi-process run")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None,
@@ -40,9 +49,17 @@ def main(argv):
   quiet_library_logs()
   if _MULTIHOST.value or _COORDINATOR.value:
     train.initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
-  results = train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  config = _CONFIG.value
+  try:
+    # A misspelled method or stage option, or a builder path that does not import, is
+    # the command line's mistake: refused before the data loads.
+    train.check_builders(config)
+  except ValueError as e:
+    raise cli.UserError(e) from None
+  results = train.train_and_evaluate(config, _WORKDIR.value,
+                                     allow_config_change=_ALLOW_CONFIG_CHANGE.value)
   logging.info("results: %s", {k: round(v, 4) for k, v in results.items() if k != "meta"})
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, data_dir_flag="--config.data.data_dir")

@@ -12,7 +12,8 @@ test split is predicted, loaded as `energynets.load_dataset` loads it for traini
 relaxed outputs) and `y_pred` (labels: the run's tuned threshold, or argmax per token),
 written whole or not at all. Rows of an `experiments.main` run are predicted as the run
 evaluates its splits (segmentation: its test-time crops averaged back per pixel). A user
-error exits with one line on stderr.
+error (no run in --workdir, an unreadable --input) exits with status 2 and one line on
+stderr.
 """
 
 import os
@@ -28,6 +29,7 @@ import ml_collections
 import energynets as en
 from energynets.train import quiet_library_logs
 from energynets.train import run as run_lib
+from experiments import cli
 from experiments import tasks
 from experiments import train
 
@@ -87,11 +89,11 @@ def main(argv):
     y_soft = soft_predictions(predictor, x)
     y_pred = run_lib.decode(y_soft, predictor.decoding, predictor.threshold)
     write_outputs(_OUTPUT.value, y_soft=y_soft, y_pred=y_pred)
-  except (ValueError, OSError) as e:  # user errors: one line, no traceback
-    raise SystemExit(f"experiments.predict: error: {' '.join(str(e).split())}") from None
+  except (ValueError, OSError) as e:  # no run, a bad input or output path: the user's mistake
+    raise cli.UserError(e) from None
   print(f"{_OUTPUT.value}: {len(y_soft)} rows, decoding {predictor.decoding} "
         f"(threshold {predictor.threshold:g})")
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

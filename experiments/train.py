@@ -29,6 +29,7 @@ from energynets import objectives
 from energynets import train as train_lib
 from energynets.train import run as run_lib
 from energynets.train.optimizers import make_optimizer
+from experiments import cli
 from experiments import plots
 from experiments import tasks
 
@@ -57,33 +58,66 @@ def get_config(method: str, dataset: str, overrides: tuple[str, ...] | list[str]
   """`experiments/configs/<method>.py:<dataset>` with `key=value` overrides applied.
 
   A `method` with a dot is the import path of a config module outside this repository
-  (`my_pkg.configs.my_method`, with the same `get_config(dataset)`); one that does not
-  import is a ValueError naming it."""
+  (`my_pkg.configs.my_method`, with the same `get_config(dataset)`).
+
+  Raises:
+    cli.UserError (a ValueError): an unknown config name, a config module that does not
+      import, a dataset variant the config rejects, or a bad override
+      (`apply_overrides`), each in one line.
+  """
   if "." not in method:
-    module = importlib.import_module(f"experiments.configs.{method}")
+    try:
+      module = importlib.import_module(f"experiments.configs.{method}")
+    except ModuleNotFoundError as e:
+      if e.name != f"experiments.configs.{method}":
+        raise  # the config exists but imports something missing: a bug, keep its traceback
+      here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+      known = sorted(n[:-3] for n in os.listdir(here)
+                     if n.endswith(".py") and n not in ("__init__.py", "base.py"))
+      raise cli.UserError(f"unknown config {method!r}; known: {', '.join(known)}, or the "
+                          "import path of a config module (my_pkg.configs.name)") from None
   else:
     try:
       module = importlib.import_module(method)
     except Exception as e:  # any failure while importing user code: name it in one line
-      raise ValueError(f"config module {method!r} does not import: {type(e).__name__}: "
-                       f"{' '.join(str(e).split())}") from None
-  config = module.get_config(dataset)
+      raise cli.UserError(f"config module {method!r} does not import: {type(e).__name__}: "
+                          f"{' '.join(str(e).split())}") from None
+  try:
+    config = module.get_config(dataset)
+  except ValueError as e:  # the config rejects the variant (`unknown dataset variant ...`)
+    raise cli.UserError(f"config {method}:{dataset}: {e}") from None
   config.lock()  # an override of a key the config lacks (a typo) is an error
   return apply_overrides(config, overrides)
 
 
 def apply_overrides(config: ml_collections.ConfigDict, overrides: tuple[str, ...] | list[str]
                     ) -> ml_collections.ConfigDict:
-  """`key=value` overrides (values parsed as Python literals, else strings), in place."""
+  """`key=value` overrides (values parsed as Python literals, else strings), in place.
+
+  Raises:
+    cli.ConfigKeyError (a KeyError and a cli.UserError): a key that a locked config does
+      not have, the closest key suggested (`unknown config key train.stepz; did you
+      mean train.steps?`).
+    cli.UserError: an override without `=`, or a value of a type the key does not take.
+  """
   for item in overrides:
     key, sep, value = item.partition("=")
     if not sep:
-      raise ValueError(f"a config override must be key=value, got {item!r}")
+      raise cli.UserError(f"a config override must be key=value, got {item!r}")
     try:
       parsed = ast.literal_eval(value)
     except (ValueError, SyntaxError):
       parsed = value  # a bare string such as optimizer.name=sgd
-    config.update_from_flattened_dict({key: parsed})
+    if config.is_locked and (problem := cli.unknown_config_key(config, key)):
+      raise cli.ConfigKeyError(problem)
+    try:
+      config.update_from_flattened_dict({key: parsed})
+    except TypeError:  # ConfigDict keeps each field's type
+      field = config
+      for part in key.split("."):
+        field = field[part]
+      raise cli.UserError(f"config override {item}: {key} takes values of type "
+                          f"{type(field).__name__}, not {value!r}") from None
   return config
 
 
@@ -526,13 +560,102 @@ def workdir_lock(workdir: str):
     handle.close()
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
+                       allow_config_change: bool = False) -> dict[str, Any]:
   """Trains (stage by stage), selects on validation, evaluates on test; writes results.json.
 
-  A finished run resumes at its last step (only re-evaluates); a workdir another process
-  is using is refused (`workdir_lock`)."""
+  A run in `workdir` resumes at its last step (a finished one only re-evaluates). A
+  workdir another process is using is refused (`workdir_lock`), and so is one whose run
+  was trained with a config that differs from `config` in what it trains
+  (`check_resumed_config`), unless `allow_config_change`.
+  """
   with workdir_lock(workdir), matmul_precision(config):
+    check_resumed_config(config, workdir, allow_config_change)
     return _train_and_evaluate(config, workdir)
+
+
+# The config a workdir's run trains with, written at each start (`check_resumed_config`).
+CONFIG_FILE = "config.json"
+
+# Keys (the last two parts of a dotted key, a stage's too) that a resumed run may change:
+# how it logs, evaluates and checkpoints, on how many devices, and where the data files
+# live. `train.steps` may grow (train on); any other change alters what the saved
+# checkpoints are the training of.
+RESUMABLE_CHANGES = ("train.log_every", "train.eval_every", "train.checkpoint_every",
+                     "train.tensorboard", "train.eval_batch_size", "train.num_devices",
+                     "data.data_dir")
+
+
+def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+  """`key (old -> new)` for every key where config dict `new` trains differently from
+  `old`: any changed key but `RESUMABLE_CHANGES` and a raised `train.steps`."""
+  # Through JSON as the config is recorded (tuples become lists).
+  before = flatten_dict(json.loads(json.dumps(old, default=_json_default)))
+  after = flatten_dict(json.loads(json.dumps(new, default=_json_default)))
+  changes = []
+  for key in sorted(set(before) | set(after)):
+    a, b = before.get(key, "<missing>"), after.get(key, "<missing>")
+    tail = ".".join(key.split(".")[-2:])
+    if a == b or tail in RESUMABLE_CHANGES:
+      continue
+    if tail == "train.steps" and isinstance(a, int) and isinstance(b, int) and b >= a:
+      continue
+    changes.append(f"{key} ({a!r} -> {b!r})")
+  return changes
+
+
+def _recorded_config(workdir: str) -> dict[str, Any] | None:
+  """The config of the run in `workdir`: `CONFIG_FILE`, else results.json's (a run from
+  before that file), else None; None as well for a workdir without checkpoints, whose
+  first attempt failed before saving any and so starts afresh."""
+  dirs = [os.path.join(workdir, "checkpoints")]
+  stages = os.path.join(workdir, "stages")
+  if os.path.isdir(stages):
+    dirs += [os.path.join(stages, name, "checkpoints") for name in os.listdir(stages)]
+  if not any(os.path.isdir(d) and any(n.isdigit() for n in os.listdir(d)) for d in dirs):
+    return None
+  for name, read in ((CONFIG_FILE, lambda record: record),
+                     ("results.json", lambda record: record["meta"]["config"])):
+    try:
+      with open(os.path.join(workdir, name)) as f:
+        return read(json.load(f))
+    except (OSError, ValueError, KeyError, TypeError):
+      continue
+  return None
+
+
+def check_resumed_config(config: ml_collections.ConfigDict, workdir: str,
+                         allow_config_change: bool = False) -> None:
+  """Refuses to resume the run in `workdir` with a config that trains differently, then
+  records `config` as the workdir's (`CONFIG_FILE`).
+
+  Args:
+    config: the config about to train in `workdir`.
+    workdir: the run's directory.
+    allow_config_change: resume even so (the changes are logged as a warning).
+
+  Raises:
+    cli.UserError: `config_changes` of the recorded config and `config` is not empty and
+      `allow_config_change` is False; one line listing the keys (old -> new).
+  """
+  new = config.to_dict()
+  old = _recorded_config(workdir)
+  changes = config_changes(old, new) if old is not None else []
+  if changes and not allow_config_change:
+    shown = changes[:8] + ([f"and {len(changes) - 8} more"] if len(changes) > 8 else [])
+    raise cli.UserError(
+        f"{workdir} holds a run trained with another config; it differs in "
+        f"{', '.join(shown)}. Use a fresh --workdir, or pass --allow_config_change to "
+        "continue that run with the new config")
+  if changes:
+    logging.warning("continuing the run in %s with a changed config: %s", workdir,
+                    ", ".join(changes))
+  if jax.process_index() == 0:  # the other processes of a multi-process run read it
+    os.makedirs(workdir, exist_ok=True)
+    path = os.path.join(workdir, CONFIG_FILE)
+    with open(path + ".partial", "w") as f:
+      json.dump(new, f, indent=2, sort_keys=True, default=_json_default)
+    os.replace(path + ".partial", path)
 
 
 def matmul_precision(config: ml_collections.ConfigDict):

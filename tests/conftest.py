@@ -21,10 +21,16 @@ if "ENERGYNETS_DATA_DIR" not in os.environ and _SHARED_DATA.is_dir():
 # the compile-bound tests by about a fifth on 2 cores; it changes code generation, not
 # the computation. (Level 0 compiles faster still, but runs some convolution gradients
 # orders of magnitude slower: the horse DVN test took over 10 minutes instead of 20 s.)
-# Set before any test imports jax; subprocesses inherit it; a level in XLA_FLAGS wins.
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                             " --xla_backend_optimization_level=1").strip()
+# XLA:CPU's newer fusion emitters compile about a third slower than the classic
+# emitters on these small programs (backend compile of tests/test_ssvm.py: 36 s -> 25 s
+# with jax 0.10); the computation is the same.
+# Set before any test imports jax; subprocesses inherit them; a value in XLA_FLAGS wins.
+_TEST_XLA_FLAGS = {"xla_backend_optimization_level": "1",
+                   "xla_cpu_use_fusion_emitters": "false"}
+for _flag, _value in _TEST_XLA_FLAGS.items():
+  if _flag not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               f" --{_flag}={_value}").strip()
 
 
 # The oracle tests compare float32 computations at tolerances near float32's. On GPUs and

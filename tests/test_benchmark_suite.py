@@ -32,6 +32,7 @@ def _read_csv(path):
     return list(csv.DictReader(f))
 
 
+@pytest.mark.slow  # the whole suite program, quick settings
 def test_quick_run_writes_csvs_plots_and_summary(tmp_path):
   torch_installed = _torch_installed()
   proc = _run_suite(["--quick", "--methods=br,seal_dynamic",
@@ -66,6 +67,7 @@ def test_quick_run_writes_csvs_plots_and_summary(tmp_path):
     assert "## Where the time goes" in summary
 
 
+@pytest.mark.slow  # the whole suite program, quick settings
 def test_without_torch_the_summary_says_how_to_install_it(tmp_path):
   # sys.modules[name] = None makes `import torch` raise ImportError.
   proc = _run_suite(["--quick", "--sections=torch", f"--out_dir={tmp_path}"],

@@ -17,6 +17,7 @@ def _run(args):
                         text=True, timeout=600, env=dict(os.environ, JAX_PLATFORMS="cpu"))
 
 
+@pytest.mark.slow  # a benchmark program end to end
 def test_gbi_benchmark_reports_ratios(tmp_path):
   out = tmp_path / "gbi.md"
   proc = _run(["benchmarks.gbi", "--dataset=synthetic", "--batch_size=64", "--repeats=1",
@@ -40,6 +41,7 @@ def test_feedforward_vs_gbi_reports_examples_per_second(tmp_path):
   assert float(cells[3]) > 0 and float(cells[4]) > 0 and cells[5].endswith("×")
 
 
+@pytest.mark.slow  # a benchmark program end to end
 def test_spen_synthetic_decoding_diagnoses_a_trained_run(tmp_path):
   run = tmp_path / "spen"
   steps = [f"--config.stages.{s}.train.steps=20" for s in ("pretrain", "energy", "joint")]
@@ -112,6 +114,7 @@ def test_greedy_bit_flips_reach_a_single_flip_local_minimum():
     assert np.all(np.asarray(fn(params, enc, flipped)) >= e - 1e-6)
 
 
+@pytest.mark.slow  # a benchmark program end to end
 def test_sequence_throughput_reports_tokens_per_second(tmp_path):
   out = tmp_path / "throughput.md"
   proc = _run(["benchmarks.sequence_throughput", "--rows=bilstm,crf,infnet,spen_ssvm",
@@ -204,6 +207,7 @@ def test_input_dependence_helpers_against_brute_force():
     input_dependence.distinct_rows(np.ones(3))
 
 
+@pytest.mark.slow  # a benchmark program end to end
 def test_input_dependence_reads_a_two_stage_dvn_run(tmp_path):
   # A DVN whose local term was pretrained on BCE (`stage_order=pretrain,dvn`), a few
   # steps each: the benchmark restores the last stage's energy and reports it.

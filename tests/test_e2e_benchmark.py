@@ -5,6 +5,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -28,6 +30,7 @@ def test_e2e_gradients_benchmark_reports_every_strategy(tmp_path):
   assert rows[0].split("|")[4].strip() == "1.00×"
 
 
+@pytest.mark.slow  # a benchmark program end to end
 def test_conv_impl_benchmark_times_both_implementations(tmp_path):
   out = tmp_path / "conv_impl.md"
   proc = subprocess.run(

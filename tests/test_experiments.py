@@ -398,9 +398,19 @@ def _tasks_of(method: str) -> tuple[str, ...]:
 MULTILABEL_CONFIGS = [m for m in CONFIGS if "multilabel" in _tasks_of(m)]
 DENOISING_CONFIGS = [m for m in CONFIGS if "denoising" in _tasks_of(m)]
 SEQUENCE_CONFIGS = [m for m in CONFIGS if "sequence" in _tasks_of(m)]
+# Every config file runs end to end once in the default suite (the multi-label grid, and
+# the methods only the other tasks have); its other task variants, which compile the
+# largest programs, run with --runslow.
+FAST_SEQUENCE = ("bilstm", "crf")
+FAST_DENOISING = ("cnn_denoiser",)
 
 
-@pytest.mark.parametrize("method", SEQUENCE_CONFIGS)
+def grid(values, fast):
+  """`values` as pytest params, those not in `fast` marked slow."""
+  return [pytest.param(v, marks=() if v in fast else pytest.mark.slow) for v in values]
+
+
+@pytest.mark.parametrize("method", grid(SEQUENCE_CONFIGS, FAST_SEQUENCE))
 def test_every_sequence_config_trains_and_writes_token_metrics(method, tmp_path, data_dir):
   """Each sequence config runs end to end on Twitter POS (a few steps) and reports token
   accuracy; the NER variant reports span F1 too (checked on the smaller POS data here
@@ -423,7 +433,7 @@ def test_every_sequence_config_trains_and_writes_token_metrics(method, tmp_path,
   assert "test/span_f1" not in results  # POS has no spans
 
 
-@pytest.mark.parametrize("method", DENOISING_CONFIGS)
+@pytest.mark.parametrize("method", grid(DENOISING_CONFIGS, FAST_DENOISING))
 def test_every_denoising_config_trains_and_writes_psnr(method, tmp_path):
   """Each denoising config runs end to end on tiny generated scenes (16 x 16)."""
   from experiments import train

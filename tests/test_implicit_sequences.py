@@ -93,9 +93,11 @@ def test_sequence_negatives_are_one_hot_per_real_token():
 
 
 @pytest.mark.parametrize("primary,negatives,include_net_output", [
-    ("ssvm", "straight_through", False),
-    ("dvn", "straight_through", False),
-    ("cd", "straight_through", False),
+    # The other primaries and negatives compile the largest programs of the suite; the
+    # default suite runs one, the multi-label tests cover each primary.
+    pytest.param("ssvm", "straight_through", False, marks=pytest.mark.slow),
+    pytest.param("dvn", "straight_through", False, marks=pytest.mark.slow),
+    pytest.param("cd", "straight_through", False, marks=pytest.mark.slow),
     ("cd", "relaxed", True),
 ])
 def test_updates_run_on_taggers(primary, negatives, include_net_output):

@@ -635,7 +635,11 @@ SEGMENTATION_RUNS = [(m, ()) for m in SEGMENTATION_CONFIGS] + [
     ("seal_dynamic", ("stage_order=pretrain+seal",))]
 
 
-@pytest.mark.parametrize("method, overrides", SEGMENTATION_RUNS)
+# fcn and seal_dynamic (with its pretraining stage) in the default suite; the other
+# configs run on the multi-label task there, and here with --runslow.
+@pytest.mark.parametrize("method, overrides", [
+    pytest.param(m, o, marks=() if (m, o) in (("fcn", ()), ("seal_dynamic", ("stage_order=pretrain+seal",)))
+                 else pytest.mark.slow) for m, o in SEGMENTATION_RUNS])
 def test_every_segmentation_config_trains_and_writes_mean_iou(method, overrides, tmp_path,
                                                              data_dir, horses):
   """Each segmentation config runs end to end on the horses (tiny nets, a few steps)."""

@@ -1,4 +1,4 @@
-"""The training loop: method-agnostic, deterministic, resumable, guarded against NaN.
+"""The training loop: method-agnostic, deterministic, resumable, guarded against NaN and divergence.
 
 `fit` drives any `Objective` through the sharded step of `step.py`. Batches and step
 keys are pure functions of `(seed, step)`, so a run killed and resumed from its
@@ -28,7 +28,13 @@ from energynets.train.checkpoint import Checkpointer
 from energynets.train.writers import MetricWriter
 
 
-class NonFiniteLossError(FloatingPointError):
+class TrainingDivergedError(FloatingPointError):
+  """Training diverged: a NaN/Inf loss, or a loss above `LoopOptions.max_loss` at
+  `LoopOptions.max_loss_patience` logged steps in a row. The message (one line) names
+  the step, the loss, the likely cause and the last good checkpoint."""
+
+
+class NonFiniteLossError(TrainingDivergedError):
   """Training produced a NaN/Inf loss; the message names the step and the last good checkpoint."""
 
 
@@ -65,6 +71,14 @@ class LoopOptions:
     select_metric: the evaluation metric that picks the returned state (None: last).
     select_mode: `'max'` or `'min'` of `select_metric`.
     tensorboard: also write TensorBoard event files (else `metrics.jsonl` only).
+    max_loss: stop with `TrainingDivergedError` once the logged training loss exceeds
+      this at `max_loss_patience` logged steps in a row (None: no bound). The default
+      is far above the loss of any run that learns (per-example cross-entropies,
+      hinges and squared errors, summed over at most thousands of outputs) and above
+      2**24, past which a float32 loss cannot resolve a change of 1: such a run has
+      lost the data's signal, typically to a learning rate far too high.
+    max_loss_patience: how many logged steps in a row above `max_loss` stop training;
+      more than one, so that a transient spike a run recovers from is not fatal.
   """
   steps: int
   batch_size: int
@@ -75,6 +89,8 @@ class LoopOptions:
   select_metric: str | None = "validation/example_f1"
   select_mode: str = "max"
   tensorboard: bool = True
+  max_loss: float | None = 1e8
+  max_loss_patience: int = 3
 
   @classmethod
   def from_config(cls, cfg: Mapping[str, Any]) -> "LoopOptions":
@@ -155,6 +171,8 @@ def fit(objective: Objective,
   step_lib.check_batch_size(options.batch_size, mesh)
   if options.select_mode not in ("max", "min"):
     raise ValueError(f"select_mode must be 'max' or 'min', got {options.select_mode!r}")
+  if options.max_loss_patience < 1:
+    raise ValueError(f"max_loss_patience must be at least 1, got {options.max_loss_patience}")
   num_examples = len(next(iter(train_arrays.values())))
   rows = step_lib.process_slice(options.batch_size)
 
@@ -188,16 +206,34 @@ def fit(objective: Objective,
 
   first_bad = jnp.asarray(-1, jnp.int32)
   last_good_step = start if resume_step is not None else None
+  # Logged steps in a row with the loss above options.max_loss, and the first of them.
+  over_count, over_since = 0, None
+
+  def last_good() -> str:
+    return (f"the last good checkpoint is step {last_good_step} in {latest.directory}"
+            if last_good_step is not None else "no checkpoint was written before it")
 
   def check_finite(step: int, metrics: Mapping[str, Any]) -> None:
     bad = int(first_bad)
     if bad >= 0:
-      where = (f"the last good checkpoint is step {last_good_step} in {latest.directory}"
-               if last_good_step is not None else "no checkpoint was written before it")
       raise NonFiniteLossError(
           f"non-finite loss at step {bad + 1} (loss at step {step}: {float(metrics['loss'])}); "
-          f"training stopped, {where}. Lower the learning rate, clip gradients, or check the "
-          "input data for NaN/Inf.")
+          f"training stopped, {last_good()}. Lower the learning rate, clip gradients, or "
+          "check the input data for NaN/Inf.")
+
+  def check_bounded(step: int, loss: float) -> None:
+    nonlocal over_count, over_since
+    if options.max_loss is None or not loss > options.max_loss:
+      over_count, over_since = 0, None
+      return
+    over_count += 1
+    over_since = step if over_since is None else over_since
+    if over_count >= options.max_loss_patience:
+      raise TrainingDivergedError(
+          f"training diverged: loss {loss:.4g} at step {step}, above max_loss="
+          f"{options.max_loss:g} at {over_count} logged steps in a row since step "
+          f"{over_since}; training stopped, {last_good()}. The learning rate is likely "
+          "too high: lower it, or clip gradients.")
 
   def run_eval(step: int) -> None:
     record = {k: float(v) for k, v in evaluate(state).items()}
@@ -232,13 +268,15 @@ def fit(objective: Objective,
       writer.write(done, scalars)
       logging.info("step %d/%d | loss %.4f | %.1f steps/s | ETA %s", done, options.steps,
                    scalars["train/loss"], rate, _format_eta((options.steps - done) / rate))
+      check_bounded(done, scalars["train/loss"])
     if evaluate is not None and (done % options.eval_every == 0 or is_last):
       check_finite(done, metrics)
       run_eval(done)
     if done % options.checkpoint_every == 0 or is_last:
       check_finite(done, metrics)
       latest.save(done, state, meta)
-      last_good_step = done
+      if not over_count:  # a state saved while the loss is above max_loss is no fallback
+        last_good_step = done
   writer.close()
 
   final_step = max(start, options.steps)

@@ -1,0 +1,176 @@
+"""A user's mistake on the command line is one line on stderr and exit status 2; a bug
+keeps its traceback; a diverging run stops early; a changed config does not resume."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+# What every run here shares: generated data, a few examples, no TensorBoard files.
+TINY = ["--config=experiments/configs/mlp.py:synthetic", "--config.data.num_train=64",
+        "--config.train.tensorboard=False"]
+# A line absl's logging wrote (`I1201 19:31:41.934799 ...`), not the error.
+_ABSL_LOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")
+
+
+def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, "-m", *args], cwd=REPO_ROOT, capture_output=True,
+                        text=True, timeout=300,
+                        env={**os.environ, "JAX_PLATFORMS": "cpu", **(env or {})})
+
+
+def _error(proc: subprocess.CompletedProcess, program: str = "experiments.main") -> str:
+  """The message of the command's one error line, after checking that it is one."""
+  assert proc.returncode == 2, proc.stderr[-3000:]
+  assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+  lines = [l for l in proc.stderr.splitlines() if l.strip() and not _ABSL_LOG.match(l)]
+  prefix = f"{program}: error: "
+  assert len(lines) == 1 and lines[0].startswith(prefix), proc.stderr[-3000:]
+  return lines[0][len(prefix):]
+
+
+def test_a_misspelled_config_key_names_the_key_and_the_closest_one(tmp_path):
+  proc = _run("experiments.main", *TINY, f"--workdir={tmp_path}", "--config.train.stepz=3")
+  assert _error(proc) == "unknown config key train.stepz; did you mean train.steps?"
+
+
+def test_a_missing_config_file_lists_the_configs(tmp_path):
+  proc = _run("experiments.main", "--config=experiments/configs/nope.py",
+              f"--workdir={tmp_path}")
+  message = _error(proc)
+  assert message.startswith("--config: config file experiments/configs/nope.py does not exist")
+  assert "mlp" in message and "spen_ssvm" in message
+
+
+def test_a_value_of_the_wrong_type_names_the_flag(tmp_path):
+  proc = _run("experiments.main", *TINY, f"--workdir={tmp_path}",
+              "--config.optimizer.learning_rate=fast")
+  assert _error(proc).startswith("flag --config.optimizer.learning_rate=fast: ")
+
+
+def test_missing_data_names_the_flag_of_this_command(tmp_path):
+  env = {k: v for k, v in os.environ.items() if k != "ENERGYNETS_DATA_DIR"}
+  proc = subprocess.run(
+      [sys.executable, "-m", "experiments.main", "--config=experiments/configs/br.py:bibtex",
+       f"--workdir={tmp_path}", "--config.train.tensorboard=False"], cwd=REPO_ROOT,
+      capture_output=True, text=True, timeout=300, env={**env, "JAX_PLATFORMS": "cpu"})
+  assert _error(proc) == ("no data directory: pass --config.data.data_dir=DIR or set the "
+                          "environment variable ENERGYNETS_DATA_DIR")
+
+
+def test_compare_names_an_unknown_method(tmp_path):
+  proc = _run("experiments.compare", f"--workdir={tmp_path}", "--methods=mlp,mlpp")
+  message = _error(proc, "experiments.compare")
+  assert message.startswith("unknown config 'mlpp'; known: ") and "mlp" in message
+  assert not list(tmp_path.iterdir())  # refused before anything trained
+
+
+def test_predict_names_a_workdir_without_a_run(tmp_path):
+  proc = _run("experiments.predict", f"--workdir={tmp_path}", f"--input={tmp_path}",
+              f"--output={tmp_path / 'out.npz'}")
+  assert _error(proc, "experiments.predict") == (
+      f"no run in {tmp_path}: expected run.json written by energynets.fit or experiments.main")
+
+
+def test_an_error_inside_training_keeps_its_traceback(tmp_path):
+  # A builder that fails while building: a bug, even though it is a ValueError.
+  package = tmp_path / "enx_buggy"
+  package.mkdir()
+  (package / "__init__.py").write_text(
+      "def build(config, dataset, optimizer):\n  raise ValueError('a bug in the builder')\n")
+  proc = _run("experiments.main", *TINY, f"--workdir={tmp_path / 'run'}",
+              "--config.method=enx_buggy:build", env={"PYTHONPATH": str(tmp_path)})
+  assert proc.returncode == 1, proc.stderr[-3000:]
+  assert "Traceback" in proc.stderr and "ValueError: a bug in the builder" in proc.stderr
+
+
+def test_a_diverging_run_stops_early_and_names_the_cause(tmp_path):
+  proc = _run("experiments.main", *TINY, f"--workdir={tmp_path}",
+              "--config.optimizer.learning_rate=1e6", "--config.train.steps=1000",
+              "--config.train.log_every=10", "--config.train.eval_every=1000")
+  message = _error(proc)
+  match = re.fullmatch(r"training diverged: loss (\S+) at step (\d+), above max_loss=1e\+08 "
+                       r"at 3 logged steps in a row since step \d+; training stopped, .*"
+                       r"The learning rate is likely too high: lower it, or clip gradients\.",
+                       message)
+  assert match, message
+  assert float(match.group(1)) > 1e8 and int(match.group(2)) < 100
+  logged = [json.loads(l)["step"] for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert max(logged) == int(match.group(2))
+  assert not (tmp_path / "results.json").exists()
+
+
+def test_a_run_resumes_only_with_the_config_it_was_trained_with(tmp_path):
+  run = ["experiments.main", *TINY, f"--workdir={tmp_path}", "--config.train.steps=2",
+         "--config.train.eval_every=2"]
+  first = _run(*run)
+  assert first.returncode == 0, first.stderr[-3000:]
+  changed = _run(*run, "--config.optimizer.learning_rate=0.01")
+  assert _error(changed) == (
+      f"{tmp_path} holds a run trained with another config; it differs in "
+      "optimizer.learning_rate (0.001 -> 0.01). Use a fresh --workdir, or pass "
+      "--allow_config_change to continue that run with the new config")
+  allowed = _run(*run, "--config.optimizer.learning_rate=0.01", "--allow_config_change")
+  assert allowed.returncode == 0, allowed.stderr[-3000:]
+  assert "optimizer.learning_rate (0.001 -> 0.01)" in allowed.stderr  # the warning
+  recorded = json.loads((tmp_path / "config.json").read_text())
+  assert recorded["optimizer"]["learning_rate"] == 0.01
+
+
+# ---------------------------------------------------------------------------------------
+# The pieces, in this process.
+
+
+def test_unknown_config_keys_and_their_suggestions():
+  import ml_collections
+  from experiments import cli
+  config = ml_collections.ConfigDict({"train": {"steps": 1, "seed": 0}, "model": {"depth": 2}})
+  assert cli.unknown_config_key(config, "train.steps") is None
+  assert cli.unknown_config_key(config, "trian.steps") == (
+      "unknown config key trian.steps; did you mean train.steps?")
+  assert cli.unknown_config_key(config, "train.zzz") == "unknown config key train.zzz"
+  assert cli.unknown_config_key(config, "train.steps.x") == (
+      "unknown config key train.steps.x: train.steps is a value of type int, not a block "
+      "of keys")
+
+
+def test_overrides_are_user_errors_that_stay_key_and_value_errors():
+  from experiments import cli
+  from experiments import train
+  with pytest.raises(KeyError) as excinfo:
+    train.get_config("mlp", "synthetic", ["train.stpes=3"])
+  assert isinstance(excinfo.value, cli.UserError)
+  assert str(excinfo.value) == "unknown config key train.stpes; did you mean train.steps?"
+  with pytest.raises(cli.UserError, match="train.steps takes values of type int, not 'x'"):
+    train.get_config("mlp", "synthetic", ["train.steps=x"])
+  with pytest.raises(ValueError, match="unknown config 'mlpp'"):
+    train.get_config("mlpp", "synthetic")
+
+
+def test_resumable_changes_are_logging_devices_data_location_and_more_steps():
+  from experiments import train
+  old = {"train": {"steps": 10, "log_every": 5}, "optimizer": {"learning_rate": 0.1},
+         "data": {"data_dir": "/a"}, "stages": {"fine": {"train": {"steps": 4}}}}
+  same = {"train": {"steps": 20, "log_every": 1}, "optimizer": {"learning_rate": 0.1},
+          "data": {"data_dir": "/b"}, "stages": {"fine": {"train": {"steps": 5}}}}
+  assert train.config_changes(old, same) == []
+  other = {"train": {"steps": 5, "log_every": 5}, "optimizer": {"learning_rate": 0.2},
+           "data": {"data_dir": "/a"}, "stages": {"fine": {"train": {"steps": 4}}}}
+  assert train.config_changes(old, other) == ["optimizer.learning_rate (0.1 -> 0.2)",
+                                              "train.steps (10 -> 5)"]
+
+
+def test_the_data_directory_hint_names_the_command_line_flag():
+  from energynets.data import registry
+  from experiments import cli
+  with pytest.raises(registry.DataError) as excinfo:
+    registry.resolve_data_dir("/nonexistent/energynets-data")
+  message = cli.user_error_message(excinfo.value, "--config.data.data_dir")
+  assert message == ("/nonexistent/energynets-data: data directory (from "
+                     "--config.data.data_dir) does not exist; pass --config.data.data_dir=DIR "
+                     "or set ENERGYNETS_DATA_DIR")
