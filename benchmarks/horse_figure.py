@@ -1,5 +1,5 @@
 r"""The Weizmann-horse figure: test images with their gold masks and the masks of
-finished segmentation runs (issue 9), read from each run's `test_predictions.npz`
+finished segmentation runs, read from each run's `test_predictions.npz`
 (written by `experiments.train.train_and_evaluate`), so nothing is retrained.
 
   python -m benchmarks.horse_figure --data_dir=../shared/data \

@@ -5,7 +5,7 @@ Each `PaperTable` is one table (or the numbers of one paragraph) of a paper in
 "20.0 ± .3", "46.21†", "-" for a cell the paper leaves empty), and for every cell where
 our number comes from: a row of a results JSON written by `experiments.compare`
 (`Json`), a cell of a generated markdown table in `benchmarks/results/` (`Md`), or why
-there is none (`NotRun`: we have not run it yet, with the issue or file that tracks it;
+there is none (`NotRun`: we have not run it yet, optionally with the file that would hold it;
 `Missing`: no data or another paper's system). Rows whose paper values are all "" are
 ours only (shown as "—" in the paper column).
 
@@ -59,7 +59,7 @@ class Md(NamedTuple):
 
 
 class NotRun(NamedTuple):
-  where: str  # the issue or results file that tracks it
+  where: str = ""  # the results file that would hold it; "" when none is named
 
 
 class Missing(NamedTuple):
@@ -178,7 +178,7 @@ SPEN_TABLE3 = PaperTable(
     note="Our SPEN row is the paper's method (GBI for loss-augmented inference and "
          "prediction), seed 0. The exact-inference row trains the same energy with the "
          "discrete SSVM (loss-augmented inference by enumerating {0,1}^16) and predicts "
-         "its exact minimizer; `spen.md` (session 23) has the GBI search error on those "
+         "its exact minimizer; `spen.md` has the GBI search error on those "
          "energies.")
 
 SPEN_SPEED = PaperTable(
@@ -217,9 +217,9 @@ _PSNR = (Metric("ours, depth test", "test/psnr", 1.0),
          Metric("ours, natural test", "natural/psnr", 1.0))
 _DENOISE_MD = ("depth test PSNR", "natural test PSNR")
 _DENOISE = "depth_scenes_32"
-# Every learned row at one budget: 3000 Adam steps, batch 8, trained on an H200 in
-# session 22 and evaluated here (benchmarks/results/e2e_denoising_3000.md). The 1000-step
-# rows of sessions 8 and 14 (e2e_denoising*.md) are described in e2e.md.
+# Every learned row at one budget: 3000 Adam steps, batch 8, trained on an H200 and
+# evaluated here (benchmarks/results/e2e_denoising_3000.md). The earlier 1000-step rows
+# (e2e_denoising*.md) are described in e2e.md.
 _DENOISE_FILE = "e2e_denoising_3000"
 _STEPS = ":train.steps=3000"
 _DP3 = "e2e" + _STEPS
@@ -237,7 +237,7 @@ _CNN = "cnn_denoiser" + _STEPS + ":train.batch_size=8"
 def _denoiser(label, paper, spec, num_seeds=1):
   """A denoising row; `num_seeds` > 1 pools the spec's seeds 0..n-1 (`seeds`)."""
   method = seeds(spec, num_seeds) if num_seeds > 1 else spec
-  return _row(label, paper, spec, Json(_DENOISE_FILE, _DENOISE, method, pending="issue 6"))
+  return _row(label, paper, spec, Json(_DENOISE_FILE, _DENOISE, method))
 
 
 def _denoising_baseline(label, paper, name):
@@ -269,7 +269,7 @@ E2E_TABLE1 = PaperTable(
          "BM3D and TV on the same data, not the absolute dB. Every learned row had 3000 "
          "Adam steps at batch 8 (trained on a GPU, evaluated on CPU: "
          "e2e_denoising_3000.md); the convnet has the DeepPrior's layers. One DP-SSVM "
-         "seed never leaves the noisy input (23.10 dB; e2e.md, session 22).")
+         "seed never leaves the noisy input (23.10 dB; e2e.md).")
 
 E2E_BIBTEX = PaperTable(
     "e2e_bibtex", "SPEN Table 1 (the E2E paper has no multi-label table)",
@@ -300,23 +300,23 @@ E2E = Paper(
 # ---------------------------------------------------------------------------------------
 # Inference networks (Tu, Pang & Gimpel 2020)
 
-_SEQ_PENDING = NotRun("issue 8")
+_SEQ_PENDING = NotRun()
 
 
 def _pos(method: str) -> Json:
   return Json(("sequences_pos", "sequences_pos_controls", "sequences_pos_tlm"), "twitter_pos",
-              method, "issue 8")
+              method)
 
 
 def _ner(method: str) -> Json:
   return Json(("sequences_ner", "sequences_ner_variants", "sequences_ner_more",
-               "sequences_ner_tlm"), "conll2003", method, "issue 8")
+               "sequences_ner_tlm"), "conll2003", method)
 
 
 def _ner_plus(method: str) -> Json:
   return Json(("sequences_ner_plus", "sequences_ner_plus_more", "sequences_ner_plus_rows",
                "sequences_ner_plus_gec_implicit", "sequences_ner_plus_tlm"), "conll2003_plus",
-              method, "issue 8")
+              method)
 
 
 _MARGIN = "infnet:infnet.objective=margin"
@@ -413,8 +413,8 @@ INFNET = Paper(
     data_differs=(
         "- **Embeddings:** the paper's pretrained Twitter skip-gram (POS) and GloVe 100-d "
         "(NER) vectors are not available here, so every tagger learns its embeddings from "
-        "scratch. Absolute numbers are several points below the paper's; the issue's "
-        "target is the energy methods' gain over our own BiLSTM-CE.\n"
+        "scratch. Absolute numbers are several points below the paper's; what we "
+        "compare is the energy methods' gain over our own BiLSTM-CE.\n"
         "- **Twitter POS:** the InfNet scripts' split (train oct27.traindev 1327, dev "
         "oct27.test 500, test daily547 547 tweets).\n"
         "- **CoNLL-2003:** the standard files in an IOB2-converted copy (same tokens and "
@@ -434,8 +434,8 @@ INFNET = Paper(
 # network's noise, then used with GBI: SEAL's static NCE loss-net as a predictor. It is
 # the implicit paper's NCE baseline and SEAL Table 1's "energy network with GBI: NCE".
 _NCE_GBI = "seal_static:stage_order=pretrain+loss_net"
-_NCE_GBI_FILE = "seal_nce_gbi"  # session 21: that row on every dataset but delicious
-_NCE_GBI_RESPLIT = "implicit_nce_resplit"  # session 32: the row on the seeded re-splits
+_NCE_GBI_FILE = "seal_nce_gbi"  # that row on every dataset but delicious
+_NCE_GBI_RESPLIT = "implicit_nce_resplit"  # the row on the seeded re-splits
 _IMPL_SSVM = "implicit:implicit.primary=ssvm"
 _IMPL_DVN = "implicit:implicit.primary=dvn"
 
@@ -451,10 +451,10 @@ def _impl_cells(method: str, bibtex: Optional[Json] = None,
   bibtex cells pool seeds 0-2 (MULAN's from `implicit_bibtex_seeds`)."""
   on_bibtex = seeds(method) if seeded else method
   bibtex = bibtex or Json("implicit_bibtex_seeds" if seeded else "implicit_bibtex", "bibtex",
-                          on_bibtex, "issue 7")
-  return (bibtex, Json("implicit_delicious", "delicious", method, "issue 7"),
-          Json("implicit_bibtex_resplit", "bibtex" + _RESPLIT, on_bibtex, "issue 7"),
-          Json("implicit_delicious_resplit", "delicious" + _RESPLIT, method, "issue 7"))
+                          on_bibtex)
+  return (bibtex, Json("implicit_delicious", "delicious", method),
+          Json("implicit_bibtex_resplit", "bibtex" + _RESPLIT, on_bibtex),
+          Json("implicit_delicious_resplit", "delicious" + _RESPLIT, method))
 
 
 def _paper_twice(numbers: str) -> str:
@@ -480,7 +480,7 @@ IMPLICIT_TABLE1 = PaperTable(
              Json(_NCE_GBI_RESPLIT, "bibtex" + _RESPLIT, _NCE_GBI),
              Json(_NCE_GBI_RESPLIT, "delicious" + _RESPLIT, _NCE_GBI), NO_DATA, NO_DATA),
         _row("DVN", _paper_twice("42.73 | 29.71 | 31.90 | 37.1"), "dvn",
-             *_impl_cells("dvn", bibtex=Json("seal_bibtex", "bibtex", "dvn", "issue 7")),
+             *_impl_cells("dvn", bibtex=Json("seal_bibtex", "bibtex", "dvn")),
              NO_DATA, NO_DATA),
         _row("ALEN", _paper_twice("46.4 | - | - | 38.3"), "", *(OTHER,) * 4, NO_DATA,
              NO_DATA),
@@ -532,7 +532,7 @@ IMPLICIT_TABLE9 = PaperTable(
 )
 
 def _horses(method, file: str = "horses") -> Json:
-  """A Weizmann horse row of `<file>.json` (issue 9): horses.json (session 7's rows),
+  """A Weizmann horse row of `<file>.json`: horses.json (the first rows),
   horses_seeds.json (FCN and SEAL-dynamic regression, seeds 0-2: `seeds(...)`),
   horses_dvn.json (DVN at the value network's working learning rate),
   horses_static.json (SEAL-static), horses_regression_s.json (the regression-s loss-net),
@@ -543,7 +543,7 @@ def _horses(method, file: str = "horses") -> Json:
   training flips: SEAL's protocol exactly), horses_flip_averaging.json (test-time flip
   averaging, `data.eval_flip`, seeds 0-2), horses_flip_averaging_seeds.json (the same
   rows re-evaluated with seeds 3 and 4 added: `seeds(..., 5)`)."""
-  return Json((file,), "weizmann_horse", method, "issue 9")
+  return Json((file,), "weizmann_horse", method)
 
 
 # horses.md's rows (experiments.compare specs: CPU-budget overrides are in the names).
@@ -616,12 +616,12 @@ IMPLICIT = Paper(
 # ---------------------------------------------------------------------------------------
 # SEAL (Lee et al. 2022)
 
-_SEAL_PENDING = NotRun("issue 5")
+_SEAL_PENDING = NotRun()
 _EXPR = "expr_fun:data.root_label=True"
 _SPO = "spo_fun:data.root_label=True"
-_FUNCAT = "seal_funcat"  # session 15: every row's FunCat cells at one revision
-_SMALL_MORE = "seal_small_datasets_more"  # session 15: rows seal_small_datasets lacks
-_DELICIOUS_MORE = "seal_delicious_more"  # session 21: rows seal_delicious lacks
+_FUNCAT = "seal_funcat"  # every row's FunCat cells at one revision
+_SMALL_MORE = "seal_small_datasets_more"  # rows seal_small_datasets lacks
+_DELICIOUS_MORE = "seal_delicious_more"  # rows seal_delicious lacks
 _SEAL_TUNED = ("seal_dynamic:seal.energy_weight=4.0:seal.num_samples=40:"
                "loss_net_optimizer.learning_rate=1e-4:seal.loss_net_steps=3")
 _SEAL_NODROP = "seal_dynamic:energy.dropout=0.0:energy.input_dropout=0.0"
@@ -661,7 +661,7 @@ _NCE_CONFIG = {
                "energy.input_dropout=0.0:energy.num_measurements=400:"
                "optimizer.learning_rate=4.9e-3:loss_net_optimizer.learning_rate=7.8e-3:"
                "seal.num_samples=20"),
-    # `best_models_configs/spo_fun_nce_6zt05lu1` (session 29): 300×4 softplus nets with
+    # `best_models_configs/spo_fun_nce_6zt05lu1`: 300×4 softplus nets with
     # dropout 0.1 after the first three layers, 300 measurements, K = 40.
     _SPO: ("seal_dynamic:model.hidden=(300,300,300,300):model.activation=softplus:"
            "model.dropout=(0.1,0.1,0.1,0.0):model.input_dropout=0.0:"
@@ -670,7 +670,7 @@ _NCE_CONFIG = {
            "energy.num_measurements=300:optimizer.learning_rate=5.44e-4:"
            "loss_net_optimizer.learning_rate=8.2e-3:seal.num_samples=40"),
 }
-# Session 24's runs (`seal_public_<dataset>`): 3 : 1 or 1 : 1 alternation.
+# The runs of `seal_public_<dataset>`: 3 : 1 or 1 : 1 alternation.
 _NCE_PUBLIC = {
     "bibtex": _NCE_CONFIG["bibtex"] + (":seal.loss_net_steps=3:train.batch_size=32:"
                                        "train.steps=10000:train.eval_every=500"),
@@ -680,7 +680,7 @@ _NCE_PUBLIC = {
 }
 _NCE_WEIGHT = {"bibtex": 5.5, "delicious": 0.91, "cal500": 0.478, _SPO: 1.0}
 # SEAL's public GBI-DVN config for cal500 (`best_models_configs/cal500_pdvn_*`), seed 0
-# (`dvn_cal500_public`, session 26): its value network, AdamW and GBI (random starts,
+# (`dvn_cal500_public`): its value network, AdamW and GBI (random starts,
 # best iterates); the clip is 30 on our sum of three per-sample means (10 on their mean).
 _DVN_PUBLIC_CAL500 = (
     "dvn:energy.feature_hidden=(500,500,500,500,500):energy.feature_activation=softplus:"
@@ -695,7 +695,7 @@ _DVN_PUBLIC_CAL500 = (
 # The same NCE configs with SEAL's per-batch schedule (its trainer's `num_steps`): t rounds
 # of s loss-net steps and one task-net step on each batch (`seal_schedule_<dataset>`).
 # The control's task-net does not depend on s at weight 0, so it takes s = 1.
-# The MLP on BCE − w·soft F1 (`seal_direct_score_<dataset>`, session 27): w picked on seed
+# The MLP on BCE − w·soft F1 (`seal_direct_score_<dataset>`): w picked on seed
 # 0's validation example-F1 at 0.5 over a grid, then seeds 0-2 at that w.
 _DIRECT_SCORE_WEIGHT = {"bibtex": "30.0", "delicious": "1000.0", "genbase": "3.0",
                         "cal500": "100000.0", _EXPR: "3000.0", _SPO: "30000.0"}
@@ -703,12 +703,12 @@ _DIRECT_SCORE_WEIGHT = {"bibtex": "30.0", "delicious": "1000.0", "genbase": "3.0
 
 def _direct_score(dataset: str) -> Json:
   spec = f"mlp:loss.score=soft_f1:loss.score_weight={_DIRECT_SCORE_WEIGHT[dataset]}"
-  return Json(f"seal_direct_score_{dataset.split(':')[0]}", dataset, seeds(spec), "issue 5")
+  return Json(f"seal_direct_score_{dataset.split(':')[0]}", dataset, seeds(spec))
 
 
 def _label_floor(dataset: str) -> Json:
   """`benchmarks.label_prior`'s top-k frequent labels: what a method must clear."""
-  return Json("label_prior", dataset, "top_k_frequent", "issue 5")
+  return Json("label_prior", dataset, "top_k_frequent")
 
 
 _SCHEDULE = {"bibtex": (12, 5, 3000, 250), "delicious": (6, 5, 2000, 250),
@@ -718,8 +718,8 @@ _SCHEDULE = {"bibtex": (12, 5, 3000, 250), "delicious": (6, 5, 2000, 250),
 def _scheduled(dataset: str, which: str, steps: Optional[int] = None,
                every: Optional[int] = None) -> Json:
   """A cell of the NCE-with-SEAL's-schedule rows (`seal_schedule_<dataset>`): seeds 0-2
-  on bibtex and cal500 (`seal_schedule_cal500_seeds`, session 26), seed 0 on delicious;
-  spo_fun's control is in `seal_schedule_train_mode_spo_fun` (session 29). `steps` and
+  on bibtex and cal500 (`seal_schedule_cal500_seeds`), seed 0 on delicious;
+  spo_fun's control is in `seal_schedule_train_mode_spo_fun`. `steps` and
   `every` replace the schedule's batch count and evaluation interval."""
   s, t, default_steps, default_every = _SCHEDULE[dataset]
   steps, every = steps or default_steps, every or default_every
@@ -728,21 +728,21 @@ def _scheduled(dataset: str, which: str, steps: Optional[int] = None,
           f"train.batch_size=32:train.steps={steps}:train.eval_every={every}:"
           f"seal.energy_weight={_NCE_WEIGHT[dataset] if nce else 0.0}")
   if dataset == "delicious":
-    return Json("seal_schedule_delicious", dataset, (spec,), "issue 5")
+    return Json("seal_schedule_delicious", dataset, (spec,))
   name = {"cal500": "seal_schedule_cal500_seeds", _SPO: "seal_schedule_train_mode_spo_fun"}
-  return Json(name.get(dataset, f"seal_schedule_{dataset}"), dataset, seeds(spec), "issue 5")
+  return Json(name.get(dataset, f"seal_schedule_{dataset}"), dataset, seeds(spec))
 
 
-# Session 28: `seal.train_mode=True`, dropout where SEAL's public trainer has it (the
+# `seal.train_mode=True`, dropout where SEAL's public trainer has it (the
 # sampling task-net, the loss-net inside the task-net's loss), on the default NCE config
 # (`seal_train_mode`, seeds 0-2) and on the scheduled public configs
-# (`seal_schedule_train_mode_<dataset>`: seeds 0-2 on bibtex, seed 0 on delicious; session
-# 29: seeds 0-2 on spo_fun and bibtex for 6000 batches, each with its control).
+# (`seal_schedule_train_mode_<dataset>`: seeds 0-2 on bibtex, seed 0 on delicious;
+# seeds 0-2 on spo_fun and bibtex for 6000 batches, each with its control).
 _TRAIN_MODE = "seal_dynamic:seal.train_mode=True"
 
 
 def _train_mode(dataset: str) -> Json:
-  return Json("seal_train_mode", dataset, seeds(_TRAIN_MODE), "issue 5")
+  return Json("seal_train_mode", dataset, seeds(_TRAIN_MODE))
 
 
 # The sampling task-net's dropout alone: a loss-net without dropout, in train mode
@@ -751,14 +751,14 @@ _TRAIN_MODE_NODROP = "seal_dynamic:energy.dropout=0.0:energy.input_dropout=0.0:s
 
 
 def _train_mode_ablation(dataset: str, method: str) -> Json:
-  return Json("seal_train_mode_ablation", dataset, seeds(method), "issue 5")
+  return Json("seal_train_mode_ablation", dataset, seeds(method))
 
 
 def _scheduled_train_mode(dataset: str, steps: Optional[int] = None,
                           every: Optional[int] = None) -> Json:
   spec = _scheduled(dataset, "nce", steps, every).method[0] + ":seal.train_mode=True"
   name = f"seal_schedule_train_mode_{dataset.split(':')[0]}"
-  return Json(name, dataset, (spec,) if dataset == "delicious" else seeds(spec), "issue 5")
+  return Json(name, dataset, (spec,) if dataset == "delicious" else seeds(spec))
 
 
 def _public(dataset: str, which: str) -> Json:
@@ -766,7 +766,7 @@ def _public(dataset: str, which: str) -> Json:
   spec = {"ce": _CE_PUBLIC[dataset],
           "nce": f"{_NCE_PUBLIC[dataset]}:seal.energy_weight={_NCE_WEIGHT[dataset]}",
           "control": f"{_NCE_PUBLIC[dataset]}:seal.energy_weight=0.0"}[which]
-  return Json(f"seal_public_{dataset}", dataset, seeds(spec), "issue 5")
+  return Json(f"seal_public_{dataset}", dataset, seeds(spec))
 _SEAL_COLUMNS = tuple(Column(name, SEAL_F1) for name in ("bibtex", "delicious", "genbase",
                                                            "cal500"))
 _SEAL_COLUMNS += (Column("eurlexev", (SEAL_F1[0],)),)
@@ -774,11 +774,11 @@ _SEAL_COLUMNS += tuple(Column(name, SEAL_F1) for name in ("expr_fun", "spo_fun")
 
 
 def _more(method: str) -> Json:
-  return Json("seal_bibtex_more", "bibtex", method, "issue 5")
+  return Json("seal_bibtex_more", "bibtex", method)
 
 
 def _delicious(method: str) -> Json:
-  return Json(_DELICIOUS_MORE, "delicious", method, "issue 5")
+  return Json(_DELICIOUS_MORE, "delicious", method)
 
 
 def _public_row(label: str, cell, which: str, **more) -> Row:
@@ -790,8 +790,8 @@ def _public_row(label: str, cell, which: str, **more) -> Row:
 
 def _long(cell: Json, suffix: str = "long") -> Json:
   """`cell` from the longer scheduled runs (`seal_schedule_train_mode_<dataset>_<suffix>`):
-  bibtex seeds 0-2 for 6000 batches (sessions 28-29, `long`), delicious seed 0 for 6000
-  (`long`) and 12000 (`12000`) batches evaluated every 500 (session 32)."""
+  bibtex seeds 0-2 for 6000 batches (`long`), delicious seed 0 for 6000
+  (`long`) and 12000 (`12000`) batches evaluated every 500."""
   return cell._replace(
       file=f"seal_schedule_train_mode_{cell.dataset.split(':')[0]}_{suffix}")
 
@@ -799,7 +799,7 @@ def _long(cell: Json, suffix: str = "long") -> Json:
 def _ce_task_net(cell: Json) -> Json:
   """`cell`'s delicious NCE config with SEAL's delicious CE task-net (500-500, dropout
   0.1 after the first layer) and the CE config's rate 3.3e-3 (`seal_delicious_ce_task_net`,
-  session 33, seed 0; its other row keeps the NCE rate 8.5e-4)."""
+  seed 0; its other row keeps the NCE rate 8.5e-4)."""
   spec = cell.method[0]
   for old, new in (("model.hidden=(400,400)", "model.hidden=(500,500)"),
                    ("model.dropout=(0.5,0.0)", "model.dropout=(0.1,0.0)"),
@@ -807,7 +807,7 @@ def _ce_task_net(cell: Json) -> Json:
     if old not in spec:
       raise ValueError(f"{spec!r} has no {old!r} to replace")
     spec = spec.replace(old, new, 1)
-  return Json("seal_delicious_ce_task_net", "delicious", (spec,), "issue 5")
+  return Json("seal_delicious_ce_task_net", "delicious", (spec,))
 
 
 def _seal_row(label, paper, method, bibtex=None, delicious=None, small=False,

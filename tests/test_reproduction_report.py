@@ -40,7 +40,7 @@ def test_the_report_is_written_by_its_command(tmp_path):
 def test_paper_pages_are_up_to_date():
   results = reproduction.Results(str(RESULTS_DIR))
   pages = [f for f in results.files if reproduction.is_paper_page(f, results)]
-  assert "seal.md" in pages  # issue 5's SEAL page
+  assert "seal.md" in pages  # the SEAL page
   for name in pages:
     command, _ = results.command(name[:-3])
     key = re.search(r"--paper=(\S+)", command)[1]
@@ -103,7 +103,11 @@ def test_missing_results_render_as_not_run(tmp_path):
   assert "| BR | `br` | 37.2 | 43.87 [1] |" in spen_table1
   assert "| SPEN | `spen_ssvm` | 42.2 | not run |" in spen_table1
   assert "`e2e_bibtex.json` (absent)" in spen_table1
-  assert "not run (issue 8)" in text  # an absent file's cell names its issue
+  # An absent file's cell is plain "not run"; the line under its table names the files.
+  infnet_table2 = text.split("### Table 2 (§7)")[1].split("###")[0]
+  assert "| not run |" in infnet_table2
+  assert "`sequences_pos.json` (absent)" in infnet_table2
+  assert "not run (" not in text
   assert "## Other results\n\nNone" in text
 
 
@@ -200,9 +204,13 @@ def test_a_cell_of_several_seeds_pools_their_runs(tmp_path):
   one = reproduction.resolve(pt.Json("runs", "bibtex", "mlp:train.seed=1"), metric, results)
   assert one.values == ("42.00",)
   # A missing seed is not silently dropped: the cell waits for it, naming it.
-  partial = reproduction.resolve(pt.Json("runs", "bibtex", pt.seeds("mlp", 4), "issue 5"),
+  partial = reproduction.resolve(pt.Json("runs", "bibtex", pt.seeds("mlp", 4)),
                                  metric, results)
   assert partial.status == "not run" and "mlp:train.seed=3" in partial.awaiting
+  # A NotRun cell is plain "not run", or names the results file that would hold it.
+  assert reproduction.resolve(pt.NotRun(), metric, results).values == ("not run",)
+  named = reproduction.resolve(pt.NotRun("runs_more.json"), metric, results)
+  assert named.values == ("not run (runs_more.json)",) and named.status == "not run"
 
 
 def test_values_of_several_runs_show_mean_and_sample_std():
