@@ -31,6 +31,8 @@ from energynets import metrics
 from energynets.data.arff import DataError
 from energynets.data.registry import dataset_files
 from energynets.data.registry import sha256_of
+from energynets.tokens import PACKED_COLUMNS  # re-exported
+from energynets.tokens import unpack_tokens  # re-exported
 
 PathLike = str | os.PathLike
 
@@ -646,32 +648,14 @@ def padding_fraction(lengths: np.ndarray, batches: Iterable[np.ndarray]) -> floa
 
 # ------------------------------------------------------------------ one array per split
 #
-# The trainer, the evaluation and the sharded step all move `(x, y)` arrays with a
-# leading example axis. A sentence's token features are therefore packed into one int32
-# array `x [N, T, 3 + C]` (word, POS and chunk ids, then the C character ids of the
-# word; word id 0 marks padding) and the tags into `y [N, T, L]`, one-hot (all-zero rows
-# at padding): the output domain of the sequence energies is a simplex per token, and
-# the one-hot gold is its vertex. `unpack_tokens` gives back the batch dict of the
-# taggers (`energynets.nets.rnn`).
-
-PACKED_COLUMNS = ("words", "pos", "chunk")
+# A sentence's token features travel packed into one int32 array (`energynets.tokens`);
+# `pack_tokens` builds it from a split.
 
 
 def pack_tokens(split: SequenceSplit) -> np.ndarray:
   """`x [N, T, 3 + C]` int32: words, pos, chunk, then the characters."""
   columns = [getattr(split, name)[..., None] for name in PACKED_COLUMNS]
   return np.concatenate(columns + [split.chars], axis=-1).astype(np.int32)
-
-
-def unpack_tokens(x: Any) -> dict[str, Any]:
-  """`x [B, T, 3 + C]` (a numpy or jax integer array) -> {"words", "pos", "chunk" `[B, T]`,
-  "chars" `[B, T, C]`, "mask" `[B, T]` bool}, arrays of x's kind."""
-  if x.ndim != 3 or x.shape[-1] < len(PACKED_COLUMNS) + 1:
-    raise ValueError(f"packed tokens need shape [B, T, 3 + C] with C >= 1; got {x.shape}")
-  batch = {name: x[..., i] for i, name in enumerate(PACKED_COLUMNS)}
-  batch["chars"] = x[..., len(PACKED_COLUMNS):]
-  batch["mask"] = x[..., 0] > 0
-  return batch
 
 
 def one_hot_tags(split: SequenceSplit, num_tags: int) -> np.ndarray:

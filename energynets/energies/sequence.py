@@ -76,7 +76,7 @@ import jax
 import jax.numpy as jnp
 
 from energynets import domains
-from energynets.data.sequences import unpack_tokens
+from energynets.tokens import unpack_tokens
 from energynets.energies import protocol
 from energynets.nets.rnn import CELLS
 

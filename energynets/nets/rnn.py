@@ -24,7 +24,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from energynets.data.sequences import unpack_tokens
+from energynets.tokens import unpack_tokens
 
 Batch = dict[str, jax.Array]
 Initializer = Callable[..., jax.Array]

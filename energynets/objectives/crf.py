@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from energynets.data.sequences import unpack_tokens
+from energynets.tokens import unpack_tokens
 from energynets.inference import crf as crf_lib
 from energynets.objectives import base
 
