@@ -64,7 +64,7 @@ nothing per step; its backward pass is the solver's Hessian-vector products at `
 
 import dataclasses
 import functools
-from typing import Any, NamedTuple, Optional, Protocol, Union
+from typing import Any, ClassVar, NamedTuple, Optional, Protocol, Union
 
 import jax
 import jax.numpy as jnp
@@ -106,6 +106,9 @@ class Unrolled:
   only library strategy that also supports forward mode (`jax.jvp`).
   """
 
+  # Whether each scan step is wrapped in `jax.checkpoint` (`Rematerialized`).
+  remat: ClassVar[bool] = False
+
   def __call__(self, energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
                domain: domains_lib.Domain,
                config: GBIConfig) -> tuple[jax.Array, jax.Array]:
@@ -115,30 +118,19 @@ class Unrolled:
       `(y_T [B, ...], ys [T, B, ...])`.
     """
     y_final, trace = gbi_lib.gbi_scan(energy, params, x, y0, domain,
-                                      config._replace(remat=False))
+                                      config._replace(remat=self.remat))
     return y_final, trace.ys
 
 
 @jax.tree_util.register_static
 @dataclasses.dataclass(frozen=True)
-class Rematerialized:
+class Rematerialized(Unrolled):
   """`Unrolled` with `jax.checkpoint` on each step (the name `'remat'`).
 
   Keeps each step's input carry and recomputes the step in the backward pass (E2E-SPEN
   §4.3); the same gradients as `Unrolled`.
   """
-
-  def __call__(self, energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
-               domain: domains_lib.Domain,
-               config: GBIConfig) -> tuple[jax.Array, jax.Array]:
-    """The iterates by `gbi_scan` with `remat=True` (see `unrolled_gbi`).
-
-    Returns:
-      `(y_T [B, ...], ys [T, B, ...])`.
-    """
-    y_final, trace = gbi_lib.gbi_scan(energy, params, x, y0, domain,
-                                      config._replace(remat=True))
-    return y_final, trace.ys
+  remat: ClassVar[bool] = True
 
 
 @jax.tree_util.register_static
