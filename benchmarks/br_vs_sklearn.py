@@ -4,7 +4,7 @@ Same dataset, same train/validation/test split, same threshold grid and tuning r
 computed in one run:
 
   python -m benchmarks.br_vs_sklearn --dataset=bibtex --data_dir=../shared/data \
-      --workdir=/tmp/br_vs_sklearn --out=benchmarks/results/br_vs_sklearn.md
+      --workdir=/tmp/br_vs_sklearn --out=results/br_vs_sklearn.md
 """
 
 import os
@@ -15,6 +15,8 @@ from absl import flags
 
 from benchmarks import common
 from energynets.train import quiet_library_logs
+from experiments import builders
+from experiments import configuration
 from experiments import train
 
 _DATASET = flags.DEFINE_string("dataset", "bibtex", "registered multi-label dataset")
@@ -33,12 +35,12 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_library_logs()
-  config = train.get_config("br", _DATASET.value, _SET.value)
+  config = configuration.get_config("br", _DATASET.value, _SET.value)
   config.loss.l2_c = _C.value
   if _DATA_DIR.value:
     config.data.data_dir = _DATA_DIR.value
   ours = train.train_and_evaluate(config, os.path.join(_WORKDIR.value, "br"))
-  dataset = train.load_data(config)
+  dataset = builders.load_data(config)
   started = time.time()
   theirs = common.sklearn_br_results(dataset, _C.value)
   sk_seconds = time.time() - started

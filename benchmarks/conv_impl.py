@@ -11,7 +11,7 @@ so 'auto' picks patches on CPU. This measures, in one run, one jitted training s
 implementations called in turn so they share the machine's load) of each method's
 experiments config on `--dataset`, and the ratio lax / patches.
 
-  python -m benchmarks.conv_impl --out=benchmarks/results/conv_impl.md
+  python -m benchmarks.conv_impl --out=results/conv_impl.md
 """
 
 from absl import app
@@ -20,10 +20,11 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks import common
+from experiments import builders
+from experiments import configuration
 from experiments import tasks
-from experiments import train
 
-# (label, experiments method, overrides): the denoising models of benchmarks/results/e2e.md.
+# (label, experiments method, overrides): the denoising models of results/e2e.md.
 MODELS = {
     "DP-3": ("e2e", ()),
     "FOE-3": ("e2e", ("energy.kind=foe",)),
@@ -47,11 +48,11 @@ def step_seconds(method: str, overrides: tuple[str, ...], dataset: str,
   impl_key = "cnn.conv_impl" if method == "cnn_denoiser" else "energy.conv_impl"
   fns = {}
   for impl in ("lax", "patches"):
-    config = train.get_config(method, dataset, [*overrides, f"{impl_key}={impl}",
-                                                "data.num_train=64", "data.num_validation=1",
-                                                "data.num_test=1"])
+    config = configuration.get_config(method, dataset, [
+        *overrides, f"{impl_key}={impl}", "data.num_train=64", "data.num_validation=1",
+        "data.num_test=1"])
     data = tasks.task_for(config).load(config)
-    objective = train.build_objective(config, data)
+    objective = builders.build_objective(config, data)
     size = config.train.batch_size
     batch = {"x": jnp.asarray(data.train.x[:size]), "y": jnp.asarray(data.train.y[:size])}
     state = objective.init(jax.random.PRNGKey(0), batch)

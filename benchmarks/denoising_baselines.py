@@ -7,7 +7,7 @@ signal processing"), total variation and BM3D, on the default `depth_scenes` dat
 weight are tuned on depth-scene validation PSNR and applied unchanged everywhere, as a
 model trained on depth scenes would be; BM3D is given the true noise sigma.
 
-  python -m benchmarks.denoising_baselines --out=benchmarks/results/denoising_baselines.md
+  python -m benchmarks.denoising_baselines --out=results/denoising_baselines.md
 
 BM3D takes 1-2 s per 64 x 64 image on one CPU core, so the default run takes minutes.
 """

@@ -23,7 +23,7 @@ measurements) and GBI its config's (logit-space descent, learned step sizes); th
 are random arrays of bibtex's shapes (1836 binary features, 159 labels, batch 32), so
 no data files are needed: cost does not depend on the values.
 
-  python -m benchmarks.e2e_gradients --repeats=5 --out=benchmarks/results/e2e_gradients.md
+  python -m benchmarks.e2e_gradients --repeats=5 --out=results/e2e_gradients.md
 """
 
 import os

@@ -17,7 +17,7 @@ Each function is jitted and compiled first; a timing is the median of `--repeats
 calls (benchmarks.common.median_seconds, the functions called in turn).
 
   python -m benchmarks.feedforward_vs_gbi --data_dir=../shared/data \
-      --out=benchmarks/results/feedforward_vs_gbi.md
+      --out=results/feedforward_vs_gbi.md
 """
 
 import os
@@ -33,7 +33,8 @@ from energynets.energies import SPENEnergy
 from energynets.inference import gbi as gbi_lib
 from energynets.energies import protocol
 from energynets.train import quiet_library_logs
-from experiments import train
+from experiments import builders
+from experiments import configuration
 
 _DATASETS = flags.DEFINE_list(
     "datasets", ["bibtex", "delicious", "genbase", "cal500", "expr_fun", "spo_fun"],
@@ -48,12 +49,12 @@ _OUT = flags.DEFINE_string("out", "", "also write the markdown report here")
 
 def measure(dataset_name: str) -> dict:
   """Examples/s of the task-net and of T-step GBI on `dataset_name`'s test split."""
-  config = train.get_config(_CONFIG.value, dataset_name)
+  config = configuration.get_config(_CONFIG.value, dataset_name)
   if _DATA_DIR.value:
     config.data.data_dir = _DATA_DIR.value
-  dataset = train.load_data(config)
+  dataset = builders.load_data(config)
   x = jnp.asarray(dataset.test.x, jnp.float32)
-  energy = train.spen_energy(config, dataset)
+  energy = builders.spen_energy(config, dataset)
   params = protocol.as_energy(energy).init(jax.random.PRNGKey(0), x[:1], None)
   options = {k: config.predict_gbi[k] for k in ("method", "optimizer", "learning_rate",
                                                  "momentum", "entropy_weight")}

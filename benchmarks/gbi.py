@@ -30,7 +30,7 @@ selected state of its last stage is loaded): timings per step do not depend on t
 weights, but the number of steps to convergence and the search error do.
 
   python -m benchmarks.gbi --dataset=bibtex --data_dir=../shared/data --repeats=5 \
-      --out=benchmarks/results/gbi_bibtex.md
+      --out=results/gbi_bibtex.md
 """
 
 import functools
@@ -49,7 +49,8 @@ from energynets.inference import gbi as gbi_lib
 from energynets.energies import protocol
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
-from experiments import train
+from experiments import builders
+from experiments import configuration
 
 _DATASET = flags.DEFINE_string("dataset", "bibtex", "registered multi-label dataset")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "data directory (else $ENERGYNETS_DATA_DIR)")
@@ -75,9 +76,9 @@ def _run_config(workdir: str) -> ml_collections.ConfigDict:
   """The trained run's config (results.json), else the SPEN config with --set applied."""
   if workdir and os.path.exists(os.path.join(workdir, "results.json")):
     config = common.finished_run_config(workdir)
-    train.apply_overrides(config, _SET.value)
+    configuration.apply_overrides(config, _SET.value)
     return config
-  return train.get_config(_CONFIG.value, _DATASET.value, _SET.value)
+  return configuration.get_config(_CONFIG.value, _DATASET.value, _SET.value)
 
 
 def main(argv):
@@ -87,11 +88,11 @@ def main(argv):
   config = _run_config(_WORKDIR.value)
   if _DATA_DIR.value:
     config.data.data_dir = _DATA_DIR.value
-  dataset = train.load_data(config)
+  dataset = builders.load_data(config)
   n = _BATCH_SIZE.value or len(dataset.test.x)
   x = jnp.asarray(dataset.test.x[:n], jnp.float32)
   y = jnp.asarray(dataset.test.y[:n], jnp.float32)
-  energy = train.spen_energy(config, dataset)
+  energy = builders.spen_energy(config, dataset)
   if _WORKDIR.value:
     params, source = common.restore_spen_params(config, dataset, _WORKDIR.value)
   else:

@@ -18,7 +18,7 @@ table (`--out`) and, next to it, the rows as an experiments.compare-format JSON 
 
   python -m experiments.compare --workdir=/tmp/energynets_demo
   python -m benchmarks.gbi_steps --run_dir=/tmp/energynets_demo/synthetic/spen_ssvm \
-      --out=benchmarks/results/gbi_steps_synthetic.md
+      --out=results/gbi_steps_synthetic.md
 """
 
 import functools
@@ -38,7 +38,7 @@ from energynets.inference import gbi as gbi_lib
 from energynets.energies import protocol
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
-from experiments import train
+from experiments import workdirs
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "a trained SPEN run of experiments.main")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "data directory (else the run's / "
@@ -54,7 +54,7 @@ def _row(dataset: str, label: str, kind: str, steps: float, seconds: float,
          results: dict[str, float], source: str) -> dict:
   """One predictor as an experiments.compare results row (one run)."""
   run = {**results, "gbi_steps": float(steps), "seconds": float(seconds),
-         "meta": {"kind": kind, "parameters": source, "code_revision": train.code_revision()}}
+         "meta": {"kind": kind, "parameters": source, "code_revision": workdirs.code_revision()}}
   return {"dataset": dataset, "method": label, "runs": [run]}
 
 

@@ -4,7 +4,7 @@ finished segmentation runs, read from each run's `test_predictions.npz`
 
   python -m benchmarks.horse_figure --data_dir=../shared/data \
       --runs=FCN=/tmp/horse/runs/weizmann_horse/fcn,SEAL=/tmp/horse/runs/weizmann_horse/seal_dynamic \
-      --out=benchmarks/results/horses_masks.png
+      --out=results/horses_masks.png
 
 Images are `--num_images` test images evenly spaced over the test split's order (no
 selection by result), each panel titled with the image's IoU.
@@ -16,6 +16,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from benchmarks import RESULTS_DIR
 from energynets import metrics
 from energynets.data import segmentation
 from experiments import plots
@@ -71,7 +72,8 @@ def _define_flags():
   flags.DEFINE_string("data_dir", "", "data directory (else $ENERGYNETS_DATA_DIR)")
   flags.DEFINE_string("dataset", "weizmann_horse", "registered segmentation set")
   flags.DEFINE_integer("num_images", 8, "test images to show")
-  flags.DEFINE_string("out", "benchmarks/results/horses_masks.png", "the PNG to write")
+  flags.DEFINE_string("out", os.path.join(RESULTS_DIR, "horses_masks.png"),
+                      "the PNG to write")
   flags.mark_flags_as_required(["runs"])
 
 

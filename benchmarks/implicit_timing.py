@@ -19,7 +19,7 @@ does not depend on the values; parameters are the fresh initializations (GBI at 
 runs to its iteration cap or tolerance, which for a fresh energy is representative
 only roughly; the trained runs' `test/gbi_steps_mean` say how many steps they take).
 
-  python -m benchmarks.implicit_timing --repeats=5 --out=benchmarks/results/implicit_timing.md
+  python -m benchmarks.implicit_timing --repeats=5 --out=results/implicit_timing.md
 """
 
 import math
@@ -31,7 +31,8 @@ import numpy as np
 
 from benchmarks import common
 from energynets.train import quiet_library_logs
-from experiments import train
+from experiments import builders
+from experiments import configuration
 
 DEFAULT_ROWS = (
     "spen_ssvm", "dvn", "implicit",
@@ -62,10 +63,10 @@ def _batch(rs, size):
 
 def time_row(spec: str, rs) -> dict:
   name, *overrides = spec.split(":")  # experiments.compare's spec syntax
-  config = train.get_config(name, "bibtex", overrides)
-  _, stage = train.stage_configs(config)[-1]
+  config = configuration.get_config(name, "bibtex", overrides)
+  _, stage = configuration.stage_configs(config)[-1]
   shapes = common.MultilabelShapes(_NUM_FEATURES.value, _NUM_LABELS.value)
-  objective = train.build_objective(stage, shapes)
+  objective = builders.build_objective(stage, shapes)
   batch = _batch(rs, stage.train.batch_size)
   state = objective.init(jax.random.key(0), batch)
   update = jax.jit(objective.update)

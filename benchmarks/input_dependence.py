@@ -17,7 +17,7 @@ finished run of `experiments.main` / `experiments.compare`:
   x-dependence the energy's local term has left. Both are computed without dropout.
 
   python -m benchmarks.input_dependence --runs=WORKDIR/cal500 --data_dir=../shared/data \
-      --out=benchmarks/results/dvn_cal500_input_blind.md
+      --out=results/dvn_cal500_input_blind.md
 
 A `--runs` entry is a finished run directory or a directory holding finished runs
 (compare's `<workdir>/<dataset>`: each one directly below it, in name order).
@@ -36,6 +36,8 @@ from benchmarks import common
 from energynets import metrics
 from energynets.energies import protocol
 from energynets.train import quiet_library_logs
+from experiments import builders
+from experiments import configuration
 from experiments import train
 
 CONSTANT_TOL = 1e-6
@@ -90,7 +92,7 @@ def local_term_summary(run_dir: str, config, dataset) -> Optional[dict[str, floa
   """Constant F(x) units and local-logit std of a SPEN-energy run (`config` as it
   recorded it, `dataset` its data); None for other runs (the last stage keeps no
   energy, or F has no hidden layer)."""
-  last = train.stage_configs(config)[-1][1]
+  last = configuration.stage_configs(config)[-1][1]
   if "energy" not in last or "feature_hidden" not in last.energy:
     return None
   if not tuple(last.energy.feature_hidden):
@@ -99,7 +101,7 @@ def local_term_summary(run_dir: str, config, dataset) -> Optional[dict[str, floa
     params, _ = common.restore_spen_params(config, dataset, run_dir)
   except common.NotASpenStage:
     return None
-  energy = train.spen_energy(config, dataset)
+  energy = builders.spen_energy(config, dataset)
   encode = lambda x: protocol.as_energy(energy).encode(params, jnp.asarray(x, jnp.float32))
   train_features = np.asarray(encode(dataset.train.x).features)
   test_logits = np.asarray(encode(dataset.test.x).logits)
@@ -117,7 +119,7 @@ def run_summary(run_dir: str, data_dir: str = "") -> dict[str, Any]:
     raise FileNotFoundError(f"{path} is missing: the run saved no test predictions")
   probs = np.load(path)["test"]
   config = common.finished_run_config(run_dir, data_dir)
-  dataset = train.load_data(config)
+  dataset = builders.load_data(config)
   y_test = np.asarray(dataset.test.y)
   if probs.shape != y_test.shape:
     raise ValueError(f"{path}: predictions of shape {probs.shape} for test labels of "

@@ -14,10 +14,10 @@ dense, skewed labels a constant prediction is already a strong answer (CAL500: 2
 174 labels per song).
 
   python -m benchmarks.label_prior --data_dir=../shared/data \
-      --out=benchmarks/results/label_prior.md
+      --out=results/label_prior.md
 
 `--out` also gets a `.json` beside it in `experiments.compare`'s format (methods
-`label_prior` and `top_k_frequent`), so `benchmarks.paper_tables` can cite the floors.
+`label_prior` and `top_k_frequent`), so `results/paper_tables.json` can cite the floors.
 """
 
 import json
@@ -31,8 +31,10 @@ import numpy as np
 from benchmarks import common
 from energynets import metrics
 from energynets.train import quiet_library_logs
+from experiments import builders
+from experiments import configuration
 from experiments import specs
-from experiments import train
+from experiments import workdirs
 
 # SEAL Table 1's columns, the FunCat ones in SEAL's 500-label setting as there.
 DATASETS = ("bibtex", "delicious", "genbase", "cal500", "expr_fun:data.root_label=True",
@@ -109,17 +111,17 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_library_logs()
   f = flags.FLAGS
-  revision = train.code_revision()
+  revision = workdirs.code_revision()
   lines = ["| dataset | labels | labels per train example | label prior @0.5 | "
            "label prior, tuned (threshold) | top-k frequent, k on validation (k) |",
            "|---|---|---|---|---|---|"]
   rows = []
   for spec in specs.rejoin_tuples(f.datasets):
     name, overrides = specs.parse_spec(spec)
-    config = train.get_config("mlp", name, overrides)
+    config = configuration.get_config("mlp", name, overrides)
     if f.data_dir:
       config.data.data_dir = f.data_dir
-    dataset = train.load_data(config)
+    dataset = builders.load_data(config)
     results = floors(dataset)
     prior, top_k = results["label_prior"], results["top_k_frequent"]
     cardinality = float(np.asarray(dataset.train.y).sum(axis=1).mean())

@@ -1,4 +1,4 @@
-"""The figures of REPRODUCTION.md, and the learning curves they are drawn from.
+"""The figures of the papers' pages (docs/papers/), and the learning curves behind them.
 
 Learning curves are not in the committed results JSON (experiments.compare keeps each
 run's summary, not its history), and the run directories stay on the machine that

@@ -1,10 +1,10 @@
-r"""The gains table of benchmarks/results/sequences.md: each sequence row's test score and its
+r"""The gains table of results/sequences.md: each sequence row's test score and its
 difference from BiLSTM-CE on the same inputs.
 
   python -m benchmarks.sequence_table
 
 The rows, columns and the results files behind each cell are those of the infnet paper's
-Table 2 in benchmarks/paper_tables.py (the table REPRODUCTION.md shows next to the
+Table 2 in results/paper_tables.json (the table REPRODUCTION.md shows next to the
 paper's numbers); this prints our side only, with Δ against the `bilstm` row, computed
 from unrounded values. A cell is the mean over the row's runs; "–" where nothing has run.
 tests/test_sequence_table.py checks that sequences.md holds the table as printed.

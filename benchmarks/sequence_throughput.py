@@ -13,7 +13,7 @@ the inference network's cost does not depend on them, GBI's does through the ste
 takes to converge (at most `predict_gbi.max_steps`; the trained runs' results.json
 report `test/gbi_steps_mean`).
 
-  python -m benchmarks.sequence_throughput --out=benchmarks/results/sequence_throughput.md
+  python -m benchmarks.sequence_throughput --out=results/sequence_throughput.md
 """
 
 import types
@@ -25,8 +25,9 @@ import numpy as np
 
 from benchmarks import common
 from energynets.train import quiet_library_logs
+from experiments import builders
+from experiments import configuration
 from experiments import tasks
-from experiments import train
 
 DEFAULT_ROWS = ("bilstm", "crf", "infnet", "spen_ssvm",
                 "infnet:energy.tlm_variants=forward",
@@ -66,9 +67,9 @@ def shaped_dataset(split: tasks.SequenceSplit) -> tasks.SequenceData:
 
 def time_row(spec: str, split: tasks.SequenceSplit) -> dict:
   name, *overrides = spec.split(":")  # experiments.compare's spec syntax
-  config = train.get_config(name, "twitter_pos", overrides)
-  _, stage = train.stage_configs(config)[-1]
-  objective = train.build_objective(stage, shaped_dataset(split))
+  config = configuration.get_config(name, "twitter_pos", overrides)
+  _, stage = configuration.stage_configs(config)[-1]
+  objective = builders.build_objective(stage, shaped_dataset(split))
   eval_bs = stage.train.eval_batch_size
   state = objective.init(jax.random.key(0), {"x": split.x[:eval_bs], "y": split.y[:eval_bs]})
   predict = jax.jit(objective.predict)

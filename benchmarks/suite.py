@@ -38,7 +38,7 @@ after the row (cumulative over the process: an upper bound).
 PyTorch is optional: without it the JAX parts run and the summary says how to install
 it (`pip install -e ".[bench]"`; a CPU-only torch build is enough).
 
-  python -m benchmarks.suite --out_dir=benchmarks/results/suite
+  python -m benchmarks.suite --out_dir=results/suite
   python -m benchmarks.suite --quick --out_dir=/tmp/suite      # seconds; what the tests run
 """
 
@@ -59,13 +59,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks import RESULTS_DIR
 from benchmarks import common
 from energynets.energies import SPENEnergy
 from energynets.inference import gbi as gbi_lib
 from energynets.energies import protocol
 from energynets.train import quiet_library_logs
 from energynets.train import step as step_lib
-from experiments import train
+from experiments import builders
+from experiments import configuration
 
 DEFAULT_METHODS = ("br", "mlp", "dmf", "spen_ssvm", "spen_gbi", "e2e", "infnet", "dvn",
                    "seal_dynamic", "seal_static", "seal_ranking", "implicit")
@@ -77,7 +79,7 @@ CPU_TARGETS = {"gbi20_spen_loop_only": 1.0, "gbi20_seal_loop_only": 1.0,
 TORCH_INSTALL = ('pip install -e ".[bench]"  (or any torch build: the CPU-only wheel is '
                  "enough)")
 
-_OUT_DIR = flags.DEFINE_string("out_dir", "benchmarks/results/suite",
+_OUT_DIR = flags.DEFINE_string("out_dir", os.path.join(RESULTS_DIR, "suite"),
                                "where the CSVs, PNGs and summary.md go")
 _QUICK = flags.DEFINE_bool("quick", False, "tiny shapes and networks, one repeat: a smoke "
                            "test of the whole pipeline in seconds (numbers meaningless)")
@@ -154,11 +156,11 @@ def method_config(spec: str, sizes: Sizes, extra: tuple[str, ...] = ()):
   """`(stage config, [stage configs])` of `name[:key=value...]` on bibtex (the last
   stage is the method's own objective); --quick shrinks it before the overrides."""
   name, *overrides = spec.split(":")  # experiments.compare's spec syntax
-  config = train.get_config(name, "bibtex")
+  config = configuration.get_config(name, "bibtex")
   if sizes.quick:
     _shrink(config)
-  train.apply_overrides(config, list(overrides) + list(extra))
-  stages = [stage for _, stage in train.stage_configs(config)]
+  configuration.apply_overrides(config, list(overrides) + list(extra))
+  stages = [stage for _, stage in configuration.stage_configs(config)]
   return stages[-1], stages
 
 
@@ -168,7 +170,7 @@ def build_state(stages, shapes, batch) -> tuple[Any, Any]:
   for one, can only continue a loss-net)."""
   rng, state, objective = jax.random.key(0), None, None
   for stage in stages:
-    objective = train.build_objective(stage, shapes)
+    objective = builders.build_objective(stage, shapes)
     if state is None or objective.init_from is None:
       state = objective.init(rng, batch)
     else:
@@ -269,7 +271,7 @@ def spen_gbi_fn(num_labels: int, num_steps: int, sizes: Sizes, **options):
   `num_labels`) and `num_steps` GBI steps by `gbi_scan` with its test-time options
   (`options` override them), F(x) once; and its params."""
   stage, _ = method_config("spen_ssvm", sizes)
-  energy = train.spen_energy(stage, common.MultilabelShapes(sizes.num_features, num_labels))
+  energy = builders.spen_energy(stage, common.MultilabelShapes(sizes.num_features, num_labels))
   gbi_options = {k: stage.predict_gbi[k] for k in ("method", "optimizer", "learning_rate",
                                                     "momentum", "entropy_weight")}
   gbi_options.update(options)
@@ -969,7 +971,7 @@ def main(argv):
         "trainer's donated train step (`energynets.train.build_train_step`).")
   notes.append("GBI at test for spen_ssvm / dvn (methods table) runs to its tolerances "
                "or max_steps on a fresh energy; trained energies converge in other step "
-               "counts (benchmarks/results/gbi_bibtex.md: mean 34.6 of at most 100).")
+               "counts (results/gbi_bibtex.md: mean 34.6 of at most 100).")
   body = summary_markdown(sizes, methods, scaling, torch_rows, profiles,
                           getattr(torch, "__version__", None), notes)
   common.write_report(os.path.join(out_dir, "summary.md"), "benchmarks.suite",

@@ -9,7 +9,7 @@ the learned measurement matrix (`<workdir>/synthetic/spen_ssvm/measurement_matri
   python -m experiments.compare --workdir=/tmp/energynets_demo
   python -m experiments.compare --methods=br,mlp \
       --datasets=bibtex,delicious,yeast,genbase,cal500,expr_fun,spo_fun \
-      --data_dir=../shared/data --workdir=/tmp/baselines --out=benchmarks/results/baselines.md
+      --data_dir=../shared/data --workdir=/tmp/baselines --out=results/baselines.md
 
 Each run writes `<workdir>/<dataset>[-fold<k>]/<method>/results.json`; the table is
 generated from those files. Yeast follows SPEN's 10-fold protocol: `--yeast_folds`
@@ -35,7 +35,9 @@ from absl import logging
 import numpy as np
 
 from energynets.train import quiet_library_logs
+from experiments import builders
 from experiments import cli
+from experiments import configuration
 from experiments import train
 from experiments.specs import parse_spec, rejoin_tuples, run_name
 
@@ -114,8 +116,8 @@ def stage_mismatch(stage_config, source_config) -> list[str]:
   stage is the source run."""
   source = {k: v for k, v in source_config.items() if k not in ("stages", "stage_order")}
   # Through JSON as results.json is written (tuples become lists).
-  have = train.flatten_dict(json.loads(json.dumps(stage_config.to_dict(), default=str)))
-  want = train.flatten_dict(json.loads(json.dumps(source, default=str)))
+  have = configuration.flatten_dict(json.loads(json.dumps(stage_config.to_dict(), default=str)))
+  want = configuration.flatten_dict(json.loads(json.dumps(source, default=str)))
   return [f"{k} ({have.get(k, '<missing>')!r} vs {want[k]!r})"
           for k in sorted(want) if k not in have or have[k] != want[k]]
 
@@ -129,7 +131,7 @@ def reuse_stage(config, run_dir: str, stage: str, source_dir: str) -> bool:
   schedule, so the reused stage is the stage that would have been trained. Returns
   False (nothing done) for a config without that stage or a stage already present.
   """
-  stages = dict(train.stage_configs(config))
+  stages = dict(configuration.stage_configs(config))
   target = os.path.join(run_dir, "stages", stage)
   if stage not in stages or os.path.exists(target):
     return False
@@ -178,7 +180,7 @@ def check_reuse_plan(row_configs, stage: str, source: str) -> None:
   listed = {method for _, method in configs}
   bad = []
   for dataset, method, config in row_configs:
-    stages = dict(train.stage_configs(config))
+    stages = dict(configuration.stage_configs(config))
     if is_source(method, source) or stage not in stages:
       continue
     spec = source_spec(config, source, listed)
@@ -338,13 +340,13 @@ def _plan() -> tuple[list[tuple], list[str]]:
     for method in methods:
       name, overrides = parse_spec(method)
       for fold in folds:
-        config = train.get_config(name, dataset_name,
-                                  [*_SET.value, *dataset_overrides, *overrides])
+        config = configuration.get_config(name, dataset_name,
+                                          [*_SET.value, *dataset_overrides, *overrides])
         if len(folds) > 1:
           config.data.fold = fold
         if _DATA_DIR.value and "data_dir" in config.data:  # generated data has no files
           config.data.data_dir = _DATA_DIR.value
-        train.check_builders(config)  # an import path that does not import fails now
+        builders.check_builders(config)  # an import path that does not import fails now
         column = dataset + (f" fold {fold}" if len(folds) > 1 else "")
         run_dir = os.path.join(_WORKDIR.value,
                                run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""),

@@ -18,6 +18,7 @@ from absl import logging
 from ml_collections import config_flags
 
 from energynets.train import quiet_library_logs
+from experiments import builders
 from experiments import cli
 from experiments import train
 
@@ -53,7 +54,7 @@ def main(argv):
   try:
     # A misspelled method or stage option, or a builder path that does not import, is
     # the command line's mistake: refused before the data loads.
-    train.check_builders(config)
+    builders.check_builders(config)
   except ValueError as e:
     raise cli.UserError(e) from None
   results = train.train_and_evaluate(config, _WORKDIR.value,

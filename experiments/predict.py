@@ -30,8 +30,9 @@ import energynets as en
 from energynets.train import quiet_library_logs
 from energynets.train import run as run_lib
 from experiments import cli
+from experiments import configuration
+from experiments import runs
 from experiments import tasks
-from experiments import train
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "the run's directory (holding run.json)")
 _INPUT = flags.DEFINE_string("input", None, "an .npz with an array x, or a MULAN folder")
@@ -57,9 +58,9 @@ def soft_predictions(predictor: run_lib.Predictor, x: np.ndarray) -> np.ndarray:
   """`predictor.predict_soft(x)`; for a run of `experiments.main`, through its task's split
   prediction, so the outputs are those its results were computed from."""
   builder = predictor.metadata.get("builder") or {}
-  if builder.get("path") != train.RUN_BUILDER:
+  if builder.get("path") != runs.RUN_BUILDER:
     return predictor.predict_soft(x)
-  config = ml_collections.ConfigDict(train.json_to_config(builder["kwargs"]["config"]))
+  config = ml_collections.ConfigDict(configuration.json_to_config(builder["kwargs"]["config"]))
   return tasks.task_for(config).predict(config, predictor.predict_soft, x)
 
 

@@ -17,14 +17,16 @@ if "ENERGYNETS_DATA_DIR" not in os.environ and _SHARED_DATA.is_dir():
   os.environ["ENERGYNETS_DATA_DIR"] = str(_SHARED_DATA)
 
 # The suite compiles hundreds of small programs and runs each a few times, so most of
-# its time is XLA:CPU compilation. LLVM optimization level 1 instead of the default cuts
-# the compile-bound tests by about a fifth on 2 cores; it changes code generation, not
-# the computation. (Level 0 compiles faster still, but runs some convolution gradients
-# orders of magnitude slower: the horse DVN test took over 10 minutes instead of 20 s.)
+# its time is XLA:CPU compilation. JAX's `jax_disable_most_optimizations` (XLA backend
+# optimization level 0, no expensive LLVM passes) compiles them about 3x faster; it
+# changes code generation, not the computation. Programs whose run time dominates
+# (convolution gradients over images: the horse DVN test takes 20 min instead of 25 s)
+# are marked `optimized_xla` and compile with optimizations (the fixture below).
 # XLA:CPU's newer fusion emitters compile about a third slower than the classic
 # emitters on these small programs (backend compile of tests/test_ssvm.py: 36 s -> 25 s
 # with jax 0.10); the computation is the same.
-# Set before any test imports jax; subprocesses inherit them; a value in XLA_FLAGS wins.
+# Set before any test imports jax; subprocesses inherit them; a value already set wins.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 _TEST_XLA_FLAGS = {"xla_backend_optimization_level": "1",
                    "xla_cpu_use_fusion_emitters": "false"}
 for _flag, _value in _TEST_XLA_FLAGS.items():
@@ -36,7 +38,7 @@ for _flag, _value in _TEST_XLA_FLAGS.items():
 # The oracle tests compare float32 computations at tolerances near float32's. On GPUs and
 # TPUs JAX's default runs float32 matmuls and convolutions with TF32 / bfloat16 passes:
 # on an H200, 12 of 312 such tests failed at the default and all passed at 'highest'
-# (benchmarks/results/e2e.md). The experiments run at 'highest' too
+# (results/e2e.md). The experiments run at 'highest' too
 # (train.matmul_precision). On CPU this changes nothing.
 import jax  # pylint: disable=g-import-not-at-top  (after XLA_FLAGS is set)
 
@@ -55,6 +57,23 @@ def pytest_collection_modifyitems(config, items):
   for item in items:
     if "slow" in item.keywords:
       item.add_marker(skip_slow)
+
+
+@pytest.fixture(autouse=True)
+def _xla_optimizations(request, monkeypatch):
+  """Compiles an `optimized_xla` test's programs with XLA's optimizations on."""
+  if request.node.get_closest_marker("optimized_xla") is None:
+    yield
+    return
+  before = jax.config.values["jax_disable_most_optimizations"]
+  monkeypatch.setenv("JAX_DISABLE_MOST_OPTIMIZATIONS", "0")  # for its subprocesses
+  jax.config.update("jax_disable_most_optimizations", False)
+  # The in-memory cache does not key on this flag: drop programs compiled without.
+  jax.clear_caches()
+  try:
+    yield
+  finally:
+    jax.config.update("jax_disable_most_optimizations", before)
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import pytest
 
 from energynets import data
 from energynets.data import arff
+from energynets.data import mulan
 from energynets.data import splits
 from energynets.data import synthetic
 
@@ -66,7 +67,7 @@ def test_num_labels_without_xml_and_drop_attributes():
 ])
 def test_binary_nominal_positive_value(positive, declared, expected_index):
   attr = arff.Attribute("f", "nominal", declared)
-  assert arff._positive_index(attr) == expected_index
+  assert mulan._positive_index(attr) == expected_index
   assert declared[expected_index] == positive
 
 
@@ -254,6 +255,15 @@ def test_sparse_parse_equals_liac_arff_bibtex(data_dir):
   expected = _oracle(path)
   assert len(labels) == 159
   np.testing.assert_array_equal(np.concatenate([x, y], axis=1), expected)
+
+
+def test_dense_numeric_parse_equals_liac_arff_yeast(data_dir):
+  path = data_dir / "yeast" / "yeast-test.arff"
+  x, y, _, labels = data.parse_mulan_arff(path, data_dir / "yeast" / "yeast.xml")
+  assert len(labels) == 14
+  # Both read each decimal as a float64 first; the parser then stores float32.
+  np.testing.assert_array_equal(np.concatenate([x, y], axis=1),
+                                _oracle(path).astype(np.float32))
 
 
 def test_dense_nominal_parse_equals_liac_arff_genbase(data_dir):

@@ -265,8 +265,9 @@ def test_bad_options_are_rejected():
 
 
 def test_e2e_config_trains_on_synthetic(tmp_path):
+  from experiments import configuration
   from experiments import train
-  config = train.get_config("e2e", "synthetic", [
+  config = configuration.get_config("e2e", "synthetic", [
       "train.steps=4", "train.eval_every=4", "train.log_every=4", "train.tensorboard=False",
       "train.batch_size=32", "train.eval_batch_size=500", "data.num_train=200",
       "gbi.num_steps=3", "stage_order=pretrain,joint"])  # all three: test_experiments.py

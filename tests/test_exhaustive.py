@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 from energynets.data.synthetic import block_exclusivity
 from energynets.energies import FieldOfExperts, SPENEnergy
@@ -178,6 +179,7 @@ class SSVMExhaustiveTest(parameterized.TestCase):
                                        GBIConfig(max_steps=3))
     self.assertNotIn("exact_search_error", stats)
 
+  @pytest.mark.optimized_xla  # exhaustive search over 2^L labelings: run time dominates
   def test_training_with_exact_inference(self):
     """The discrete SSVM on the block-exclusivity task: the hinge falls and exact
     prediction beats the untrained energy's on the training batch."""

@@ -146,8 +146,8 @@ def test_method_spec_carries_its_own_overrides():
 
 
 def test_tuple_overrides_survive_the_comma_separated_flag():
+  from experiments import configuration
   from experiments import specs
-  from experiments import train
   split = "mlp:model.hidden=(400,400):model.dropout=(0.5,0.0),br".split(",")
   rows = specs.rejoin_tuples(split)
   assert rows == ["mlp:model.hidden=(400,400):model.dropout=(0.5,0.0)", "br"]
@@ -155,11 +155,11 @@ def test_tuple_overrides_survive_the_comma_separated_flag():
   with pytest.raises(ValueError, match="unbalanced"):
     specs.rejoin_tuples(["mlp:model.hidden=(400", "br"])
   name, overrides = specs.parse_spec(rows[0])
-  config = train.get_config(name, "bibtex", overrides)
+  config = configuration.get_config(name, "bibtex", overrides)
   # A dropout rate per hidden layer (SEAL's public configs); one float still works.
   assert config.model.hidden == (400, 400) and config.model.dropout == (0.5, 0.0)
-  assert train.get_config("mlp", "bibtex", ["model.dropout=0.25"]).model.dropout == 0.25
-  energy = train.get_config("seal_dynamic", "bibtex", ["energy.dropout=(0.5,0.0)"]).energy
+  assert configuration.get_config("mlp", "bibtex", ["model.dropout=0.25"]).model.dropout == 0.25
+  energy = configuration.get_config("seal_dynamic", "bibtex", ["energy.dropout=(0.5,0.0)"]).energy
   assert energy.dropout == (0.5, 0.0)
 
 
@@ -198,13 +198,15 @@ def test_pivot_table_puts_methods_in_rows_and_datasets_in_columns():
 def test_a_workdir_in_use_is_refused(tmp_path):
   import subprocess
   import sys
+  from experiments import configuration
   from experiments import train
-  config = train.get_config("br", "synthetic", ["train.steps=2", "train.tensorboard=False"])
+  from experiments import workdirs
+  config = configuration.get_config("br", "synthetic", ["train.steps=2", "train.tensorboard=False"])
   # Another process holds the workdir's lock (as a run in progress does).
   holder = subprocess.Popen(
       [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
        "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
-       str(tmp_path / train.LOCK_FILE)], stdout=subprocess.PIPE, text=True)
+       str(tmp_path / workdirs.LOCK_FILE)], stdout=subprocess.PIPE, text=True)
   try:
     assert holder.stdout.readline().strip() == "held"
     with pytest.raises(RuntimeError, match="in use by another process"):
@@ -215,7 +217,7 @@ def test_a_workdir_in_use_is_refused(tmp_path):
     holder.wait()
   # The lock goes with its process: the run now proceeds, and releases it when done.
   train.train_and_evaluate(config, str(tmp_path))
-  with train.workdir_lock(str(tmp_path)):
+  with workdirs.workdir_lock(str(tmp_path)):
     pass
 
 
@@ -223,19 +225,20 @@ def test_a_workdir_in_use_is_refused(tmp_path):
                                              ("bilstm", "twitter_pos"),
                                              ("fcn", "weizmann_horse")])
 def test_every_base_config_runs_at_highest_matmul_precision(method, dataset):
-  from experiments import train
-  assert train.get_config(method, dataset).train.matmul_precision == "highest"
+  from experiments import configuration
+  assert configuration.get_config(method, dataset).train.matmul_precision == "highest"
 
 
 @pytest.mark.parametrize("precision", ["highest", "bfloat16", ""])
 def test_a_run_traces_under_its_matmul_precision(tmp_path, monkeypatch, precision):
   import jax
+  from experiments import configuration
   from experiments import train
   before = jax.config.jax_default_matmul_precision
   seen = []
   monkeypatch.setattr(train, "_train_and_evaluate", lambda config, workdir: seen.append(
       jax.config.jax_default_matmul_precision) or {})
-  config = train.get_config("br", "synthetic", [f"train.matmul_precision={precision}"])
+  config = configuration.get_config("br", "synthetic", [f"train.matmul_precision={precision}"])
   train.train_and_evaluate(config, str(tmp_path))
   # '' leaves JAX's own setting; either way the setting is restored after the run.
   assert seen == [precision or before]
@@ -243,18 +246,20 @@ def test_a_run_traces_under_its_matmul_precision(tmp_path, monkeypatch, precisio
 
 
 def test_an_unknown_matmul_precision_is_refused_before_training(tmp_path):
+  from experiments import configuration
   from experiments import train
-  config = train.get_config("br", "synthetic", ["train.matmul_precision=fp32x",
-                                                "train.steps=2"])
+  config = configuration.get_config("br", "synthetic", ["train.matmul_precision=fp32x",
+                                                        "train.steps=2"])
   with pytest.raises(ValueError, match=r"config.train.matmul_precision='fp32x'.*tensorfloat32"):
     train.train_and_evaluate(config, str(tmp_path))
   assert not (tmp_path / "results.json").exists()
 
 
 def test_staged_run_continues_each_stage(tmp_path):
+  from experiments import configuration
   from experiments import train  # in-process: the CLI config is locked, stages come from files
-  config = train.get_config("mlp", "synthetic", ["train.eval_every=10", "train.log_every=10",
-                                                 "train.tensorboard=False"])
+  config = configuration.get_config("mlp", "synthetic", [
+      "train.eval_every=10", "train.log_every=10", "train.tensorboard=False"])
   config.stage_order = "warm,fine"
   with config.unlocked():
     config.stages.warm = {"train": {"steps": 20}}
@@ -270,8 +275,8 @@ def test_staged_run_continues_each_stage(tmp_path):
 def test_reuse_plan_names_a_mismatched_row_before_anything_trains():
   from absl import app
   from experiments import compare
-  from experiments import train
-  rows = [("bibtex", m, train.get_config(m, "bibtex", []))
+  from experiments import configuration
+  rows = [("bibtex", m, configuration.get_config(m, "bibtex", []))
           for m in ("mlp", "implicit", "spen_ssvm", "br")]
   # implicit's pretrain is mlp's run; br has no pretrain stage; spen_ssvm's pretrain is
   # SPEN's own (another method and model), so the plan fails and names it.
@@ -285,12 +290,12 @@ def test_reuse_plan_names_a_mismatched_row_before_anything_trains():
 def test_reuse_plan_pairs_each_seed_with_the_source_run_of_that_seed():
   from absl import app
   from experiments import compare
-  from experiments import train
+  from experiments import configuration
   specs = ("mlp", "mlp:train.seed=1", "implicit", "implicit:train.seed=1")
   rows = []
   for spec in specs:
     name, overrides = compare.parse_spec(spec)
-    rows.append(("bibtex", spec, train.get_config(name, "bibtex", overrides)))
+    rows.append(("bibtex", spec, configuration.get_config(name, "bibtex", overrides)))
   listed = set(specs)
   assert [compare.source_spec(c, "mlp", listed) for _, _, c in rows] == [
       "mlp", "mlp:train.seed=1", "mlp", "mlp:train.seed=1"]
@@ -299,22 +304,23 @@ def test_reuse_plan_pairs_each_seed_with_the_source_run_of_that_seed():
   assert not compare.is_source("mlp:train.steps=5", "mlp")
   compare.check_reuse_plan(rows, "pretrain", "mlp")
   # Seed 2 has no source of its own: it falls back to `mlp` (seed 0), which differs.
-  seed2 = ("bibtex", "implicit:train.seed=2", train.get_config("implicit", "bibtex",
-                                                             ["train.seed=2"]))
+  seed2 = ("bibtex", "implicit:train.seed=2",
+           configuration.get_config("implicit", "bibtex", ["train.seed=2"]))
   with pytest.raises(app.UsageError, match=r"implicit:train.seed=2 on bibtex: train.seed"):
     compare.check_reuse_plan(rows + [seed2], "pretrain", "mlp")
 
 
 def test_reused_stage_is_the_finished_run_and_replaces_training(tmp_path):
   from experiments import compare
+  from experiments import configuration
   from experiments import train
   flags = ["train.steps=20", "train.eval_every=10", "train.log_every=10",
            "train.tensorboard=False"]
-  source = train.train_and_evaluate(train.get_config("mlp", "synthetic", flags),
+  source = train.train_and_evaluate(configuration.get_config("mlp", "synthetic", flags),
                                     str(tmp_path / "mlp"))
 
   def staged(**pretrain):
-    config = train.get_config("mlp", "synthetic", flags)
+    config = configuration.get_config("mlp", "synthetic", flags)
     config.stage_order = "pretrain,fine"
     with config.unlocked():
       config.stages.pretrain = pretrain
@@ -337,7 +343,7 @@ def test_reused_stage_is_the_finished_run_and_replaces_training(tmp_path):
   # A stage already there, or a config without the stage, is left alone.
   assert not compare.reuse_stage(staged(), str(tmp_path / "reused"), "pretrain",
                                  str(tmp_path / "mlp"))
-  assert not compare.reuse_stage(train.get_config("mlp", "synthetic", flags),
+  assert not compare.reuse_stage(configuration.get_config("mlp", "synthetic", flags),
                                  str(tmp_path / "other"), "pretrain", str(tmp_path / "mlp"))
   # A stage that is not the source run, or a source that has not run, is an error.
   with pytest.raises(ValueError, match="optimizer.learning_rate"):
@@ -352,12 +358,15 @@ def test_seal_dynamic_fine_tunes_the_finished_mlp_run(tmp_path):
   `--reuse_stage=pretrain=mlp` accepts it), then SEAL continues from its task-net at a
   quarter of SEAL's learning rate."""
   from experiments import compare
+  from experiments import configuration
   from experiments import train
   flags = ["train.eval_every=4", "train.log_every=4", "train.tensorboard=False",
            "train.batch_size=32", "train.eval_batch_size=256"]
-  mlp = train.train_and_evaluate(train.get_config("mlp", "synthetic", flags + ["train.steps=8"]),
-                                 str(tmp_path / "mlp"))
-  config = train.get_config("seal_dynamic", "synthetic", flags + ["stage_order=pretrain+seal"])
+  mlp = train.train_and_evaluate(
+      configuration.get_config("mlp", "synthetic", flags + ["train.steps=8"]),
+      str(tmp_path / "mlp"))
+  config = configuration.get_config("seal_dynamic", "synthetic",
+                                    flags + ["stage_order=pretrain+seal"])
   for name in config.stages.keys():
     config.stages[name].train.steps = 8
   # On synthetic the stage keeps the MLP's own evaluation interval, over the flag's.
@@ -373,16 +382,16 @@ def test_seal_dynamic_fine_tunes_the_finished_mlp_run(tmp_path):
 
 
 def test_misspelled_stage_option_is_rejected():
-  from experiments import train
-  config = train.get_config("mlp", "synthetic")
+  from experiments import configuration
+  config = configuration.get_config("mlp", "synthetic")
   config.stage_order = "warm"
   with config.unlocked():
     config.stages.warm = {"train": {"stpes": 20}}
   with pytest.raises(ValueError, match="stpes"):
-    train.stage_configs(config)
+    configuration.stage_configs(config)
   config.stage_order = "warm,cool"
   with pytest.raises(ValueError, match="cool"):
-    train.stage_configs(config)
+    configuration.stage_configs(config)
 
 
 CONFIGS = sorted(p.stem for p in (REPO_ROOT / "experiments" / "configs").glob("*.py")
@@ -415,8 +424,9 @@ def test_every_sequence_config_trains_and_writes_token_metrics(method, tmp_path,
   """Each sequence config runs end to end on Twitter POS (a few steps) and reports token
   accuracy; the NER variant reports span F1 too (checked on the smaller POS data here
   and in tests/test_sequence_objectives.py)."""
+  from experiments import configuration
   from experiments import train
-  config = train.get_config(method, "twitter_pos", [
+  config = configuration.get_config(method, "twitter_pos", [
       "train.steps=4", "train.eval_every=2", "train.log_every=2", "train.tensorboard=False",
       "train.batch_size=8", "model.hidden=8", "model.word_dim=8", "model.char_filters=4",
       f"data.data_dir={data_dir}"])
@@ -436,8 +446,9 @@ def test_every_sequence_config_trains_and_writes_token_metrics(method, tmp_path,
 @pytest.mark.parametrize("method", grid(DENOISING_CONFIGS, FAST_DENOISING))
 def test_every_denoising_config_trains_and_writes_psnr(method, tmp_path):
   """Each denoising config runs end to end on tiny generated scenes (16 x 16)."""
+  from experiments import configuration
   from experiments import train
-  config = train.get_config(method, "depth_scenes", [
+  config = configuration.get_config(method, "depth_scenes", [
       "train.steps=4", "train.eval_every=2", "train.log_every=2", "train.tensorboard=False",
       "train.batch_size=4", "train.eval_batch_size=4", "data.num_train=8",
       "data.num_validation=4", "data.num_test=4", "data.height=16", "data.width=16"])
@@ -454,20 +465,21 @@ def test_every_denoising_config_trains_and_writes_psnr(method, tmp_path):
 @pytest.mark.parametrize("method", DENOISING_CONFIGS)
 def test_denoising_variants_set_the_image_size(method):
   """`depth_scenes_32` is the 32×32 generated-scene table; an unknown variant is named."""
-  from experiments import train
+  from experiments import configuration
   for variant, side in (("depth_scenes", 64), ("depth_scenes_32", 32)):
-    config = train.get_config(method, variant)
+    config = configuration.get_config(method, variant)
     assert (config.data.name, config.data.height, config.data.width) == (
         "depth_scenes", side, side)
   with pytest.raises(ValueError, match="depth_scenes_48"):
-    train.get_config(method, "depth_scenes_48")
+    configuration.get_config(method, "depth_scenes_48")
 
 
 def test_denoising_nets_are_standardized_by_the_training_images_only():
   """The CNN and the DeepPrior get the training split's mean and std; FoE and a config
   with normalize_input=False get none."""
   import numpy as np
-  from experiments import train
+  from experiments import builders
+  from experiments import configuration
   from energynets.data import denoising
   rs = np.random.RandomState(0)
   split = lambda offset: denoising.DenoisingSplit(
@@ -476,23 +488,25 @@ def test_denoising_nets_are_standardized_by_the_training_images_only():
   data = types.SimpleNamespace(train=split(0.0), validation=split(5.0), test=split(9.0))
   expected = dict(input_mean=float(np.mean(data.train.x, dtype=np.float64)),
                   input_std=float(np.std(data.train.x, dtype=np.float64)))
-  cnn = train.get_config("cnn_denoiser", "depth_scenes")
-  assert train.denoising_input_statistics(cnn.cnn, data) == pytest.approx(expected)
-  energy = train.image_energy(train.get_config("e2e", "depth_scenes"), data)
+  cnn = configuration.get_config("cnn_denoiser", "depth_scenes")
+  assert builders.denoising_input_statistics(cnn.cnn, data) == pytest.approx(expected)
+  energy = builders.image_energy(configuration.get_config("e2e", "depth_scenes"), data)
   assert (energy.input_mean, energy.input_std) == pytest.approx(
       (expected["input_mean"], expected["input_std"]))
-  off = train.get_config("e2e", "depth_scenes", ["energy.normalize_input=False"])
-  assert train.denoising_input_statistics(off.energy, data) == dict(input_mean=0.0,
-                                                                    input_std=1.0)
-  foe = train.image_energy(train.get_config("e2e", "depth_scenes", ["energy.kind=foe"]), data)
+  off = configuration.get_config("e2e", "depth_scenes", ["energy.normalize_input=False"])
+  assert builders.denoising_input_statistics(off.energy, data) == dict(input_mean=0.0,
+                                                                       input_std=1.0)
+  foe = builders.image_energy(
+      configuration.get_config("e2e", "depth_scenes", ["energy.kind=foe"]), data)
   assert not hasattr(foe, "input_mean")
 
 
 @pytest.mark.parametrize("method", MULTILABEL_CONFIGS)
 def test_every_config_trains_and_writes_results(method, tmp_path):
   """Each config file runs end to end on the synthetic task (every stage, tiny)."""
+  from experiments import configuration
   from experiments import train
-  config = train.get_config(method, "synthetic", [
+  config = configuration.get_config(method, "synthetic", [
       "train.steps=8", "train.eval_every=4", "train.log_every=4", "train.tensorboard=False",
       "train.batch_size=32", "train.eval_batch_size=256"])
   for name in config.stages.keys():
@@ -513,11 +527,13 @@ def test_every_config_trains_and_writes_results(method, tmp_path):
     assert (tmp_path / "measurement_matrix.png").stat().st_size > 0
 
 
+@pytest.mark.optimized_xla  # exhaustive search over 2^L labelings: run time dominates
 def test_spen_ssvm_with_exact_inference_runs_and_reports_exact_search_error(tmp_path):
   """The synthetic SPEN with both inference problems solved by enumeration: binary
   predictions (the tuned threshold changes nothing) and GBI's exact search error."""
+  from experiments import configuration
   from experiments import train
-  config = train.get_config("spen_ssvm", "synthetic", [
+  config = configuration.get_config("spen_ssvm", "synthetic", [
       "train.steps=8", "train.eval_every=4", "train.log_every=4", "train.tensorboard=False",
       "train.batch_size=32", "train.eval_batch_size=256", "data.num_train=64",
       "loss.loss_aug_solver=exhaustive", "loss.predict_solver=exhaustive",
@@ -533,32 +549,36 @@ def test_spen_ssvm_with_exact_inference_runs_and_reports_exact_search_error(tmp_
 
 
 def test_an_unknown_inference_solver_is_refused():
-  from experiments import train
-  config = train.get_config("spen_ssvm", "synthetic", ["loss.predict_solver=exact",
-                                                       "data.num_train=64"])
+  from experiments import builders
+  from experiments import configuration
+  config = configuration.get_config("spen_ssvm", "synthetic", ["loss.predict_solver=exact",
+                                                               "data.num_train=64"])
   with pytest.raises(ValueError, match="unknown inference solver 'exact'"):
-    train.build_objective(config, train.load_data(config))
+    builders.build_objective(config, builders.load_data(config))
 
 
 def test_a_task_score_is_refused_outside_the_feed_forward_baselines():
-  from experiments import train
-  config = train.get_config("infnet", "synthetic", ["loss.score=soft_f1",
-                                                    "loss.score_weight=1.0",
-                                                    "data.num_train=64"])
+  from experiments import builders
+  from experiments import configuration
+  config = configuration.get_config("infnet", "synthetic", ["loss.score=soft_f1",
+                                                            "loss.score_weight=1.0",
+                                                            "data.num_train=64"])
   with pytest.raises(ValueError, match="method 'local'.*not method 'infnet'"):
-    train.build_objective(config, train.load_data(config))
+    builders.build_objective(config, builders.load_data(config))
   # On mlp it builds, and the stage the SEAL / infnet configs continue from an mlp run
   # still has mlp's loss keys (so --reuse_stage=pretrain=mlp keeps matching).
-  mlp = train.get_config("mlp", "synthetic", ["loss.score=soft_f1", "loss.score_weight=1.0",
-                                              "data.num_train=64"])
-  train.build_objective(mlp, train.load_data(mlp))
-  stage = dict(train.stage_configs(train.get_config("infnet", "bibtex")))["pretrain"]
-  assert set(train.get_config("mlp", "bibtex").loss) <= set(stage.loss)
+  mlp = configuration.get_config("mlp", "synthetic", [
+      "loss.score=soft_f1", "loss.score_weight=1.0", "data.num_train=64"])
+  builders.build_objective(mlp, builders.load_data(mlp))
+  infnet = configuration.get_config("infnet", "bibtex")
+  stage = dict(configuration.stage_configs(infnet))["pretrain"]
+  assert set(configuration.get_config("mlp", "bibtex").loss) <= set(stage.loss)
 
 
 def test_batch_larger_than_training_set_runs_full_batch(tmp_path):
+  from experiments import configuration
   from experiments import train
-  config = train.get_config("br", "synthetic", [
+  config = configuration.get_config("br", "synthetic", [
       "data.num_train=100", "train.batch_size=512", "train.steps=4", "train.eval_every=4",
       "train.tensorboard=False"])
   results = train.train_and_evaluate(config, str(tmp_path))
@@ -566,28 +586,29 @@ def test_batch_larger_than_training_set_runs_full_batch(tmp_path):
 
 
 def test_misspelled_override_is_rejected():
-  from experiments import train
+  from experiments import configuration
   with pytest.raises(KeyError, match="stpes"):
-    train.get_config("mlp", "synthetic", ["train.stpes=3"])
+    configuration.get_config("mlp", "synthetic", ["train.stpes=3"])
 
 
 def test_name_lists_take_commas_or_plus_signs():
   # `+` lets a list ride inside compare's comma-separated --methods.
-  from experiments import train
-  assert train._names("forward+backward, word_forward") == (
+  from experiments import configuration
+  assert configuration.name_list("forward+backward, word_forward") == (
       "forward", "backward", "word_forward")
-  assert train._names("") is None
+  assert configuration.name_list("") is None
 
 
 def _seal_updates(overrides, num_updates=3):
   """The synthetic seal_dynamic objective after `num_updates` updates on one batch: the
   states before and after the last one."""
   import jax
-  from experiments import train
-  config = train.get_config("seal_dynamic", "synthetic", [
+  from experiments import builders
+  from experiments import configuration
+  config = configuration.get_config("seal_dynamic", "synthetic", [
       "data.num_train=64", f"train.steps={num_updates}", *overrides])
-  dataset = train.load_data(config)
-  objective = train.build_objective(config, dataset)
+  dataset = builders.load_data(config)
+  objective = builders.build_objective(config, dataset)
   batch = {"x": dataset.train.x[:16], "y": dataset.train.y[:16]}
   state = objective.init(jax.random.PRNGKey(0), batch)
   update = jax.jit(objective.update)

@@ -454,11 +454,13 @@ def test_vmap_over_an_extra_axis_matches_a_python_loop():
   params = mlp_params()
   xs = jnp.asarray(np.random.RandomState(12).randn(3, 2, 3) * 2, jnp.float32)  # [N, B, D]
   y0s = jnp.asarray(np.random.RandomState(13).uniform(0.2, 0.8, size=(3, 2, 6)), jnp.float32)
-  # SGD decreases the energy monotonically; the tolerances sit far above float32 noise
-  # (vmap batches the energy's matmuls, which reorders their sums), so every example
-  # stops at the same step either way, and the examples stop at different steps.
+  # SGD decreases the energy monotonically, and at these tolerances no example's stopping
+  # test sits within float32 noise of them (vmap batches the energy's matmuls, which
+  # reorders their sums; at 1e-4 one example stopped a step apart depending on the code
+  # XLA generated), so every example stops at the same step either way, and the examples
+  # stop at different steps.
   config = GBIConfig(method="mirror", optimizer="sgd", learning_rate=0.3, num_steps=6,
-                     max_steps=300, rel_tol=1e-4, abs_tol=1e-4)
+                     max_steps=300, rel_tol=3e-4, abs_tol=3e-4)
   run_while = lambda v, y: gbi_lib.gbi_while(mlp_energy, params, v, y, BOX, config)
   run_scan = lambda v, y: gbi_lib.gbi_scan(mlp_energy, params, v, y, BOX, config)[0]
   batched = jax.jit(jax.vmap(run_while))(xs, y0s)

@@ -1,4 +1,4 @@
-"""Tests of implicit bilevel energy training (energynets/objectives/implicit.py).
+"""Tests of implicit bilevel energy training (energynets/objectives/implicit/).
 
 Oracles: the CD loss written out with numpy; float64 finite differences of the bilevel
 value φ ↦ L_prim(θ*(φ), φ) with θ* from a long converged inner loop, against the

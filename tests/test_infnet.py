@@ -1,4 +1,4 @@
-"""Tests of joint energy / inference-network training (energynets/objectives/infnet.py).
+"""Tests of joint energy / inference-network training (energynets/objectives/infnet/).
 
 Oracles: float64 central finite differences of both players' losses; exact zeros where
 a gradient must be blocked (the stacked F_Φ into A_Ψ, a truncated hinge into Θ); the

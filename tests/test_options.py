@@ -15,7 +15,7 @@ import optax
 import energynets as en
 from energynets.inference import GBIConfig
 from energynets.objectives import base
-from experiments import train
+from experiments import configuration
 
 GBI = GBIConfig(num_steps=3)
 PREDICT = GBIConfig(max_steps=5)
@@ -57,7 +57,7 @@ class OptionsFromConfigTest(parameterized.TestCase):
       ("spen_ssvm", "synthetic"), ("spen_ssvm", "bibtex"), ("spen_ssvm", "yeast"),
       ("e2e", "synthetic"), ("e2e", "bibtex"), ("dvn", "synthetic"), ("dvn", "bibtex"))
   def test_every_key_of_the_method_blocks_is_a_field(self, method, dataset):
-    config = train.get_config(method, dataset)
+    config = configuration.get_config(method, dataset)
     block = {"spen_ssvm": "loss", "e2e": "e2e", "dvn": "dvn"}[method]
     cls = {"spen_ssvm": en.SSVMOptions, "e2e": en.E2EOptions, "dvn": en.DVNOptions}[method]
     fields = base.field_names(cls)

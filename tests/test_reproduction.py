@@ -1,7 +1,7 @@
 """Reproduction targets of the issues as executable checks (minutes each: `--runslow`).
 
 CI skips them; run `python -m pytest tests/test_reproduction.py --runslow` after a change
-that could move the committed numbers in benchmarks/results/.
+that could move the committed numbers in results/.
 """
 
 import pytest
@@ -10,11 +10,12 @@ pytestmark = pytest.mark.slow
 
 
 def _run(method, dataset, tmp_path, overrides=(), data_dir=None):
+  from experiments import configuration
   from experiments import train
   overrides = ["train.tensorboard=False", *overrides]
   if data_dir is not None:
     overrides.append(f"data.data_dir={data_dir}")
-  config = train.get_config(method, dataset, overrides)
+  config = configuration.get_config(method, dataset, overrides)
   return train.train_and_evaluate(config, str(tmp_path / f"{method}_{dataset}"))
 
 
@@ -26,9 +27,11 @@ def test_mlp_bibtex_reaches_the_seal_cross_entropy_row(tmp_path, data_dir):
 
 def test_br_bibtex_agrees_with_scikit_learn(tmp_path, data_dir):
   from benchmarks import common
-  from experiments import train
+  from experiments import builders
+  from experiments import configuration
   ours = _run("br", "bibtex", tmp_path, data_dir=data_dir)
-  dataset = train.load_data(train.get_config("br", "bibtex", [f"data.data_dir={data_dir}"]))
+  config = configuration.get_config("br", "bibtex", [f"data.data_dir={data_dir}"])
+  dataset = builders.load_data(config)
   theirs = common.sklearn_br_results(dataset, 1.0)
   for key in ("test/example_f1", "test/example_f1@0.5"):
     assert abs(ours[key] - theirs[key]) <= 0.010, (key, ours[key], theirs[key])

@@ -1,4 +1,4 @@
-"""REPRODUCTION.md is generated from benchmarks/results/ and up to date; its pieces."""
+"""REPRODUCTION.md and the papers' pages are generated from results/ and up to date."""
 
 import json
 import os
@@ -19,86 +19,97 @@ PAPERS_DIR = REPO_ROOT.parent / "shared" / "papers"
 
 @pytest.fixture(scope="module")
 def committed_report():
-  text, figures = reproduction.build_report(reproduction.Results(str(RESULTS_DIR)))
-  return text, figures
+  return reproduction.build_report(reproduction.Results(str(RESULTS_DIR)))
+
+
+def _committed(page: str) -> str:
+  return (REPO_ROOT / page).read_text(encoding="utf-8")
 
 
 def test_committed_report_is_up_to_date(committed_report):
-  text, _ = committed_report
-  committed = (REPO_ROOT / "REPRODUCTION.md").read_text(encoding="utf-8")
-  assert text == committed, (f"REPRODUCTION.md is stale: run `{reproduction.COMMAND}` "
-                             "and commit the result")
+  assert committed_report.text == _committed("REPRODUCTION.md"), (
+      f"REPRODUCTION.md is stale: run `{reproduction.COMMAND}` and commit the result")
 
 
-def test_the_report_is_written_by_its_command(tmp_path):
+def test_committed_paper_pages_are_up_to_date(committed_report):
+  assert sorted(committed_report.pages) == sorted(
+      os.path.join(reproduction.PAGES_DIR, f"{p.key}.md") for p in pt.PAPERS)
+  for page, text in committed_report.pages.items():
+    assert text == _committed(page), (
+        f"{page} is stale: run `{reproduction.COMMAND}` and commit the result")
+  written = sorted(p.name for p in (REPO_ROOT / reproduction.PAGES_DIR).glob("*.md"))
+  assert written == sorted(os.path.basename(p) for p in committed_report.pages), (
+      f"{reproduction.PAGES_DIR} holds pages the command no longer writes")
+
+
+def test_the_report_and_pages_are_written_by_its_command(tmp_path):
   out = tmp_path / "REPRODUCTION.md"
   reproduction.main([f"--out={out}", "--no-write_plots"])
-  assert out.read_text(encoding="utf-8") == (REPO_ROOT / "REPRODUCTION.md").read_text(
-      encoding="utf-8")
+  assert out.read_text(encoding="utf-8") == _committed("REPRODUCTION.md")
+  for paper in pt.PAPERS:
+    page = reproduction.page_path(paper)
+    assert (tmp_path / page).read_text(encoding="utf-8") == _committed(page), page
 
 
-def test_paper_pages_are_up_to_date():
-  results = reproduction.Results(str(RESULTS_DIR))
-  pages = [f for f in results.files if reproduction.is_paper_page(f, results)]
-  assert "seal.md" in pages  # the SEAL page
-  for name in pages:
-    command, _ = results.command(name[:-3])
-    key = re.search(r"--paper=(\S+)", command)[1]
-    assert command == reproduction.PAGE_COMMAND.format(key=key)
-    assert results.text(name) == reproduction.build_paper_page(key, results), (
-        f"{name} is stale: run `{command}` and commit the result")
+def test_the_summary_is_short_and_links_each_page(committed_report):
+  assert committed_report.text.count("\n") <= 1000
+  for paper in pt.PAPERS:
+    page = reproduction.page_path(paper)
+    assert f"]({page})" in committed_report.text, page
+    assert "](../../REPRODUCTION.md)" in committed_report.pages[page]
 
 
-def test_a_paper_page_is_written_by_its_command(tmp_path):
-  out = tmp_path / "seal.md"
-  reproduction.main(["--paper=seal", f"--out={out}"])
-  assert out.read_text(encoding="utf-8") == (RESULTS_DIR / "seal.md").read_text(
-      encoding="utf-8")
+def _links(text: str) -> list[str]:
+  """The targets of a markdown text's links and images, without their fragments."""
+  return [t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", text)
+          if not re.match(r"[a-z]+://", t) and not t.startswith("#")]
 
 
-def test_an_unknown_paper_is_an_error_naming_the_keys(capsys):
-  with pytest.raises(SystemExit):
-    reproduction.main(["--paper=spen2016", "--out=/dev/null"])
-  assert "the keys: spen, e2e" in capsys.readouterr().err
+def test_every_link_of_the_report_and_pages_resolves(committed_report):
+  pages = {"REPRODUCTION.md": committed_report.text, **committed_report.pages}
+  for page, text in pages.items():
+    base = (REPO_ROOT / page).parent
+    for link in _links(text):
+      assert (base / link).exists(), (page, link)
 
 
-def test_a_paper_page_refuses_the_curve_options(capsys):
-  with pytest.raises(SystemExit):
-    reproduction.main(["--paper=seal", "--update_curves", "--out=/dev/null"])
-  assert "--paper writes a page" in capsys.readouterr().err
-
-
-def test_paper_pages_are_linked_not_embedded(committed_report):
-  text, _ = committed_report
-  assert "[`seal.md`](benchmarks/results/seal.md)" in text
-  assert "#### [`benchmarks/results/seal.md`]" not in text
+def test_every_link_of_the_readme_and_docs_resolves():
+  for path in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]:
+    for link in _links(path.read_text(encoding="utf-8")):
+      assert (path.parent / link).exists(), (str(path.relative_to(REPO_ROOT)), link)
 
 
 def test_every_linked_figure_is_committed(committed_report):
-  text, figures = committed_report
   plots = RESULTS_DIR / reproduction.PLOTS_SUBDIR
-  for figure in figures:
+  for figure in committed_report.figures:
     assert (plots / figure.name).is_file(), figure.name
-  for link in re.findall(r"!\[[^]]*\]\(([^)]+)\)", text):
-    assert (REPO_ROOT / link).is_file(), link
+  pages = {"REPRODUCTION.md": committed_report.text, **committed_report.pages}
+  for page, text in pages.items():
+    for link in re.findall(r"!\[[^]]*\]\(([^)]+)\)", text):
+      assert ((REPO_ROOT / page).parent / link).is_file(), (page, link)
 
 
 def test_every_results_file_appears(committed_report):
-  text, _ = committed_report
+  text = "\n".join([committed_report.text, *committed_report.pages.values()])
   for path in sorted(RESULTS_DIR.iterdir()):
     if path.is_dir() or path.name.startswith("."):
       continue
-    assert f"benchmarks/results/{path.name}" in text, path.name
-    if path.suffix == ".md":  # embedded whole: every table line of it is in the report
+    assert f"results/{path.name}" in text, path.name
+    if path.suffix == ".md":  # embedded whole: every table line of it is on a page
       for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("|"):
           assert line in text, (path.name, line)
 
 
+def test_no_lab_notes_in_the_report_or_pages(committed_report):
+  for text in [committed_report.text, *committed_report.pages.values()]:
+    assert not re.search(r"\b(session|issue) \d+|work period", text, re.IGNORECASE)
+
+
 def test_missing_results_render_as_not_run(tmp_path):
   for name in ("baselines.md", "baselines.json"):
     shutil.copy(RESULTS_DIR / name, tmp_path / name)
-  text, _ = reproduction.build_report(reproduction.Results(str(tmp_path)))
+  text = reproduction.build_report(reproduction.Results(str(tmp_path))).text
   spen_table1 = text.split("### Table 1 (§7.1)")[1].split("###")[0]
   assert "| BR | `br` | 37.2 | 43.87 [1] |" in spen_table1
   assert "| SPEN | `spen_ssvm` | 42.2 | not run |" in spen_table1
@@ -112,10 +123,11 @@ def test_missing_results_render_as_not_run(tmp_path):
 
 
 def test_an_empty_results_directory_gives_a_report_of_not_run_cells(tmp_path):
-  text, figures = reproduction.build_report(reproduction.Results(str(tmp_path)))
-  assert figures == []
-  assert "[1]" not in text  # no number of ours, so no command
-  assert text.count("not run") > 50
+  report = reproduction.build_report(reproduction.Results(str(tmp_path)))
+  assert report.figures == []
+  for text in [report.text, *report.pages.values()]:
+    assert "[1]" not in text  # no number of ours, so no command
+  assert report.text.count("not run") > 50
 
 
 def test_a_malformed_json_is_an_error_naming_the_file(tmp_path):
@@ -144,15 +156,16 @@ def test_unclaimed_files_are_listed_under_other_results(tmp_path):
       "| 1 |\n")
   (tmp_path / "zz_new_table.json").write_text("[]")
   (tmp_path / "notes.txt").write_text("x")
-  text, _ = reproduction.build_report(reproduction.Results(str(tmp_path)))
+  text = reproduction.build_report(reproduction.Results(str(tmp_path))).text
   other = text.split("## Other results")[1]
   assert "zz_new_table.md" in other and "zz_new_table.json" in other
-  assert "\n##### A new table" in other  # its heading nested under the report's
+  assert "`python -m x`" in other  # linked with its command, not embedded
+  assert "A new table" not in text
   assert "notes.txt" in other
 
 
 def test_every_cell_of_ours_points_at_a_row_that_exists():
-  """A typo in paper_tables.py would show as 'not run': a cell naming a committed file
+  """A typo in paper_tables.json would show as 'not run': a cell naming a committed file
   must find its row there (a tuple of files may fall back to a partial table)."""
   results = reproduction.Results(str(RESULTS_DIR))
   for paper in pt.PAPERS:
@@ -294,7 +307,7 @@ def test_update_curves_reads_the_workdir_of_each_command(tmp_path):
 def test_the_gbi_steps_plot_draws_the_committed_rows(tmp_path):
   results = reproduction.Results(str(RESULTS_DIR))
   stems = [f[:-5] for f in results.files if f.startswith("gbi_steps") and f.endswith(".json")]
-  assert stems, "benchmarks/results/gbi_steps_*.json (benchmarks/gbi_steps.py) is committed"
+  assert stems, "results/gbi_steps_*.json (benchmarks/gbi_steps.py) is committed"
   path = tmp_path / "gbi.png"
   reproduction_plots.plot_gbi_steps(results.compare_rows(stems[0]), str(path), stems[0])
   assert path.stat().st_size > 1000
@@ -303,3 +316,51 @@ def test_the_gbi_steps_plot_draws_the_committed_rows(tmp_path):
 def test_runs_dir_must_be_stem_equals_dir(tmp_path):
   with pytest.raises(SystemExit):
     reproduction.main([f"--out={tmp_path / 'R.md'}", "--runs_dir=nodir"])
+
+
+def test_paper_tables_are_read_from_the_json_file():
+  assert [p.key for p in pt.PAPERS] == ["spen", "e2e", "infnet", "implicit", "seal"]
+  assert pt.table("infnet_table2") is pt.INFNET_TABLE2
+  assert os.path.dirname(pt.PAPER_TABLES_FILE) == reproduction.RESULTS_DIR
+
+
+def _paper_tables(rows) -> dict:
+  table = {"key": "t", "where": "Table 1", "title": "toy",
+           "columns": [{"name": "bibtex", "metrics": [{"label": "ours", "key": "f1"}]}],
+           "rows": rows}
+  return {"papers": [{"key": "p", "title": "P", "file": "p.txt", "claims": ["p*"],
+                      "data_differs": ["- a", "- b"], "tables": [table]}]}
+
+
+def test_paper_tables_cells_decode_to_their_types(tmp_path):
+  rows = [{"label": "MLP", "paper": ["38.9"], "ours": "mlp",
+           "cells": [{"json": "runs", "dataset": "bibtex", "method": {"seeds": "mlp", "n": 2}}]},
+          {"label": "BR", "cells": [{"json": ["a", "b"], "dataset": "bibtex",
+                                     "method": ["br"]}]},
+          {"label": "MD", "cells": [{"md": "spen", "row": ["bibtex"], "columns": ["F1"]}]},
+          {"label": "LR", "paper": ["39.0"], "cells": ["other system"]},
+          {"label": "later", "cells": [{"not_run": "runs_more.json"}]},
+          {"label": "none", "cells": ["not run"]}]
+  path = tmp_path / "paper_tables.json"
+  path.write_text(json.dumps(_paper_tables(rows)))
+  (paper,) = pt.load(str(path))
+  assert paper.data_differs == "- a\n- b" and paper.claims == ("p*",)
+  cells = [row.cells[0] for row in paper.tables[0].rows]
+  assert cells[0] == pt.Json("runs", "bibtex", ("mlp", "mlp:train.seed=1"))
+  assert cells[1] == pt.Json(("a", "b"), "bibtex", ("br",))
+  assert cells[2] == pt.Md("spen", ("bibtex",), ("F1",))
+  assert cells[3] == pt.OTHER
+  assert cells[4] == pt.NotRun("runs_more.json") and cells[5] == pt.NotRun()
+  assert paper.tables[0].rows[1].paper == ("",) and paper.tables[0].rows[1].ours == ""
+  assert paper.tables[0].columns[0].metrics[0].scale == 100.0
+
+
+def test_a_malformed_paper_tables_file_is_an_error_naming_it(tmp_path):
+  path = tmp_path / "paper_tables.json"
+  path.write_text(json.dumps(_paper_tables([{"label": "two cells", "paper": ["1"],
+                                             "cells": ["no data", "no data"]}])))
+  with pytest.raises(ValueError, match="paper_tables.json.*two cells"):
+    pt.load(str(path))
+  path.write_text("{\"papers\": [")
+  with pytest.raises(ValueError, match="paper_tables.json"):
+    pt.load(str(path))

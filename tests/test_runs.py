@@ -323,19 +323,22 @@ def test_objective_from_run_matches_the_trained_state_of_a_staged_run():
   """SEAL-static's last stage cannot `init` alone; the rebuilt objective's `init` goes
   through the stages, so it has the structure training ended with."""
   import jax  # pylint: disable=g-import-not-at-top
-  from experiments import tasks, train  # pylint: disable=g-import-not-at-top
-  config = train.get_config("seal_static", "synthetic", ["data.num_train=64"])
+  from experiments import builders, configuration  # pylint: disable=g-import-not-at-top
+  from experiments import runs, tasks  # pylint: disable=g-import-not-at-top
+  config = configuration.get_config("seal_static", "synthetic", ["data.num_train=64"])
   task = tasks.task_for(config)
   dataset = task.load(config)
   batch = {"x": jax.ShapeDtypeStruct((4, 64), np.float32),
            "y": jax.ShapeDtypeStruct((4, 16), np.float32)}
   key, state = jax.random.PRNGKey(0), None
-  for _, stage in train.stage_configs(config):
-    objective = train.build_objective(stage, dataset)
+  for _, stage in configuration.stage_configs(config):
+    objective = builders.build_objective(stage, dataset)
     state = (jax.eval_shape(objective.init, key, batch) if state is None
              else jax.eval_shape(objective.init_from, state, key, batch))
-  meta = json.loads(json.dumps(train.run_dataset_metadata(task, dataset)))
-  rebuilt = train.objective_from_run(json.loads(json.dumps(config.to_dict())), meta)
+  meta = json.loads(json.dumps(runs.run_dataset_metadata(task, dataset)))
+  rebuilt = runs.objective_from_run(json.loads(json.dumps(config.to_dict())), meta)
+  # Saved run.json files name it by the path RUN_BUILDER, which must keep resolving.
+  assert run_lib.import_path(runs.RUN_BUILDER) is runs.objective_from_run
   again = jax.eval_shape(rebuilt.init, key, batch)
   assert jax.tree.structure(again) == jax.tree.structure(state)
   assert jax.tree.map(lambda a: a.shape, again) == jax.tree.map(lambda a: a.shape, state)
@@ -407,8 +410,8 @@ def test_outside_config_and_method_through_compare(outside, tmp_path):
 ])
 def test_a_builder_path_that_does_not_import_fails_before_training(outside, tmp_path, method,
                                                                    override, message):
-  from experiments import train  # pylint: disable=g-import-not-at-top
-  config = train.get_config(method, "synthetic", [override])
+  from experiments import configuration, train  # pylint: disable=g-import-not-at-top
+  config = configuration.get_config(method, "synthetic", [override])
   with pytest.raises(ValueError) as excinfo:
     train.train_and_evaluate(config, str(tmp_path))
   assert str(excinfo.value) == message
@@ -416,7 +419,7 @@ def test_a_builder_path_that_does_not_import_fails_before_training(outside, tmp_
 
 
 def test_an_outside_config_module_that_does_not_import(outside):
-  from experiments import train  # pylint: disable=g-import-not-at-top
+  from experiments import configuration  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="config module 'enx_missing.config' does not import: "
                                        "ModuleNotFoundError"):
-    train.get_config("enx_missing.config", "synthetic")
+    configuration.get_config("enx_missing.config", "synthetic")

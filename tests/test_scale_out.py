@@ -1,7 +1,7 @@
 """Scale-out checks (DESIGN.md, "Training loop and scale").
 
 1. Every objective, built the way the experiments build it (an `experiments/configs`
-   config, shrunk, -> `experiments.train.build_objective`), takes two steps through
+   config, shrunk, -> `experiments.builders.build_objective`), takes two steps through
    `build_train_step` on 4 forced CPU devices and on 1 device from the same state,
    batch and keys; the states must agree. The device count is fixed when JAX starts,
    so a subprocess runs the objectives and writes one JSON file per objective.
@@ -153,10 +153,10 @@ def _tiny_dataset(task: str):
 
 def _stage_config(case: Case, stage: str | None):
   """The stage config that `experiments.train` builds the stage's objective from."""
-  from experiments import train
-  stages = dict(train.stage_configs(train.get_config(case.config, case.dataset)))
+  from experiments import configuration
+  stages = dict(configuration.stage_configs(configuration.get_config(case.config, case.dataset)))
   config = stages[stage] if stage is not None else list(stages.values())[-1]
-  flat = train.flatten_dict(config.to_dict())
+  flat = configuration.flatten_dict(config.to_dict())
   shrink = {**_SHRINK, **_SHRINK_BY_TASK[_task_of(case.dataset)]}
   # Every optimizer (`optimizer`, `loss_net_optimizer`, ...) becomes momentum SGD, its
   # gradient clipped to norm 1. Adam divides each gradient entry by its own size, so an
@@ -170,7 +170,7 @@ def _stage_config(case: Case, stage: str | None):
       shrink.update({key: "momentum", group + "learning_rate": 0.1,
                      group + "clip_norm": 1.0})
   config.update_from_flattened_dict({k: v for k, v in shrink.items() if k in flat})
-  return train.apply_overrides(config, case.overrides)
+  return configuration.apply_overrides(config, case.overrides)
 
 
 def _claim(out_dir: pathlib.Path, name: str) -> bool:
@@ -200,7 +200,7 @@ def _objectives_main(out_dir: pathlib.Path, names: list[str]) -> None:
   import traceback
   import jax
   from energynets import train as train_lib
-  from experiments import train
+  from experiments import builders
   assert jax.device_count() == NUM_DEVICES, jax.devices()
   one, many = train_lib.make_mesh(1), train_lib.make_mesh(NUM_DEVICES)
 
@@ -232,12 +232,12 @@ def _objectives_main(out_dir: pathlib.Path, names: list[str]) -> None:
     try:
       case = OBJECTIVE_CASES[name]
       dataset, batch = _tiny_dataset(_task_of(case.dataset))
-      objective = train.build_objective(_stage_config(case, case.stage), dataset)
+      objective = builders.build_objective(_stage_config(case, case.stage), dataset)
       init_key, example = jax.random.PRNGKey(0), train_lib.shard_batch(batch, one)
       if case.previous is None:
         state = train_lib.build_init(objective, one)(init_key, example)
       else:
-        previous = train.build_objective(_stage_config(case, case.previous), dataset)
+        previous = builders.build_objective(_stage_config(case, case.previous), dataset)
         state = train_lib.build_init_from(objective, one)(
             train_lib.build_init(previous, one)(init_key, example), init_key, example)
       init_state = jax.device_get(state)
@@ -449,6 +449,8 @@ def _run_all(runs: dict[str, tuple[list[str], dict]], log_dir: pathlib.Path) -> 
 def test_two_processes_train_like_one_and_checkpoint_restores_on_one_device(tmp_path):
   import jax
   from energynets import train as train_lib
+  from experiments import builders
+  from experiments import configuration
   from experiments import train
   main = [sys.executable, "-m", "experiments.main", *MULTIHOST_FLAGS]
   coordinator = f"127.0.0.1:{_free_port()}"
@@ -481,9 +483,9 @@ def test_two_processes_train_like_one_and_checkpoint_restores_on_one_device(tmp_
   # assembled right. Tolerance as in the objective test (the same 4-way sum, its
   # all-reduce now across processes).
   overrides = [f.removeprefix("--config.") for f in MULTIHOST_FLAGS[1:]]
-  config = train.get_config("mlp", "synthetic", [*overrides, "train.num_devices=1"])
-  dataset = train.load_data(config)
-  objective = train.build_objective(config, dataset)
+  config = configuration.get_config("mlp", "synthetic", [*overrides, "train.num_devices=1"])
+  dataset = builders.load_data(config)
+  objective = builders.build_objective(config, dataset)
   mesh = train_lib.make_mesh(1)
   target = train_lib.build_init(objective, mesh)(
       jax.random.PRNGKey(0), {"x": dataset.train.x[:16], "y": dataset.train.y[:16]})

@@ -1,4 +1,4 @@
-"""Tests of SEAL training steps (energynets/objectives/seal.py): descent and freezing.
+"""Tests of SEAL training steps (energynets/objectives/seal/): descent and freezing.
 
 For every loss-net objective, dynamic and static: each step lowers the loss it steps
 on, with the other network and the randomness held fixed (dynamic: L_E(Θ_{t+1}; Φ_t) <

@@ -1,4 +1,4 @@
-"""benchmarks.sequence_table: the Δ-vs-BiLSTM-CE table of benchmarks/results/sequences.md."""
+"""benchmarks.sequence_table: the Δ-vs-BiLSTM-CE table of results/sequences.md."""
 
 import json
 import pathlib
@@ -58,5 +58,5 @@ def test_a_run_without_the_metric_names_its_file(tmp_path):
 def test_sequences_md_holds_the_table_as_printed():
   table = sequence_table.gains_table(reproduction.Results(reproduction.RESULTS_DIR))
   text = (pathlib.Path(reproduction.RESULTS_DIR) / "sequences.md").read_text(encoding="utf-8")
-  assert table in text, ("benchmarks/results/sequences.md is stale: paste the output of "
+  assert table in text, ("results/sequences.md is stale: paste the output of "
                          "`python -m benchmarks.sequence_table`")

@@ -141,28 +141,28 @@ def test_unknown_config_keys_and_their_suggestions():
 
 def test_overrides_are_user_errors_that_stay_key_and_value_errors():
   from experiments import cli
-  from experiments import train
+  from experiments import configuration
   with pytest.raises(KeyError) as excinfo:
-    train.get_config("mlp", "synthetic", ["train.stpes=3"])
+    configuration.get_config("mlp", "synthetic", ["train.stpes=3"])
   assert isinstance(excinfo.value, cli.UserError)
   assert str(excinfo.value) == "unknown config key train.stpes; did you mean train.steps?"
   with pytest.raises(cli.UserError, match="train.steps takes values of type int, not 'x'"):
-    train.get_config("mlp", "synthetic", ["train.steps=x"])
+    configuration.get_config("mlp", "synthetic", ["train.steps=x"])
   with pytest.raises(ValueError, match="unknown config 'mlpp'"):
-    train.get_config("mlpp", "synthetic")
+    configuration.get_config("mlpp", "synthetic")
 
 
 def test_resumable_changes_are_logging_devices_data_location_and_more_steps():
-  from experiments import train
+  from experiments import workdirs
   old = {"train": {"steps": 10, "log_every": 5}, "optimizer": {"learning_rate": 0.1},
          "data": {"data_dir": "/a"}, "stages": {"fine": {"train": {"steps": 4}}}}
   same = {"train": {"steps": 20, "log_every": 1}, "optimizer": {"learning_rate": 0.1},
           "data": {"data_dir": "/b"}, "stages": {"fine": {"train": {"steps": 5}}}}
-  assert train.config_changes(old, same) == []
+  assert workdirs.config_changes(old, same) == []
   other = {"train": {"steps": 5, "log_every": 5}, "optimizer": {"learning_rate": 0.2},
            "data": {"data_dir": "/a"}, "stages": {"fine": {"train": {"steps": 4}}}}
-  assert train.config_changes(old, other) == ["optimizer.learning_rate (0.1 -> 0.2)",
-                                              "train.steps (10 -> 5)"]
+  assert workdirs.config_changes(old, other) == ["optimizer.learning_rate (0.1 -> 0.2)",
+                                                 "train.steps (10 -> 5)"]
 
 
 def test_the_data_directory_hint_names_the_command_line_flag():

@@ -27,7 +27,7 @@ given the true sigma scores 35.2 dB and a validation-tuned median filter 30.1 dB
 test images, sigma 0.05 gave 37.8 / 32.0 and sigma 0.1 32.9 / 28.3). So the task is
 about as hard as the paper's for classical methods. (Converged TV does as well as BM3D
 here, 35.2 dB: piecewise planar scenes suit it.) See
-`benchmarks/results/denoising_baselines.md`.
+`results/denoising_baselines.md`.
 
 Determinism: image i of a split is a pure function of (seed, split, i): its scene and its
 noise come from `np.random.default_rng([stream, seed, split_id, i])`. So a split never

@@ -47,7 +47,7 @@ cotangents are `float0` zeros.
 """
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Protocol, Union
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
 
 import jax
 import jax.numpy as jnp
@@ -93,13 +93,31 @@ def check_config(config: InverseHVP) -> None:
   if config.method not in METHODS:
     raise ValueError(f"unknown inverse-HVP method {config.method!r}; expected one of "
                      f"{METHODS}")
-  if config.num_terms < 0 or (config.method == "cg" and config.num_terms < 1):
-    raise ValueError(f"inverse-HVP num_terms must be >= 0 (>= 1 for CG); got "
-                     f"{config.num_terms}")
-  if config.method == "neumann" and not config.alpha > 0:
-    raise ValueError(f"the Neumann scale alpha must be > 0; got {config.alpha}")
-  if config.damping < 0:
-    raise ValueError(f"inverse-HVP damping must be >= 0; got {config.damping}")
+  _check_solver_options(config.method, config.num_terms, config.alpha, config.damping,
+                        f"inverse-HVP num_terms ({config.method})")
+
+
+def _check_solver_options(method: str, num_terms: int, alpha: Optional[float],
+                          damping: float, num_terms_name: str) -> None:
+  """The checks shared by `InverseHVP` records and the solver values they stand for.
+
+  Args:
+    method: `'neumann'` (K ≥ 0 terms, α > 0) or `'cg'` (K ≥ 1 iterations; α unused).
+    num_terms: K, the number of Hessian-vector products.
+    alpha: the Neumann scale α (None for CG).
+    damping: δ, which must be ≥ 0.
+    num_terms_name: how the message names K (e.g. `'CG max_iter'`).
+
+  Raises:
+    ValueError: one line naming the first bad option.
+  """
+  minimum = 0 if method == "neumann" else 1
+  if num_terms < minimum:
+    raise ValueError(f"{num_terms_name} must be >= {minimum}; got {num_terms}")
+  if method == "neumann" and not alpha > 0:
+    raise ValueError(f"the Neumann scale alpha must be > 0; got {alpha}")
+  if damping < 0:
+    raise ValueError(f"inverse-HVP damping must be >= 0; got {damping}")
 
 
 class InverseHVPSolver(Protocol):
@@ -129,12 +147,8 @@ class Neumann:
   damping: float = 0.0
 
   def __post_init__(self):
-    if self.num_terms < 0:
-      raise ValueError(f"Neumann num_terms must be >= 0; got {self.num_terms}")
-    if not self.alpha > 0:
-      raise ValueError(f"the Neumann scale alpha must be > 0; got {self.alpha}")
-    if self.damping < 0:
-      raise ValueError(f"inverse-HVP damping must be >= 0; got {self.damping}")
+    _check_solver_options("neumann", self.num_terms, self.alpha, self.damping,
+                          "Neumann num_terms")
 
   def solve(self, hvp_fn: Callable[[PyTree], PyTree], v: PyTree) -> PyTree:
     """`neumann_inverse_hvp(hvp_fn, v)` with these options.
@@ -165,10 +179,7 @@ class ConjugateGradient:
   damping: float = 0.0
 
   def __post_init__(self):
-    if self.max_iter < 1:
-      raise ValueError(f"CG max_iter must be >= 1; got {self.max_iter}")
-    if self.damping < 0:
-      raise ValueError(f"inverse-HVP damping must be >= 0; got {self.damping}")
+    _check_solver_options("cg", self.max_iter, None, self.damping, "CG max_iter")
 
   def solve(self, hvp_fn: Callable[[PyTree], PyTree], v: PyTree) -> PyTree:
     """`cg_inverse_hvp(hvp_fn, v)` with these options.
@@ -246,7 +257,7 @@ def neumann_inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree, *, num_te
 
   # Unrolled (up to MAX_UNROLL terms per loop iteration): K is small, and XLA:CPU ran a
   # loop over an LSTM's Hessian products several times slower than the unrolled terms
-  # (objectives/implicit.py).
+  # (objectives/implicit/training.py).
   (_, total), _ = jax.lax.scan(term, (v, v), None, length=num_terms,
                                unroll=max(1, min(num_terms, MAX_UNROLL)))
   return jax.tree.map(lambda t: alpha * t, total)

@@ -9,7 +9,7 @@ optionally with τ annealed (`entropy_anneal_init`, `entropy_anneal_steps`): a
 continuation from a smooth, nearly convex problem (large τ, the minimum near the
 domain's centre) down to the energy itself, which on non-convex energies such as
 SPEN's HardTanh measurements reaches lower minima than descending E from one start
-(benchmarks/results/spen.md);
+(results/spen.md);
 
 with one of three update rules (`GBIConfig.method`):
 

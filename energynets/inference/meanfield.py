@@ -77,7 +77,7 @@ class LowRankCoupling(NamedTuple):
   A mean-field sweep needs only `W_b μ_b`, which `matvec` computes as two
   `[B, L] × [L, K·L]` matmuls without forming the `[B, L, L]` couplings (on Delicious,
   L = 983 and B = 128, those are 124M floats per step; the DMF stage trained at 2–2.6
-  steps/s factored against 0.5 dense, benchmarks/results/spen.md). `dense()` gives W
+  steps/s factored against 0.5 dense, results/spen.md). `dense()` gives W
   itself.
   """
   bases: jax.Array

@@ -53,7 +53,7 @@ second moment), all three use the same one-sided derivative JAX defines for it.
 tests/test_e2e.py: a strongly convex energy against its closed-form minimizer).
 
 Trade-offs (measured by benchmarks/e2e_gradients.py, results in
-benchmarks/results/e2e_gradients.md): `'scan'` stores every step's residuals;
+results/e2e_gradients.md): `'scan'` stores every step's residuals;
 `'remat'` stores each step's input carry and recomputes the step in the backward pass;
 `'adjoint'` stores the iterates and optimizer state and no energy internals, and its
 backward pass is one forward-over-reverse product per step instead of reverse mode

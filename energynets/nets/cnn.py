@@ -31,7 +31,7 @@ PADDINGS = ("VALID", "SAME", "REFLECT")
 # 'auto' picks 'patches' on CPU, where XLA's convolution is slow inside loops of
 # gradients: a DP-3 training step (3 unrolled GBI steps in a `lax.scan`, differentiated
 # again) ran 8.1× faster with patches and a DP-SSVM step 5.6× on a 2-core CPU, while a
-# plain feed-forward CNN step ran at 0.84× (benchmarks/results/conv_impl.md). On GPU/TPU
+# plain feed-forward CNN step ran at 0.84× (results/conv_impl.md). On GPU/TPU
 # 'auto' keeps XLA's convolution.
 CONV_IMPLS = ("auto", "lax", "patches")
 
@@ -114,7 +114,7 @@ def normalized_input(v: jax.Array, mean: float, std: float) -> jax.Array:
   readout did not leave the identity in 400 Adam steps at learning rate 1e-3 or 3e-3
   (validation PSNR 23.12 throughout, the noisy input's), while with standardized input
   it reached 27.83 by step 400 (a one-off scratch comparison; the rerun
-  rows are in benchmarks/results/e2e.md). The statistics are fixed numbers, set from the
+  rows are in results/e2e.md). The statistics are fixed numbers, set from the
   training split by the experiment builders, not parameters.
   """
   if not (math.isfinite(std) and std > 0) or not math.isfinite(mean):

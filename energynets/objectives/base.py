@@ -123,6 +123,80 @@ def options_not_taken(cls, options) -> tuple[list[str], tuple[str, ...]]:
   return sorted(set(options) - set(fields)), fields
 
 
+def check_choice(value: Any, choices: Sequence[Any], what: str) -> None:
+  """Refuses a value outside its choices.
+
+  Args:
+    value: the value given (e.g. an option's string).
+    choices: the values it may take.
+    what: what the value is, for the message (e.g. `'SEAL phase'`).
+
+  Raises:
+    ValueError: one line naming `what`, the value and the choices.
+  """
+  if value not in choices:
+    raise ValueError(f"unknown {what} {value!r}; expected one of {tuple(choices)}")
+
+
+def check_non_negative(name: str, value: Any) -> None:
+  """Refuses a negative (or NaN) option; None passes (an unset option).
+
+  Args:
+    name: the option's name, for the message.
+    value: its value.
+
+  Raises:
+    ValueError: one line naming the option and its value.
+  """
+  if value is not None and not value >= 0:  # `not >=` also refuses NaN
+    raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+def lookup(kind: str, registry: Mapping[str, Any], name: str) -> Any:
+  """The entry of `registry` called `name`.
+
+  Args:
+    kind: what the registry holds, for the message (e.g. `'primary loss'`).
+    registry: `{name: entry}`.
+    name: the name asked for.
+
+  Returns:
+    `registry[name]`.
+
+  Raises:
+    ValueError: one line naming `kind`, the unknown name and the known names.
+  """
+  if name not in registry:
+    raise ValueError(f"unknown {kind} {name!r}; known: {tuple(registry)}")
+  return registry[name]
+
+
+def build_named(kind: str, registry: Mapping[str, type], name: str,
+                options: Mapping[str, Any]) -> Any:
+  """The value of the options dataclass called `name` in `registry`, built with `options`:
+  the body of the name-to-value functions (`get_loss_net_objective`, ...).
+
+  Args:
+    kind: what the registry holds, for the messages (e.g. `'primary loss'`).
+    registry: `{name: options dataclass}`.
+    name: the name asked for.
+    options: fields of that dataclass.
+
+  Returns:
+    `registry[name](**options)`.
+
+  Raises:
+    ValueError: one line naming an unknown `name` and the known names, or options that
+      `name`'s dataclass does not take and the fields it does.
+  """
+  cls = lookup(kind, registry, name)
+  foreign, fields = options_not_taken(cls, options)
+  if foreign:
+    raise ValueError(f"options {foreign} do not apply to the {kind} {name!r} "
+                     f"(its options: {fields})")
+  return cls(**options)
+
+
 def sequence_element_type(classes: Sequence[type], field: str) -> Optional[type]:
   """The element type of `field` where the first of `classes` that has it types it as a
   tuple (a list in a config), else None."""

@@ -16,7 +16,7 @@ DATASETS = ("synthetic", "bibtex", "delicious", "yeast", "genbase", "cal500", "e
 # run (`jax.default_matmul_precision`). GPUs and TPUs otherwise compute float32 matmuls
 # and convolutions with TF32 / bfloat16 passes, which moves GBI iterates, HVPs and
 # Neumann series by ~1e-3 relative: on an H200, 12 of 312 oracle tests failed at JAX's
-# default and all passed at 'highest' (benchmarks/results/e2e.md). 'highest'
+# default and all passed at 'highest' (results/e2e.md). 'highest'
 # makes a run reproduce across backends (on CPU it changes nothing); 'default',
 # 'tensorfloat32' or 'bfloat16' trade that for accelerator speed; '' leaves JAX's
 # setting (e.g. $JAX_DEFAULT_MATMUL_PRECISION) alone.
@@ -31,7 +31,7 @@ NO_SCORE = dict(score="", score_weight=0.0)
 
 # `energy.module` of every energy config: '' builds the energy this config describes;
 # an import path "package.module:function" builds the energy `function(config, dataset)`
-# returns instead (experiments/train.py:energy_module), so code outside this repository
+# returns instead (experiments/builders.py:energy_module), so code outside this repository
 # plugs its energy into any method from the command line.
 OUTSIDE_ENERGY = dict(module="")
 
@@ -60,7 +60,7 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
       eval_every=250, checkpoint_every=1000, select_metric="validation/example_f1",
       select_mode="max", tensorboard=True, num_devices=0,
       matmul_precision=MATMUL_PRECISION))
-  # Staged training (see experiments/train.py:stage_configs): stage_order "a,b" runs
+  # Staged training (see experiments/configuration.py:stage_configs): stage_order "a,b" runs
   # config.stages.a then config.stages.b, each overriding keys of this config and
   # continuing from the previous stage's selected state. Empty: one stage.
   config.stage_order = ""
@@ -88,7 +88,7 @@ def energy_like_model(model: ml_collections.ConfigDict, num_measurements: int,
 
 # Denoising dataset variants (experiments/tasks.py: the denoising task): the generated
 # depth scenes at the data module's default 64×64, and at 32×32, the size of the CPU
-# table in benchmarks/results/e2e.md (the same generator; a 32×32 image is a new scene,
+# table in results/e2e.md (the same generator; a 32×32 image is a new scene,
 # not a crop of a 64×64 one).
 _DENOISING_SIDES = {"depth_scenes": (denoising.DEFAULT_HEIGHT, denoising.DEFAULT_WIDTH),
                     "depth_scenes_32": (32, 32)}
@@ -125,7 +125,7 @@ def get_denoising_base_config(dataset: str = "depth_scenes") -> ml_collections.C
 
 
 def denoising_energy(noise_sigma: float, kind: str = "deep_prior") -> ml_collections.ConfigDict:
-  """`config.energy` of a denoising energy (experiments/train.py:image_energy).
+  """`config.energy` of a denoising energy (experiments/builders.py:image_energy).
 
   `kind`: 'deep_prior' (E2E-SPEN Eq. 15: 7×7×32 softplus, 7×7×32 softplus, 1×1, pooled)
   or 'foe' (Eq. 13-14: 24 learned 5×5 filters under SoftAbs, temperature 25; the filter
@@ -135,7 +135,7 @@ def denoising_energy(noise_sigma: float, kind: str = "deep_prior") -> ml_collect
   how the convolutions are computed.
 
   `normalize_input` (DeepPrior only): its trunk sees y standardized by the training
-  images' mean and std (`experiments.train.denoising_input_statistics`), as the CNN
+  images' mean and std (`experiments.builders.denoising_input_statistics`), as the CNN
   baseline's does; the FoE keeps raw values, for which its SoftAbs temperature is set.
 
   Padding 'REFLECT' (not the modules' 'VALID' default): under 'VALID' the DeepPrior's
@@ -157,7 +157,7 @@ def use_denoising_energy(config: ml_collections.ConfigDict,
   `config.energy` (`denoising_energy` at the data's noise level), batch 8 and Adam 3e-3.
 
   The learning rate (the denoising base has 1e-3) is the better of the two in the
-  session-4 64×64 FOE-3 runs (test 30.37 vs 29.82 dB, in the git history of
+  64×64 FOE-3 runs (test 30.37 vs 29.82 dB; in the git history of
   benchmarks/results/e2e_denoising_partial.md).
   """
   config.energy = denoising_energy(config.data.noise_sigma, kind)
@@ -206,7 +206,7 @@ def get_sequence_base_config(dataset: str = "twitter_pos") -> ml_collections.Con
 
 
 def sequence_energy() -> ml_collections.ConfigDict:
-  """`config.energy` of a `SequenceEnergy` (experiments/train.py:sequence_energy): the
+  """`config.energy` of a `SequenceEnergy` (experiments/builders.py:sequence_energy): the
   tagger of `config.model` as local term, W starting at zero, and the TLM global terms
   named in `tlm_variants` (comma-separated names of `energies.sequence.TLM_VARIANTS`;
   empty: Eq. 7 alone; "forward" = GE(a), "forward,backward" = GE(b), all four = GE(c)),
@@ -342,7 +342,7 @@ def segmentation_sgd() -> ml_collections.ConfigDict:
 
 
 def segmentation_energy(local_term: bool = True) -> ml_collections.ConfigDict:
-  """`config.energy` of a `SegmentationEnergy` (experiments/train.py:segmentation_energy).
+  """`config.energy` of a `SegmentationEnergy` (experiments/builders.py:segmentation_energy).
 
   The global term is DVN's / SEAL's value network on the image with the mask as a 4th
   channel (5×5 convolutions of 64, 128, 128 channels at strides 1, 2, 2, flattened,

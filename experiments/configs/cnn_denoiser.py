@@ -10,9 +10,9 @@ and step budget are this project's choice (the paper gives none for the baseline
 same Adam, batch and steps as the energies' configs.
 
 `cnn.normalize_input`: the trunk sees x standardized by the training images' mean and
-std (`experiments.train.denoising_input_statistics`). Without it, on the [0, 1] images,
+std (`experiments.builders.denoising_input_statistics`). Without it, on the [0, 1] images,
 the residual net stayed at the identity for its first ~300 steps and ended below the
-median filter (26.90 dB test, the session-8 row of benchmarks/results/e2e.md).
+median filter (26.90 dB test, the row before input standardization in results/e2e.md).
 """
 
 import ml_collections

@@ -50,7 +50,7 @@ def get_config(dataset: str = "synthetic"):
   config.energy = reference.energy
   _dvn_options(config, score="soft_f1")
   config.optimizer.learning_rate = 1e-3
-  # Chosen on validation example-F1 at 0.5 (benchmarks/results/seal_bibtex.md lists the
+  # Chosen on validation example-F1 at 0.5 (results/seal_bibtex.md lists the
   # runs): on bibtex the value network has no dropout, since with the task-net's (0.5 on
   # the input and hidden layers) its regression never left the start (loss flat at
   # 3·log 2, validation example-F1 below 8); without it 44.9. On cal500 the dropout helps
@@ -100,7 +100,7 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   # The value network's loss is a mean over samples, not a pixel sum: Adam, not the
   # FCN's pixel-scaled SGD. At Adam 1e-3 the network died within 20 steps: σ(−E) was
   # equal to 4 digits on the gold mask, the GBI prediction and the adversarial sample,
-  # so test-time GBI never left its 0.5 start (24.80 mean IoU, benchmarks/results/
+  # so test-time GBI never left its 0.5 start (24.80 mean IoU, results/
   # horses.md). After 26 steps every pre-activation of the last convolution was below
   # −3 (mean −26), so its softplus outputs were ≈ 0 for any input: its 5·5·128 = 3200
   # inputs per position are positive softplus outputs, and Adam's equal-sized step on

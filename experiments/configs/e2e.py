@@ -32,7 +32,7 @@ recommendations and its SRL configuration, the discrete-output task it does repo
   §5), 15 measurements (5 for delicious); the feature network keeps ReLU and dropout
   0.5 (it runs once before inference, outside the Hessian);
 - gradient: reverse mode through the scan (`e2e.gradient`; 'remat' and 'adjoint' give
-  the same update, see benchmarks/results/e2e_gradients.md for their cost).
+  the same update, see results/e2e_gradients.md for their cost).
 """
 
 import ml_collections
@@ -82,7 +82,7 @@ def get_denoising_config(dataset: str = "depth_scenes"):
   - FOE-20+: `...:gbi.momentum=0.25:e2e.per_iterate=True` (per-iterate average loss).
 
   CPU-sized choices (the paper trains on 96×128 crops of 7-Scenes on a GPU): 64×64
-  generated scenes (`depth_scenes_32`: 32×32, the table in benchmarks/results/e2e.md),
+  generated scenes (`depth_scenes_32`: 32×32, the table in results/e2e.md),
   batch 8; the initial step size
   η = 0.1 is an assumption (the data term alone has curvature 1/σ² ≈ 200 per pixel at
   σ = 0.07, so steps of the order of σ² make progress without diverging).

@@ -1,6 +1,6 @@
 """Implicit bilevel energy training (Shankar & Piratla) on multi-label data: an
 inference network A_θ fit to MLE + λ·energy in an inner loop, the energy updated by the
-implicit gradient of a primary loss (energynets/objectives/implicit.py).
+implicit gradient of a primary loss (energynets/objectives/implicit/).
 
 --config=experiments/configs/implicit.py:<dataset>
 --config.implicit.primary=cd|ssvm|dvn          (Table 1's L_CD, L_SSVM, L_DVN rows)
@@ -30,7 +30,7 @@ Choices (the paper gives no hyper-parameters for its multi-label runs):
   22-700). `max_residual = 2`: a step whose solve failed anyway uses the explicit
   gradient alone (logged as `implicit_used`; a residual of 1-2 is the mild growth of the
   series along directions of negative curvature, kept). The sensitivity to K / T_inner /
-  CG is in benchmarks/results/implicit.md;
+  CG is in results/implicit.md;
 - CD: K = 10 straight-through Bernoulli negatives plus the network's own soft output
   σ(A_θ(x)) as a negative, cost 1 − soft-F1: with hard samples alone the energy is only
   ever pushed up at vertices of the box while the network lives inside it. (A bibtex

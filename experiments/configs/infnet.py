@@ -15,7 +15,7 @@ energy, MLP nets) or on sequences (the paper's tagging energy, BiLSTM nets).
 Stages:
 1. `pretrain`: the MLP baseline (experiments/configs/mlp.py, BCE).
 2. `infnet`: k I steps on (Φ, Ψ), then one E step on Θ, per batch
-   (energynets/objectives/infnet.py). Its `init_from` carries the pretrained MLP into
+   (energynets/objectives/infnet/). Its `init_from` carries the pretrained MLP into
    A_Ψ, into F_Φ (`separated`: a copy; `shared`: a copy of the head; `stacked`: fresh,
    W acts on [A_Ψ(x); y]) and into the energy's local term, whose feature network has
    the MLP's shape (the paper pretrains the feature network and both inference networks

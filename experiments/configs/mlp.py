@@ -3,7 +3,7 @@
 --config=experiments/configs/mlp.py:<dataset>
 
 Chosen on bibtex (selection on validation; the runs are listed in
-benchmarks/results/baselines.md): dropout 0.5 on the input bag of words as well as on
+results/baselines.md): dropout 0.5 on the input bag of words as well as on
 the hidden layers, width 1024, and checkpoint selection on validation example-F1 at
 0.5. The tuned-threshold validation F1 is flat (±1 point of noise on 488 examples)
 after ~1000 steps while predictions keep getting better calibrated, so selecting on it

@@ -5,7 +5,7 @@
 
 Each step takes one loss-net step on its objective with samples from the current
 task-net, then one task-net step on `energy_weight · E(x, σ(F(x))) + bce_weight · BCE`
-against the updated loss-net (Eq. 4-5; energynets/objectives/seal.py). The task-net is
+against the updated loss-net (Eq. 4-5; energynets/objectives/seal/). The task-net is
 the project's MLP baseline network (experiments/configs/mlp.py), so SEAL and plain
 cross-entropy differ only in the loss; prediction is its forward pass, and selection and
 the headline number follow SEAL's protocol: example-F1 at threshold 0.5.
@@ -28,14 +28,14 @@ shared/papers), taken from SEAL's public configs where they exist, else assumpti
 - dropout: off in the task-net that draws the loss-net's samples and in the loss-net
   inside the task-net's loss (a deterministic loss). SEAL's public trainer keeps both in
   training mode; `--config.seal.train_mode=True` does the same (NCE on bibtex with SEAL's
-  public config: +2.5 at 0.5, `benchmarks/results/seal_schedule_train_mode_bibtex.md`);
+  public config: +2.5 at 0.5, `results/seal_schedule_train_mode_bibtex.md`);
 - `gbi` is used by static margin/regression only; `predict_gbi` only with
   `seal.predict=gbi` (the energy network as a GBI predictor).
 
 SEAL's complete public configs for bibtex, delicious and cal500 (their task-nets too:
 400/500-wide softplus layers, dropout after the first layer only) are rows of
-overrides in `benchmarks/results/seal_public_<dataset>.md`; spo_fun's NCE config (with
-its schedule and train mode) in `benchmarks/results/seal_schedule_train_mode_spo_fun.md`.
+overrides in `results/seal_public_<dataset>.md`; spo_fun's NCE config (with
+its schedule and train mode) in `results/seal_schedule_train_mode_spo_fun.md`.
 """
 
 import ml_collections
@@ -102,7 +102,7 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   Our addition: `--config.seal.extra_samples=gold,other_gold` also regresses the
   loss-net on the gold mask and on another training image's gold mask (scored against
   this image's), so that it must read the image to rate a confident mask
-  (`benchmarks/results/horses_extra.md`).
+  (`results/horses_extra.md`).
 
   SEAL trains both nets from scratch (the default, one stage). Fine-tuning a trained
   FCN instead: `--config.stage_order=pretrain,seal` (compare: `stage_order=pretrain+seal`

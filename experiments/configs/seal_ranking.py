@@ -4,7 +4,7 @@
 
 `s(y) = Σ_i log P(y_i | x; Φ)` replaces the loss-net's score in Eq. 8; noise samples are
 the task-net's own Bernoulli draws; the loss is `seal.energy_weight · ranking +
-seal.bce_weight · BCE` (energynets/objectives/seal.py: task_net_ranking). Everything
+seal.bce_weight · BCE` (energynets/objectives/seal/ranking.py: task_net_ranking). Everything
 else as seal_dynamic.py.
 """
 

@@ -73,7 +73,7 @@ def get_config(dataset: str = "synthetic"):
     # SPEN Table 2 follows Finley & Joachims (2008), whose SSVMs train with the Hamming
     # loss as Δ; `l1` is its linear relaxation (squared is the same on binary outputs
     # only). Chosen on mean validation Hamming over the 10 folds: l1 20.43, squared
-    # 20.51, squared with 5 measurements 20.51 (benchmarks/results/spen.md).
+    # 20.51, squared with 5 measurements 20.51 (results/spen.md).
     config.loss.surrogate = "l1"
   if dataset == "synthetic":
     # Selected on validation example-F1 at 1.5k training examples (SPEN Table 3):
@@ -90,9 +90,9 @@ def get_config(dataset: str = "synthetic"):
     # Test-time GBI anneals the entropy (τ from 3 down by 1000× over 300 steps, then
     # 100 more at τ = 0; mirror steps of 0.02, momentum 0.9). The learned energy is
     # non-convex: plain mirror descent from the local start stops at a worse vertex in
-    # ~13% of test examples (benchmarks/results/spen.md). Chosen on validation
+    # ~13% of test examples (results/spen.md). Chosen on validation
     # example-F1 over τ0 ∈ {1, 3, 10}, A ∈ {100, 300}, η ∈ {0.02, 0.1}, μ ∈ {0.9, 0.95}
-    # for one trained run per size (benchmarks/results/gbi_options_synthetic_*.md): at
+    # for one trained run per size (results/gbi_options_synthetic_*.md): at
     # 0.5, 89.78 → 90.63 (1.5k) and 95.45 → 96.86 (15k). Annealing the loss-augmented
     # GBI as well trained worse energies (validation 84.7–88.9, spen.md).
     config.predict_gbi.update(dict(learning_rate=0.02, momentum=0.9, max_steps=400,
@@ -107,7 +107,7 @@ def get_config(dataset: str = "synthetic"):
     config.stages.joint.train.steps = 5000
     # Exact inference (L = 16): `loss.loss_aug_solver=exhaustive` and
     # `loss.predict_solver=exhaustive` give the discrete SSVM and the energy's exact MAP
-    # (benchmarks/results/spen.md). With them, use
+    # (results/spen.md). With them, use
     # `stages.joint.optimizer.learning_rate=1e-2`: validation example-F1 at 1.5k, seeds
     # 0-2, 91.91 / 91.03 / 91.54 at 1e-3 and 92.93 / 92.80 / 93.10 at 1e-2. The paper's
     # SPEN (GBI) stays the default.

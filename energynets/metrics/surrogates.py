@@ -1,0 +1,96 @@
+"""Differentiable surrogates of the reporting metrics (jax.numpy).
+
+`soft_f1` and `soft_iou` score relaxed predictions per example and work under `jit`,
+`vmap` and `grad` (SEAL/DVN scores, CD costs). On binary inputs they match the exact
+host-side metrics up to their smoothing constant `eps`.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from energynets.metrics._checks import ArrayLike
+
+__all__ = ["soft_f1", "soft_iou"]
+
+
+def _soft_inputs(y_true, y_soft):
+  y_soft = jnp.asarray(y_soft)
+  # Compute in at least float32: bf16 sums over ~1000 labels lose the score.
+  dtype = jnp.promote_types(y_soft.dtype, jnp.float32)
+  y_true = jnp.asarray(y_true, dtype=dtype)
+  y_soft = y_soft.astype(dtype)
+  if y_true.shape != y_soft.shape:
+    raise ValueError(f"shape mismatch: y_true has shape {y_true.shape} but y_soft "
+                     f"has shape {y_soft.shape}")
+  return y_true, y_soft
+
+
+def _check_eps(eps) -> None:
+  # A traced eps cannot be checked; a concrete one must make empty/empty = 1.
+  if isinstance(eps, (int, float)) and not eps > 0:
+    raise ValueError(f"eps must be > 0 (it defines the empty/empty score); got {eps}")
+
+
+def soft_f1(y_true: ArrayLike, y_soft: ArrayLike, eps: float = 1e-7,
+            axis: int | tuple[int, ...] = -1) -> jnp.ndarray:
+  """Per-example soft F1, `(2 Σ y·ŷ + eps) / (Σ y + Σ ŷ + eps)`.
+
+  `eps` makes the empty/empty case (Σy = Σŷ = 0) score exactly 1, matching
+  `example_f1`; on binary inputs it differs from the exact F1 by at most
+  `eps / (|y| + |ŷ|)` otherwise. Near empty gold the score falls from 1 to ~0
+  within Σŷ ≈ eps, so its gradient there is of order 1/eps, as the discrete
+  metric's jump implies; keep eps small unless that steepness matters.
+
+  Pure jax.numpy: works under `jit`, `vmap` and `grad`.
+
+  Args:
+    y_true: [B, L] gold labels (binary or soft), any shape equal to `y_soft`.
+    y_soft: [B, L] relaxed prediction in [0, 1].
+    eps: positive smoothing constant.
+    axis: axes summed over (the label axis; e.g. `(-2, -1)` for [B, H, W]).
+
+  Returns:
+    [B] scores in [0, 1] (the input shape without `axis`).
+  """
+  _check_eps(eps)
+  y_true, y_soft = _soft_inputs(y_true, y_soft)
+  inter = jnp.sum(y_true * y_soft, axis=axis)
+  total = jnp.sum(y_true, axis=axis) + jnp.sum(y_soft, axis=axis)
+  return (2.0 * inter + eps) / (total + eps)
+
+
+def soft_iou(y_true: ArrayLike, y_soft: ArrayLike, eps: float = 1e-7,
+             axis: int | tuple[int, ...] | None = None) -> jnp.ndarray:
+  """Per-example soft IoU, `(Σ y·ŷ + eps) / (Σ y + Σ ŷ − Σ y·ŷ + eps)`.
+
+  The product form of intersection over union: on binary inputs it is
+  `|y ∧ ŷ| / |y ∨ ŷ|` (up to eps), and since `y + ŷ − yŷ = 1 − (1−y)(1−ŷ) ≥ 0`
+  on [0, 1] the denominator never goes negative. Empty/empty scores 1 via
+  `eps`, as in `soft_f1`. Works under `jit`, `vmap` and `grad`.
+
+  The two arguments play symmetric roles (the formula is symmetric in y and ŷ),
+  so `soft_iou(pred, gold)` and `soft_iou(gold, pred)` are the same number.
+  With binary gold it equals SEAL's Eq. 10, `Σ min(ŷ, y) / Σ max(ŷ, y)` (for
+  y ∈ {0, 1}: min(ŷ, y) = ŷy and max(ŷ, y) = y + ŷ − ŷy); the two differ only
+  when both arguments are soft.
+
+  Args:
+    y_true: [B, ...] gold labels (binary or soft), any shape equal to `y_soft`:
+      [B, L] label vectors, [B, H, W] masks.
+    y_soft: [B, ...] relaxed prediction in [0, 1].
+    eps: positive smoothing constant.
+    axis: axes summed over; None (default): every non-batch axis, one score
+      per example whatever its shape (a [B, L] input: the label axis); a 1-D
+      input is one example (e.g. under `vmap`) and is summed whole.
+
+  Returns:
+    [B] scores in [0, 1] (the input shape without `axis`).
+  """
+  _check_eps(eps)
+  y_true, y_soft = _soft_inputs(y_true, y_soft)
+  if axis is None:
+    axis = tuple(range(1, y_soft.ndim)) if y_soft.ndim > 1 else -1
+  inter = jnp.sum(y_true * y_soft, axis=axis)
+  union = jnp.sum(y_true, axis=axis) + jnp.sum(y_soft, axis=axis) - inter
+  return (inter + eps) / (union + eps)

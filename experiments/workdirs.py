@@ -1,0 +1,150 @@
+"""A run's directory: the lock against two runs in one workdir, the recorded config that
+a resumed run is checked against, and the code revision results record.
+"""
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+from typing import Any
+
+from absl import logging
+import jax
+import ml_collections
+
+from experiments import cli
+from experiments import configuration
+
+
+def code_revision() -> str:
+  """The checkout's git commit, with `+dirty` when tracked code differs from it;
+  `unknown` outside a git checkout."""
+  here = os.path.dirname(os.path.abspath(__file__))
+  try:
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    # Untracked files, committed results (e.g. the table a benchmark is rewriting) and
+    # markdown docs do not make the code dirty: none of them changes a number.
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+         ":(exclude)results", ":(exclude)*.md"], cwd=os.path.dirname(here),
+        capture_output=True, text=True, check=True).stdout.strip()
+    return rev + ("+dirty" if dirty else "")
+  except (OSError, subprocess.CalledProcessError):
+    return "unknown"
+
+
+# Held (flock) by the process that runs in a workdir; the OS drops it when that process
+# ends, however it ends, so a killed run leaves no stale lock.
+LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def workdir_lock(workdir: str):
+  """Refuses a workdir that another process is training in: two runs in one directory
+  would overwrite each other's checkpoints and results. Process 0 alone locks in a
+  multi-process run (its processes share the workdir)."""
+  if jax.process_index() != 0:
+    yield
+    return
+  os.makedirs(workdir, exist_ok=True)
+  path = os.path.join(workdir, LOCK_FILE)
+  handle = open(path, "w")
+  try:
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    handle.close()
+    raise RuntimeError(f"{workdir} is in use by another process (it holds {path}): wait "
+                       "for that run to end or pick another workdir") from None
+  try:
+    yield
+  finally:
+    fcntl.flock(handle, fcntl.LOCK_UN)
+    handle.close()
+
+
+# The config a workdir's run trains with, written at each start (`check_resumed_config`).
+CONFIG_FILE = "config.json"
+
+# Keys (the last two parts of a dotted key, a stage's too) that a resumed run may change:
+# how it logs, evaluates and checkpoints, on how many devices, and where the data files
+# live. `train.steps` may grow (train on); any other change alters what the saved
+# checkpoints are the training of.
+RESUMABLE_CHANGES = ("train.log_every", "train.eval_every", "train.checkpoint_every",
+                     "train.tensorboard", "train.eval_batch_size", "train.num_devices",
+                     "data.data_dir")
+
+
+def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+  """`key (old -> new)` for every key where config dict `new` trains differently from
+  `old`: any changed key but `RESUMABLE_CHANGES` and a raised `train.steps`."""
+  # Through JSON as the config is recorded (tuples become lists).
+  before = configuration.flatten_dict(
+      json.loads(json.dumps(old, default=configuration.json_default)))
+  after = configuration.flatten_dict(
+      json.loads(json.dumps(new, default=configuration.json_default)))
+  changes = []
+  for key in sorted(set(before) | set(after)):
+    a, b = before.get(key, "<missing>"), after.get(key, "<missing>")
+    tail = ".".join(key.split(".")[-2:])
+    if a == b or tail in RESUMABLE_CHANGES:
+      continue
+    if tail == "train.steps" and isinstance(a, int) and isinstance(b, int) and b >= a:
+      continue
+    changes.append(f"{key} ({a!r} -> {b!r})")
+  return changes
+
+
+def _recorded_config(workdir: str) -> dict[str, Any] | None:
+  """The config of the run in `workdir`: `CONFIG_FILE`, else results.json's (a run from
+  before that file), else None; None as well for a workdir without checkpoints, whose
+  first attempt failed before saving any and so starts afresh."""
+  dirs = [os.path.join(workdir, "checkpoints")]
+  stages = os.path.join(workdir, "stages")
+  if os.path.isdir(stages):
+    dirs += [os.path.join(stages, name, "checkpoints") for name in os.listdir(stages)]
+  if not any(os.path.isdir(d) and any(n.isdigit() for n in os.listdir(d)) for d in dirs):
+    return None
+  for name, read in ((CONFIG_FILE, lambda record: record),
+                     ("results.json", lambda record: record["meta"]["config"])):
+    try:
+      with open(os.path.join(workdir, name)) as f:
+        return read(json.load(f))
+    except (OSError, ValueError, KeyError, TypeError):
+      continue
+  return None
+
+
+def check_resumed_config(config: ml_collections.ConfigDict, workdir: str,
+                         allow_config_change: bool = False) -> None:
+  """Refuses to resume the run in `workdir` with a config that trains differently, then
+  records `config` as the workdir's (`CONFIG_FILE`).
+
+  Args:
+    config: the config about to train in `workdir`.
+    workdir: the run's directory.
+    allow_config_change: resume even so (the changes are logged as a warning).
+
+  Raises:
+    cli.UserError: `config_changes` of the recorded config and `config` is not empty and
+      `allow_config_change` is False; one line listing the keys (old -> new).
+  """
+  new = config.to_dict()
+  old = _recorded_config(workdir)
+  changes = config_changes(old, new) if old is not None else []
+  if changes and not allow_config_change:
+    shown = changes[:8] + ([f"and {len(changes) - 8} more"] if len(changes) > 8 else [])
+    raise cli.UserError(
+        f"{workdir} holds a run trained with another config; it differs in "
+        f"{', '.join(shown)}. Use a fresh --workdir, or pass --allow_config_change to "
+        "continue that run with the new config")
+  if changes:
+    logging.warning("continuing the run in %s with a changed config: %s", workdir,
+                    ", ".join(changes))
+  if jax.process_index() == 0:  # the other processes of a multi-process run read it
+    os.makedirs(workdir, exist_ok=True)
+    path = os.path.join(workdir, CONFIG_FILE)
+    with open(path + ".partial", "w") as f:
+      json.dump(new, f, indent=2, sort_keys=True, default=configuration.json_default)
+    os.replace(path + ".partial", path)
