@@ -50,7 +50,13 @@ def pytest_addoption(parser):
                    help="run tests marked slow (long reproduction runs, full test grids)")
 
 
+# The suite's longest tests (each notebook runs for about 40 s) go first: with two
+# workers, a long test that starts last leaves the other worker idle until it ends.
+_LONGEST_FIRST = ("tests/test_notebooks.py::test_notebook_executes",)
+
+
 def pytest_collection_modifyitems(config, items):
+  items.sort(key=lambda item: not item.nodeid.startswith(_LONGEST_FIRST))  # stable
   if config.getoption("--runslow"):
     return
   skip_slow = pytest.mark.skip(reason="slow (reproduction run or full grid); pass --runslow")
