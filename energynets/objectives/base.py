@@ -268,6 +268,58 @@ def resolve_options(cls: type, options: Any, flat: Mapping[str, Any]) -> Any:
   return cls(**flat)
 
 
+def options_and_named_from_config(
+    kind: str, options_cls: type, registry: Mapping[str, type], name_key: str,
+    default_name: str, get_named: Callable[..., Any], merged: Mapping[str, Any]
+) -> tuple[Any, Any]:
+  """A family's options and named sub-objective from one flat block of options.
+
+  `merged[name_key]` (default `default_name`) names the sub-objective in `registry`;
+  the keys that are `options_cls` fields go to the options, the chosen entry's fields
+  to `get_named(name, **those)`. A field of another registry entry is ignored (a config
+  block carries every entry's options); any other key is a one-line ValueError naming
+  `kind`.
+  """
+  option_fields = field_names(options_cls)
+  named_fields = tuple(dict.fromkeys(
+      f for cls in registry.values() for f in field_names(cls)))
+  known = (name_key,) + option_fields + named_fields
+  unknown = sorted(k for k in merged if k not in known)
+  if unknown:
+    raise ValueError(f"unknown {kind} options {unknown}; known: {known}")
+  name = merged.get(name_key, default_name)
+  taken = field_names(registry[name]) if name in registry else ()
+  named = get_named(name, **{k: v for k, v in merged.items() if k in taken})
+  options = options_cls(**{k: v for k, v in merged.items() if k in option_fields})
+  return options, named
+
+
+def resolve_options_and_named(
+    options: Any, named: Any, flat: Mapping[str, Any], *, options_cls: type,
+    from_flat: Callable[..., tuple[Any, Any]], default_named: Callable[[], Any],
+    owner: str, named_kind: str, beside: str, set_on: str) -> tuple[Any, Any]:
+  """An objective family's `(options, named sub-objective)`: the values given, or both
+  from flat keywords (`from_flat(**flat)`), or the defaults.
+
+  One-line ValueErrors: `"give {owner} options either as options=...(...) or as
+  keywords, not both"`, and `"{named_kind} options [...] given beside {beside}: set them
+  on {set_on}"` for a sub-objective's keywords next to a sub-objective value.
+  """
+  if flat:
+    if options is not None:
+      raise ValueError(f"give {owner} options either as options={options_cls.__name__}(...) "
+                       f"or as keywords, not both; got options and {sorted(flat)}")
+    option_fields = field_names(options_cls)
+    for_named = sorted(k for k in flat if k not in option_fields)
+    if named is not None and for_named:
+      raise ValueError(f"{named_kind} options {for_named} given beside {beside}: set them "
+                       f"on {set_on}")
+    options, from_keywords = from_flat(**flat)
+    named = from_keywords if named is None else named
+  return (options_cls() if options is None else options,
+          default_named() if named is None else named)
+
+
 def first_match(candidates, reference):
   """The first `(name, params)` of `candidates` shaped like `reference`, else None.
 

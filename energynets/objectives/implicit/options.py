@@ -60,9 +60,6 @@ class ImplicitOptions:
     return scores_lib.get_score(self.score) if isinstance(self.score, str) else self.score
 
 
-_OPTION_FIELDS = base.field_names(ImplicitOptions)
-
-
 def implicit_options_from_config(config: Mapping[str, Any], **values: Any
                                  ) -> tuple[ImplicitOptions, ImplicitPrimary]:
   """The implicit objective's options and primary loss from a flat block of options.
@@ -83,18 +80,9 @@ def implicit_options_from_config(config: Mapping[str, Any], **values: Any
   Raises:
     ValueError: one line naming an unknown key and the known ones (or a bad value).
   """
-  merged = {**config, **values}
-  primary_fields = tuple(dict.fromkeys(
-      f for cls in PRIMARIES.values() for f in base.field_names(cls)))
-  known = ("primary",) + _OPTION_FIELDS + primary_fields
-  unknown = sorted(k for k in merged if k not in known)
-  if unknown:
-    raise ValueError(f"unknown implicit options {unknown}; known: {known}")
-  name = merged.get("primary", "cd")
-  taken = base.field_names(PRIMARIES[name]) if name in PRIMARIES else ()
-  primary = get_primary_loss(name, **{k: v for k, v in merged.items() if k in taken})
-  options = ImplicitOptions(**{k: v for k, v in merged.items() if k in _OPTION_FIELDS})
-  return options, primary
+  return base.options_and_named_from_config(
+      "implicit", ImplicitOptions, PRIMARIES, "primary", "cd", get_primary_loss,
+      {**config, **values})
 
 
 def resolve(options: Optional[ImplicitOptions], primary: ImplicitPrimary | str | None,
@@ -104,16 +92,8 @@ def resolve(options: Optional[ImplicitOptions], primary: ImplicitPrimary | str |
   name is one of those keywords."""
   if isinstance(primary, str):
     flat, primary = dict(flat, primary=primary), None
-  if flat:
-    if options is not None:
-      raise ValueError(f"give the implicit objective's options either as "
-                       f"options=ImplicitOptions(...) or as keywords, not both; got options "
-                       f"and {sorted(flat)}")
-    for_primary = sorted(k for k in flat if k not in _OPTION_FIELDS)
-    if primary is not None and for_primary:
-      raise ValueError(f"primary loss options {for_primary} given beside a primary loss "
-                       "value: set them on the value")
-    options, named = implicit_options_from_config({}, **flat)
-    primary = named if primary is None else primary
-  return (ImplicitOptions() if options is None else options,
-          ImplicitCD() if primary is None else primary)
+  return base.resolve_options_and_named(
+      options, primary, flat, options_cls=ImplicitOptions,
+      from_flat=lambda **keywords: implicit_options_from_config({}, **keywords),
+      default_named=ImplicitCD, owner="the implicit objective's",
+      named_kind="primary loss", beside="a primary loss value", set_on="the value")

@@ -66,9 +66,6 @@ class InfNetOptions:
                        f"{self.num_inner_steps!r}")
 
 
-_OPTION_FIELDS = base.field_names(InfNetOptions)
-
-
 def infnet_options_from_config(config: Mapping[str, Any], **values: Any
                                ) -> tuple[InfNetOptions, InfNetEnergyObjective]:
   """InfNet's options and energy objective from a flat block of options.
@@ -90,18 +87,9 @@ def infnet_options_from_config(config: Mapping[str, Any], **values: Any
   Raises:
     ValueError: one line naming an unknown key and the known ones (or a bad value).
   """
-  merged = {**config, **values}
-  objective_fields = tuple(dict.fromkeys(
-      f for cls in ENERGY_OBJECTIVES.values() for f in base.field_names(cls)))
-  known = ("objective",) + _OPTION_FIELDS + objective_fields
-  unknown = sorted(k for k in merged if k not in known)
-  if unknown:
-    raise ValueError(f"unknown InfNet options {unknown}; known: {known}")
-  name = merged.get("objective", "compound")
-  taken = base.field_names(ENERGY_OBJECTIVES[name]) if name in ENERGY_OBJECTIVES else ()
-  objective = get_energy_objective(name, **{k: v for k, v in merged.items() if k in taken})
-  options = InfNetOptions(**{k: v for k, v in merged.items() if k in _OPTION_FIELDS})
-  return options, objective
+  return base.options_and_named_from_config(
+      "InfNet", InfNetOptions, ENERGY_OBJECTIVES, "objective", "compound",
+      get_energy_objective, {**config, **values})
 
 
 def resolve(options: Optional[InfNetOptions],
@@ -109,15 +97,8 @@ def resolve(options: Optional[InfNetOptions],
              flat: dict) -> tuple[InfNetOptions, InfNetEnergyObjective]:
   """The options and objective of `infnet_losses` / `inference_network`, from values or
   from flat keywords (`infnet_options_from_config`'s `values`)."""
-  if flat:
-    if options is not None:
-      raise ValueError(f"give InfNet's options either as options=InfNetOptions(...) or as "
-                       f"keywords, not both; got options and {sorted(flat)}")
-    for_objective = sorted(k for k in flat if k not in _OPTION_FIELDS)
-    if energy_objective is not None and for_objective:
-      raise ValueError(f"energy objective options {for_objective} given beside "
-                       "energy_objective: set them on the objective value")
-    options, named = infnet_options_from_config({}, **flat)
-    energy_objective = named if energy_objective is None else energy_objective
-  return (InfNetOptions() if options is None else options,
-          InfNetCompound() if energy_objective is None else energy_objective)
+  return base.resolve_options_and_named(
+      options, energy_objective, flat, options_cls=InfNetOptions,
+      from_flat=lambda **keywords: infnet_options_from_config({}, **keywords),
+      default_named=InfNetCompound, owner="InfNet's", named_kind="energy objective",
+      beside="energy_objective", set_on="the objective value")

@@ -203,16 +203,9 @@ def resolve(options: Optional[SealOptions], loss_net_objective: Optional[LossNet
             flat: dict) -> tuple[SealOptions, LossNetObjective]:
   """The options and objective of `seal_losses` / `seal_objective`, from values or from
   flat keywords (`seal_options_from_config`'s `values`)."""
-  if flat:
-    if options is not None:
-      raise ValueError(f"give SEAL's options either as options=SealOptions(...) or as "
-                       f"keywords, not both; got options and {sorted(flat)}")
-    for_objective = sorted(k for k in flat if k not in _OPTION_FIELDS)
-    if loss_net_objective is not None and for_objective:
-      raise ValueError(f"loss-net objective options {for_objective} given beside "
-                       "loss_net_objective: set them on the objective value")
-    options, named = seal_options_from_config({}, **flat)
-    loss_net_objective = named if loss_net_objective is None else loss_net_objective
-  return (SealOptions() if options is None else options,
-          SealNCE() if loss_net_objective is None else loss_net_objective)
+  return base.resolve_options_and_named(
+      options, loss_net_objective, flat, options_cls=SealOptions,
+      from_flat=lambda **keywords: seal_options_from_config({}, **keywords),
+      default_named=SealNCE, owner="SEAL's", named_kind="loss-net objective",
+      beside="loss_net_objective", set_on="the objective value")
 
