@@ -13,24 +13,28 @@ labels, 2515 test examples; no data files, and cost does not depend on the value
 - scaling curves (`scaling.csv`, `scaling_*.png`): time and peak memory against batch
   size, label count, GBI steps T and Neumann terms K, for feed-forward prediction,
   T-step GBI prediction, and the SEAL-dynamic, E2E and implicit training steps;
-- JAX against eager PyTorch (`torch.csv`, `jax_vs_torch.png`): the SPEN energy with
-  20-step GBI (F(x) once, then the loop; SPEN's entropic mirror descent with momentum,
-  and SEAL's projected Adam) on the 2515 test rows, the feed-forward pass alone, the
-  loop alone, and one SEAL-dynamic NCE update (loss-net step + task-net step) on a
+- JAX against eager and `torch.compile`d PyTorch (`torch.csv`, `jax_vs_torch.png`):
+  the SPEN energy with 20-step GBI (F(x) once, then the loop; SPEN's entropic mirror
+  descent with momentum, and SEAL's projected Adam) on the 2515 test rows, the
+  feed-forward pass alone, the loop alone, one SEAL-dynamic NCE update (loss-net step +
+  task-net step) and one E2E-SPEN update (backprop through 20 unrolled GBI steps) on a
   training batch, timed in one process from the same weights
   (`benchmarks/torch_reference.py`, checked against the library by
-  `tests/test_benchmark_suite.py`); speedup = PyTorch time / JAX time;
-- profiles (`profile.csv`): which ops take the time in each JAX / PyTorch pair, from
-  `jax.profiler` (self time of each XLA op, summed over threads) and
-  `torch.profiler` (self CPU time of each aten op);
+  `tests/test_benchmark_suite.py`; gradients by autograd eagerly and `torch.func` when
+  compiled, never hand-derived); speedup = PyTorch time / JAX time, compile time in
+  its own column;
+- profiles (`profile.csv`): which ops take the time in each row, from `jax.profiler`
+  (self time of each XLA op, summed over threads) and `torch.profiler` (self CPU time
+  of each aten op; compiled code outside aten calls counts as inductor's fused
+  kernels);
 - `summary.md`: the command, the machine, the ratios against their targets, the
   GBI / feed-forward ratios, the tables, and the top ops where a target is missed.
 
 Timing: each function is compiled (or, in PyTorch, run) once before timing; a time is
 the median of `--repeats` calls up to `block_until_ready`
 (benchmarks.common.median_seconds); a JAX / PyTorch pair is timed in alternating
-blocks of calls (`paired_medians`), so that a load change on a shared machine hits
-both alike. Peak memory: XLA's `memory_analysis()` of the compiled
+blocks of calls (`interleaved_medians`: JAX, eager, compiled), so that a load change
+on a shared machine hits all alike. Peak memory: XLA's `memory_analysis()` of the compiled
 function (arguments + outputs + temporaries − donated aliases), which is what the
 function needs on any backend; on a GPU also the allocator's `peak_bytes_in_use`
 after the row (cumulative over the process: an upper bound).
@@ -72,10 +76,12 @@ from experiments import configuration
 DEFAULT_METHODS = ("br", "mlp", "dmf", "spen_ssvm", "spen_gbi", "e2e", "infnet", "dvn",
                    "seal_dynamic", "seal_static", "seal_ranking", "implicit")
 SECTIONS = ("methods", "scaling", "torch")
-# JAX / PyTorch targets (speedup = PyTorch time / JAX time) on CPU: no slower on the GBI
-# loop, 2× on the SEAL-dynamic step; on a GPU 2× on both.
+# JAX / eager PyTorch targets (speedup = PyTorch time / JAX time) on CPU: no slower on
+# the GBI loop, 2× on the SEAL-dynamic step; on a GPU 2× on these three.
 CPU_TARGETS = {"gbi20_spen_loop_only": 1.0, "gbi20_seal_loop_only": 1.0,
                "seal_dynamic_nce_step": 2.0}
+# JAX / compiled PyTorch (`torch.compile`): no slower on any row.
+COMPILED_TARGET = 1.0
 TORCH_INSTALL = ('pip install -e ".[bench]"  (or any torch build: the CPU-only wheel is '
                  "enough)")
 
@@ -101,6 +107,11 @@ _PROFILE = flags.DEFINE_bool("profile", True, "profile each JAX / PyTorch pair b
 _TORCH_OMP_PASSIVE = flags.DEFINE_bool(
     "torch_omp_passive", True, "OMP_WAIT_POLICY=PASSIVE for PyTorch's OpenMP threads "
     "(unless set): the fair setting on a machine shared with other jobs")
+_TORCH_COMPILE = flags.DEFINE_bool("torch_compile", True, "also time `torch.compile`d "
+                                   "PyTorch (compile time reported separately)")
+_TORCH_COMPILE_MODE = flags.DEFINE_string("torch_compile_mode", "default",
+                                          "torch.compile's mode ('default', "
+                                          "'reduce-overhead', 'max-autotune', ...)")
 _TORCH_THREADS = flags.DEFINE_integer("torch_threads", 0,
                                       "torch.set_num_threads (0: torch's default)")
 
@@ -410,59 +421,140 @@ def _seal_step_gflop(stage, sizes: Sizes, n: int) -> float:
   return (loss_step + task_step) / 1e9
 
 
+def _e2e_step_gflop(stage, sizes: Sizes, n: int) -> float:
+  """Dense-layer GFLOP of one e2e update on `n` rows: the feature network and local head
+  forward and backward (the unroll's matmuls, `n × L × measurements` per step, are
+  negligible next to them); costs as in `_seal_step_gflop`."""
+  widths = [sizes.num_features, *stage.energy.feature_hidden, sizes.num_labels]
+  layers = [a * b for a, b in zip(widths[:-1], widths[1:])]
+  forward, first = 2 * n * sum(layers), 2 * n * layers[0]
+  return (forward + 2 * forward - first) / 1e9
+
+
+class TorchSide(NamedTuple):
+  """The PyTorch side of a benchmark row: eager and compiled callables (either None)."""
+  eager: Optional[Callable]
+  compiled: Optional[Callable]
+
+
+def _timed_first_call(fn: Callable, sync: Callable[[], None]) -> float:
+  """Seconds of `fn`'s first call (for a `torch.compile`d function: tracing, inductor's
+  code generation and C++/Triton compilation, and one run)."""
+  started = time.perf_counter()
+  fn()
+  sync()
+  return time.perf_counter() - started
+
+
 def torch_section(sizes: Sizes, torch, ref) -> tuple[list[dict], list[dict]]:
-  """Rows of torch.csv and of profile.csv; without torch (None) the JAX side alone."""
+  """Rows of torch.csv and of profile.csv; without torch (None) the JAX side alone.
+
+  Each row times JAX (jit), eager PyTorch and `torch.compile`d PyTorch on the same
+  shapes and weights, in alternating blocks (`interleaved_medians`); compilation is
+  timed separately (JAX: `lower().compile()`; PyTorch: the compiled function's first
+  call)."""
+  device = "cpu"
   if torch is not None:
     if _TORCH_THREADS.value:
       torch.set_num_threads(_TORCH_THREADS.value)
     torch.manual_seed(0)
+    if jax.default_backend() == "gpu" and torch.cuda.is_available():
+      device = "cuda"
+  sync = (torch.cuda.synchronize if device == "cuda" else lambda: None)
+  synced = lambda fn: None if fn is None else (lambda: (fn(), sync())[0])
+  compile_options = dict(mode=_TORCH_COMPILE_MODE.value)
+  use_compile = torch is not None and _TORCH_COMPILE.value
+  to_torch = lambda a: torch.from_numpy(np.array(a)).to(device)
   rs = np.random.RandomState(0)
   x = common.random_multilabel_batch(rs, sizes.num_test, sizes.num_features,
                                      sizes.num_labels)["x"]
-  x_torch = torch.from_numpy(np.array(x)) if torch is not None else None
+  x_torch = to_torch(x) if torch is not None else None
   rows, profiles, pairs = [], [], {}
+  jax_compile_s, torch_compile_s = {}, {}
+
+  def jax_compiled(name, fn, *args):
+    started = time.perf_counter()
+    compiled = compile_fn(fn, *args)
+    jax_compile_s[name] = time.perf_counter() - started
+    return compiled
 
   # The SPEN energy and 20-step GBI, in SPEN's form and in SEAL's (Adam + clamp): the
   # whole prediction (F(x), then the loop), F(x) alone (the feed-forward prediction of
-  # the same network) and the loop alone from a precomputed F(x).
-  num_steps = 20
+  # the same network) and the loop alone from a precomputed F(x). The compiled whole
+  # prediction is the compiled feed-forward pass followed by the compiled loop.
+  num_steps = 20 if not sizes.quick else 3  # --quick: compiles in seconds, not minutes
   variants = {"gbi20_spen": {},
               "gbi20_seal": dict(method="projected", optimizer="adam", learning_rate=0.05)}
+  torch_encode = None
   for name, options in variants.items():
     gbi, params, energy, config = spen_gbi_fn(sizes.num_labels, num_steps, sizes, **options)
     gflop = _feature_gflop(energy, sizes.num_features, sizes.num_test)
     torch_energy = ref and ref.load_flax_spen(ref.SPENEnergy(
         sizes.num_features, sizes.num_labels, energy.feature_hidden,
-        energy.feature_activation, energy.num_measurements, energy.activation), params)
+        energy.feature_activation, energy.num_measurements, energy.activation),
+                                              params).to(device)
     torch_options = dict(num_steps=num_steps, method=config.method,
                          optimizer=config.optimizer, learning_rate=config.learning_rate,
                          momentum=config.momentum)
-    compiled_encode = compile_fn(lambda p, x_: protocol.as_energy(energy).encode(p, x_), params, x)
+    encode_fn = lambda p, x_: protocol.as_energy(energy).encode(p, x_)
+    compiled_encode = jax_compiled("feed_forward", encode_fn, params, x)
     encoding = compiled_encode(params, x)
-    compiled = compile_fn(gbi, params, x)
-    loop = compile_fn(lambda p, enc, c=config: gbi_lib.gbi_scan(
+    compiled = jax_compiled(name, gbi, params, x)
+    loop = jax_compiled(f"{name}_loop_only", lambda p, enc, c=config: gbi_lib.gbi_scan(
         protocol.as_energy(energy).energy, p, enc,
-        protocol.as_energy(energy).start(enc, None, "uniform"), protocol.BOX, c)[0], params, encoding)
-    torch_ff = torch_gbi = torch_loop = None
+        protocol.as_energy(energy).start(enc, None, "uniform"), protocol.BOX, c)[0],
+                        params, encoding)
+    ff = whole = loop_only = TorchSide(None, None)
     if torch is not None:
       with torch.no_grad():
         logits_torch = torch_energy.encode(x_torch)
-      torch_ff = lambda e=torch_energy: torch.sigmoid(e.encode(x_torch))
-      torch_gbi = lambda e=torch_energy, o=torch_options: ref.gbi(e, x_torch, **o)
-      torch_loop = lambda e=torch_energy, o=torch_options, lg=logits_torch: ref.gbi(
+
+      def eager_ff(e=torch_energy):
+        with torch.no_grad():
+          return e.encode(x_torch)
+
+      eager_gbi = lambda e=torch_energy, o=torch_options: ref.gbi(e, x_torch, **o)
+      eager_loop = lambda e=torch_energy, o=torch_options, lg=logits_torch: ref.gbi(
           e, x_torch, logits=lg, **o)
-    if not pairs:  # both variants share the network: one feed-forward row
-      pairs["feed_forward"] = (lambda c=compiled_encode, p=params: c(p, x), torch_ff,
+      compiled_ff = compiled_gbi = compiled_loop = None
+      if use_compile:
+        if torch_encode is None:  # both variants share the network
+          torch_encode = ref.compiled_encode(torch_energy, **compile_options)
+
+          def compiled_ff(c=torch_encode):
+            with torch.no_grad():
+              return c(x_torch)
+
+          torch_compile_s["feed_forward"] = _timed_first_call(compiled_ff, sync)
+        loop_fn = ref.compiled_gbi_loop(torch_energy, compile_options=compile_options,
+                                        **torch_options)
+
+        def compiled_loop(f=loop_fn, lg=logits_torch):
+          with torch.no_grad():
+            return f(lg)
+
+        def compiled_gbi(f=loop_fn, c=torch_encode):
+          with torch.no_grad():
+            return f(c(x_torch))
+
+        torch_compile_s[f"{name}_loop_only"] = _timed_first_call(compiled_loop, sync)
+        torch_compile_s[name] = (torch_compile_s["feed_forward"] +
+                                 torch_compile_s[f"{name}_loop_only"])
+      ff = TorchSide(eager_ff, compiled_ff)
+      whole = TorchSide(eager_gbi, compiled_gbi)
+      loop_only = TorchSide(eager_loop, compiled_loop)
+    if not pairs:
+      pairs["feed_forward"] = (lambda c=compiled_encode, p=params: c(p, x), ff,
                                compiled_encode)
       rows.append(dict(benchmark="feed_forward", what="F(x) and the local logits (the "
                        "MLP's prediction)", rows=sizes.num_test, gflop_dense=gflop,
                        jax_peak_bytes=common.peak_bytes(compiled_encode)))
     steps = f"{num_steps} GBI steps ({config.method}, {config.optimizer})"
-    pairs[name] = (lambda c=compiled, p=params: c(p, x), torch_gbi, compiled)
+    pairs[name] = (lambda c=compiled, p=params: c(p, x), whole, compiled)
     rows.append(dict(benchmark=name, what=f"F(x) + {steps}", rows=sizes.num_test,
                      gflop_dense=gflop, jax_peak_bytes=common.peak_bytes(compiled)))
     pairs[f"{name}_loop_only"] = (lambda c=loop, p=params, enc=encoding: c(p, enc),
-                                  torch_loop, loop)
+                                  loop_only, loop)
     rows.append(dict(benchmark=f"{name}_loop_only", what=f"{steps} from a precomputed F(x)",
                      rows=sizes.num_test, gflop_dense=0.0,
                      jax_peak_bytes=common.peak_bytes(loop)))
@@ -473,67 +565,124 @@ def torch_section(sizes: Sizes, torch, ref) -> tuple[list[dict], list[dict]]:
   batch = common.random_multilabel_batch(rs, stage.train.batch_size, sizes.num_features,
                                          sizes.num_labels)
   objective, state = build_state(stages, shapes, batch)
+  started = time.perf_counter()
   update, run_update = donated_step(objective, state, batch)
+  jax_compile_s["seal_dynamic_nce_step"] = time.perf_counter() - started
   e, s = stage.energy, stage.seal
-  torch_step = None
+  seal_side = TorchSide(None, None)
   if torch is not None:
     task_net = ref.load_flax_mlp(ref.MLP(
         sizes.num_features, stage.model.hidden, sizes.num_labels, stage.model.activation,
-        stage.model.dropout, stage.model.input_dropout), state["task_net"].params)
+        stage.model.dropout, stage.model.input_dropout), state["task_net"].params).to(device)
     loss_net = ref.load_flax_spen(ref.SPENEnergy(
         sizes.num_features, sizes.num_labels, e.feature_hidden, e.feature_activation,
         e.num_measurements, e.activation, e.dropout, e.input_dropout),
-                                  state["loss_net"].params)
-    seal = ref.SealDynamic(task_net, loss_net, num_samples=s.num_samples,
-                           energy_weight=s.energy_weight, bce_weight=s.bce_weight,
-                           task_learning_rate=stage.optimizer.learning_rate,
-                           loss_learning_rate=stage.loss_net_optimizer.learning_rate,
-                           task_clip_norm=stage.optimizer.clip_norm)
-    batch_torch = {k: torch.from_numpy(np.array(v)) for k, v in batch.items()}
-    torch_step = lambda: seal.step(batch_torch["x"], batch_torch["y"])
-  pairs["seal_dynamic_nce_step"] = (run_update, torch_step, update)
+                                  state["loss_net"].params).to(device)
+    seal_options = dict(num_samples=s.num_samples, energy_weight=s.energy_weight,
+                        bce_weight=s.bce_weight,
+                        task_learning_rate=stage.optimizer.learning_rate,
+                        loss_learning_rate=stage.loss_net_optimizer.learning_rate,
+                        task_clip_norm=stage.optimizer.clip_norm)
+    compiled_seal = (ref.SealDynamicFunctional(task_net, loss_net, compile=True,
+                                               compile_options=compile_options,
+                                               **seal_options)
+                     if use_compile else None)  # copies the weights before any eager step
+    seal = ref.SealDynamic(task_net, loss_net, **seal_options)
+    batch_torch = {k: to_torch(v) for k, v in batch.items()}
+    seal_side = TorchSide(lambda: seal.step(batch_torch["x"], batch_torch["y"]),
+                          compiled_seal and (lambda: compiled_seal.step(batch_torch["x"],
+                                                                        batch_torch["y"])))
+    if compiled_seal is not None:
+      torch_compile_s["seal_dynamic_nce_step"] = _timed_first_call(seal_side.compiled, sync)
+  pairs["seal_dynamic_nce_step"] = (run_update, seal_side, update)
   n = stage.train.batch_size
   rows.append(dict(benchmark="seal_dynamic_nce_step", what=f"loss-net NCE step (K="
                    f"{s.num_samples}) + task-net step, Adam", rows=n,
                    gflop_dense=_seal_step_gflop(stage, sizes, n),
                    jax_peak_bytes=common.peak_bytes(update)))
 
+  # One E2E-SPEN update (the e2e config's last stage, `joint`): backprop through the
+  # unrolled logit-space GBI with learned step sizes.
+  stage, stages = method_config("e2e", sizes)
+  batch = common.random_multilabel_batch(rs, stage.train.batch_size, sizes.num_features,
+                                         sizes.num_labels)
+  objective, state = build_state(stages, shapes, batch)
+  started = time.perf_counter()
+  update, run_update = donated_step(objective, state, batch)
+  jax_compile_s["e2e_step"] = time.perf_counter() - started
+  e, g = stage.energy, stage.gbi
+  e2e_side = TorchSide(None, None)
+  if torch is not None:
+    e2e_energy = ref.load_flax_spen(ref.SPENEnergy(
+        sizes.num_features, sizes.num_labels, e.feature_hidden, e.feature_activation,
+        e.num_measurements, e.activation, e.dropout, e.input_dropout),
+                                    state["energy"].params).to(device)
+    e2e_options = dict(num_steps=g.num_steps, step_size=g.learning_rate,
+                       l2=stage.loss.l2, learning_rate=stage.optimizer.learning_rate,
+                       step_size_learning_rate=stage.step_size_optimizer.learning_rate,
+                       loss_eps=stage.e2e.loss_eps)
+    eager_e2e = ref.E2EStep(e2e_energy, mode="eager", **e2e_options)
+    compiled_e2e = (ref.E2EStep(e2e_energy, mode="compiled",
+                                compile_options=compile_options, **e2e_options)
+                    if use_compile else None)
+    batch_torch = {k: to_torch(v) for k, v in batch.items()}
+    e2e_side = TorchSide(lambda: eager_e2e.step(batch_torch["x"], batch_torch["y"]),
+                         compiled_e2e and (lambda: compiled_e2e.step(batch_torch["x"],
+                                                                     batch_torch["y"])))
+    if compiled_e2e is not None:
+      torch_compile_s["e2e_step"] = _timed_first_call(e2e_side.compiled, sync)
+  pairs["e2e_step"] = (run_update, e2e_side, update)
+  n = stage.train.batch_size
+  rows.append(dict(benchmark="e2e_step", what=f"E2E-SPEN update: backprop through "
+                   f"{g.num_steps} unrolled GBI steps ({g.method}, learned step sizes), "
+                   f"Adam", rows=n, gflop_dense=_e2e_step_gflop(stage, sizes, n),
+                   jax_peak_bytes=common.peak_bytes(update)))
+
   on_gpu = jax.default_backend() == "gpu"
   for row in rows:
     name = row["benchmark"]
-    jax_fn, torch_fn, _ = pairs[name]
-    jax_s, torch_s = paired_medians(jax_fn, torch_fn, sizes.repeats)
-    row.update(jax_ms=1e3 * jax_s, torch_ms=None, speedup=None, target=None, met=None)
-    if torch_s is not None:
-      target = (2.0 if on_gpu else CPU_TARGETS[name]) if name in CPU_TARGETS else None
-      row.update(torch_ms=1e3 * torch_s, speedup=torch_s / jax_s, target=target,
-                 met=None if target is None else torch_s / jax_s >= target)
-      print(f"  {name}: JAX {1e3 * jax_s:.1f} ms, PyTorch {1e3 * torch_s:.1f} ms, "
-            f"speedup {torch_s / jax_s:.2f}×", flush=True)
-    else:
-      print(f"  {name}: JAX {1e3 * jax_s:.1f} ms (no PyTorch)", flush=True)
+    jax_fn, side, _ = pairs[name]
+    jax_s, eager_s, compiled_s = interleaved_medians(
+        [jax_fn, synced(side.eager), synced(side.compiled)], sizes.repeats)
+    eager_target = (2.0 if on_gpu else CPU_TARGETS[name]) if name in CPU_TARGETS else None
+    row.update(jax_ms=1e3 * jax_s, torch_ms=None, speedup=None, target=None, met=None,
+               compiled_ms=None, speedup_vs_compiled=None, target_vs_compiled=None,
+               met_vs_compiled=None, jax_compile_s=jax_compile_s.get(name),
+               torch_compile_s=torch_compile_s.get(name))
+    line = f"  {name}: JAX {1e3 * jax_s:.1f} ms"
+    if eager_s is not None:
+      row.update(torch_ms=1e3 * eager_s, speedup=eager_s / jax_s, target=eager_target,
+                 met=None if eager_target is None else eager_s / jax_s >= eager_target)
+      line += f", eager PyTorch {1e3 * eager_s:.1f} ms ({eager_s / jax_s:.2f}×)"
+    if compiled_s is not None:
+      row.update(compiled_ms=1e3 * compiled_s, speedup_vs_compiled=compiled_s / jax_s,
+                 target_vs_compiled=COMPILED_TARGET,
+                 met_vs_compiled=compiled_s / jax_s >= COMPILED_TARGET)
+      line += f", compiled PyTorch {1e3 * compiled_s:.1f} ms ({compiled_s / jax_s:.2f}×)"
+    print(line if eager_s is not None else line + " (no PyTorch)", flush=True)
   if _PROFILE.value:
-    for name in ("gbi20_spen", "gbi20_spen_loop_only", "gbi20_seal_loop_only",
-                 "seal_dynamic_nce_step"):
-      jax_fn, torch_fn, compiled = pairs[name]
+    for row in rows:
+      name = row["benchmark"]
+      jax_fn, side, compiled = pairs[name]
       profiles += [dict(benchmark=name, framework="jax", **r)
                    for r in jax_op_profile(jax_fn, compiled)]
-      if torch_fn is not None:
-        profiles += [dict(benchmark=name, framework="torch", **r)
-                     for r in torch_op_profile(torch, torch_fn)]
+      for framework, fn in (("torch", side.eager), ("torch_compiled", side.compiled)):
+        if fn is not None:
+          profiles += [dict(benchmark=name, framework=framework, **r)
+                       for r in torch_op_profile(torch, synced(fn))]
   return rows, profiles
 
 
-def paired_medians(jax_fn: Callable, torch_fn: Optional[Callable], repeats: int,
-                   rounds: int = 3) -> tuple[float, Optional[float]]:
-  """Median seconds per call of each of a JAX / PyTorch pair, timed in alternating
-  blocks (`rounds` × (a warm-up call and `repeats` calls of one, then of the other)):
-  in blocks, neither runtime's threads or allocator disturb the other's calls, and
-  alternating spreads a load change on a shared machine over both. No `torch_fn`:
-  (JAX's median, None)."""
-  times = ([], [])
+def interleaved_medians(fns: list[Optional[Callable]], repeats: int, rounds: int = 3
+                        ) -> list[Optional[float]]:
+  """Median seconds per call of each function (JAX / eager PyTorch / compiled PyTorch),
+  timed in alternating blocks (`rounds` × (a warm-up call and `repeats` calls of each in
+  turn)): in blocks, neither runtime's threads or allocator disturb the other's calls,
+  and alternating spreads a load change on a shared machine over all. A None function
+  gets None."""
+  times = [[] for _ in fns]
   for _ in range(rounds):
-    for fn, out in zip((jax_fn, torch_fn), times):
+    for fn, out in zip(fns, times):
       if fn is None:
         continue
       jax.block_until_ready(fn())
@@ -541,7 +690,7 @@ def paired_medians(jax_fn: Callable, torch_fn: Optional[Callable], repeats: int,
         started = time.perf_counter()
         jax.block_until_ready(fn())
         out.append(time.perf_counter() - started)
-  return statistics.median(times[0]), statistics.median(times[1]) if times[1] else None
+  return [statistics.median(t) if t else None for t in times]
 
 
 # PyTorch ops that only re-index (views) or move data, by name.
@@ -557,7 +706,20 @@ _RANDOM = ("random_bits", "_bernoulli", "_uniform", "threefry", "_normal", "rng"
 _HLO_LINE = re.compile(r"^\s*(?:ROOT\s+)?%?([^\s=]+)\s*=\s*(.*)$")
 
 
+# torch.profiler events of compiled code: inductor's generated kernels (recorded only as
+# the time of the enclosing region outside aten calls), and the wrappers that guard
+# and dispatch each call.
+_INDUCTOR_REGION = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph",
+                    "cpp_fused", "triton_", "## ")
+_COMPILED_DISPATCH = ("TorchDynamo Cache Lookup", "Pregraph bytecode", "AOTDispatcher",
+                      "AOTDispatcher Runtime Wrapper")
+
+
 def _torch_category(op: str) -> str:
+  if op.startswith(_INDUCTOR_REGION):
+    return "fused kernels (inductor)"
+  if op.startswith(_COMPILED_DISPATCH):
+    return "compiled-call dispatch (guards, wrappers)"
   if op in ("mm", "addmm", "bmm", "matmul", "linear", "addmv", "mv", "dot"):
     return "matmul"
   if "bernoulli" in op or "rand" in op or "dropout" in op:
@@ -743,17 +905,24 @@ def plot_methods(out_dir: str, rows: list[dict]) -> str:
 
 
 def plot_torch(out_dir: str, rows: list[dict]) -> str:
+  """Bars of JAX, eager and compiled PyTorch ms per row, with the JAX speedups."""
   plt = _plt()
-  fig, ax = plt.subplots(figsize=(9, 4))
+  fig, ax = plt.subplots(figsize=(11, 4.5))
   xs = np.arange(len(rows))
-  ax.bar(xs - 0.2, [r["jax_ms"] for r in rows], 0.4, label="JAX (jit)")
-  ax.bar(xs + 0.2, [r["torch_ms"] for r in rows], 0.4, label="PyTorch (eager)")
+  series = [("jax_ms", "JAX (jit)"), ("torch_ms", "PyTorch (eager)"),
+            ("compiled_ms", "PyTorch (torch.compile)")]
+  for i, (key, label) in enumerate(series):
+    ax.bar(xs + (i - 1) * 0.27, [r[key] or 0.0 for r in rows], 0.27, label=label)
   for x, r in zip(xs, rows):
-    ax.annotate(f"{r['speedup']:.2f}×", (x, max(r["jax_ms"], r["torch_ms"])),
-                ha="center", va="bottom", fontsize=8)
+    top = max(r[k] or 0.0 for k, _ in series)
+    text = f"{r['speedup']:.2f}× eager"
+    if r["speedup_vs_compiled"] is not None:
+      text += f"\n{r['speedup_vs_compiled']:.2f}× compiled"
+    ax.annotate(text, (x, top), ha="center", va="bottom", fontsize=7)
   ax.set_xticks(xs, [r["benchmark"] for r in rows], rotation=15, ha="right")
   ax.set_ylabel("ms per call")
-  ax.legend()
+  ax.set_yscale("log")
+  ax.legend(fontsize=8)
   ax.grid(True, axis="y", alpha=0.3)
   fig.tight_layout()
   path = os.path.join(out_dir, "jax_vs_torch.png")
@@ -766,34 +935,55 @@ def _mib(b) -> str:
   return "" if b is None else f"{b / 2**20:.1f}"
 
 
+def _category_shares(profiles: list[dict], name: str, framework: str
+                     ) -> collections.Counter:
+  shares = collections.Counter()
+  for p in profiles:
+    if p["benchmark"] == name and p["framework"] == framework:
+      shares[p["category"]] += p["share"]
+  return shares
+
+
 def _verdicts(torch_rows: list[dict], profiles: list[dict]) -> list[str]:
-  """For each target: met or not; where missed, the category shares of both profiles
-  and the bound the matmuls put on the speedup (Amdahl: PyTorch's time over JAX's
-  matmul time alone, were everything else free)."""
-  lines = ["", "Targets (and any row where JAX is slower):", ""]
+  """For each row with a target or where JAX is slower: the ratios against their
+  targets; where one is missed, why: each framework's time by op class (from the
+  profiles), and the matmul time of each, which bounds the speedup (Amdahl: the
+  PyTorch time over JAX's matmul time alone, were everything else free)."""
+  lines = ["", "Targets (and every row where JAX is slower):", ""]
+  top = lambda c: ", ".join(f"{k} {100 * v:.0f}%" for k, v in c.most_common(4))
   for r in torch_rows:
-    if r["target"] is None and r["speedup"] >= 1:
-      continue
     name = r["benchmark"]
-    if r["target"] is None:
-      verdict = f"- {name} (no target): {r['speedup']:.2f}×."
-    else:
-      verdict = (f"- {name}: {r['speedup']:.2f}× against ≥ {r['target']:g}×: "
-                 f"{'met' if r['met'] else '**missed**'}.")
-    shares = {}
-    for framework in ("jax", "torch"):
-      counter = collections.Counter()
-      for p in profiles:
-        if p["benchmark"] == name and p["framework"] == framework:
-          counter[p["category"]] += p["share"]
-      shares[framework] = counter
-    if not r["met"] and shares["jax"] and shares["torch"]:
-      matmul_ms = shares["jax"]["matmul"] * r["jax_ms"]
-      top = lambda c: ", ".join(f"{k} {100 * v:.0f}%" for k, v in c.most_common(4))
-      verdict += (f" JAX time by op class: {top(shares['jax'])}; PyTorch: "
-                  f"{top(shares['torch'])}. JAX's matmuls alone take ~{matmul_ms:.0f} ms, "
-                  f"so even with every other op free the speedup would be at most "
-                  f"{r['torch_ms'] / max(matmul_ms, 1e-9):.2f}×.")
+    checks = [("eager", r["speedup"], r["target"], r["met"], r["torch_ms"]),
+              ("compiled", r["speedup_vs_compiled"], r["target_vs_compiled"],
+               r["met_vs_compiled"], r["compiled_ms"])]
+    parts, missed = [], []
+    for label, speedup, target, met, other_ms in checks:
+      if speedup is None:
+        continue
+      if target is None:
+        parts.append(f"{speedup:.2f}× {label} (no target)")
+      else:
+        parts.append(f"{speedup:.2f}× {label} against ≥ {target:g}×: "
+                     f"{'met' if met else '**missed**'}")
+      if (target is not None and not met) or speedup < 1:
+        missed.append((label, other_ms))
+    if not missed and r["target"] is None and r["target_vs_compiled"] is None:
+      continue
+    verdict = f"- {name}: " + "; ".join(parts) + "."
+    jax_shares = _category_shares(profiles, name, "jax")
+    if missed and jax_shares:
+      jax_matmul = jax_shares["matmul"] * r["jax_ms"]
+      verdict += f" JAX time by op class: {top(jax_shares)} (matmuls ~{jax_matmul:.1f} ms)"
+      for label, other_ms in missed:
+        framework = "torch" if label == "eager" else "torch_compiled"
+        shares = _category_shares(profiles, name, framework)
+        if not shares:
+          continue
+        verdict += (f"; {label} PyTorch: {top(shares)} (matmuls "
+                    f"~{shares['matmul'] * other_ms:.1f} ms; with every non-matmul op of "
+                    f"JAX free the speedup would be at most "
+                    f"{other_ms / max(jax_matmul, 1e-9):.2f}×)")
+      verdict += "."
     lines.append(verdict)
   return lines
 
@@ -811,33 +1001,53 @@ def summary_markdown(sizes, methods, scaling, torch_rows, profiles, torch_versio
                             f"{by[name]['jax_ms'] / by['feed_forward']['jax_ms']:.2f}×"
                             for name in ("gbi20_spen", "gbi20_seal")) + "."]
   if with_torch:
-    lines += ["## JAX vs eager PyTorch", "",
-              f"Same shapes, same weights, one process; each pair timed in alternating "
-              f"blocks (3 × (a warm-up call and the repeats of one, then of the other)); "
-              f"PyTorch {torch_version}, eager. Speedup = PyTorch time / JAX time.", "",
-              "| benchmark | what | rows | JAX ms | PyTorch ms | speedup | target | met |",
-              "|---|---|---|---|---|---|---|---|"]
+    with_compiled = any(r["compiled_ms"] is not None for r in torch_rows)
+    lines += ["## JAX vs PyTorch (eager and torch.compile)", "",
+              f"Same shapes, same weights, one process; each row timed in alternating "
+              f"blocks (3 × (a warm-up call and the repeats of each of JAX, eager "
+              f"PyTorch, compiled PyTorch)); PyTorch {torch_version}. Speedup = PyTorch "
+              f"time / JAX time (above 1: JAX is faster). Compile s: JAX's "
+              f"`lower().compile()` / the `torch.compile`d function's first call "
+              f"(tracing, code generation, C++ compilation and one run; the whole GBI "
+              f"rows: the feed-forward's plus the loop's), excluded from the times.", "",
+              "| benchmark | what | rows | JAX ms | eager ms | compiled ms | vs eager | "
+              "vs compiled | compile s (JAX / compiled) | targets | met |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    fmt = lambda v, f: "" if v is None else f.format(v)
     for r in torch_rows:
-      target = "" if r["target"] is None else f"≥ {r['target']:g}×"
-      met = "" if r["met"] is None else ("yes" if r["met"] else "**no**")
-      lines.append(f"| {r['benchmark']} | {r['what']} | {r['rows']} | {r['jax_ms']:.1f} | "
-                   f"{r['torch_ms']:.1f} | {r['speedup']:.2f}× | {target} | {met} |")
+      targets = [f"≥ {t:g}× {label}" for t, label in ((r["target"], "eager"),
+                                                        (r["target_vs_compiled"],
+                                                         "compiled")) if t is not None]
+      met = [m for m in (r["met"], r["met_vs_compiled"]) if m is not None]
+      met = "" if not met else ("yes" if all(met) else "**no**")
+      lines.append(
+          f"| {r['benchmark']} | {r['what']} | {r['rows']} | {r['jax_ms']:.1f} | "
+          f"{r['torch_ms']:.1f} | {fmt(r['compiled_ms'], '{:.1f}')} | "
+          f"{r['speedup']:.2f}× | {fmt(r['speedup_vs_compiled'], '{:.2f}×')} | "
+          f"{fmt(r['jax_compile_s'], '{:.1f}')} / {fmt(r['torch_compile_s'], '{:.1f}')} | "
+          f"{', '.join(targets)} | {met} |")
+    if not with_compiled:
+      lines += ["", "No compiled PyTorch column in this run (--notorch_compile)."]
     by = {r["benchmark"]: r for r in torch_rows}
+    rate = lambda r, key: ("" if r[key] is None else
+                           f", {key.split('_')[0].replace('torch', 'eager')} "
+                           f"{r['gflop_dense'] / r[key] * 1e3:.0f} GFLOP/s")
     lines += ["", "Dense layers (analytic FLOPs of the networks' hidden layers and heads) "
               "per second of wall time: " + "; ".join(
                   f"{r['benchmark']} {r['gflop_dense']:.2f} GFLOP: JAX "
-                  f"{r['gflop_dense'] / r['jax_ms'] * 1e3:.0f} GFLOP/s, PyTorch "
-                  f"{r['gflop_dense'] / r['torch_ms'] * 1e3:.0f} GFLOP/s"
+                  f"{r['gflop_dense'] / r['jax_ms'] * 1e3:.0f} GFLOP/s"
+                  f"{rate(r, 'torch_ms')}{rate(r, 'compiled_ms')}"
                   for r in torch_rows if r["gflop_dense"]) + ". The feed-forward row is "
               "almost only these matmuls: it is each framework's matmul speed here."]
     lines += _verdicts(torch_rows, profiles)
     lines += ["", "## GBI vs feed-forward", "",
-              "| | JAX | PyTorch |", "|---|---|---|"]
+              "| | JAX | eager PyTorch | compiled PyTorch |", "|---|---|---|---|"]
     ff = by["feed_forward"]
+    ratio = lambda name, key: ("" if by[name][key] is None or ff[key] is None else
+                               f"{by[name][key] / ff[key]:.2f}×")
     for name in ("gbi20_spen", "gbi20_seal"):
-      lines.append(f"| {name} / feed-forward (time ratio) | "
-                   f"{by[name]['jax_ms'] / ff['jax_ms']:.2f}× | "
-                   f"{by[name]['torch_ms'] / ff['torch_ms']:.2f}× |")
+      lines.append(f"| {name} / feed-forward (time ratio) | {ratio(name, 'jax_ms')} | "
+                   f"{ratio(name, 'torch_ms')} | {ratio(name, 'compiled_ms')} |")
     lines.append("")
   if methods:
     by_method = {r["method"]: r for r in methods}
@@ -954,7 +1164,7 @@ def main(argv):
       f"{sizes.num_labels} labels), random arrays, fresh parameters"
       f"{' (--quick: tiny networks; numbers meaningless)' if sizes.quick else ''}. "
       f"Timed on {common.machine_description()}{torch_note}; median of {sizes.repeats} "
-      f"calls (a JAX / PyTorch pair: of 3 blocks of {sizes.repeats} each), compile "
+      f"calls (JAX / eager / compiled PyTorch: of 3 blocks of {sizes.repeats} each), compile "
       f"excluded. Load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
       f"(other jobs share the machine when it exceeds the CPU count); whole run "
       f"{elapsed / 60:.1f} min. Peak "
@@ -969,6 +1179,18 @@ def main(argv):
         "other jobs on the cores, its 20-step loop took 586 ms instead of 93 ms). JAX runs "
         "the library's jitted functions: `gbi_scan` of `energynets.inference.gbi` and the "
         "trainer's donated train step (`energynets.train.build_train_step`).")
+  if torch is not None and torch_rows and _TORCH_COMPILE.value:
+    notes.append(
+        f"Compiled PyTorch: `torch.compile(mode={_TORCH_COMPILE_MODE.value!r})` of the "
+        "same computations written as functions of tensors, so that each compiles to one "
+        "graph: the GBI loop with ∇_y E by `torch.func.grad` (Python loops unrolled by "
+        "the tracer), the feed-forward pass, and the whole SEAL and E2E updates "
+        "(`torch.func.grad_and_value`, nested for E2E; Adam and gradient clipping "
+        "written out, as torch.optim computes them; noise and dropout drawn inside). "
+        "The eager E2E reference differentiates the unroll with autograd "
+        "(`create_graph=True`) and fused `torch.optim.Adam`. Compile time is the "
+        "compiled function's first call, which inductor's on-disk cache shortens on "
+        "reruns with the same shapes.")
   notes.append("GBI at test for spen_ssvm / dvn (methods table) runs to its tolerances "
                "or max_steps on a fresh energy; trained energies converge in other step "
                "counts (results/gbi_bibtex.md: mean 34.6 of at most 100).")

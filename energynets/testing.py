@@ -1,6 +1,11 @@
-"""Test oracles shared by the test suite (and by users checking their own energies)."""
+"""Test oracles shared by the test suite (and by users checking their own energies), and
+`fake_gcs`, a local stand-in for Google Cloud Storage to test `gs://` workdirs offline."""
 
-from typing import Any, Callable, NamedTuple
+import contextlib
+import os
+import pathlib
+import sys
+from typing import Any, Callable, Iterator, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -177,3 +182,99 @@ class LowRankPairEnergy(nn.Module):
     if self.per_label:
       return -local * y
     return -jnp.sum(local * y, axis=-1) - pair
+
+
+@contextlib.contextmanager
+def fake_gcs(root: str | os.PathLike) -> Iterator[pathlib.Path]:
+  """Serves `gs://` URLs from the local folder `root`, for offline tests.
+
+  Inside the context `gs://bucket/run/x` is the file `<root>/bucket/run/x` for everything
+  that reaches storage through `etils.epath` (which uses fsspec for `gs://` when
+  TensorFlow is absent) and for orbax checkpoints, with orbax's GCS code path (its
+  GCS-specific deletion and atomic-rename choices) rather than its local one. What it
+  takes over, all restored on exit:
+
+  - fsspec's `gs` and `gcs` protocols (epath asks fsspec for `gcs`): a
+    `DirFileSystem` rooted at `root` that, like GCS, refuses to append to a file;
+  - etils' cache of fsspec file systems (cleared on entry and exit);
+  - orbax's path normalization for TensorStore, so that TensorStore reads and writes
+    `<root>/bucket/...` with its file driver instead of calling GCS;
+  - orbax's hierarchical-namespace query, which asks the GCS API about the bucket
+    (answered: not hierarchical).
+
+  It is one process's view: other processes do not see it unless they enter it too
+  (with the same `root`, which then behaves as a bucket they share).
+
+  Args:
+    root: the local folder that holds the buckets (created if missing).
+
+  Yields:
+    `root` as a `pathlib.Path`.
+
+  Example:
+    >>> with fake_gcs(tmp_path) as root:  # doctest: +SKIP
+    ...   train_and_evaluate(config, "gs://bucket/run")
+    ...   assert (root / "bucket" / "run" / "results.json").exists()
+  """
+  # pylint: disable=g-import-not-at-top
+  import fsspec
+  from etils.epath import backend as epath_backend
+  from fsspec.implementations.dirfs import DirFileSystem
+  from fsspec.implementations.local import LocalFileSystem
+  from orbax.checkpoint._src.path import gcs_utils
+  from orbax.checkpoint._src.serialization import tensorstore_utils
+  # pylint: enable=g-import-not-at-top
+  root = pathlib.Path(root).absolute()
+  root.mkdir(parents=True, exist_ok=True)
+  prefixes = ("gs://", "gcs://")
+
+  class FakeGCSFileSystem(DirFileSystem):
+    """`gs://bucket/key` as `<root>/bucket/key`."""
+    protocol = ("gs", "gcs")
+
+    def __init__(self, *args, finalize_on_close=None, **kwargs):
+      # etils passes GCS's finalize_on_close; a local file is final when closed.
+      del args, finalize_on_close, kwargs
+      super().__init__(path=str(root), fs=LocalFileSystem(auto_mkdir=True))
+
+    def open(self, path, mode="rb", *args, **kwargs):
+      if "a" in mode:  # GCS objects are immutable: no appending, as with gcsfs
+        raise NotImplementedError(f"gs://{path}: GCS objects cannot be appended to")
+      return super().open(path, mode, *args, **kwargs)
+
+    @classmethod
+    def _strip_protocol(cls, path):
+      path = fsspec.utils.stringify_path(path)
+      for prefix in prefixes:
+        path = path.removeprefix(prefix)
+      return path.rstrip("/")
+
+  normalize = tensorstore_utils._normalize_path  # pylint: disable=protected-access
+
+  def local_normalize(path: str) -> str:
+    for prefix in prefixes:
+      if path.startswith(prefix):
+        path = str(root / path[len(prefix):])
+    return normalize(path)
+
+  # The module: `fsspec.registry` is also the name of its read-only view.
+  registry = sys.modules["fsspec.registry"]._registry  # pylint: disable=protected-access
+  saved = {name: registry.get(name) for name in ("gs", "gcs")}
+  saved_hns = gcs_utils.is_hierarchical_namespace_enabled
+  clear_cache = epath_backend.fsspec_backend._get_filesystem.cache_clear  # pylint: disable=protected-access
+  for name in saved:
+    fsspec.register_implementation(name, FakeGCSFileSystem, clobber=True)
+  tensorstore_utils._normalize_path = local_normalize  # pylint: disable=protected-access
+  gcs_utils.is_hierarchical_namespace_enabled = lambda path: False
+  clear_cache()
+  try:
+    yield root
+  finally:
+    for name, implementation in saved.items():
+      if implementation is None:
+        registry.pop(name, None)
+      else:
+        registry[name] = implementation
+    tensorstore_utils._normalize_path = normalize  # pylint: disable=protected-access
+    gcs_utils.is_hierarchical_namespace_enabled = saved_hns
+    clear_cache()

@@ -40,7 +40,7 @@ def _build_local(config, dataset, optimizer) -> objectives.Objective:
   net = fcn(config) if _is_segmentation(dataset) else _mlp(config, dataset)
   l2 = config.loss.l2
   if config.loss.l2_c > 0:
-    l2 = 1.0 / (config.loss.l2_c * len(dataset.train.x))
+    l2 = 1.0 / (config.loss.l2_c * tasks.num_examples(dataset, "train"))
   # `loss.score` (mlp.py, fcn.py): BCE − w·score, the exact score a regression loss-net learns.
   score = config.loss.get("score", "")
   return objectives.local_bce(net, optimizer, l2=l2,

@@ -3,9 +3,10 @@
 `run(main)` replaces `absl.app.run(main)`. A mistake in the command line (an unknown
 flag, a misspelled config key, a value of the wrong type, a config file that does not
 load) or an error the run raises about its input (`UserError`, a missing or malformed
-dataset, a diverged loss, a workdir without a run) is printed as one line,
-`<program>: error: <message>`, on stderr, and the command exits with status 2. Any
-other exception keeps its traceback: it is a bug, not a mistake.
+dataset, a diverged loss, a workdir without a run or one that the processes of a
+multi-process run do not share) is printed as one line, `<program>: error: <message>`,
+on stderr, and the command exits with status 2. Any other exception keeps its
+traceback: it is a bug, not a mistake.
 """
 
 import ast
@@ -96,8 +97,10 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
   from energynets.data import DataError  # pylint: disable=g-import-not-at-top
   from energynets.train import loop  # pylint: disable=g-import-not-at-top
   from energynets.train import run as run_lib  # pylint: disable=g-import-not-at-top
+  from energynets.train import storage  # pylint: disable=g-import-not-at-top
   return (UserError, app.UsageError, DataError, loop.TrainingDivergedError,
-          run_lib.RunNotFoundError, run_lib.RunFormatError, run_lib.BuilderError)
+          run_lib.RunNotFoundError, run_lib.RunFormatError, run_lib.BuilderError,
+          storage.WorkdirNotSharedError)
 
 
 def user_error_message(error: BaseException, data_dir_flag: str = "--data_dir") -> str:

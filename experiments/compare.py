@@ -27,14 +27,17 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from absl import app
 from absl import flags
 from absl import logging
+from etils import epath
 import numpy as np
 
 from energynets.train import quiet_library_logs
+from energynets.train import storage
 from experiments import builders
 from experiments import cli
 from experiments import configuration
@@ -122,7 +125,8 @@ def stage_mismatch(stage_config, source_config) -> list[str]:
           for k in sorted(want) if k not in have or have[k] != want[k]]
 
 
-def reuse_stage(config, run_dir: str, stage: str, source_dir: str) -> bool:
+def reuse_stage(config, run_dir: str | os.PathLike, stage: str,
+                source_dir: str | os.PathLike) -> bool:
   """Seeds `<run_dir>/stages/<stage>` with the checkpoints of the finished run in
   `source_dir`, so that the stage resumes at its last step instead of training.
 
@@ -132,21 +136,21 @@ def reuse_stage(config, run_dir: str, stage: str, source_dir: str) -> bool:
   False (nothing done) for a config without that stage or a stage already present.
   """
   stages = dict(configuration.stage_configs(config))
-  target = os.path.join(run_dir, "stages", stage)
-  if stage not in stages or os.path.exists(target):
+  run_dir, source_dir = storage.workdir_path(run_dir), storage.workdir_path(source_dir)
+  target = run_dir / "stages" / stage
+  if stage not in stages or target.exists():
     return False
-  results_file = os.path.join(source_dir, "results.json")
-  if not os.path.exists(results_file):
+  results_file = source_dir / "results.json"
+  if not results_file.exists():
     raise cli.UserError(f"--reuse_stage: {results_file} does not exist; list the source "
                         "method before the rows that reuse it, on the same dataset")
-  with open(results_file) as f:
-    differ = stage_mismatch(stages[stage], json.load(f)["meta"]["config"])
+  differ = stage_mismatch(stages[stage], json.loads(results_file.read_text())["meta"]["config"])
   if differ:
     raise cli.UserError(f"--reuse_stage: stage {stage!r} of {run_dir} is not the run in "
                         f"{source_dir}; they differ at " + ", ".join(differ))
   for sub in ("checkpoints", "best"):
-    if os.path.isdir(os.path.join(source_dir, sub)):
-      shutil.copytree(os.path.join(source_dir, sub), os.path.join(target, sub))
+    if (source_dir / sub).is_dir():
+      storage.copy_tree(source_dir / sub, target / sub)
   logging.info("stage %r of %s starts from the finished run %s", stage, run_dir, source_dir)
   return True
 
@@ -292,24 +296,35 @@ def _worker_command(index: int) -> list[str]:
   return [sys.executable, "-m", "experiments.compare", *sys.argv[1:], f"--run_index={index}"]
 
 
-def train_in_workers(run_dirs: list[str], phases: list[list[int]], jobs: int) -> None:
+def train_in_workers(run_dirs: list[str | os.PathLike], phases: list[list[int]],
+                     jobs: int) -> None:
   """Runs `_worker_command(i)` for every planned index, at most `jobs` at once, phase after
-  phase; a failed run is a RuntimeError naming its log, once its phase has finished."""
+  phase; a failed run is a RuntimeError naming its log, once its phase has finished.
+
+  Each worker's output goes to `<run_dir>/worker.log`; a worker of a non-local run_dir
+  (`gs://...`) writes it to a local temporary file, copied there when it ends.
+  """
   for phase in phases:
     pending, running, failed = list(phase), {}, []
     while pending or running:
       while pending and len(running) < jobs:
         index = pending.pop(0)
-        os.makedirs(run_dirs[index], exist_ok=True)
-        log_path = os.path.join(run_dirs[index], "worker.log")
-        with open(log_path, "w") as log:
+        run_dir = storage.workdir_path(run_dirs[index])
+        run_dir.mkdir(parents=True, exist_ok=True)
+        log_path = run_dir / "worker.log"
+        local_log = (log_path if storage.is_local(run_dir) else epath.Path(
+            tempfile.mkdtemp(prefix="energynets_worker_")) / "worker.log")
+        with local_log.open("w") as log:
           running[index] = (subprocess.Popen(_worker_command(index), stdout=log,
-                                             stderr=subprocess.STDOUT), log_path)
-        logging.info("worker started: %s (log %s)", run_dirs[index], log_path)
+                                             stderr=subprocess.STDOUT), log_path, local_log)
+        logging.info("worker started: %s (log %s)", run_dir, log_path)
       time.sleep(0.5)
-      for index, (proc, log_path) in list(running.items()):
+      for index, (proc, log_path, local_log) in list(running.items()):
         if proc.poll() is not None:
           del running[index]
+          if local_log != log_path:
+            local_log.copy(log_path, overwrite=True)
+            shutil.rmtree(local_log.parent, ignore_errors=True)
           logging.info("worker finished (exit %d): %s", proc.returncode, run_dirs[index])
           if proc.returncode:
             failed.append(f"{run_dirs[index]} (exit {proc.returncode}; log {log_path})")
@@ -321,8 +336,8 @@ def _prepare_and_train(plan_entry, stage: str, source: str, listed) -> dict:
   """Reuses the source run's stage (with --reuse_stage), then trains and evaluates."""
   dataset, method, fold, config, run_dir, _ = plan_entry
   if _REUSE_STAGE.value and not is_source(method, source):
-    reuse_stage(config, run_dir, stage, os.path.join(
-        os.path.dirname(run_dir), run_name(source_spec(config, source, listed))))
+    reuse_stage(config, run_dir, stage,
+                run_dir.parent / run_name(source_spec(config, source, listed)))
   logging.info("=== %s on %s (fold %d) -> %s", method, dataset, fold, run_dir)
   return train.train_and_evaluate(config, run_dir,
                                   allow_config_change=_ALLOW_CONFIG_CHANGE.value)
@@ -348,9 +363,9 @@ def _plan() -> tuple[list[tuple], list[str]]:
           config.data.data_dir = _DATA_DIR.value
         builders.check_builders(config)  # an import path that does not import fails now
         column = dataset + (f" fold {fold}" if len(folds) > 1 else "")
-        run_dir = os.path.join(_WORKDIR.value,
-                               run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""),
-                               run_name(method))
+        run_dir = (storage.workdir_path(_WORKDIR.value) /
+                   (run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else "")) /
+                   run_name(method))
         plan.append((dataset, method, fold, config, run_dir, column))
   return plan, methods
 
@@ -387,7 +402,7 @@ def main(argv):
       rows.append((dataset, method, []))
     results = _prepare_and_train(entry, stage, source, listed)
     rows[-1][2].append(results)
-    figures += [os.path.join(run_dir, f) for f in results["meta"].get("figures", [])]
+    figures += [run_dir / f for f in results["meta"].get("figures", [])]
   table = format_table(rows)
   for key in _PIVOT.value:
     table += "\n\n" + format_pivot(rows, key)

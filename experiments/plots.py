@@ -1,5 +1,8 @@
 """Figures written next to a run's results (matplotlib, headless)."""
 
+import os
+
+from etils import epath
 import matplotlib
 
 matplotlib.use("Agg")  # no display on training machines
@@ -7,7 +10,24 @@ import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 
 
-def plot_measurement_matrix(kernel: np.ndarray, path: str, title: str = "") -> None:
+def save_figure(fig: plt.Figure, path: str | os.PathLike, dpi: int = 100) -> None:
+  """Writes `fig` to `path` (local or an `etils.epath` URL such as `gs://bucket/f.png`)
+  in the format its suffix names, and closes it.
+
+  Args:
+    fig: the figure.
+    path: the file to write; `.png`, `.pdf`, `.svg`, ...
+    dpi: resolution of raster formats.
+  """
+  path = epath.Path(path)
+  # matplotlib writes to a file object when given one, never to the path itself.
+  with path.open("wb") as f:
+    fig.savefig(f, format=path.suffix.lstrip(".") or "png", dpi=dpi)
+  plt.close(fig)
+
+
+def plot_measurement_matrix(kernel: np.ndarray, path: str | os.PathLike,
+                            title: str = "") -> None:
   """SPEN Fig. 1: the label-measurement matrix C1 (measurements × labels) as a heat map.
 
   `kernel` is the Dense kernel `[num_labels, num_measurements]` (C1ᵀ). Rows are
@@ -25,12 +45,11 @@ def plot_measurement_matrix(kernel: np.ndarray, path: str, title: str = "") -> N
   ax.set_title(title or "label-measurement matrix C1")
   fig.colorbar(image, ax=ax)
   fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  save_figure(fig, path)
 
 
 def plot_segmentation_masks(images: np.ndarray, gold: np.ndarray,
-                            predictions: dict[str, np.ndarray], path: str,
+                            predictions: dict[str, np.ndarray], path: str | os.PathLike,
                             scores: dict[str, np.ndarray] | None = None) -> None:
   """A grid of test images: one row per image with the image, its gold mask and each
   model's mask at 0.5 (columns in `predictions` order), titled with the per-image IoU
@@ -61,5 +80,4 @@ def plot_segmentation_masks(images: np.ndarray, gold: np.ndarray,
         title = f"{title}\nIoU {100 * scores[name][i]:.1f}".strip()
       ax.set_title(title, fontsize=7)
   fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  save_figure(fig, path)

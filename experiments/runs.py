@@ -7,6 +7,7 @@ objective on a data-free stand-in of the dataset (`run_dataset`).
 """
 
 import json
+import os
 import types
 from typing import Any
 
@@ -31,12 +32,12 @@ _TASK_DECODING = {"multilabel": ("threshold", 0.5), "segmentation": ("threshold"
                   "sequence": ("argmax", 0.5), "denoising": ("identity", 0.5)}
 
 
-def write_run(workdir: str, task, config, dataset, last_stage, result, results) -> None:
+def write_run(workdir: str | os.PathLike, task, config, dataset, last_stage, result, results) -> None:
   """Writes `workdir/run.json` of a finished experiment: the last stage's selected
   checkpoint, the model's input shapes and `objective_from_run` with the run's config.
 
   Args:
-    workdir: the run's directory.
+    workdir: the run's directory (local, or a URL such as `gs://bucket/run`).
     task: the run's `experiments.tasks.Task`.
     config: the run's (top-level) config.
     dataset: the task's dataset.
@@ -70,7 +71,8 @@ def write_run(workdir: str, task, config, dataset, last_stage, result, results) 
 def run_dataset_metadata(task, dataset) -> dict[str, Any]:
   """What the objective builders read from `dataset`, as JSON (`run_dataset` rebuilds a
   stand-in from it): sizes and vocabularies, never the data itself."""
-  meta = {"task": task.name, "name": dataset.name, "num_train": len(dataset.train.x),
+  meta = {"task": task.name, "name": dataset.name,
+          "num_train": tasks.num_examples(dataset, "train"),
           "train_shape": list(np.shape(dataset.train.x)[1:])}
   if task.name == "multilabel":
     meta.update(num_labels=dataset.num_labels, num_features=dataset.num_features,

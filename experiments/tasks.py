@@ -21,6 +21,7 @@ splits of `(x, y)` arrays, which validation metrics select checkpoints, and whic
 `task_for(config)` picks the task from `config.data.name`.
 """
 
+import dataclasses
 from typing import Any, Callable, NamedTuple, Optional
 
 import ml_collections
@@ -77,6 +78,12 @@ class Task(NamedTuple):
       split's rows (segmentation's test-time crops); None: `predict_rows(x)`.
     model_rows: `(config, a) -> the rows the model sees of a split's x or y` at
       evaluation (segmentation's crops); None: `a` itself.
+    keep_rows: `(dataset, process_index, process_count) -> dataset` holding only that
+      process's rows of every split (`batching.process_rows`; the rest freed), with
+      `meta["process_rows"]` recording them (`num_examples` reads the totals); None:
+      the task does not shard its data, and every process holds every row.
+    all_rows: `(split, gather) -> split` as the metrics read it in a run whose data is
+      sharded: the labels of every process's rows, `gather(this process's array)`.
   """
   name: str
   load: Callable[[ml_collections.ConfigDict], Any]
@@ -86,6 +93,8 @@ class Task(NamedTuple):
   train_batches: Optional[Callable[..., Callable[[int], dict]]] = None
   predict_split: Optional[Callable[..., np.ndarray]] = None
   model_rows: Optional[Callable[..., np.ndarray]] = None
+  keep_rows: Optional[Callable[..., Any]] = None
+  all_rows: Optional[Callable[..., Any]] = None
 
   def predict(self, config: ml_collections.ConfigDict,
               predict_rows: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
@@ -97,6 +106,23 @@ class Task(NamedTuple):
   def rows_for_model(self, config: ml_collections.ConfigDict, a: np.ndarray) -> np.ndarray:
     """A split's inputs or targets as the model sees them at evaluation."""
     return a if self.model_rows is None else self.model_rows(config, a)
+
+
+def num_examples(dataset, split: str = "train") -> int:
+  """The rows of `dataset`'s `split` in all processes together (a sharded dataset holds
+  only its process's, `Task.keep_rows`)."""
+  held = getattr(dataset, "meta", {}).get("process_rows")
+  return held[split]["of"] if held else len(getattr(dataset, split).x)
+
+
+def held_rows_summary(dataset) -> str:
+  """'rows a:b of train (n of N), ...' of what a dataset holds (`Task.keep_rows`)."""
+  held = getattr(dataset, "meta", {}).get("process_rows")
+  if not held:
+    return "all rows"
+  return ", ".join(f"rows {held[s]['start']}:{held[s]['stop']} of {s} "
+                   f"({held[s]['stop'] - held[s]['start']} of {held[s]['of']})"
+                   for s in ("train", "validation", "test"))
 
 
 # --------------------------------------------------------------------------- multi-label
@@ -119,7 +145,8 @@ def load_multilabel(config: ml_collections.ConfigDict) -> data_lib.MultiLabelDat
     extra["num_train"] = cfg.num_train
   return data_lib.load_dataset(source, data_dir=cfg.data_dir or None,
                                split_seed=cfg.split_seed, fold=cfg.fold, resplit=cfg.resplit,
-                               root_label=cfg.root_label, **extra)
+                               root_label=cfg.root_label,
+                               feature_scaling=cfg.get("feature_scaling", "auto"), **extra)
 
 
 def multilabel_validation_metrics(split, probs: np.ndarray) -> dict[str, float]:
@@ -136,8 +163,43 @@ def multilabel_results(dataset, predictions: Predictions) -> dict[str, float]:
   return {k: float(v) for k, v in results.items()}
 
 
+def multilabel_process_rows(dataset: data_lib.MultiLabelDataset, process_index: int,
+                            process_count: int) -> data_lib.MultiLabelDataset:
+  """`dataset` holding only process `process_index`'s rows of every split.
+
+  Args:
+    dataset: the whole dataset, as loaded (features standardized on all training rows).
+    process_index: this process.
+    process_count: the processes of the run.
+
+  Returns:
+    The dataset whose splits are copies of the process's `batching.process_rows` (so the
+    whole arrays can be freed), `meta["process_rows"]` recording them; with one process,
+    `dataset` itself.
+  """
+  if process_count == 1:
+    return dataset
+  splits, held = {}, {"process": process_index, "processes": process_count}
+  for name in ("train", "validation", "test"):
+    split = getattr(dataset, name)
+    rows = batching.process_rows(len(split.x), process_index, process_count)
+    splits[name] = data_lib.Split(split.x[rows].copy(), split.y[rows].copy())
+    held[name] = {"start": rows.start, "stop": rows.stop, "of": len(split.x)}
+  return dataclasses.replace(dataset, meta=dict(dataset.meta, process_rows=held), **splits)
+
+
+def multilabel_all_rows(split: data_lib.Split, gather: Callable[[np.ndarray], np.ndarray]
+                        ) -> data_lib.Split:
+  """The labels of every process's rows of `split` (the metrics read only `y`; `x` is
+  a zero stand-in of the whole split's shape that takes no memory)."""
+  y = gather(split.y)
+  stand_in = np.broadcast_to(np.zeros((), split.x.dtype), (len(y),) + split.x.shape[1:])
+  return data_lib.Split(stand_in, y)
+
+
 MULTILABEL = Task("multilabel", load_multilabel, multilabel_validation_metrics,
-                  multilabel_results, MULTILABEL_METRICS)
+                  multilabel_results, MULTILABEL_METRICS, keep_rows=multilabel_process_rows,
+                  all_rows=multilabel_all_rows)
 
 
 # --------------------------------------------------------------------------- denoising

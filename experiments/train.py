@@ -14,7 +14,9 @@ plot). Only `objective_from_run` is re-exported here: saved run.json files name 
 """
 
 import contextlib
+import dataclasses
 import json
+import math
 import os
 import time
 from typing import Any
@@ -25,6 +27,8 @@ import ml_collections
 import numpy as np
 
 from energynets import train as train_lib
+from energynets.train import storage
+from energynets.train import loop as loop_lib
 from experiments import builders
 from experiments import configuration
 from experiments import diagnostics
@@ -50,8 +54,9 @@ def initialize_distributed(coordinator_address: str | None = None,
   without them JAX detects the cluster itself (TPU pods, SLURM, Open MPI). Afterwards
   `jax.devices()` lists every process's devices, so `make_mesh` spans all hosts, and
   the loop feeds each process only its rows of every batch (`process_slice`,
-  `shard_batch`); orbax writes each checkpoint once and only process 0 writes metrics
-  and results.json.
+  `shard_batch`). Multi-label tasks keep only each process's rows of every split
+  (`config.data.num_shards`; evaluation gathers the predictions). Orbax writes each
+  checkpoint once and only process 0 writes metrics and results.json.
   """
   jax.distributed.initialize(coordinator_address=coordinator_address,
                              num_processes=num_processes, process_id=process_id)
@@ -63,15 +68,19 @@ def initialize_distributed(coordinator_address: str | None = None,
 PREDICTIONS_FILE = "test_predictions.npz"
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, *,
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
                        allow_config_change: bool = False) -> dict[str, Any]:
   """Trains (stage by stage), selects on validation, evaluates on test; writes results.json.
 
   A run in `workdir` resumes at its last step (a finished one only re-evaluates). A
   workdir another process is using is refused (`workdir_lock`), and so is one whose run
   was trained with a config that differs from `config` in what it trains
-  (`check_resumed_config`), unless `allow_config_change`.
+  (`check_resumed_config`), unless `allow_config_change`. `workdir` is a local path or
+  a URL `etils.epath` supports (`gs://bucket/run`); the processes of a multi-process
+  run must all reach it (`storage.check_shared_workdir` stops them all otherwise).
   """
+  # First: processes with a workdir each stop here, before the data loads.
+  storage.check_shared_workdir(workdir)
   with workdirs.workdir_lock(workdir), matmul_precision(config):
     workdirs.check_resumed_config(config, workdir, allow_config_change)
     return _train_and_evaluate(config, workdir)
@@ -91,22 +100,29 @@ def matmul_precision(config: ml_collections.ConfigDict):
   return jax.default_matmul_precision(name)
 
 
-def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+def _train_and_evaluate(config: ml_collections.ConfigDict,
+                        workdir: str | os.PathLike) -> dict[str, Any]:
   started = time.time()
+  workdir = storage.workdir_path(workdir)
   builders.check_builders(config)
   task = tasks.task_for(config)
-  dataset = task.load(config)
+  dataset, num_shards = _load_process_data(task, config)
+  sharded = num_shards is not None
   logging.info("%s dataset %s: train %s, validation %s, test %s", task.name, dataset.name,
                dataset.train.x.shape, dataset.validation.x.shape, dataset.test.x.shape)
-  mesh = train_lib.make_mesh(config.train.num_devices or None)
+  mesh = train_lib.make_mesh(config.train.num_devices or None,
+                             config.train.get("model_parallelism", 1))
   eval_bs = config.train.eval_batch_size
   stages = configuration.stage_configs(config)
   state, stage_meta = None, []
-  num_train = len(dataset.train.x)
+  num_train = tasks.num_examples(dataset, "train")
   for name, stage_config in stages:
     if stage_config.train.batch_size > num_train:
-      # Full-batch training on a small dataset (e.g. br's 512 on genbase's 417 rows).
-      full = num_train - num_train % mesh.size
+      # Full-batch training on a small dataset (e.g. br's 512 on genbase's 417 rows): as
+      # many rows as every shard has, split evenly over devices and shards.
+      shards = num_shards or 1
+      full = shards * (num_train // shards)
+      full -= full % math.lcm(mesh.size, shards)
       logging.warning("batch size %d exceeds the %d training examples of %s: using %d "
                       "(full batch)", stage_config.train.batch_size, num_train, dataset.name,
                       full)
@@ -114,8 +130,9 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict
       stage_config.train.batch_size = full
     objective = builders.build_objective(stage_config, dataset)
     predict = train_lib.build_predict(objective, mesh)
-    evaluate = _validation_evaluator(task, config, predict, dataset.validation, eval_bs, mesh)
-    stage_dir = os.path.join(workdir, "stages", name) if name else workdir
+    evaluate = _validation_evaluator(task, config, predict, dataset.validation, eval_bs, mesh,
+                                     sharded)
+    stage_dir = workdir / "stages" / name if name else workdir
     if name:
       logging.info("=== stage %r: method %s, %d steps", name, stage_config.method,
                    stage_config.train.steps)
@@ -126,21 +143,29 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict
     result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
                            train_lib.LoopOptions.from_config(stage_config.train), stage_dir,
                            evaluate=evaluate, mesh=mesh, previous_state=state,
-                           train_batch=train_batch)
+                           train_batch=train_batch, num_shards=num_shards)
     state, last_stage, last_result = result.state, (name, stage_config), result
     stage_meta.append({"stage": name, "method": stage_config.method,
                        "batch_size": stage_config.train.batch_size,
                        "selected_step": result.selected_step, "final_step": result.final_step})
 
   test_outputs = {}
+  # The metrics read every row's labels; with sharded data, the gathered ones.
+  scored, held = dataset, {}
+  if sharded:
+    gathered = {name: task.all_rows(getattr(dataset, name), loop_lib.gather_process_rows)
+                for name in ("validation", "test")}
+    held = {id(split): getattr(dataset, name) for name, split in gathered.items()}
+    scored = dataclasses.replace(dataset, **gathered)
 
   def soft_predictions(split):
-    outputs = _split_predictions(task, config, predict, state, split.x, eval_bs, mesh)
+    split = held.get(id(split), split)
+    outputs = _split_predictions(task, config, predict, state, split.x, eval_bs, mesh, sharded)
     if split is dataset.test:
       test_outputs["test"] = outputs
     return outputs
 
-  results = task.results(dataset, soft_predictions)
+  results = task.results(scored, soft_predictions)
   results.update(diagnostics.test_diagnostics(stages[-1][1], dataset, state))
   results["meta"] = {
       "dataset": dataset.name,
@@ -168,25 +193,59 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict
       # The selected model's soft test outputs, for figures and significance tests
       # without retraining; float32 as computed, since outputs near 0.5 (an untrained
       # DVN's) would cross the threshold when rounded.
-      np.savez_compressed(os.path.join(workdir, PREDICTIONS_FILE),
-                          test=np.asarray(test_outputs["test"], np.float32))
-    with open(os.path.join(workdir, "results.json"), "w") as f:
-      json.dump(results, f, indent=2, sort_keys=True, default=configuration.json_default)
+      with (workdir / PREDICTIONS_FILE).open("wb") as f:
+        np.savez_compressed(f, test=np.asarray(test_outputs["test"], np.float32))
+    (workdir / "results.json").write_text(
+        json.dumps(results, indent=2, sort_keys=True, default=configuration.json_default))
     runs.write_run(workdir, task, config, dataset, last_stage, last_result, results)
   return results
 
 
-def _validation_evaluator(task, config, predict, validation, eval_bs, mesh):
-  """`evaluate(state)` for the loop: the task's validation metrics."""
+def _load_process_data(task, config):
+  """The task's dataset as this process holds it, and the number of training shards.
+
+  A task that shards (`Task.keep_rows`) keeps this process's rows of every split and
+  frees the rest; the training rows form `config.data.num_shards` shards (0: one per
+  process), a multiple of the process count. Otherwise every process holds every row
+  and the shard count is None.
+  """
+  num_shards = config.data.get("num_shards", 0)
+  index, count = jax.process_index(), jax.process_count()
+  if task.keep_rows is None:
+    if num_shards > 1:
+      raise ValueError(f"config.data.num_shards={num_shards}: the {task.name} task does not "
+                       "shard its data; leave it 0")
+    if count > 1:
+      logging.warning("the %s task does not shard its data: each of the %d processes holds "
+                      "every row", task.name, count)
+    return task.load(config), None
+  num_shards = num_shards or count
+  if num_shards < 1 or num_shards % count:
+    raise ValueError(f"config.data.num_shards={num_shards} is not a multiple of the {count} "
+                     "processes")
+  dataset = task.keep_rows(task.load(config), index, count)
+  logging.info("process %d of %d holds %s; the training rows form %d shards", index, count,
+               tasks.held_rows_summary(dataset), num_shards)
+  return dataset, num_shards
+
+
+def _validation_evaluator(task, config, predict, validation, eval_bs, mesh, sharded):
+  """`evaluate(state)` for the loop: the task's validation metrics (on every row's
+  predictions and labels, gathered where each process holds its rows: `sharded`)."""
 
   def evaluate(state):
-    outputs = _split_predictions(task, config, predict, state, validation.x, eval_bs, mesh)
-    return task.validation_metrics(validation, outputs)
+    outputs = _split_predictions(task, config, predict, state, validation.x, eval_bs, mesh,
+                                 sharded)
+    scored = task.all_rows(validation, loop_lib.gather_process_rows) if sharded else validation
+    return task.validation_metrics(scored, outputs)
 
   return evaluate
 
 
-def _split_predictions(task, config, predict, state, x, eval_bs, mesh) -> np.ndarray:
-  """The task's predictions of a split's rows `x`, the model run in eval batches."""
-  rows = lambda model_x: train_lib.predict_in_batches(predict, state, model_x, eval_bs, mesh)
+def _split_predictions(task, config, predict, state, x, eval_bs, mesh,
+                       sharded=False) -> np.ndarray:
+  """The task's predictions of a split's rows `x`, the model run in eval batches; with
+  `sharded`, `x` is this process's rows and the predictions are all processes'."""
+  predict_rows = loop_lib.predict_process_rows if sharded else train_lib.predict_in_batches
+  rows = lambda model_x: predict_rows(predict, state, model_x, eval_bs, mesh)
   return task.predict(config, rows, x)

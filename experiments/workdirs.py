@@ -10,9 +10,11 @@ import subprocess
 from typing import Any
 
 from absl import logging
+from etils import epath
 import jax
 import ml_collections
 
+from energynets.train import storage
 from experiments import cli
 from experiments import configuration
 
@@ -35,27 +37,41 @@ def code_revision() -> str:
     return "unknown"
 
 
-# Held (flock) by the process that runs in a workdir; the OS drops it when that process
-# ends, however it ends, so a killed run leaves no stale lock.
+# Held (flock) by the process that runs in a local workdir; the OS drops it when that
+# process ends, however it ends, so a killed run leaves no stale lock.
 LOCK_FILE = ".lock"
 
 
 @contextlib.contextmanager
-def workdir_lock(workdir: str):
+def workdir_lock(workdir: str | os.PathLike):
   """Refuses a workdir that another process is training in: two runs in one directory
   would overwrite each other's checkpoints and results. Process 0 alone locks in a
-  multi-process run (its processes share the workdir)."""
+  multi-process run (its processes share the workdir).
+
+  A local (or mounted) workdir is locked by `fcntl.flock` on `LOCK_FILE`. A workdir
+  on an object store (`gs://...`) has no lock that its holder's death releases, and a
+  lock file left by a killed run would refuse its resume; it is used without a lock,
+  with a warning (once per process) that two runs in it would overwrite each other.
+  """
   if jax.process_index() != 0:
     yield
     return
-  os.makedirs(workdir, exist_ok=True)
-  path = os.path.join(workdir, LOCK_FILE)
-  handle = open(path, "w")
+  path = storage.workdir_path(workdir)
+  if not storage.is_local(path):
+    if not _warned_unlocked:
+      logging.warning("%s is not on a local or mounted file system: it cannot be locked, "
+                      "so make sure no other run uses it", path)
+      _warned_unlocked.append(path)
+    yield
+    return
+  path.mkdir(parents=True, exist_ok=True)
+  lock = path / LOCK_FILE
+  handle = lock.open("w")
   try:
     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except BlockingIOError:
     handle.close()
-    raise RuntimeError(f"{workdir} is in use by another process (it holds {path}): wait "
+    raise RuntimeError(f"{workdir} is in use by another process (it holds {lock}): wait "
                        "for that run to end or pick another workdir") from None
   try:
     yield
@@ -64,16 +80,22 @@ def workdir_lock(workdir: str):
     handle.close()
 
 
+# Non-empty once this process has warned that a non-local workdir is not locked.
+_warned_unlocked: list[epath.Path] = []
+
+
 # The config a workdir's run trains with, written at each start (`check_resumed_config`).
 CONFIG_FILE = "config.json"
 
 # Keys (the last two parts of a dotted key, a stage's too) that a resumed run may change:
-# how it logs, evaluates and checkpoints, on how many devices, and where the data files
-# live. `train.steps` may grow (train on); any other change alters what the saved
-# checkpoints are the training of.
+# how it logs, evaluates and checkpoints, on how many devices and how they split the
+# model, and where the data files live. `train.steps` may grow (train on); any other
+# change alters what the saved checkpoints are the training of. `data.num_shards` is
+# among the former, like the process count it defaults to: both pick the order of the
+# batches still to come, not what the checkpoints hold.
 RESUMABLE_CHANGES = ("train.log_every", "train.eval_every", "train.checkpoint_every",
                      "train.tensorboard", "train.eval_batch_size", "train.num_devices",
-                     "data.data_dir")
+                     "train.model_parallelism", "data.data_dir", "data.num_shards")
 
 
 def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -96,27 +118,27 @@ def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
   return changes
 
 
-def _recorded_config(workdir: str) -> dict[str, Any] | None:
+def _recorded_config(workdir: str | os.PathLike) -> dict[str, Any] | None:
   """The config of the run in `workdir`: `CONFIG_FILE`, else results.json's (a run from
   before that file), else None; None as well for a workdir without checkpoints, whose
   first attempt failed before saving any and so starts afresh."""
-  dirs = [os.path.join(workdir, "checkpoints")]
-  stages = os.path.join(workdir, "stages")
-  if os.path.isdir(stages):
-    dirs += [os.path.join(stages, name, "checkpoints") for name in os.listdir(stages)]
-  if not any(os.path.isdir(d) and any(n.isdigit() for n in os.listdir(d)) for d in dirs):
+  workdir = storage.workdir_path(workdir)
+  dirs = [workdir / "checkpoints"]
+  stages = workdir / "stages"
+  if stages.is_dir():
+    dirs += [stage / "checkpoints" for stage in stages.iterdir()]
+  if not any(d.is_dir() and any(p.name.isdigit() for p in d.iterdir()) for d in dirs):
     return None
   for name, read in ((CONFIG_FILE, lambda record: record),
                      ("results.json", lambda record: record["meta"]["config"])):
     try:
-      with open(os.path.join(workdir, name)) as f:
-        return read(json.load(f))
+      return read(json.loads((workdir / name).read_text()))
     except (OSError, ValueError, KeyError, TypeError):
       continue
   return None
 
 
-def check_resumed_config(config: ml_collections.ConfigDict, workdir: str,
+def check_resumed_config(config: ml_collections.ConfigDict, workdir: str | os.PathLike,
                          allow_config_change: bool = False) -> None:
   """Refuses to resume the run in `workdir` with a config that trains differently, then
   records `config` as the workdir's (`CONFIG_FILE`).
@@ -143,8 +165,9 @@ def check_resumed_config(config: ml_collections.ConfigDict, workdir: str,
     logging.warning("continuing the run in %s with a changed config: %s", workdir,
                     ", ".join(changes))
   if jax.process_index() == 0:  # the other processes of a multi-process run read it
-    os.makedirs(workdir, exist_ok=True)
-    path = os.path.join(workdir, CONFIG_FILE)
-    with open(path + ".partial", "w") as f:
-      json.dump(new, f, indent=2, sort_keys=True, default=configuration.json_default)
-    os.replace(path + ".partial", path)
+    directory = storage.workdir_path(workdir)
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = directory / (CONFIG_FILE + ".partial")
+    partial.write_text(json.dumps(new, indent=2, sort_keys=True,
+                                  default=configuration.json_default))
+    partial.replace(directory / CONFIG_FILE)

@@ -7,13 +7,22 @@
 #   create  gcloud compute tpus tpu-vm create (the slice)
 #   ship    git archive of --ref (default HEAD: committed code only) copied to every
 #           worker and unpacked into --remote_dir
-#   setup   pip install -e . and jax[tpu] on every worker
-#   run     python -m experiments.main FLAGS on every worker at once (--worker=all);
-#           jax.distributed.initialize() finds the other workers by itself on a TPU pod
-#   fetch   copy --workdir from worker 0 to --results_dir here (a gs:// workdir is
-#           copied with gcloud storage)
+#   setup   on every worker: uv (pip --user, else its standalone installer), a fresh
+#           virtual environment --venv with Python --python (uv fetches that Python:
+#           tpu-ubuntu2204-base's own is older than the 3.11 energynets needs), and in it
+#           `uv pip install -e REMOTE_DIR 'jax[tpu]'`
+#   run     on every worker at once (--worker=all): kill stale experiments.main
+#           processes and remove /tmp/libtpu_lockfile (a killed run leaves both and the
+#           TPU stays taken), then `ENERGYNETS_VENV=VENV bash launch/worker.sh FLAGS
+#           --multihost` (the entrypoint local_pod.sh runs; jax.distributed.initialize()
+#           finds the other workers by itself), one log per worker. If any worker fails
+#           (gcloud's ssh exits non-zero) or the launcher is interrupted, stop runs.
+#   stop    kill experiments.main on every worker, and copy the workers' logs into a
+#           gs:// --workdir (if one is given)
+#   fetch   copy --workdir (with the workers' logs under logs/) to --results_dir here:
+#           a gs:// workdir with gcloud storage, another from worker 0
 #   delete  delete the slice
-#   all     create,ship,setup,run,fetch (delete stays explicit)
+#   all     create,ship,setup,run,fetch (stop and delete stay explicit)
 #
 # Launcher options (each also from the environment variable in brackets):
 #   --name=NAME                 [TPU_NAME] slice name (required)
@@ -26,14 +35,19 @@
 #   --results_dir=DIR           [TPU_RESULTS_DIR] local copy of the workdir, default
 #                               tpu_results/NAME
 #   --ref=REF                   [TPU_REF] git revision to ship, default HEAD
+#   --venv=DIR                  [TPU_VENV] the workers' virtual environment (relative to
+#                               the home directory), default energynets-venv
+#   --python=VERSION            [TPU_PYTHON] its Python, default 3.11
 #   --ship_data=DIR             [TPU_SHIP_DATA] ship also copies this local data
 #                               directory to REMOTE_DIR/data on every worker (then pass
 #                               --config.data.data_dir=data)
 #   --spot                      [TPU_SPOT=1] create a Spot slice
 #   --dry_run                   [DRY_RUN=1] print every command instead of running it
 # Every other argument goes to experiments.main unchanged; run and fetch need --config
-# and --workdir. A workdir every worker can write (a gs:// bucket) is what a multi-host
-# checkpoint needs; a local path is fetched from worker 0.
+# and --workdir. A workdir every worker can write (a gs:// bucket) is what a
+# multi-host checkpoint needs; a local path is fetched from worker 0. Each worker's log
+# is worker_<I>.log in WORKDIR/logs (a gs:// workdir: in ~/energynets_logs, copied to
+# WORKDIR/logs/ when the worker ends or is stopped).
 #
 # example:
 #   bash launch/tpu_pod.sh all --name=en-v4 --zone=us-central2-b --accelerator_type=v4-16 \
@@ -53,12 +67,14 @@ results_dir="${TPU_RESULTS_DIR:-}"
 ref="${TPU_REF:-HEAD}"
 ship_data="${TPU_SHIP_DATA:-}"
 spot="${TPU_SPOT:-0}"
+venv="${TPU_VENV:-energynets-venv}"
+python_version="${TPU_PYTHON:-3.11}"
 # What experiments.main needs to start jax.distributed on every worker (auto-detected).
 distributed_flags=(--multihost)
 
 if [[ $# -lt 1 || "$1" == -* ]]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
-  die "the first argument must be ACTIONS (create, ship, setup, run, fetch, delete, all)"
+  die "the first argument must be ACTIONS (create, ship, setup, run, stop, fetch, delete, all)"
 fi
 actions="$1"
 shift
@@ -74,6 +90,8 @@ while [[ $# -gt 0 ]]; do
     --results_dir=*) results_dir="${1#*=}" ;;
     --ref=*) ref="${1#*=}" ;;
     --ship_data=*) ship_data="${1#*=}" ;;
+    --venv=*) venv="${1#*=}" ;;
+    --python=*) python_version="${1#*=}" ;;
     --spot) spot=1 ;;
     --dry_run) DRY_RUN=1 ;;
     *) experiment_args+=("$1") ;;
@@ -85,8 +103,9 @@ export DRY_RUN="${DRY_RUN:-0}"
 IFS=',' read -r -a action_list <<< "$actions"
 for action in "${action_list[@]}"; do
   case "$action" in
-    create|ship|setup|run|fetch|delete) ;;
-    *) die "unknown action '$action' (expected create, ship, setup, run, fetch, delete or all)" ;;
+    create|ship|setup|run|stop|fetch|delete) ;;
+    *) die "unknown action '$action' (expected create, ship, setup, run, stop, fetch, delete \
+or all)" ;;
   esac
 done
 [[ -n "$name" ]] || die "missing --name=... (or TPU_NAME): the TPU slice's name"
@@ -108,6 +127,27 @@ on_all_workers() {  # on_all_workers REMOTE_COMMAND: one shell command line, eve
 }
 
 remote_cd="cd $(quote "$remote_dir")"
+# A path on the workers: relative ones are relative to the home directory, where ssh
+# starts (written so that the remote shell expands $HOME after any cd).
+remote_path() {
+  if [[ "$1" == /* ]]; then quote "$1"; else printf '"$HOME"/%s' "$(quote "$1")"; fi
+}
+venv_dir="$(remote_path "$venv")"
+# Processes of an earlier run (a stopped launcher, a failed worker's peers): the TPU
+# stays taken by them. The bracket keeps pkill from matching the shell that runs it.
+kill_stale="pkill -KILL -f '[e]xperiments[.]main' && sleep 1"
+
+# stop_workers: kills the run on every worker; a gs:// workdir gets their logs.
+stop_workers() {
+  local stop="$kill_stale; true" workdir
+  workdir="$(flag_value workdir ${experiment_args[@]+"${experiment_args[@]}"})" || true
+  if [[ "$workdir" == gs://* ]]; then
+    stop+="; gcloud storage cp \"\$HOME\"/energynets_logs/worker_*.log \
+$(quote "${workdir%/}/logs/") || true"
+  fi
+  on_all_workers "$stop"
+}
+
 for action in "${action_list[@]}"; do
   case "$action" in
     create)
@@ -131,11 +171,33 @@ for action in "${action_list[@]}"; do
       fi
       ;;
     setup)
-      on_all_workers "$remote_cd && python3 -m pip install -e . 'jax[tpu]'"
+      # The system Python of the TPU VM images is older than energynets supports: uv
+      # makes an isolated environment with its own Python (downloaded if missing).
+      on_all_workers "export PATH=\"\$HOME/.local/bin:\$PATH\" && { command -v uv >/dev/null \
+|| python3 -m pip install --user --quiet uv || curl -LsSf https://astral.sh/uv/install.sh | sh; } \
+&& rm -rf $venv_dir && uv venv --python $(quote "$python_version") $venv_dir \
+&& uv pip install --python $venv_dir/bin/python -e $(remote_path "$remote_dir") 'jax[tpu]' \
+&& $venv_dir/bin/python --version"
       ;;
     run)
       main_args="$(quote_all "${experiment_args[@]}" "${distributed_flags[@]}")"
-      on_all_workers "$remote_cd && python3 -m experiments.main $main_args"
+      interrupted=0
+      trap 'interrupted=1' INT TERM HUP
+      status=0
+      on_all_workers "$remote_cd && { $kill_stale; rm -f /tmp/libtpu_lockfile; true; } && \
+ENERGYNETS_VENV=$venv_dir bash launch/worker.sh $main_args" || status=$?
+      trap - INT TERM HUP
+      if [[ "$status" != 0 || "$interrupted" == 1 ]]; then
+        why="the run failed on a worker (gcloud ssh exit status $status)"
+        [[ "$interrupted" == 1 ]] && why="the launcher was interrupted"
+        echo "error: $why: stopping every worker; each one's log is worker_<I>.log in \
+WORKDIR/logs (the fetch action copies them)" >&2
+        stop_workers
+        exit $(( status ? status : 130 ))
+      fi
+      ;;
+    stop)
+      stop_workers
       ;;
     fetch)
       workdir="$(flag_value workdir "${experiment_args[@]}")"

@@ -52,7 +52,9 @@ def pytest_addoption(parser):
 
 # The suite's longest tests (each notebook runs for about 40 s) go first: with two
 # workers, a long test that starts last leaves the other worker idle until it ends.
-_LONGEST_FIRST = ("tests/test_notebooks.py::test_notebook_executes",)
+_LONGEST_FIRST = ("tests/test_notebooks.py::test_notebook_executes",
+                  "tests/test_launch.py::test_local_pod_killed_worker",
+                  "tests/test_experiments.py::test_compare_prints_table_and_writes_files")
 
 
 def pytest_collection_modifyitems(config, items):

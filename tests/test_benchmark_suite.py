@@ -58,12 +58,16 @@ def test_quick_run_writes_csvs_plots_and_summary(tmp_path):
   if torch_installed:
     rows = {r["benchmark"]: r for r in _read_csv(tmp_path / "torch.csv")}
     assert {"feed_forward", "gbi20_spen", "gbi20_spen_loop_only", "gbi20_seal",
-            "gbi20_seal_loop_only", "seal_dynamic_nce_step"} == set(rows)
+            "gbi20_seal_loop_only", "seal_dynamic_nce_step", "e2e_step"} == set(rows)
     assert rows["seal_dynamic_nce_step"]["target"] == "2"
-    assert all(float(r["speedup"]) > 0 for r in rows.values())
-    assert {"jax", "torch"} == {r["framework"] for r in _read_csv(tmp_path / "profile.csv")}
+    assert all(float(r["speedup"]) > 0 and float(r["speedup_vs_compiled"]) > 0 and
+               r["target_vs_compiled"] == "1" and float(r["torch_compile_s"]) > 0
+               for r in rows.values())
+    assert {"jax", "torch", "torch_compiled"} == {
+        r["framework"] for r in _read_csv(tmp_path / "profile.csv")}
     assert (tmp_path / "jax_vs_torch.png").exists()
-    assert "## JAX vs eager PyTorch" in summary and "## GBI vs feed-forward" in summary
+    assert "## JAX vs PyTorch (eager and torch.compile)" in summary
+    assert "## GBI vs feed-forward" in summary
     assert "## Where the time goes" in summary
 
 
@@ -214,3 +218,156 @@ def test_torch_seal_step_moves_both_nets_and_unfreezes_the_loss_net():
   assert all(not torch.equal(a, b) for a, b in zip(before, after))
   # Frozen only during the task-net step (requires_grad_(False)), trainable again after.
   assert all(p.requires_grad for p in loss.parameters())
+
+
+# -------------------------------------------------- functional and compiled PyTorch forms
+
+
+def test_torch_func_gradient_gbi_matches_autograd_gbi(spen):
+  torch = pytest.importorskip("torch")
+  from benchmarks import torch_reference as ref  # pylint: disable=g-import-not-at-top
+  _, params, x, _ = spen
+  module = ref.load_flax_spen(ref.SPENEnergy(11, 7, (9, 8), num_measurements=4), params)
+  xt = torch.from_numpy(np.array(x))
+  for method, optimizer in (("mirror", "momentum"), ("projected", "adam")):
+    by_autograd = ref.gbi(module, xt, num_steps=5, method=method, optimizer=optimizer)
+    by_func = ref.gbi(module, xt, num_steps=5, method=method, optimizer=optimizer,
+                      gradient="func")
+    np.testing.assert_allclose(by_func.numpy(), by_autograd.numpy(), atol=1e-6)
+
+
+def _seal_nets(ref, dropout=0.0):
+  task = ref.MLP(10, (8,), 6, dropout=dropout, input_dropout=dropout)
+  loss = ref.SPENEnergy(10, 6, (8,), num_measurements=5, dropout=dropout)
+  return task, loss
+
+
+def test_torch_functional_seal_step_matches_the_eager_step():
+  torch = pytest.importorskip("torch")
+  from benchmarks import torch_reference as ref  # pylint: disable=g-import-not-at-top
+  torch.manual_seed(0)
+  task, loss = _seal_nets(ref)
+  functional = ref.SealDynamicFunctional(task, loss, num_samples=4, task_clip_norm=0.5)
+  eager = ref.SealDynamic(task, loss, num_samples=4, task_clip_norm=0.5)
+  x = (torch.rand(16, 10) < 0.5).float()
+  y = (torch.rand(16, 6) < 0.3).float()
+  for _ in range(2):  # the second step also checks the Adam state carried over
+    torch.manual_seed(1)  # the same Bernoulli noise in both
+    nce_f, task_f = functional.step(x, y)
+    torch.manual_seed(1)
+    nce_e, task_e = eager.step(x, y)
+    np.testing.assert_allclose(float(nce_f), nce_e, rtol=1e-5)
+    np.testing.assert_allclose(float(task_f), task_e, rtol=1e-5)
+  after = ref.params_of(task, loss, prefixes=("task.", "loss."))
+  held = {**{f"task.{k}": v for k, v in functional.task_params.items()},
+          **{f"loss.{k}": v for k, v in functional.loss_params.items()}}
+  for name, value in after.items():
+    np.testing.assert_allclose(held[name].numpy(), value.numpy(), atol=1e-6, err_msg=name)
+
+
+def _e2e_setup(ref, num_steps=3):
+  """A tiny e2e energy (no dropout) with random weights, in JAX and in PyTorch."""
+  from energynets.objectives import e2e as e2e_lib  # pylint: disable=g-import-not-at-top
+  rs = np.random.RandomState(2)
+  energy = SPENEnergy(num_labels=6, feature_hidden=(8, 7), num_measurements=4,
+                      activation="softplus")
+  x = jnp.asarray(rs.uniform(size=(5, 10)) < 0.4, jnp.float32)
+  y = jnp.asarray(rs.uniform(size=(5, 6)) < 0.3, jnp.float32)
+  params = _random_params(energy, rs, x, y)
+  gbi = gbi_lib.GBIConfig(method="logit", optimizer="sgd", learning_rate=1.0,
+                          momentum=0.0, num_steps=num_steps)
+  fns = e2e_lib.e2e_losses(energy, gbi=gbi, loss="bce", per_iterate=True, init="local",
+                           l2=1e-2, gradient="scan")
+  module = ref.load_flax_spen(ref.SPENEnergy(10, 6, (8, 7), num_measurements=4), params)
+  return fns, params, module, x, y
+
+
+@pytest.mark.parametrize("mode", ["eager", "func"])
+def test_torch_e2e_loss_and_gradients_match_jax(mode):
+  torch = pytest.importorskip("torch")
+  from benchmarks import torch_reference as ref  # pylint: disable=g-import-not-at-top
+  fns, params, module, x, y = _e2e_setup(ref)
+  inference = {"step_sizes": fns.initial_step_sizes}
+  (loss, _), (grads, inference_grads) = jax.value_and_grad(fns.loss_fn, has_aux=True)(
+      (params, inference), {"x": x, "y": y}, jax.random.key(0))
+  step = ref.E2EStep(module, num_steps=3, l2=1e-2, mode=mode)
+  loss_t, grads_t = step.gradients(torch.from_numpy(np.array(x)),
+                                   torch.from_numpy(np.array(y)))
+  np.testing.assert_allclose(float(loss_t), float(loss), rtol=1e-5)
+  np.testing.assert_allclose(grads_t["step_sizes"].numpy(), inference_grads["step_sizes"],
+                             rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(grads_t["measurements.weight"].numpy(),
+                             grads["global"]["measurements"]["kernel"].T, rtol=1e-4,
+                             atol=1e-6)
+  np.testing.assert_allclose(grads_t["local_net.hidden.0.weight"].numpy(),
+                             grads["local_net"]["hidden_0"]["kernel"].T, rtol=1e-4,
+                             atol=1e-6)
+
+
+def test_torch_functional_e2e_step_matches_the_eager_step():
+  torch = pytest.importorskip("torch")
+  from benchmarks import torch_reference as ref  # pylint: disable=g-import-not-at-top
+  _, _, module, x, y = _e2e_setup(ref)
+  xt, yt = torch.from_numpy(np.array(x)), torch.from_numpy(np.array(y))
+  eager = ref.E2EStep(module, num_steps=3, l2=1e-2, learning_rate=1e-2, mode="eager")
+  functional = ref.E2EStep(module, num_steps=3, l2=1e-2, learning_rate=1e-2, mode="func")
+  for _ in range(2):
+    np.testing.assert_allclose(float(functional.step(xt, yt)), float(eager.step(xt, yt)),
+                               rtol=1e-5)
+  for name, value in eager.params.items():
+    np.testing.assert_allclose(functional.params[name].numpy(), value.detach().numpy(),
+                               atol=1e-6, err_msg=name)
+
+
+@pytest.mark.slow  # torch.compile: tens of seconds of compilation, longer on a cold cache
+def test_torch_compiled_forms_match_their_eager_forms(spen):
+  torch = pytest.importorskip("torch")
+  from torch._inductor import config as inductor_config  # pylint: disable=g-import-not-at-top
+  from benchmarks import torch_reference as ref  # pylint: disable=g-import-not-at-top
+  _, params, x, _ = spen
+  module = ref.load_flax_spen(ref.SPENEnergy(11, 7, (9, 8), num_measurements=4), params)
+  xt = torch.from_numpy(np.array(x))
+  options = dict(num_steps=3, method="projected", optimizer="adam", learning_rate=0.05)
+  with torch.no_grad():
+    logits = module.encode(xt)
+    np.testing.assert_allclose(ref.compiled_encode(module)(xt).numpy(), logits.numpy(),
+                               atol=1e-6)
+    np.testing.assert_allclose(ref.compiled_gbi_loop(module, **options)(logits).numpy(),
+                               ref.gbi(module, xt, **options).numpy(), atol=1e-6)
+  # Whole updates: the compiled SEAL and e2e steps against their uncompiled functions,
+  # with inductor drawing random numbers as eager PyTorch does.
+  _, _, e2e_module, ex, ey = _e2e_setup(ref)
+  ext, eyt = torch.from_numpy(np.array(ex)), torch.from_numpy(np.array(ey))
+  with inductor_config.patch(fallback_random=True):
+    task, loss = _seal_nets(ref, dropout=0.5)
+    seal_batch = ((torch.rand(16, 10) < 0.5).float(), (torch.rand(16, 6) < 0.3).float())
+    updates = {
+        "seal": (lambda compile_: ref.SealDynamicFunctional(task, loss, num_samples=4,
+                                                            compile=compile_), seal_batch),
+        "e2e": (lambda compile_: ref.E2EStep(e2e_module, num_steps=3,
+                                             mode="compiled" if compile_ else "func"),
+                (ext, eyt))}
+    as_array = lambda out: np.array([float(v) for v in (out if isinstance(out, tuple)
+                                                        else (out,))])
+    for name, (make, batch) in updates.items():
+      compiled, functional = make(True), make(False)
+      for _ in range(2):  # the second step runs on the updated parameters and state
+        torch.manual_seed(3)
+        by_compiled = as_array(compiled.step(*batch))
+        torch.manual_seed(3)
+        by_functional = as_array(functional.step(*batch))
+        np.testing.assert_allclose(by_compiled, by_functional, rtol=1e-5, err_msg=name)
+
+
+@pytest.mark.slow  # three subprocesses that import jax and the library
+def test_gpu_run_commands_parse_their_flags():
+  from benchmarks import gpu_run  # pylint: disable=g-import-not-at-top
+  full, quick = (gpu_run.commands("/tmp/out", q, ["--torch_compile_mode=default"])
+                 for q in (False, True))
+  assert [module for module, _ in full] == ["benchmarks.e2e_gradients", "benchmarks.suite"]
+  assert "--quick" in quick[1][1] and "--batch_size=4" in quick[0][1]  # both tiny
+  for (module, args), (_, quick_args) in zip(full, quick):
+    proc = gpu_run.check_flags(module, [args, quick_args])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+  bad = gpu_run.check_flags("benchmarks.e2e_gradients", [["--no_such_flag"]])
+  assert bad.returncode != 0 and "no_such_flag" in bad.stderr

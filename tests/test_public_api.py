@@ -1102,6 +1102,20 @@ def smoke_train(en, tmp_path):
           str(tmp_path / "nan"))
 
 
+@smoke("train.MODEL_AXIS", "train.label_axis_shardings")
+def smoke_model_axis(en, tmp_path):
+  t = en.train
+  mesh = t.make_mesh(1)
+  state = {"head": np.zeros((D, L), np.float32), "hidden": np.zeros((D, 3), np.float32)}
+  # Without a 'model' axis (tests/test_model_axis.py splits on 4 devices) all replicated.
+  shardings = t.label_axis_shardings(state, mesh, L)
+  assert jax.tree.structure(shardings) == jax.tree.structure(state)
+  assert all(s == t.replicated(mesh) for s in jax.tree.leaves(shardings))
+  assert t.MODEL_AXIS == "model" and t.MODEL_AXIS not in mesh.axis_names
+  with pytest.raises(ValueError, match="model_parallelism=2 must be a positive divisor"):
+    t.make_mesh(1, model_parallelism=2)
+
+
 @smoke("train.load_run", "train.Predictor", "train.read_run", "train.BuilderError",
        "train.RunFormatError", "train.RunNotFoundError")
 def smoke_runs(en, tmp_path):

@@ -6,9 +6,10 @@
    batch and keys; the states must agree. The device count is fixed when JAX starts,
    so a subprocess runs the objectives and writes one JSON file per objective.
 2. Multi-host: two processes on this machine (loopback coordinator, 2 CPU devices each)
-   run `experiments.main --coordinator_address=...`, each loading only its rows of every
-   batch; their checkpoint must equal a 1-process 4-device run's, and a 1-process
-   1-device run resumes from it with the same results.
+   run `experiments.main --coordinator_address=...`, each holding only its half of the
+   data and loading only its rows of every batch; their checkpoint must equal a 1-process
+   4-device run's that draws the same 2-shard batches, and a 1-process 1-device run
+   resumes from it with the same results (tests/test_data_shards.py: four processes).
 
 This file is also the first check's subprocess: `python tests/test_scale_out.py
 objectives OUT_DIR NAME...` (`_objectives_main`).
@@ -18,7 +19,6 @@ import json
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +26,9 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
+
+from multiprocess import (MULTIHOST_FLAGS, STEPS, _free_port, _run_all,
+                          _subprocess_env)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -268,18 +271,6 @@ def _objectives_main(out_dir: pathlib.Path, names: list[str]) -> None:
 # --------------------------------------------------------------- 1. every objective
 
 
-def _subprocess_env(num_devices: int, *xla_flags: str) -> dict[str, str]:
-  env = {k: v for k, v in os.environ.items()
-         # A proxy would be asked for the loopback coordinator.
-         if not k.lower().endswith("_proxy")}
-  env.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
-             # The inherited flags (conftest's) first, so that the device count wins.
-             XLA_FLAGS=" ".join([os.environ.get("XLA_FLAGS", ""),
-                                 f"--xla_force_host_platform_device_count={num_devices}",
-                                 *xla_flags]).strip())
-  return env
-
-
 def _shared_dir(tmp_path_factory, name: str) -> pathlib.Path:
   """A directory all pytest-xdist workers of this run share (without xdist: fresh)."""
   if "PYTEST_XDIST_WORKER" not in os.environ:
@@ -400,52 +391,10 @@ def test_batch_not_divisible_by_devices_is_rejected(sharded_steps):
 
 # ------------------------------------------------------------------- 2. multi-host
 
-STEPS = 6
-MULTIHOST_FLAGS = (
-    "--config=experiments/configs/mlp.py:synthetic", "--config.data.num_train=64",
-    f"--config.train.steps={STEPS}", "--config.train.batch_size=16",
-    "--config.train.eval_batch_size=200", "--config.train.eval_every=3",
-    "--config.train.log_every=3", "--config.train.checkpoint_every=3",
-    "--config.train.tensorboard=False",
-    # Dropout: every process must draw the masks of its rows of the global batch.
-    "--config.model.dropout=0.2")
-MULTIHOST_TIMEOUT_S = 240
-
-
-def _free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
-def _run_all(runs: dict[str, tuple[list[str], dict]], log_dir: pathlib.Path) -> None:
-  """Starts every `name: (argv, env)` at once; fails, stopping the rest, on the first
-  non-zero exit or at the timeout, with the logs of all of them."""
-  procs, logs = {}, {}
-  for name, (argv, env) in runs.items():
-    logs[name] = log_dir / f"{name}.log"
-    with open(logs[name], "w") as log:
-      procs[name] = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log,
-                                     stderr=subprocess.STDOUT)
-  deadline = time.monotonic() + MULTIHOST_TIMEOUT_S
-  try:
-    while any(p.poll() is None for p in procs.values()):
-      failed = [n for n, p in procs.items() if p.poll() not in (None, 0)]
-      if failed or time.monotonic() > deadline:
-        break
-      time.sleep(0.2)
-  finally:
-    for p in procs.values():
-      if p.poll() is None:
-        p.kill()
-      p.wait()
-  bad = {n: p.returncode for n, p in procs.items() if p.returncode != 0}
-  if bad:
-    text = "\n".join(f"--- {n} (exit {procs[n].returncode})\n{logs[n].read_text()[-5000:]}"
-                     for n in procs)
-    pytest.fail(f"runs {bad} failed or timed out after {MULTIHOST_TIMEOUT_S} s:\n{text}")
-
-
+# Slow: the default suite runs two processes against one through the launch path
+# (tests/test_launch.py, local_pod.sh: killed, resumed, equal to the 1-process run); this
+# one adds two devices per process and the restore onto one device.
+@pytest.mark.slow
 def test_two_processes_train_like_one_and_checkpoint_restores_on_one_device(tmp_path):
   import jax
   from energynets import train as train_lib
@@ -458,12 +407,18 @@ def test_two_processes_train_like_one_and_checkpoint_restores_on_one_device(tmp_
                             f"--coordinator_address={coordinator}", "--num_processes=2",
                             f"--process_id={i}"], _subprocess_env(2))
           for i in range(2)}
-  # The reference: one process with the same 4 devices in all.
-  runs["reference"] = ([*main, f"--workdir={tmp_path / 'one'}"], _subprocess_env(4))
+  # The reference: one process with the same 4 devices in all, drawing the batches of
+  # two processes (each holds half of the training rows: 2 data shards).
+  runs["reference"] = ([*main, f"--workdir={tmp_path / 'one'}", "--config.data.num_shards=2"],
+                       _subprocess_env(4))
   _run_all(runs, tmp_path)
-  for run in ("process_0", "process_1"):
-    assert "process %s of 2: 2 local and 4 global devices" % run[-1] in \
-        (tmp_path / f"{run}.log").read_text()
+  for i in range(2):
+    log = (tmp_path / f"process_{i}.log").read_text()
+    assert f"process {i} of 2: 2 local and 4 global devices" in log
+    # Each holds only its half of every split (synthetic: 1000 validation and test rows).
+    assert (f"process {i} of 2 holds rows {32 * i}:{32 * (i + 1)} of train (32 of 64), "
+            f"rows {500 * i}:{500 * (i + 1)} of validation (500 of 1000), "
+            f"rows {500 * i}:{500 * (i + 1)} of test (500 of 1000)") in log
 
   # Written once: one checkpoint per kept step, one record per step in metrics.jsonl.
   two, one = tmp_path / "two", tmp_path / "one"

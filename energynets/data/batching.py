@@ -2,24 +2,124 @@
 
 That is what makes a resumed run identical to an uninterrupted one: nothing about
 the input pipeline has to be checkpointed.
+
+Per-process data: a split's N rows are cut into contiguous shards (`shard_bounds`), and
+process p of P holds only rows `process_rows(N, p, P)`. A global random permutation
+would need every row on every process, so sharded training draws each step's batch
+shard by shard (`sharded_batch_indices`): B/S rows from each of the S shards, in shard
+order, which is what per-host input pipelines (tfds / grain sharding) do. Process p then
+draws exactly its part of the global batch from the rows it holds, and one process
+holding every shard draws the same global batch.
 """
 
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 
 
-def train_batch_indices(num_examples: int, batch_size: int, seed: int, step: int) -> np.ndarray:
+def train_batch_indices(num_examples: int, batch_size: int, seed: int, step: int,
+                        shard: int | None = None) -> np.ndarray:
   """Row indices of training step `step` (0-based): epochs of seeded permutations.
 
   The last partial batch of an epoch is dropped, so every step sees a full batch.
+
+  Args:
+    num_examples: rows to draw from, `0..num_examples-1`.
+    batch_size: rows per step.
+    seed: seeds the permutation of every epoch.
+    step: the training step.
+    shard: a shard's index (`sharded_batch_indices`), folded into the seed so that
+      shards are shuffled independently; None: the unsharded stream.
+
+  Returns:
+    int `[batch_size]` row indices.
   """
   if batch_size > num_examples:
     raise ValueError(f"batch size {batch_size} exceeds the {num_examples} training examples")
   steps_per_epoch = num_examples // batch_size
   epoch, position = divmod(step, steps_per_epoch)
-  perm = np.random.default_rng([seed, epoch]).permutation(num_examples)
+  key = [seed, epoch] if shard is None else [seed, shard, epoch]
+  perm = np.random.default_rng(key).permutation(num_examples)
   return perm[position * batch_size:(position + 1) * batch_size]
+
+
+def shard_bounds(num_rows: int, num_shards: int, shard: int) -> tuple[int, int]:
+  """Rows `[start, stop)` of shard `shard` of `num_shards` contiguous near-equal shards.
+
+  Shard q is `[q*N//S, (q+1)*N//S)`, so the union of shards `p*k .. (p+1)*k - 1` is
+  shard p of `S/k`: a process holding k consecutive shards holds its `process_rows`.
+
+  Args:
+    num_rows: N, the split's rows.
+    num_shards: S >= 1.
+    shard: q in `[0, S)`.
+
+  Returns:
+    `(start, stop)`.
+  """
+  if num_shards < 1 or not 0 <= shard < num_shards:
+    raise ValueError(f"shard {shard} of {num_shards}: need num_shards >= 1 and "
+                     f"0 <= shard < num_shards")
+  return shard * num_rows // num_shards, (shard + 1) * num_rows // num_shards
+
+
+def process_rows(num_rows: int, process_index: int, process_count: int) -> slice:
+  """The contiguous rows of a split that process `process_index` of `process_count` holds
+  (`shard_bounds` with one shard per process)."""
+  return slice(*shard_bounds(num_rows, process_count, process_index))
+
+
+def process_shards(num_shards: int, process_index: int, process_count: int) -> range:
+  """The training shards process `process_index` of `process_count` holds: the
+  `num_shards / process_count` consecutive ones, whose rows are its `process_rows`.
+
+  Raises:
+    ValueError: `num_shards` is not a multiple of `process_count`.
+  """
+  if num_shards < 1 or num_shards % process_count:
+    raise ValueError(f"{num_shards} data shards cannot be split over {process_count} "
+                     f"processes: use a multiple of {process_count}")
+  per_process = num_shards // process_count
+  return range(process_index * per_process, (process_index + 1) * per_process)
+
+
+def sharded_batch_indices(num_rows: int, batch_size: int, seed: int, step: int,
+                          num_shards: int, shards: Iterable[int] | None = None) -> np.ndarray:
+  """Row indices (of the whole split) of step `step`'s batch, drawn shard by shard.
+
+  The global batch is the concatenation over shards q = 0..S-1 of `batch_size / S`
+  rows of shard q (`train_batch_indices` over the shard's rows, its index folded into
+  the seed). With S = 1 it is `train_batch_indices(num_rows, batch_size, seed, step)`.
+
+  Args:
+    num_rows: N, the training rows of all shards.
+    batch_size: B, the global batch size; a multiple of S.
+    seed: the run's seed.
+    step: the training step.
+    num_shards: S.
+    shards: the shards to draw from, in order (a process's `process_shards`: its part
+      of the global batch, which is its `step.process_slice`); None: all of them.
+
+  Returns:
+    int `[B / S * len(shards)]` row indices, each inside its shard's `shard_bounds`.
+  """
+  if num_shards == 1:
+    if shards is not None and list(shards) != [0]:
+      raise ValueError(f"shards {list(shards)} of 1: the only shard is 0")
+    return train_batch_indices(num_rows, batch_size, seed, step)
+  if batch_size % num_shards:
+    raise ValueError(f"batch size {batch_size} is not divisible by the {num_shards} data "
+                     f"shards; use a multiple of {num_shards}")
+  per_shard = batch_size // num_shards
+  parts = []
+  for shard in range(num_shards) if shards is None else shards:
+    start, stop = shard_bounds(num_rows, num_shards, shard)
+    if per_shard > stop - start:
+      raise ValueError(f"batch size {batch_size} over {num_shards} data shards takes "
+                       f"{per_shard} rows per step from each shard, but shard {shard} has "
+                       f"only {stop - start} of the {num_rows} training rows")
+    parts.append(start + train_batch_indices(stop - start, per_shard, seed, step, shard))
+  return np.concatenate(parts)
 
 
 def length_bucketed_batch(arrays: Mapping[str, np.ndarray], lengths: np.ndarray,

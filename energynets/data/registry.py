@@ -37,8 +37,14 @@ def _take(x: np.ndarray, y: np.ndarray, idx: np.ndarray) -> Split:
 
 
 def _finish(name: str, parts: dict[str, Split], feature_names, label_names,
-            standardize: bool, meta: dict[str, Any]) -> MultiLabelDataset:
-  """Train-statistics imputation and standardization; counts into meta."""
+            standardize: bool | str, meta: dict[str, Any],
+            scaling_option: str = "auto") -> MultiLabelDataset:
+  """Train-statistics imputation and feature scaling; counts into meta.
+
+  `standardize`: True or 'zscore' (train mean and std), 'maxabs' (train max |x|),
+  False or 'none'; `scaling_option` is the `feature_scaling` asked for (recorded).
+  """
+  scaling = {True: "zscore", False: "none"}.get(standardize, standardize)
   train, val, test = parts["train"], parts["validation"], parts["test"]
   preprocessing = meta.setdefault("preprocessing", {})
   if np.isnan(train.x).any() or np.isnan(val.x).any() or np.isnan(test.x).any():
@@ -46,7 +52,7 @@ def _finish(name: str, parts: dict[str, Split], feature_names, label_names,
     train, val, test = Split(tx, train.y), Split(vx, val.y), Split(sx, test.y)
     preprocessing["impute"] = {"missing_cells": num_missing,
                                "rule": "train column mean (0 if never observed)"}
-  if standardize:
+  if scaling == "zscore":
     std = splits.Standardizer.fit(train.x)
     train, val, test = (Split(std(s.x), s.y) for s in (train, val, test))
     preprocessing["standardize"] = {
@@ -54,6 +60,11 @@ def _finish(name: str, parts: dict[str, Split], feature_names, label_names,
         "constant_train_columns": std.num_constant}
   else:
     preprocessing["standardize"] = {"applied": False}
+    if scaling == "maxabs":
+      tx, vx, sx = splits.scale_features("maxabs", train.x, val.x, test.x)
+      train, val, test = Split(tx, train.y), Split(vx, val.y), Split(sx, test.y)
+  preprocessing["feature_scaling"] = {"option": scaling_option, "applied": scaling,
+                                      "stats": "train split only"}
   meta["num_examples"] = {"train": train.num_examples, "validation": val.num_examples,
                     "test": test.num_examples}
   meta["num_features"] = len(feature_names)
@@ -70,7 +81,8 @@ def _is_binary(x: np.ndarray) -> bool:
 
 def _split_mulan(name: str, rule: str, parsed: dict[str, mulan.MulanArff], *,
                  split_seed: int, fold: int, resplit_sizes: Mapping[str, int] | None,
-                 standardize: bool, meta: dict[str, Any]) -> MultiLabelDataset:
+                 standardize: bool | str, meta: dict[str, Any],
+                 scaling_option: str = "auto") -> MultiLabelDataset:
   """Applies split `rule` to parsed MULAN files ('train'/'test' or 'all')."""
   first = next(iter(parsed.values()))
   for role, m in parsed.items():
@@ -116,7 +128,8 @@ def _split_mulan(name: str, rule: str, parsed: dict[str, mulan.MulanArff], *,
       "one_hot": list(first.one_hot),
   }
   parts = {"train": _take(x, y, tr), "validation": _take(x, y, va), "test": _take(x, y, te)}
-  return _finish(name, parts, first.feature_names, first.label_names, standardize, meta)
+  return _finish(name, parts, first.feature_names, first.label_names, standardize, meta,
+                 scaling_option)
 
 
 def _check_fold(name: str, fold: int, allowed: bool):
@@ -125,8 +138,19 @@ def _check_fold(name: str, fold: int, allowed: bool):
                      f"got fold={fold}")
 
 
+def _resolve_scaling(option: str, auto: bool | str, where: str) -> str:
+  """'none' | 'zscore' | 'maxabs' of a `feature_scaling` option ('auto': `auto`)."""
+  if option not in splits.FEATURE_SCALINGS:
+    raise ValueError(f"{where}: unknown feature_scaling {option!r}; expected one of "
+                     f"{splits.FEATURE_SCALINGS}")
+  if option != "auto":
+    return option
+  return {True: "zscore", False: "none"}.get(auto, auto)
+
+
 def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
-                     resplit: bool, root_label: bool = False) -> MultiLabelDataset:
+                     resplit: bool, root_label: bool = False,
+                     feature_scaling: str = "auto") -> MultiLabelDataset:
   _check_fold(spec.name, fold, spec.split_rule == "cv10")
   if resplit and not spec.resplit_counts:
     offered = sorted(n for n, s in REGISTRY.items() if s.resplit_counts)
@@ -137,12 +161,17 @@ def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
       "dataset": spec.name, "source": "registry", "kind": spec.kind,
       "data_dir": str(root.parent), "files": records, "url": spec.url,
       "citation": spec.citation}
+  if feature_scaling != "auto" and spec.kind != "mulan":
+    raise ValueError(f"{spec.name}: feature_scaling={feature_scaling!r} applies to MULAN "
+                     "and synthetic datasets only; leave it 'auto'")
   if spec.kind == "mulan":
     parsed = {role: mulan.read_mulan(p, files["xml"], spec.num_labels, spec.drop_attributes)
               for role, p in files.items() if role != "xml"}
     ds = _split_mulan(spec.name, spec.split_rule, parsed, split_seed=split_seed, fold=fold,
                       resplit_sizes=spec.resplit_counts if resplit else None,
-                      standardize=spec.standardize, meta=meta)
+                      standardize=_resolve_scaling(feature_scaling, spec.standardize,
+                                                   spec.name),
+                      meta=meta, scaling_option=feature_scaling)
   elif spec.kind == "clus":
     ds = _load_clus(spec, files, split_seed, meta, root_label)
   else:
@@ -188,11 +217,13 @@ def _load_clus(spec: DatasetSpec, files: Mapping[str, pathlib.Path], split_seed:
         "applied": True, "stats": "train split mean and population std (0 -> 1), after "
                                   "imputation and one-hot",
         "constant_train_columns": pre.standardizer.num_constant}
+    ds.meta["preprocessing"]["feature_scaling"]["applied"] = "zscore"
   return ds
 
 
 def _load_synthetic(spec: DatasetSpec, split_seed: int, fold: int, resplit: bool,
-                    kwargs: dict[str, Any]) -> MultiLabelDataset:
+                    kwargs: dict[str, Any], feature_scaling: str = "auto"
+                    ) -> MultiLabelDataset:
   _check_fold(spec.name, fold, False)
   if resplit:
     raise ValueError("synthetic: resplit=True is only defined for bibtex and delicious")
@@ -226,7 +257,9 @@ def _load_synthetic(spec: DatasetSpec, split_seed: int, fold: int, resplit: bool
   feature_names = tuple(f"x{i}" for i in range(x.shape[1]))
   label_names = tuple(f"block{b}/{k}" for b in range(params["num_blocks"])
                       for k in range(params["block_size"]))
-  return _finish(spec.name, parts, feature_names, label_names, standardize=False, meta=meta)
+  return _finish(spec.name, parts, feature_names, label_names,
+                 standardize=_resolve_scaling(feature_scaling, False, spec.name), meta=meta,
+                 scaling_option=feature_scaling)
 
 
 def _mulan_files_in(path: pathlib.Path) -> tuple[str, dict[str, pathlib.Path]]:
@@ -265,7 +298,7 @@ def _mulan_files_in(path: pathlib.Path) -> tuple[str, dict[str, pathlib.Path]]:
 
 
 def _load_mulan_path(path: pathlib.Path, split_seed: int, fold: int,
-                     resplit: bool) -> MultiLabelDataset:
+                     resplit: bool, feature_scaling: str = "auto") -> MultiLabelDataset:
   _check_fold(str(path), fold, False)
   if resplit:
     raise ValueError("resplit=True is only defined for the registered bibtex and delicious")
@@ -275,21 +308,27 @@ def _load_mulan_path(path: pathlib.Path, split_seed: int, fold: int,
             if role != "xml"}
   # Binary features (bag of words, YES/NO) are left as they are; real ones standardized.
   reference = parsed["train"] if "train" in parsed else parsed["all"]
-  standardize = not _is_binary(reference.x)
+  binary = _is_binary(reference.x)
+  scaling = _resolve_scaling(feature_scaling, not binary, str(path))
   rule = ("shipped_train_test+holdout_validation" if "train" in parsed
           else "random_60_20_20")
   meta: dict[str, Any] = {"dataset": name, "source": "path", "kind": "mulan",
                           "data_dir": str(files["xml"].parent), "files": records}
   ds = _split_mulan(name, rule, parsed, split_seed=split_seed, fold=fold, resplit_sizes=None,
-                    standardize=standardize, meta=meta)
-  ds.meta["preprocessing"]["standardize"]["reason"] = (
-      "train features not all 0/1" if standardize else "train features all 0/1")
+                    standardize=scaling, meta=meta, scaling_option=feature_scaling)
+  ds.meta["preprocessing"]["feature_scaling"]["reason"] = (
+      f"feature_scaling={feature_scaling!r}" if feature_scaling != "auto" else
+      "auto: train features all 0/1" if binary else "auto: train features not all 0/1")
+  if scaling == "zscore":
+    ds.meta["preprocessing"]["standardize"]["reason"] = (
+        ds.meta["preprocessing"]["feature_scaling"]["reason"])
   return ds
 
 
 def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None,
                  split_seed: int = 0, fold: int = 0, resplit: bool = False,
-                 root_label: bool = False, **synthetic_kwargs) -> MultiLabelDataset:
+                 root_label: bool = False, feature_scaling: str = "auto",
+                 **synthetic_kwargs) -> MultiLabelDataset:
   """Loads a registered dataset, or any MULAN dataset given by path.
 
   Args:
@@ -303,6 +342,10 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
     resplit: bibtex/delicious only: the implicit-energy paper's re-split sizes.
     root_label: expr_fun/spo_fun only: add the hierarchy's root as label 0 (always
       positive), SEAL's 500-label setting; default the 499 FunCat nodes.
+    feature_scaling: MULAN and synthetic datasets: 'none', 'zscore' (train
+      mean and std), 'maxabs' (train max |x|), or 'auto' (the registry's rule; by path:
+      z-score unless every train feature is 0/1; synthetic: none); statistics from the
+      train split.
     **synthetic_kwargs: 'synthetic' only: num_train, num_validation, num_test,
       num_features, num_blocks, block_size.
 
@@ -320,14 +363,16 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
     raise ValueError(f"{key}: root_label=True only applies to the hierarchical (FunCat) "
                      f"datasets {sorted(n for n, s in REGISTRY.items() if s.kind == 'clus')}")
   if spec is not None and spec.kind == "synthetic":
-    return _load_synthetic(spec, split_seed, fold, resplit, dict(synthetic_kwargs))
+    return _load_synthetic(spec, split_seed, fold, resplit, dict(synthetic_kwargs),
+                           feature_scaling)
   if synthetic_kwargs:
     raise TypeError(f"{key}: unexpected arguments {sorted(synthetic_kwargs)} (only the "
                     f"'synthetic' dataset takes generator arguments)")
   if spec is not None:
-    return _load_registered(spec, data_dir, split_seed, fold, resplit, root_label)
+    return _load_registered(spec, data_dir, split_seed, fold, resplit, root_label,
+                            feature_scaling)
   path = pathlib.Path(key).expanduser()
   if path.exists():
-    return _load_mulan_path(path, split_seed, fold, resplit)
+    return _load_mulan_path(path, split_seed, fold, resplit, feature_scaling)
   raise ValueError(f"unknown dataset {key!r}: not a registered name ({sorted(REGISTRY)}) "
                    f"and not an existing path")

@@ -20,6 +20,7 @@ _HOLDOUT_STREAM = 1
 _KFOLD_STREAM = 2
 _KFOLD_VALIDATION_STREAM = 3
 _RANDOM_SPLIT_STREAM = 4
+_TRAINING_FOLDS_STREAM = 5
 
 SPLIT_RULES = {
     "shipped_train_test+holdout_validation":
@@ -197,6 +198,68 @@ class Standardizer:
   @property
   def num_constant(self) -> int:
     return int(np.sum(self.constant))
+
+
+@dataclasses.dataclass(frozen=True)
+class MaxAbsScaler:
+  """Per-feature map x / max|x_train|, with the max from the train split (scikit-learn's
+  `MaxAbsScaler`: keeps zeros, hence sparsity and 0/1 features, as they are).
+
+  Attributes:
+    scale: float64 [D]; the train column's largest absolute value, 1 where it is 0.
+  """
+  scale: np.ndarray
+
+  @classmethod
+  def fit(cls, x: np.ndarray) -> "MaxAbsScaler":
+    """The largest absolute value of each column of x [N, D] (float64)."""
+    peak = np.abs(np.asarray(x, np.float64)).max(axis=0)
+    return cls(scale=np.where(peak > 0, peak, 1.0))
+
+  def __call__(self, x: np.ndarray) -> np.ndarray:
+    """float32 [N, D] scaled copy of x [N, D]."""
+    return (np.asarray(x, np.float64) / self.scale).astype(np.float32)
+
+
+# `feature_scaling` options of the loaders: 'auto' is each dataset's own rule (the
+# registry's `standardize`; by path: z-score unless every train feature is 0/1).
+FEATURE_SCALINGS = ("auto", "none", "zscore", "maxabs")
+
+
+def scale_features(scaling: str, train_x: np.ndarray, *others: np.ndarray
+                   ) -> tuple[np.ndarray, ...]:
+  """`train_x` and `others` scaled with statistics of `train_x` alone.
+
+  Args:
+    scaling: 'none', 'zscore' (`Standardizer`) or 'maxabs' ('auto' is resolved by the
+      loader, which knows the dataset).
+    train_x: float [N, D], the rows the statistics come from.
+    *others: float [M, D] arrays scaled with the same statistics.
+
+  Returns:
+    float32 copies (train_x, *others).
+  """
+  if scaling == "none":
+    return tuple(np.asarray(a, np.float32) for a in (train_x, *others))
+  if scaling == "zscore":
+    scaler = Standardizer.fit(train_x)
+  elif scaling == "maxabs":
+    scaler = MaxAbsScaler.fit(train_x)
+  else:
+    raise ValueError(f"unknown feature_scaling {scaling!r}; expected one of "
+                     f"{FEATURE_SCALINGS[1:]} ('auto' is resolved by the loader)")
+  return tuple(scaler(a) for a in (train_x, *others))
+
+
+def training_folds(num_examples: int, num_folds: int, *, seed: int) -> list[np.ndarray]:
+  """`num_folds` disjoint sorted index arrays that cover `range(num_examples)`: a seeded
+  permutation cut into near-equal parts (`np.array_split`), for cross-validation on a
+  training split (its own random stream, independent of every split rule's)."""
+  if not 2 <= num_folds <= num_examples:
+    raise ValueError(f"num_folds={num_folds} needs 2 <= num_folds <= {num_examples} rows")
+  perm = np.random.default_rng([_TRAINING_FOLDS_STREAM, _check_seed(seed)]).permutation(
+      num_examples)
+  return [np.sort(part) for part in np.array_split(perm, num_folds)]
 
 
 def impute_with_train_mean(train_x: np.ndarray, *others: np.ndarray

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 
 from energynets.energies.mlc import Encoding, LocalNetEnergy
 from energynets.nets import MLP
-from energynets.nets.mlp import DropoutRates
+from energynets.nets.mlp import DropoutRates, softplus
 
 
 def _nonneg_init(spread: float = 0.5):
@@ -67,7 +67,7 @@ class NonNegDense(nn.Module):
   def __call__(self, z: jax.Array) -> jax.Array:
     shape = (z.shape[-1], self.features)
     if self.enforce:
-      kernel = jax.nn.softplus(self.param("raw_kernel", _nonneg_init(), shape))
+      kernel = softplus(self.param("raw_kernel", _nonneg_init(), shape))
     else:
       kernel = self.param("raw_kernel", nn.initializers.lecun_normal(), shape)
     return z @ kernel.astype(z.dtype)
@@ -91,7 +91,7 @@ class InputConvexNet(nn.Module):
         pre = pre + nn.Dense(width, use_bias=False, name=f"x_{j}")(features.astype(y.dtype))
       if z is not None:
         pre = pre + NonNegDense(width, self.enforce_convexity, name=f"z_{j}")(z)
-      z = jax.nn.softplus(pre)
+      z = softplus(pre)
     return NonNegDense(1, self.enforce_convexity, name="output")(z)[..., 0]
 
 

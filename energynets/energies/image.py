@@ -70,14 +70,14 @@ from energynets import domains
 from energynets.energies import protocol
 from energynets.nets import PADDINGS, ConvStack
 from energynets.nets.cnn import conv2d, pad_image
-from energynets.nets.mlp import activation_by_name
+from energynets.nets.mlp import activation_by_name, softplus
 
 POOLINGS = ("sum", "mean")
 
 
 def softplus_t(u: jax.Array, temperature: float) -> jax.Array:
   """`(1/β) log(1 + exp(β u))`, Torch's `SoftPlus(beta=β)` (the paper's "temperature" β)."""
-  return jax.nn.softplus(temperature * u) / temperature
+  return softplus(temperature * u) / temperature
 
 
 def soft_abs(u: jax.Array, temperature: float = 25.0) -> jax.Array:

@@ -26,6 +26,10 @@ baseline). In mirror mode the momentum/Adam direction replaces the gradient insi
 mirror step. Optimizer state is elementwise plus a per-example step count, so no
 example's trajectory depends on which other examples share its batch.
 
+On a device mesh with a `'model'` axis (`energynets.train.make_mesh`), the iterate and
+its gradient, when `[B, L]`, are kept split over the label axis
+(`energynets.sharding.constrain_label_axis`); elsewhere this is a no-op.
+
 Two drivers share one step function:
 
 - `gbi_scan`: `lax.scan` over a fixed `T = num_steps`. Differentiable w.r.t. params, x,
@@ -61,6 +65,7 @@ import jax
 import jax.numpy as jnp
 
 from energynets import domains as domains_lib
+from energynets.sharding import constrain_label_axis
 
 PyTree = Any
 EnergyFn = Callable[[PyTree, PyTree, jax.Array], jax.Array]
@@ -274,7 +279,7 @@ def _value_and_grad(objective: EnergyFn, params, x, z, domain, config):
     return jnp.sum(per_example), per_example
 
   (_, per_example), g = jax.value_and_grad(total, has_aux=True)(z)
-  return per_example, g
+  return per_example, constrain_label_axis(g)
 
 
 # ---------------------------------------------------------------------------------------
@@ -320,7 +325,7 @@ def init_state(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
                domain: domains_lib.Domain, config: GBIConfig) -> GBIState:
   """The carry at `y0` (objective and gradient already evaluated there, at τ_0)."""
   objective = make_objective(energy, domain, config, entropy_weight_at(config, 0))
-  z = _to_z(y0, domain, config)
+  z = constrain_label_axis(_to_z(y0, domain, config))
   e, g = _value_and_grad(objective, params, x, z, domain, config)
   return GBIState(z, _init_opt(z, config), e, g)
 
@@ -337,6 +342,7 @@ def gbi_step(energy: EnergyFn, params: PyTree, x: PyTree, state: GBIState,
     z = domain.mirror_step(state.z, d, lr)
   else:  # logit
     z = state.z - lr * d
+  z = constrain_label_axis(z)
   objective = make_objective(energy, domain, config, tau)
   e, g = _value_and_grad(objective, params, x, z, domain, config)
   return GBIState(z, opt, e, g)

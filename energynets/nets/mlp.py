@@ -6,9 +6,28 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+
+@jax.custom_jvp
+def softplus(x: jax.Array) -> jax.Array:
+  """`log(1 + exp(x))`, the value of `jax.nn.softplus`, with the derivative `sigmoid(x)`.
+
+  The same function and derivatives (first and higher, since the rule is itself
+  differentiable), but XLA compiles `sigmoid` far better than the derivative it derives
+  from `jax.nn.softplus`'s `logaddexp`: a gradient-based inference loop over a softplus
+  energy runs about twice as fast on CPU (`benchmarks/suite.py`).
+  """
+  return jax.nn.softplus(x)
+
+
+@softplus.defjvp
+def _softplus_jvp(primals, tangents):
+  (x,), (dx,) = primals, tangents
+  return softplus(x), jax.nn.sigmoid(x) * dx
+
+
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "relu": nn.relu,
-    "softplus": nn.softplus,
+    "softplus": softplus,
     "tanh": jnp.tanh,
     "sigmoid": nn.sigmoid,
     "gelu": nn.gelu,

@@ -3,8 +3,11 @@
 import os
 from typing import Any
 
+from etils import epath
 import jax
 import orbax.checkpoint as ocp
+
+from energynets.train import storage
 
 
 class Checkpointer:
@@ -13,10 +16,14 @@ class Checkpointer:
   Checkpoints are written by every process (orbax coordinates multi-host writes so
   the files exist once) and restore onto whatever sharding the target carries, so a
   run may resume on a different device count.
+
+  Attributes:
+    directory: the checkpoint directory, an absolute `epath.Path` (local, mounted, or
+      a URL such as `gs://bucket/run/checkpoints`).
   """
 
-  def __init__(self, directory: str, max_to_keep: int = 1):
-    self.directory = os.path.abspath(directory)
+  def __init__(self, directory: str | os.PathLike, max_to_keep: int = 1):
+    self.directory: epath.Path = storage.workdir_path(directory)
     self._manager = ocp.CheckpointManager(
         self.directory,
         options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True),

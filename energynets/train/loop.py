@@ -20,9 +20,11 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from energynets import metrics as metrics_lib
-from energynets.data.batching import padded_batches, train_batch_indices
+from energynets.data.batching import (process_rows, process_shards, sharded_batch_indices,
+                                       train_batch_indices)
 from energynets.objectives.base import Objective
 from energynets.train import run as run_lib
+from energynets.train import storage
 from energynets.train import step as step_lib
 from energynets.train.checkpoint import Checkpointer
 from energynets.train.writers import MetricWriter
@@ -95,9 +97,11 @@ class LoopOptions:
   @classmethod
   def from_config(cls, cfg: Mapping[str, Any]) -> "LoopOptions":
     """From a mapping of these fields (unknown keys are an error; `eval_batch_size`,
-    `num_devices` and `matmul_precision`, read by the experiment runner, are ignored)."""
+    `num_devices`, `model_parallelism` and `matmul_precision`, read by the experiment
+    runner, are ignored)."""
     names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(cfg) - names - {"eval_batch_size", "num_devices", "matmul_precision"}
+    unknown = set(cfg) - names - {"eval_batch_size", "num_devices", "model_parallelism",
+                                  "matmul_precision"}
     if unknown:
       raise ValueError(f"unknown train options {sorted(unknown)}; known: {sorted(names)}")
     return cls(**{k: v for k, v in cfg.items() if k in names})
@@ -114,18 +118,96 @@ def predict_in_batches(predict: Callable, state: Any, x: np.ndarray, batch_size:
   """Runs a jitted `predict(state, x)` over all rows of `x [N, ...]`; returns numpy `[N, ...]`.
 
   `batch_size` rows at a time (the last batch padded, the padding dropped);
-  `predict` is typically `build_predict(objective, mesh)`.
+  `predict` is typically `build_predict(objective, mesh)`. Every process passes all
+  of `x` and predicts its `process_rows` of it (`predict_process_rows`).
+  """
+  held = process_rows(len(x), jax.process_index(), jax.process_count())
+  return predict_process_rows(predict, state, x[held], batch_size, mesh)
+
+
+def process_row_counts(num_rows: int) -> list[int]:
+  """How many rows of a split each process holds, in process order, given this
+  process's `num_rows` (a collective: every process calls it)."""
+  if jax.process_count() == 1:
+    return [int(num_rows)]
+  counts = multihost_utils.process_allgather(np.asarray([num_rows], np.int64), tiled=True)
+  return [int(n) for n in np.asarray(counts)]
+
+
+def process_batch(rows: np.ndarray, index: int, rows_per_batch: int) -> np.ndarray:
+  """Batch `index` of `rows_per_batch` of a process's rows `[N_p, ...]`, zero-padded to
+  full size (also past the end: processes holding fewer rows run the same batches)."""
+  chunk = np.asarray(rows[index * rows_per_batch:(index + 1) * rows_per_batch])
+  if len(chunk) == rows_per_batch:
+    return chunk
+  pad = np.zeros((rows_per_batch - len(chunk),) + chunk.shape[1:], chunk.dtype)
+  return np.concatenate([chunk, pad])
+
+
+def rows_in_process_order(outputs: list[np.ndarray], counts: list[int]) -> np.ndarray:
+  """All processes' rows, in process order, from gathered batches.
+
+  Args:
+    outputs: the gathered outputs of the batches in order, each `[P * b, ...]`: b rows
+      of process 0, then b of process 1, ... (`process_batch` rows, the last padded).
+    counts: the rows each process holds (`process_row_counts`).
+
+  Returns:
+    `[sum(counts), ...]`: process 0's rows, then process 1's, ..., the padding dropped.
+  """
+  count = len(counts)
+  per_process = np.concatenate([np.reshape(y, (count, -1) + np.shape(y)[1:])
+                                for y in outputs], axis=1)
+  return np.concatenate([per_process[p, :n] for p, n in enumerate(counts)])
+
+
+def predict_process_rows(predict: Callable, state: Any, x: np.ndarray, batch_size: int,
+                         mesh: jax.sharding.Mesh) -> np.ndarray:
+  """Runs a jitted `predict(state, x)` over a split whose rows are spread over processes.
+
+  Each process passes only the rows it holds (its `process_rows` of the split: process
+  0 the first, process 1 the next, ...); the predictions are gathered, so every process
+  returns those of all rows, in order. Every process runs the same number of batches of
+  `batch_size` global rows, `batch_size / P` of them its own (the last zero-padded, the
+  padding dropped). With one process this is `predict_in_batches(..., x, ...)`.
+
+  Args:
+    predict: typically `build_predict(objective, mesh)`.
+    state: the state to predict with.
+    x: this process's rows `[N_p, ...]`.
+    batch_size: global rows per batch, a multiple of the mesh's data-parallel size.
+    mesh: the mesh `predict` was built for.
+
+  Returns:
+    numpy `[N, ...]`, N the rows of all processes together.
   """
   step_lib.check_batch_size(batch_size, mesh)
+  counts = process_row_counts(len(x))
+  if not sum(counts):
+    raise ValueError("no rows to predict: the split is empty on every process")
+  rows_per_batch = batch_size // jax.process_count()
   outputs = []
-  rows = step_lib.process_slice(batch_size)
-  for batch, valid in padded_batches({"x": x}, batch_size):
-    local = {"x": batch["x"][rows]}
+  for index in range(-(-max(counts) // rows_per_batch)):
+    local = {"x": process_batch(x, index, rows_per_batch)}
     y = predict(state, step_lib.shard_batch(local, mesh)["x"])
     if jax.process_count() > 1:
       y = multihost_utils.process_allgather(y, tiled=True)
-    outputs.append(np.asarray(y)[:valid])
-  return np.concatenate(outputs)
+    outputs.append(np.asarray(y))
+  return rows_in_process_order(outputs, counts)
+
+
+def gather_process_rows(rows: np.ndarray) -> np.ndarray:
+  """A split's rows from all processes, in process order, given this process's `rows
+  [N_p, ...]` (a collective: every process calls it; one process: `rows` itself)."""
+  rows = np.asarray(rows)
+  if jax.process_count() == 1:
+    return rows
+  counts = process_row_counts(len(rows))
+  if not max(counts):
+    return rows
+  padded = process_batch(rows, 0, max(counts))
+  gathered = np.asarray(multihost_utils.process_allgather(padded, tiled=True))
+  return rows_in_process_order([gathered], counts)
 
 
 def _format_eta(seconds: float) -> str:
@@ -135,20 +217,25 @@ def _format_eta(seconds: float) -> str:
 def fit(objective: Objective,
         train_arrays: Mapping[str, np.ndarray],
         options: LoopOptions,
-        workdir: str,
+        workdir: str | os.PathLike,
         *,
         evaluate: Callable[[Any], dict[str, float]] | None = None,
         mesh: jax.sharding.Mesh | None = None,
         previous_state: Any = None,
         train_batch: Callable[[int], Mapping[str, np.ndarray]] | None = None,
         validation: Mapping[str, np.ndarray] | None = None,
-        builder: str | tuple[str, Mapping[str, Any]] | None = None) -> FitResult:
+        builder: str | tuple[str, Mapping[str, Any]] | None = None,
+        label_dim: int | None = None,
+        num_shards: int | None = None) -> FitResult:
   """Trains `objective` on `train_arrays` (`{"x": [N, ...], "y": [N, ...]}`) for `options.steps`.
 
   Each step is `objective.update` on a batch of `options.batch_size` rows (`[B, ...]`),
   jitted by `build_train_step`; checkpoints go to `workdir/checkpoints` (latest: rerun
   the same call to resume) and `workdir/best` (the state selected on validation), and
-  metrics to `workdir/metrics.jsonl`. Returns a `FitResult`.
+  metrics to `workdir/metrics.jsonl`. Returns a `FitResult`. `workdir` is a local path
+  or a URL `etils.epath` supports (`gs://bucket/run`); in a multi-process run every
+  process must reach the same workdir (`storage.check_shared_workdir`, which stops
+  every process at once otherwise).
 
   `evaluate(state) -> {"validation/<metric>": value}` is called every `eval_every`
   steps and at the end; `options.select_metric` picks the returned state.
@@ -165,6 +252,19 @@ def fit(objective: Objective,
   `(path, kwargs)` (JSON kwargs) that, called, returns this objective, so that
   `load_run(workdir)` needs no code but the import; checked before training. Without
   it, `load_run` needs `objective=`.
+
+  On a mesh with a `'model'` axis (`make_mesh(model_parallelism=M)`), every state leaf
+  with an axis of size `label_dim` (default: the last axis of `train_arrays["y"]`) is
+  split over it (`label_axis_shardings`); checkpoints restore onto any mesh.
+
+  `num_shards`: per-process data. The N training rows are cut into `num_shards`
+  contiguous shards (`batching.shard_bounds`) and each step's global batch takes
+  `batch_size / num_shards` rows from each (`batching.sharded_batch_indices`); process p
+  of P then holds only its `batching.process_rows(N, p, P)` in `train_arrays` (and in
+  `validation`), and draws its part of every batch from them. A multiple of P; one
+  process with `num_shards=S` trains on the batches of S processes. None: every process
+  holds all rows and the batches are `train_batch_indices` (the stream of
+  `num_shards=1`).
   """
   builder_entry = run_lib.builder_record(builder)
   mesh = mesh or step_lib.make_mesh()
@@ -173,27 +273,41 @@ def fit(objective: Objective,
     raise ValueError(f"select_mode must be 'max' or 'min', got {options.select_mode!r}")
   if options.max_loss_patience < 1:
     raise ValueError(f"max_loss_patience must be at least 1, got {options.max_loss_patience}")
+  # Before any compiling: processes with a workdir each would hang at the first save.
+  storage.check_shared_workdir(workdir)
   num_examples = len(next(iter(train_arrays.values())))
   rows = step_lib.process_slice(options.batch_size)
-
-  if train_batch is None:
+  if num_shards is not None:
+    if train_batch is not None:
+      raise ValueError("fit takes train_batch or num_shards, not both: a task's own "
+                       "batches are built from all training rows")
+    local_batch = _process_batches(train_arrays, num_examples, num_shards, options)
+  elif train_batch is None:
     def train_batch(step: int) -> dict[str, np.ndarray]:
       idx = train_batch_indices(num_examples, options.batch_size, options.seed, step)
       return {k: v[idx] for k, v in train_arrays.items()}
 
   def batch_at(step: int) -> dict[str, jax.Array]:
+    if num_shards is not None:
+      return step_lib.shard_batch(local_batch(step), mesh)
     return step_lib.shard_batch({k: v[rows] for k, v in train_batch(step).items()}, mesh)
 
   init_key, step_key = jax.random.split(jax.random.PRNGKey(options.seed))
+  if label_dim is None and step_lib.model_parallelism(mesh) > 1:
+    label_dim = np.shape(train_arrays["y"])[-1]
+  example = batch_at(0)
+  sharding = step_lib.state_sharding_for(objective, mesh, example, label_dim, previous_state)
   if previous_state is None:
-    state = step_lib.build_init(objective, mesh)(init_key, batch_at(0))
+    state = step_lib.build_init(objective, mesh, sharding)(init_key, example)
   else:
-    state = step_lib.build_init_from(objective, mesh)(previous_state, init_key, batch_at(0))
-  train_step = step_lib.build_train_step(objective, mesh)
+    state = step_lib.build_init_from(objective, mesh, sharding)(previous_state, init_key,
+                                                                example)
+  train_step = step_lib.build_train_step(objective, mesh, sharding)
 
-  os.makedirs(workdir, exist_ok=True)
-  latest = Checkpointer(os.path.join(workdir, "checkpoints"))
-  best = Checkpointer(os.path.join(workdir, "best"))
+  workdir = storage.workdir_path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  latest = Checkpointer(workdir / "checkpoints")
+  best = Checkpointer(workdir / "best")
   writer = MetricWriter(workdir, tensorboard=options.tensorboard)
   better = (lambda a, b: a > b) if options.select_mode == "max" else (lambda a, b: a < b)
 
@@ -288,23 +402,54 @@ def fit(objective: Objective,
   latest.close()
   best.close()
   _write_run(workdir, objective, mesh, state, train_arrays, options, validation, builder_entry,
-             run_lib.checkpoint_record(selected_value, selected_step), selected_step)
+             run_lib.checkpoint_record(selected_value, selected_step), selected_step,
+             sharded=num_shards is not None)
   return FitResult(state, final_step, selected_step, selected_value, list(meta["history"]))
 
 
-def _write_run(workdir: str, objective: Objective, mesh: jax.sharding.Mesh, state: Any,
+def _process_batches(train_arrays: Mapping[str, np.ndarray], num_held: int, num_shards: int,
+                     options: LoopOptions) -> Callable[[int], dict[str, np.ndarray]]:
+  """`step -> this process's part of the global batch` (`batching.sharded_batch_indices`
+  over its shards), from the `num_held` training rows it holds (`fit`'s `num_shards`)."""
+  index, count = jax.process_index(), jax.process_count()
+  shards = process_shards(num_shards, index, count)
+  counts = process_row_counts(num_held)
+  num_rows = sum(counts)
+  held = process_rows(num_rows, index, count)
+  for p, n in enumerate(counts):
+    expected = process_rows(num_rows, p, count)
+    if n != expected.stop - expected.start:
+      raise ValueError(f"process {p} of {count} holds {n} training rows, but its part of "
+                       f"the {num_rows} is rows {expected.start}:{expected.stop} "
+                       "(batching.process_rows)")
+
+  def local_batch(step: int) -> dict[str, np.ndarray]:
+    idx = sharded_batch_indices(num_rows, options.batch_size, options.seed, step, num_shards,
+                                shards) - held.start
+    return {k: v[idx] for k, v in train_arrays.items()}
+
+  return local_batch
+
+
+def _write_run(workdir: str | os.PathLike, objective: Objective, mesh: jax.sharding.Mesh, state: Any,
                train_arrays: Mapping[str, np.ndarray], options: LoopOptions,
                validation: Mapping[str, np.ndarray] | None, builder: dict | None,
-               checkpoint: dict, selected_step: int) -> None:
-  """`workdir/run.json` of a finished `fit` (`run_lib.write_run`)."""
+               checkpoint: dict, selected_step: int, sharded: bool = False) -> None:
+  """`workdir/run.json` of a finished `fit` (`run_lib.write_run`); `sharded`: each
+  process holds only its rows of `train_arrays` and `validation`."""
   decoding = run_lib.infer_decoding(train_arrays["y"]) if "y" in train_arrays else "identity"
+  if sharded and jax.process_count() > 1:
+    # Inferred from each process's own rows: all follow process 0, which writes the file.
+    names = ("identity", "threshold", "argmax")
+    decoding = names[int(multihost_utils.broadcast_one_to_all(
+        np.int32(names.index(decoding))))]
   threshold, source = 0.5, "default"
   if decoding == "threshold" and validation is not None:
     # Every process takes part in the prediction; process 0 alone writes the file.
     predict = step_lib.build_predict(objective, mesh)
-    probs = predict_in_batches(predict, state, np.asarray(validation["x"]),
-                               options.batch_size, mesh)
-    y = np.asarray(validation["y"])
+    predict_rows = predict_process_rows if sharded else predict_in_batches
+    probs = predict_rows(predict, state, np.asarray(validation["x"]), options.batch_size, mesh)
+    y = gather_process_rows(validation["y"]) if sharded else np.asarray(validation["y"])
     threshold = metrics_lib.tune_threshold(y.reshape(len(y), -1), probs.reshape(len(y), -1))
     source = "validation"
   if jax.process_index() != 0:

@@ -43,9 +43,15 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
   config.method = "local"
   # num_train: synthetic only, training examples (0: the default 15k; SPEN also uses 1.5k).
   # root_label: expr_fun/spo_fun only, add the FunCat root as a label (SEAL's 500 labels).
+  # num_shards: each training batch takes batch_size/num_shards rows from each of that
+  # many contiguous shards of the training rows, and each process holds only its shards
+  # (0: one per process; a multiple of the process count). One process with
+  # num_shards=S trains on the batches of an S-process run; 1 is the unsharded order.
+  # feature_scaling: MULAN datasets, 'auto' (each dataset's rule: z-score real-valued
+  # features, keep 0/1 ones), 'none', 'zscore' or 'maxabs', fit on the training rows.
   config.data = ml_collections.ConfigDict(dict(
       name=dataset, path="", data_dir="", split_seed=0, fold=0, resplit=False, num_train=0,
-      root_label=False))
+      root_label=False, num_shards=0, feature_scaling="auto"))
   config.model = ml_collections.ConfigDict(dict(
       hidden=(), activation="relu", dropout=dropout_rates(0.0), input_dropout=0.0))
   # l2 is the coefficient of ½‖W‖²; l2_c > 0 sets it to 1/(C·N_train) instead, the
@@ -58,7 +64,7 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
   config.train = ml_collections.ConfigDict(dict(
       steps=2000, batch_size=128, eval_batch_size=1024, seed=0, log_every=100,
       eval_every=250, checkpoint_every=1000, select_metric="validation/example_f1",
-      select_mode="max", tensorboard=True, num_devices=0,
+      select_mode="max", tensorboard=True, num_devices=0, model_parallelism=1,
       matmul_precision=MATMUL_PRECISION))
   # Staged training (see experiments/configuration.py:stage_configs): stage_order "a,b" runs
   # config.stages.a then config.stages.b, each overriding keys of this config and
@@ -117,7 +123,7 @@ def get_denoising_base_config(dataset: str = "depth_scenes") -> ml_collections.C
   config.train = ml_collections.ConfigDict(dict(
       steps=2000, batch_size=32, eval_batch_size=100, seed=0, log_every=100,
       eval_every=250, checkpoint_every=1000, select_metric="validation/psnr",
-      select_mode="max", tensorboard=True, num_devices=0,
+      select_mode="max", tensorboard=True, num_devices=0, model_parallelism=1,
       matmul_precision=MATMUL_PRECISION))
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
@@ -198,7 +204,7 @@ def get_sequence_base_config(dataset: str = "twitter_pos") -> ml_collections.Con
       steps=8000 if ner else 2000, batch_size=32, eval_batch_size=256, seed=0,
       log_every=100, eval_every=500 if ner else 250, checkpoint_every=1000,
       select_metric="validation/span_f1" if ner else "validation/token_acc",
-      select_mode="max", tensorboard=True, num_devices=0,
+      select_mode="max", tensorboard=True, num_devices=0, model_parallelism=1,
       matmul_precision=MATMUL_PRECISION))
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
@@ -323,7 +329,7 @@ def get_segmentation_base_config(dataset: str = "weizmann_horse") -> ml_collecti
   config.train = ml_collections.ConfigDict(dict(
       steps=6000, batch_size=16, eval_batch_size=128, seed=0, log_every=100,
       eval_every=100, checkpoint_every=1000, select_metric="validation/mean_iou",
-      select_mode="max", tensorboard=True, num_devices=0,
+      select_mode="max", tensorboard=True, num_devices=0, model_parallelism=1,
       matmul_precision=MATMUL_PRECISION))
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()

@@ -17,3 +17,12 @@ def get_config(dataset: str = "synthetic"):
   config.train.steps = 6000
   config.train.batch_size = 512
   return config
+
+
+def get_search_space(dataset: str = "synthetic"):
+  """What `python -m experiments.tune` selects for br: scikit-learn's C (`loss.l2_c`)
+  and the feature scaling, 4 × 3 settings (experiments/search_spaces.py), each trained
+  for at most 1500 steps (one value: the trials' budget; the best step is selected)."""
+  del dataset  # the same space everywhere
+  return {"loss.l2_c": (0.01, 0.1, 1.0, 10.0),
+          "data.feature_scaling": ("none", "zscore", "maxabs"), "train.steps": (1500,)}

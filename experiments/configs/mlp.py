@@ -47,3 +47,12 @@ def pretrain_stage(config, dataset: str) -> dict:
   # Only where the MLP's run differs, so that command-line train options reach both.
   train = {k: v for k, v in run.train.items() if config.train[k] != v}
   return dict(method="local", train=train, optimizer=run.optimizer.to_dict())
+
+
+def get_search_space(dataset: str = "synthetic"):
+  """What `python -m experiments.tune` selects for the MLP: learning rate, dropout (on
+  the input and the hidden layers), L2 and the feature scaling (experiments/search_spaces.py;
+  2 × 2 × 2 × 3 settings, of which `--trials` draws a subset)."""
+  del dataset  # the same space everywhere
+  return {"optimizer.learning_rate": (1e-3, 3e-3), "model.dropout": (0.0, 0.5),
+          "loss.l2": (1e-5, 1e-3), "data.feature_scaling": ("none", "zscore", "maxabs")}

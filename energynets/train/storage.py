@@ -1,0 +1,226 @@
+"""Workdirs on any storage `etils.epath` reaches, and the check that a run's processes share one.
+
+A workdir may be a local or mounted folder or an object-store URL (`gs://bucket/run`,
+any scheme epath and orbax support): every file of a run goes through `epath.Path`,
+never through local file APIs, so `gs://...` never becomes a local folder of that name.
+Object stores cannot append to or lock a file; the writers that need either
+(`MetricWriter`, `experiments.workdirs.workdir_lock`) ask `is_local` and say in their
+docstrings what they do instead.
+
+A multi-process run needs one workdir that every process reads and writes: orbax
+writes each checkpoint from all of them and waits for the others' parts, so processes
+with a folder each (per-worker local disks) would wait at the first save until orbax's
+timeout. `check_shared_workdir` finds that out at the start, in seconds.
+"""
+
+import atexit
+import os
+import time
+import uuid
+
+from absl import logging
+from etils import epath
+import jax
+
+# The token `check_shared_workdir` writes, `<prefix><random id>`, removed afterwards. A
+# name never used before: no file system can answer from a cached lookup of it.
+TOKEN_PREFIX = ".shared_workdir_token_"
+
+# How long a process waits for the others to reach the check (they all reach it at the
+# start of a run, within the time their data takes to load); a process that ends
+# before it stops the wait at once (`_announce_exit`).
+ARRIVAL_TIMEOUT_S = 600
+# How long a process looks for process 0's token once process 0 has written it: some
+# shared file systems show a new file to other machines a moment late.
+VISIBILITY_TIMEOUT_S = 5.0
+_POLL_S = 0.1
+
+# The coordination-service keys: one folder per check, and the processes that ended.
+_KEY_PREFIX = "energynets/shared_workdir"
+_EXITED = f"{_KEY_PREFIX}/exited/"
+
+# Each check gets its own keys: every process calls the check the same number of
+# times, so this counter agrees between them.
+_checks_done = 0
+
+
+class WorkdirNotSharedError(RuntimeError):
+  """The processes of a multi-process run do not share its workdir, or one of them did
+  not reach the check. The message (one line, the same on every process that reached
+  the check) names the processes that cannot see process 0's token and how to give a
+  shared workdir."""
+
+
+def is_local(path: str | os.PathLike) -> bool:
+  """Whether `path` is a local (or mounted) path rather than a URL such as `gs://b/run`."""
+  return "://" not in os.fspath(path)
+
+
+def workdir_path(workdir: str | os.PathLike) -> epath.Path:
+  """`workdir` as an `epath.Path`: a URL unchanged, a relative local path made absolute.
+
+  Args:
+    workdir: a local path or a URL epath supports (`gs://bucket/run`, ...).
+
+  Returns:
+    The path, absolute (orbax requires absolute checkpoint directories).
+  """
+  path = epath.Path(workdir)
+  return path if path.is_absolute() else path.absolute()
+
+
+def copy_tree(source: str | os.PathLike, target: str | os.PathLike) -> None:
+  """Copies the folder `source` with everything in it to `target` (which must not exist
+  yet), through `epath`: either may be local or a URL, the two on different storage.
+
+  Args:
+    source: the folder to copy.
+    target: the new folder.
+
+  Raises:
+    FileExistsError: `target` exists.
+  """
+  source, target = epath.Path(source), epath.Path(target)
+  if target.exists():
+    raise FileExistsError(f"cannot copy {source} to {target}: {target} exists")
+  target.mkdir(parents=True)
+  for entry in source.iterdir():
+    if entry.is_dir():
+      copy_tree(entry, target / entry.name)
+    else:
+      entry.copy(target / entry.name)
+
+
+def check_shared_workdir(workdir: str | os.PathLike) -> None:
+  """Stops every process of a multi-process run, with one message, unless all share `workdir`.
+
+  Process 0 creates `workdir` and writes a token file named by a random id that it
+  sends to the others through JAX's coordination service; each process then looks for
+  that file (for up to `VISIBILITY_TIMEOUT_S`), and the findings are exchanged, so
+  every process raises the same error or none does. A single-process run returns at
+  once. Call it on every process, in the same order, before anything else writes to
+  the workdir.
+
+  Args:
+    workdir: the run's directory, as this process names it.
+
+  Raises:
+    WorkdirNotSharedError: some process cannot see the token (its workdir is another
+      folder: a local disk per machine), or another process ended before the check
+      (it failed or was stopped) or did not reach it within `ARRIVAL_TIMEOUT_S`.
+  """
+  global _checks_done
+  if jax.process_count() == 1:
+    return
+  from jax._src import distributed  # pylint: disable=g-import-not-at-top
+  client = distributed.global_state.client
+  if client is None:
+    logging.warning("no JAX coordination service (jax.distributed.initialize was not "
+                    "called): cannot check that the processes share %s", workdir)
+    return
+  _checks_done += 1
+  key = f"{_KEY_PREFIX}/{_checks_done}"
+  me, count = jax.process_index(), jax.process_count()
+  path = workdir_path(workdir)
+  if me == 0:
+    token_id = uuid.uuid4().hex
+    try:
+      path.mkdir(parents=True, exist_ok=True)
+      (path / (TOKEN_PREFIX + token_id)).write_text(token_id)
+      problem = ""
+    except OSError as e:
+      problem = _one_line(e)
+    # Sent after the token is written (and even when writing failed).
+    client.key_value_set(f"{key}/token", "\n".join([token_id, os.fspath(path), problem]))
+  token_id, shared, problem = _wait_for(client, [f"{key}/token"], path)[0].split("\n", 2)
+  token = path / (TOKEN_PREFIX + token_id)
+  finding = ""
+  if not problem:
+    deadline = time.monotonic() + VISIBILITY_TIMEOUT_S
+    while not _holds(token, token_id) and time.monotonic() < deadline:
+      time.sleep(_POLL_S)
+    if not _holds(token, token_id):
+      finding = f"process {me} (its workdir: {path})"
+  client.key_value_set(f"{key}/finding/{me}", finding)
+  findings = _wait_for(client, [f"{key}/finding/{i}" for i in range(count)], path)
+  if me == 0 and not problem:
+    try:
+      token.unlink()
+    except OSError:  # a token left behind is harmless: its name is unique
+      pass
+  if problem:
+    raise WorkdirNotSharedError(
+        f"process 0 cannot write to workdir {shared} ({problem}); give a workdir on "
+        "storage every process can read and write: a gs:// bucket or a shared (NFS) mount")
+  blind = [f for f in findings if f]
+  if blind:
+    raise _not_shared(shared, count,
+                      f"{', '.join(blind)} cannot see the token process 0 wrote")
+
+
+def _wait_for(client, keys: list[str], workdir: epath.Path) -> list[str]:
+  """The values of `keys` in the coordination service, once all are set.
+
+  Raises:
+    WorkdirNotSharedError: a process ended before setting its key, or
+      `ARRIVAL_TIMEOUT_S` passed.
+  """
+  deadline = time.monotonic() + ARRIVAL_TIMEOUT_S
+  values = {}
+  while True:
+    for k in keys:
+      if k not in values:
+        try:
+          values[k] = client.key_value_try_get(k)
+        except Exception:  # pylint: disable=broad-except  (not set yet)
+          pass
+    if len(values) == len(keys):
+      return [values[k] for k in keys]
+    try:
+      exited = sorted(int(k.rsplit("/", 1)[-1])
+                      for k, _ in client.key_value_dir_get(_EXITED))
+    except Exception as e:  # pylint: disable=broad-except  (the service is gone)
+      raise WorkdirNotSharedError(
+          f"lost JAX's coordination service (process 0) during the check that the "
+          f"processes share workdir {workdir}: {_one_line(e)[:300]}") from None
+    if exited:
+      raise WorkdirNotSharedError(
+          f"process {exited[0]} ended before the check that the processes share workdir "
+          f"{workdir}; see its log for why")
+    if time.monotonic() > deadline:
+      raise WorkdirNotSharedError(
+          f"not every process reached the check that the processes share workdir "
+          f"{workdir} within {ARRIVAL_TIMEOUT_S} s; see their logs for why")
+    time.sleep(_POLL_S)
+
+
+@atexit.register
+def _announce_exit() -> None:
+  """Tells the other processes of a multi-process run that this one has ended, so that
+  none waits for it at `check_shared_workdir`. Registered when this module is imported,
+  after JAX registered its own exit handler, so it runs before JAX disconnects (exit
+  handlers run last registered first)."""
+  try:
+    from jax._src import distributed  # pylint: disable=g-import-not-at-top
+    client = distributed.global_state.client
+    if client is not None:
+      client.key_value_set(f"{_EXITED}{jax.process_index()}", "1")
+  except Exception:  # pylint: disable=broad-except  (the service may be gone already)
+    pass
+
+
+def _not_shared(workdir: str | os.PathLike, count: int, detail: str) -> WorkdirNotSharedError:
+  return WorkdirNotSharedError(
+      f"workdir {workdir} is not shared by the {count} processes: {detail}; give a workdir "
+      "on storage every process can read and write: a gs:// bucket or a shared (NFS) mount")
+
+
+def _one_line(error: BaseException) -> str:
+  return " ".join(str(error).split()) or type(error).__name__
+
+
+def _holds(token: epath.Path, token_id: str) -> bool:
+  try:
+    return token.read_text() == token_id
+  except OSError:  # not there (yet)
+    return False

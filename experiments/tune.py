@@ -1,0 +1,383 @@
+r"""Model selection on validation only: a search over a config's settings, then one test.
+
+  python -m experiments.tune --config=experiments/configs/br.py:mulan \
+      --config.data.path=DIR --workdir=/tmp/tune_br --jobs=2
+
+Every trial is one setting of the config's search space (`experiments/search_spaces.py`:
+the config module's `get_search_space`, or `--search key=v1,v2`), trained and scored on
+held-out *training* rows by the config's `train.select_metric`:
+
+- fewer than `SMALL_TRAIN` training rows: k-fold cross-validation on the training split
+  (`--folds`, default 5; folds from the training rows only). A trial's score is the
+  best, over evaluation steps, of the mean held-out metric across folds, and that step
+  is its step count (early stopping on the held-out folds). The chosen setting is
+  refit on all training rows for its step count, without checkpoint selection.
+- otherwise: the dataset's validation split, as a single run selects; the chosen
+  setting is rerun as is (selecting its checkpoint on validation).
+
+Test rows never reach a trial: trials see a dataset whose test split has no rows, and
+only the refit, after every trial is written, evaluates test (once). Feature scaling is
+fit on each trial's training rows. Writes, in --workdir: `trials.jsonl` (every trial:
+settings, per-fold held-out metric and best step, selected step), `chosen.json` (the
+chosen overrides and the evidence), `refit/` (the final run) and `results.json` (the
+refit's results, test included, with the selection under `meta.tuning`).
+"""
+
+import concurrent.futures
+import dataclasses
+import json
+import multiprocessing
+import os
+import pathlib
+import tempfile
+import time
+from typing import Any
+
+from absl import flags
+from absl import logging
+import jax
+import ml_collections
+import numpy as np
+
+from energynets import train as train_lib
+from energynets.data import splits
+from energynets.train import quiet_library_logs
+from experiments import builders
+from experiments import cli
+from experiments import configuration
+from experiments import search_spaces
+from experiments import tasks
+from experiments import train
+
+# Below this many training rows, selection cross-validates on the training split.
+SMALL_TRAIN = 2000
+DEFAULT_FOLDS = 5
+TRIALS_FILE = "trials.jsonl"
+CHOSEN_FILE = "chosen.json"
+REFIT_DIR = "refit"
+
+
+@dataclasses.dataclass
+class TuneResult:
+  """What `tune` returns.
+
+  Attributes:
+    chosen: the chosen trial's overrides (`key -> value`), the refit's step count
+      (`train.steps`) included under k-fold selection.
+    value: the chosen trial's held-out score (`metric`, mean over folds).
+    metric: the selection metric (`config.train.select_metric`).
+    folds: the number of folds (1: the validation split).
+    trials: every trial's record, as in trials.jsonl.
+    results: the refit's results (test metrics; results.json).
+    seconds: wall time of the search and the refit.
+  """
+  chosen: dict[str, Any]
+  value: float
+  metric: str
+  folds: int
+  trials: list[dict]
+  results: dict[str, Any]
+  seconds: float
+
+
+def tune(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
+         space: dict[str, tuple], trials: int = 0, folds: int | None = None, jobs: int = 1,
+         seed: int = 0) -> TuneResult:
+  """Selects `config`'s settings from `space` on held-out training rows, refits, tests once.
+
+  Args:
+    config: a single-stage multi-label config (e.g. `experiments/configs/br.py:mulan`).
+    workdir: where trials.jsonl, chosen.json, refit/ and results.json go.
+    space: config key -> candidate values (`search_spaces.for_config`).
+    trials: how many settings to try: 0 or at least the grid's size: every grid point;
+      fewer: that many distinct grid points drawn with `seed`.
+    folds: k of the k-fold selection on the training split; 1: select on the
+      validation split; None: `DEFAULT_FOLDS` below `SMALL_TRAIN` training rows, else 1.
+    jobs: trials trained at once (processes); 1 trains them in this process.
+    seed: seeds the trial draw and the folds.
+
+  Returns:
+    The `TuneResult`.
+
+  Raises:
+    cli.UserError: a staged or non-multi-label config, a key the config lacks, a bad
+      fold count.
+  """
+  started = time.time()
+  workdir = pathlib.Path(workdir)
+  _check_tunable(config, space)
+  if tasks.task_for(config) is not tasks.MULTILABEL:
+    raise cli.UserError(f"the tuner selects multi-label configs; {config.data.name!r} is "
+                        f"a {tasks.task_for(config).name} dataset")
+  scaled_per_trial = "data.feature_scaling" in space
+  load_config = _with(config, {"data.feature_scaling": "none"} if scaled_per_trial else {})
+  dataset = _selection_data(tasks.task_for(load_config).load(load_config))
+  num_train = dataset.train.num_examples
+  if folds is None:
+    folds = DEFAULT_FOLDS if num_train < SMALL_TRAIN else 1
+  if folds != 1 and not 2 <= folds <= num_train:
+    raise cli.UserError(f"--folds={folds}: use 1 (the validation split) or 2..{num_train}")
+  held_out = fold_indices(num_train, folds, seed) if folds > 1 else None
+  settings = search_spaces.sample(space, trials, seed)
+  logging.info("tuning %d settings of %s on %s (%s)", len(settings), sorted(space),
+               dataset.name, f"{folds}-fold on {num_train} training rows" if folds > 1
+               else "validation split")
+  workdir.mkdir(parents=True, exist_ok=True)
+  trials_path = workdir / TRIALS_FILE
+  trials_path.write_text("")
+  records = []
+  for record in _run_trials(config, dataset, held_out, settings, jobs):
+    records.append(record)
+    with trials_path.open("a") as f:
+      f.write(json.dumps(record, default=configuration.json_default) + "\n")
+  best = select(records)
+  chosen = dict(best["params"])
+  final = _with(config, chosen)
+  if folds > 1:
+    chosen["train.steps"] = best["selected_step"]
+    final = _with(final, {"train.steps": best["selected_step"],
+                          "train.eval_every": best["selected_step"],
+                          "train.checkpoint_every": best["selected_step"]})
+  evidence = {
+      "overrides": chosen, "trial": best["trial"], "value": best["value"],
+      "metric": config.train.select_metric, "selected_step": best["selected_step"],
+      "folds": folds, "num_train": num_train, "num_trials": len(records),
+      "selection": (f"{folds}-fold cross-validation on the {num_train} training rows; "
+                    "refit on all of them for the selected step count" if folds > 1 else
+                    "validation split; the chosen setting rerun, its checkpoint selected "
+                    "on validation"),
+      "search_space": space, "search_seconds": time.time() - started}
+  (workdir / CHOSEN_FILE).write_text(
+      json.dumps(evidence, indent=2, default=configuration.json_default))
+  results = train.train_and_evaluate(final, workdir / REFIT_DIR)
+  results["meta"]["tuning"] = evidence
+  (workdir / "results.json").write_text(json.dumps(
+      results, indent=2, sort_keys=True, default=configuration.json_default))
+  return TuneResult(chosen=chosen, value=best["value"], metric=config.train.select_metric,
+                    folds=folds, trials=records, results=results,
+                    seconds=time.time() - started)
+
+
+def fold_indices(num_train: int, folds: int, seed: int) -> list[np.ndarray]:
+  """The held-out rows of each of `folds` folds of the training split (they partition
+  `range(num_train)`; `energynets.data.splits.training_folds`)."""
+  return splits.training_folds(num_train, folds, seed=seed)
+
+
+def select(records: list[dict]) -> dict:
+  """The trial with the highest held-out `value` (the first of equals); only the
+  recorded held-out values are read."""
+  return max(records, key=lambda r: (r["value"], -r["trial"]))
+
+
+def _check_tunable(config: ml_collections.ConfigDict, space: dict[str, tuple]) -> None:
+  if configuration.name_list(config.get("stage_order", "")):
+    raise cli.UserError("the tuner selects single-stage configs; this one trains stages "
+                        f"{config.stage_order!r}")
+  if config.train.select_mode != "max":
+    raise cli.UserError("the tuner maximizes train.select_metric; select_mode must be 'max'")
+  if not space:
+    raise cli.UserError("the search space is empty")
+  for key, values in space.items():
+    if problem := cli.unknown_config_key(config, key):
+      raise cli.ConfigKeyError(f"search space: {problem}")
+    if not values:
+      raise cli.UserError(f"search space: {key} has no values")
+
+
+def _with(config: ml_collections.ConfigDict, overrides: dict[str, Any]
+          ) -> ml_collections.ConfigDict:
+  copy = ml_collections.ConfigDict(config.to_dict())
+  copy.lock()
+  return configuration.apply_overrides(copy, [f"{k}={v!r}" for k, v in overrides.items()])
+
+
+def _selection_data(dataset):
+  """`dataset` without test rows (an empty test split): what every trial sees."""
+  empty = splits.Split(x=np.zeros((0, dataset.num_features), np.float32),
+                       y=np.zeros((0, dataset.num_labels), np.float32))
+  meta = {k: v for k, v in dataset.meta.items() if k != "num_examples"}
+  return dataclasses.replace(dataset, test=empty, meta=meta)
+
+
+def use_compilation_cache(directory: str | os.PathLike | None) -> None:
+  """Keeps compiled XLA programs in `directory` (JAX's persistent cache; None: leave
+  JAX's setting), so that the folds of a setting compile once. Call before compiling."""
+  if directory is None or jax.config.jax_compilation_cache_dir:
+    return
+  jax.config.update("jax_compilation_cache_dir", os.fspath(directory))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
+
+def _run_trials(config, dataset, held_out, settings, jobs):
+  """Yields each trial's record in order (in this process, or `jobs` processes, which
+  share this process's compilation cache directory)."""
+  cache_dir = jax.config.jax_compilation_cache_dir
+  base = config.to_dict()
+  if jobs <= 1:
+    for i, params in enumerate(settings):
+      yield run_trial(base, dataset, held_out, i, params)
+    return
+  # Each process runs its XLA computations on one thread: `jobs` processes share the cores.
+  flags_before = os.environ.get("XLA_FLAGS")
+  os.environ["XLA_FLAGS"] = ((flags_before or "") + " --xla_cpu_multi_thread_eigen=false "
+                             "intra_op_parallelism_threads=1").strip()
+  try:
+    with concurrent.futures.ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"),
+        initializer=use_compilation_cache, initargs=(cache_dir,)) as pool:
+      futures = [pool.submit(run_trial, base, dataset, held_out, i, params)
+                 for i, params in enumerate(settings)]
+      for future in futures:
+        yield future.result()
+  finally:
+    if flags_before is None:
+      os.environ.pop("XLA_FLAGS", None)
+    else:
+      os.environ["XLA_FLAGS"] = flags_before
+
+
+def run_trial(base: dict, dataset, held_out: list[np.ndarray] | None, trial: int,
+              params: dict[str, Any]) -> dict:
+  """Trains one setting on each fold (or on train, scored on validation); its record.
+
+  Args:
+    base: the config as a dict.
+    dataset: the selection dataset (no test rows); features unscaled when
+      `data.feature_scaling` is among `params` (scaled here, per fold).
+    held_out: each fold's held-out training rows; None: the validation split.
+    trial: the trial's index.
+    params: the trial's overrides.
+
+  Returns:
+    `{"trial", "params", "folds": [{"fold", "best_step", "best_value", "steps",
+    "values"}], "selected_step", "value", "seconds"}`: `value` is the best mean over
+    folds of the held-out metric at one evaluation step, `selected_step` that step.
+  """
+  started = time.time()
+  config = _with(ml_collections.ConfigDict(base), params)
+  config.train.tensorboard = False
+  config.train.checkpoint_every = config.train.steps
+  metric = config.train.select_metric
+  scaling = params.get("data.feature_scaling")
+  if held_out is None:
+    parts = [(dataset.train, dataset.validation)]
+  else:
+    everything = np.arange(dataset.train.num_examples)
+    parts = [(_rows(dataset.train, np.setdiff1d(everything, rows)), _rows(dataset.train, rows))
+             for rows in held_out]
+  fold_records, curves = [], []
+  for k, (fit_rows, scored_rows) in enumerate(parts):
+    if scaling is not None:
+      fit_rows, scored_rows = _scaled(scaling, fit_rows, scored_rows)
+    data = dataclasses.replace(dataset, train=fit_rows, validation=scored_rows)
+    with tempfile.TemporaryDirectory(prefix="trial") as fit_dir:
+      history = fit_held_out(config, data, fit_dir)
+    steps = [int(r["step"]) for r in history]
+    values = [float(r[metric]) for r in history]
+    best = int(np.argmax(values))
+    fold_records.append({"fold": k, "num_fit": fit_rows.num_examples,
+                         "num_held_out": scored_rows.num_examples, "best_step": steps[best],
+                         "best_value": values[best], "steps": steps, "values": values})
+    curves.append(dict(zip(steps, values)))
+  common = sorted(set.intersection(*(set(c) for c in curves)))
+  means = [float(np.mean([c[s] for c in curves])) for s in common]
+  best = int(np.argmax(means))
+  return {"trial": trial, "params": params, "metric": metric, "folds": fold_records,
+          "selected_step": common[best], "value": means[best],
+          "seconds": time.time() - started}
+
+
+def _rows(split, rows):
+  return splits.Split(x=split.x[rows], y=split.y[rows])
+
+
+def _scaled(scaling, fit_rows, scored_rows):
+  fx, sx = splits.scale_features(scaling, fit_rows.x, scored_rows.x)
+  return splits.Split(fx, fit_rows.y), splits.Split(sx, scored_rows.y)
+
+
+def fit_held_out(config: ml_collections.ConfigDict, dataset, workdir: str) -> list[dict]:
+  """Trains `config` on `dataset.train`, evaluating `dataset.validation` (the held-out
+  rows) every `train.eval_every` steps; the evaluation history. Nothing else is read."""
+  task = tasks.task_for(config)
+  with train.matmul_precision(config):
+    mesh = train_lib.make_mesh(config.train.num_devices or None,
+                               config.train.get("model_parallelism", 1))
+    num_train = dataset.train.num_examples
+    if config.train.batch_size > num_train:  # full batch, as the experiment driver does
+      config = _with(config, {"train.batch_size": num_train - num_train % mesh.size})
+    objective = builders.build_objective(config, dataset)
+    predict = train_lib.build_predict(objective, mesh)
+    eval_bs = config.train.eval_batch_size
+    held_out = dataset.validation
+
+    def evaluate(state):
+      rows = lambda x: train_lib.predict_in_batches(predict, state, x, eval_bs, mesh)
+      return task.validation_metrics(held_out, task.predict(config, rows, held_out.x))
+
+    result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
+                           train_lib.LoopOptions.from_config(config.train), workdir,
+                           evaluate=evaluate, mesh=mesh)
+  return result.history
+
+
+def _define_flags() -> dict[str, Any]:
+  """The command line's flags (defined only when this module is the program, so that
+  importing it next to other binaries defines nothing)."""
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+  defined = {
+      "config": config_flags.DEFINE_config_file(
+          "config", None, "experiment config file[:dataset]", lock_config=True),
+      "workdir": flags.DEFINE_string("workdir", None, "where the trials, the chosen "
+                                     "config and the refit's results go"),
+      "trials": flags.DEFINE_integer("trials", 0, "settings to try (0: the whole grid; "
+                                     "fewer than the grid: that many drawn with --seed)"),
+      "jobs": flags.DEFINE_integer("jobs", 1, "trials trained at once, each in its own "
+                                   "process"),
+      "folds": flags.DEFINE_integer("folds", 0, f"k of k-fold selection on the training "
+                                    f"split; 1: the validation split; 0: {DEFAULT_FOLDS} "
+                                    f"below {SMALL_TRAIN} training rows, else 1"),
+      "seed": flags.DEFINE_integer("seed", 0, "seed of the trial draw and of the folds"),
+      "search": flags.DEFINE_multi_string("search", [], "key=v1,v2,...: search this key "
+                                          "over these values (replaces the config's)"),
+      "only_search_flags": flags.DEFINE_bool("only_search_flags", False, "search only the "
+                                             "--search keys, not the config's space"),
+  }
+  flags.mark_flags_as_required(["config", "workdir"])
+  return defined
+
+
+def main(argv, flag_values: dict[str, Any]):
+  """Tunes `--config`, prints the chosen overrides and the refit's test metrics."""
+  from experiments import tune as tune_lib  # pylint: disable=g-import-not-at-top,import-self
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+  if len(argv) > 1:
+    raise cli.UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+  quiet_library_logs()
+  value = lambda name: flag_values[name].value
+  use_compilation_cache(os.path.join(value("workdir"), "xla_cache"))
+  config = value("config")
+  config_file = config_flags.get_config_filename(flags.FLAGS["config"])
+  try:
+    given = search_spaces.parse(value("search"))
+  except ValueError as e:
+    raise cli.UserError(e) from None
+  space = ({} if value("only_search_flags")
+           else search_spaces.for_config(config_file, config.data.name))
+  space.update(given)
+  # Through the module (not __main__) so that the trial processes import it by name.
+  result = tune_lib.tune(config, value("workdir"), space=space, trials=value("trials"),
+                         folds=value("folds") or None, jobs=value("jobs"),
+                         seed=value("seed"))
+  test = {k: v for k, v in result.results.items() if k.startswith("test/")}
+  print(json.dumps({"chosen": result.chosen, "held_out": {result.metric: result.value},
+                    "folds": result.folds, "trials": len(result.trials),
+                    "seconds": round(result.seconds, 1), **test},
+                   indent=2, default=configuration.json_default))
+
+
+if __name__ == "__main__":
+  _FLAGS = _define_flags()
+  cli.run(lambda argv: main(argv, _FLAGS))

@@ -1,0 +1,212 @@
+"""The tuner (experiments/tune.py) and the loaders' feature scaling."""
+
+import json
+import os
+import pathlib
+
+import numpy as np
+import pytest
+from sklearn import preprocessing
+
+from energynets import data
+from energynets.data import splits
+from experiments import cli
+from experiments import configuration
+from experiments import search_spaces
+from experiments import tasks
+from experiments import tune
+
+SHARED_YEAST = pathlib.Path(os.environ.get("ENERGYNETS_DATA_DIR", "")) / "yeast"
+
+
+def _write_mulan(folder: pathlib.Path, num_train: int = 90, num_test: int = 30,
+                 seed: int = 0) -> pathlib.Path:
+  """A dense MULAN folder: 6 features on very different scales, 3 labels that are
+  noisy linear functions of them."""
+  rng = np.random.default_rng(seed)
+  n = num_train + num_test
+  x = rng.normal(size=(n, 6)) * np.array([1.0, 10.0, 0.1, 100.0, 1.0, 5.0]) + 3.0
+  z = (x - x.mean(0)) / x.std(0)
+  logits = z @ rng.normal(size=(6, 3)) * 2
+  y = (logits + rng.normal(size=logits.shape) > 0).astype(int)
+  folder.mkdir(parents=True, exist_ok=True)
+  header = "@relation toy\n" + "".join(f"@attribute f{i} numeric\n" for i in range(6))
+  header += "".join(f"@attribute l{j} {{0,1}}\n" for j in range(3)) + "@data\n"
+  for name, rows in (("train", range(num_train)), ("test", range(num_train, n))):
+    lines = [",".join([*(f"{v:.6g}" for v in x[i]), *(str(b) for b in y[i])]) for i in rows]
+    (folder / f"toy-{name}.arff").write_text(header + "\n".join(lines) + "\n")
+  (folder / "toy.xml").write_text(
+      '<?xml version="1.0" encoding="utf-8"?>\n<labels xmlns="http://mulan.sourceforge.net/'
+      'labels">' + "".join(f'<label name="l{j}"></label>' for j in range(3)) + "</labels>\n")
+  return folder
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+  return _write_mulan(tmp_path_factory.mktemp("toy"))
+
+
+@pytest.mark.parametrize("scaling, oracle", [
+    ("zscore", preprocessing.StandardScaler), ("maxabs", preprocessing.MaxAbsScaler),
+    ("none", None)])
+def test_feature_scaling_matches_sklearn_fit_on_train(toy, scaling, oracle):
+  raw = data.load_dataset(toy, feature_scaling="none")
+  scaled = data.load_dataset(toy, feature_scaling=scaling)
+  assert scaled.meta["preprocessing"]["feature_scaling"]["applied"] == scaling
+  for name in ("train", "validation", "test"):
+    expected = getattr(raw, name).x
+    if oracle is not None:
+      expected = oracle().fit(raw.train.x.astype(np.float64)).transform(expected)
+    np.testing.assert_allclose(getattr(scaled, name).x, expected, rtol=1e-5, atol=1e-5)
+  # The statistics come from the train split alone: a scaler fit on all rows differs.
+  if oracle is not None:
+    everything = np.concatenate([raw.train.x, raw.validation.x, raw.test.x])
+    assert not np.allclose(oracle().fit(everything).transform(raw.test.x), scaled.test.x,
+                           atol=1e-4)
+
+
+def test_auto_scaling_is_the_loaders_previous_rule(toy):
+  auto = data.load_dataset(toy)
+  assert auto.meta["preprocessing"]["feature_scaling"]["applied"] == "zscore"
+  assert auto.meta["preprocessing"]["standardize"]["applied"]
+  zscore = data.load_dataset(toy, feature_scaling="zscore")
+  np.testing.assert_array_equal(auto.train.x, zscore.train.x)
+  with pytest.raises(ValueError, match="feature_scaling"):
+    data.load_dataset(toy, feature_scaling="minmax")
+
+
+def test_training_folds_partition_the_training_rows():
+  folds = tune.fold_indices(103, 5, seed=3)
+  assert len(folds) == 5 and {len(f) for f in folds} == {20, 21}
+  np.testing.assert_array_equal(np.sort(np.concatenate(folds)), np.arange(103))
+  np.testing.assert_array_equal(np.concatenate(folds), np.concatenate(
+      tune.fold_indices(103, 5, seed=3)))  # seeded
+  with pytest.raises(ValueError):
+    splits.training_folds(3, 5, seed=0)
+
+
+def test_search_spaces_grid_and_draws():
+  space = {"a": (1, 2, 3), "b": ("x", "y")}
+  assert len(search_spaces.grid(space)) == 6
+  drawn = search_spaces.sample(space, 4, seed=0)
+  assert len(drawn) == 4 and len({tuple(d.items()) for d in drawn}) == 4
+  assert drawn == search_spaces.sample(space, 4, seed=0)
+  assert search_spaces.sample(space, 0, seed=0) == search_spaces.grid(space)
+  assert search_spaces.parse(["loss.l2_c=0.1,1", "data.feature_scaling=none,maxabs"]) == {
+      "loss.l2_c": (0.1, 1), "data.feature_scaling": ("none", "maxabs")}
+  assert "loss.l2_c" in search_spaces.for_config("br", "mulan")
+  assert search_spaces.for_config("experiments/configs/br.py:mulan", "mulan") == (
+      search_spaces.for_config("br", "mulan"))
+  assert search_spaces.for_config("dvn", "bibtex") == search_spaces.DEFAULT
+
+
+def test_unknown_search_key_is_a_user_error(toy):
+  config = configuration.get_config("br", "mulan", [f"data.path={toy}"])
+  with pytest.raises(cli.ConfigKeyError, match="loss.l2_cc"):
+    tune.tune(config, "/nonexistent", space={"loss.l2_cc": (1.0,)})
+
+
+def test_tuner_selects_on_held_out_training_rows_only(toy, tmp_path, monkeypatch):
+  raw = data.load_dataset(toy, feature_scaling="none")
+  train_rows = {r.tobytes() for r in raw.train.x}
+  events = []
+  fit_held_out = tune.fit_held_out
+
+  def spy_fit(config, dataset, workdir):
+    # Every trial sees no test row, and trains and scores on disjoint training rows
+    # (unscaled here: the space's scaling is 'none').
+    assert dataset.test.num_examples == 0
+    for split in (dataset.train, dataset.validation):
+      assert {r.tobytes() for r in split.x} <= train_rows
+    assert not {r.tobytes() for r in dataset.validation.x} & {r.tobytes()
+                                                               for r in dataset.train.x}
+    events.append("trial")
+    return fit_held_out(config, dataset, workdir)
+
+  multilabel_results = tasks.MULTILABEL.results
+
+  def spy_results(dataset, predictions):
+    events.append("test")
+    assert dataset.test.num_examples == raw.test.num_examples
+    return multilabel_results(dataset, predictions)
+
+  monkeypatch.setattr(tune, "fit_held_out", spy_fit)
+  # The only test evaluation of a multi-label run is its task's `results`.
+  monkeypatch.setattr(tasks, "MULTILABEL", tasks.MULTILABEL._replace(results=spy_results))
+  config = configuration.get_config("br", "mulan", [
+      f"data.path={toy}", "train.steps=40", "train.eval_every=20", "train.batch_size=32"])
+  space = {"loss.l2_c": (0.01, 10.0), "data.feature_scaling": ("none",)}
+  result = tune.tune(config, tmp_path, space=space, folds=2)
+  # 2 settings × 2 folds, then the refit's one test evaluation.
+  assert events == ["trial"] * 4 + ["test"]
+  records = [json.loads(line) for line in (tmp_path / "trials.jsonl").read_text().splitlines()]
+  assert len(records) == 2 and all(len(r["folds"]) == 2 for r in records)
+  for r in records:  # a trial's value: the best step of the mean held-out curve
+    curve = np.mean([f["values"] for f in r["folds"]], axis=0)
+    assert r["value"] == pytest.approx(curve.max())
+    assert r["selected_step"] == r["folds"][0]["steps"][int(np.argmax(curve))]
+  best = max(records, key=lambda r: r["value"])
+  chosen = json.loads((tmp_path / "chosen.json").read_text())
+  assert chosen["trial"] == best["trial"] == max(
+      range(2), key=lambda i: (records[i]["value"], -i))
+  assert chosen["overrides"] == {**best["params"], "train.steps": best["selected_step"]}
+  results = json.loads((tmp_path / "results.json").read_text())
+  assert results["meta"]["config"]["train"]["steps"] == best["selected_step"]
+  assert results["meta"]["config"]["loss"]["l2_c"] == best["params"]["loss.l2_c"]
+  assert results["meta"]["tuning"]["trial"] == best["trial"]
+  assert 0 <= results["test/example_f1"] <= 1 and result.chosen == chosen["overrides"]
+
+
+def test_validation_split_selection_reruns_the_chosen_setting(toy, tmp_path):
+  config = configuration.get_config("br", "mulan", [
+      f"data.path={toy}", "train.steps=20", "train.eval_every=20", "train.batch_size=32"])
+  result = tune.tune(config, tmp_path, space={"data.feature_scaling": ("maxabs",)}, folds=1)
+  (trial,) = result.trials
+  validation = data.load_dataset(toy).validation.num_examples
+  assert trial["folds"][0]["num_held_out"] == validation and result.folds == 1
+  assert result.chosen == {"data.feature_scaling": "maxabs"}  # no refit step count
+  meta = result.results["meta"]
+  assert meta["dataset_meta"]["preprocessing"]["feature_scaling"]["applied"] == "maxabs"
+  assert meta["config"]["train"]["steps"] == 20
+
+
+@pytest.mark.slow
+def test_tuner_with_two_jobs_records_what_one_job_does(toy, tmp_path):
+  config = configuration.get_config("br", "mulan", [
+      f"data.path={toy}", "train.steps=40", "train.eval_every=20", "train.batch_size=32"])
+  space = {"loss.l2_c": (0.1, 10.0), "data.feature_scaling": ("zscore", "maxabs")}
+  one = tune.tune(config, tmp_path / "one", space=space, folds=3, jobs=1)
+  two = tune.tune(config, tmp_path / "two", space=space, folds=3, jobs=2)
+  strip = lambda records: [{k: v for k, v in r.items() if k != "seconds"} for r in records]
+  assert json.loads(json.dumps(strip(one.trials))) == json.loads(json.dumps(strip(two.trials)))
+  assert one.chosen == two.chosen
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_YEAST.is_dir(), reason="needs shared/data/yeast")
+def test_tuned_br_matches_tuned_sklearn_logistic_regression(tmp_path):
+  from benchmarks import br_tuned_vs_sklearn  # pylint: disable=g-import-not-at-top
+  ours, theirs, _ = br_tuned_vs_sklearn.compare(str(SHARED_YEAST), str(tmp_path), folds=5,
+                                                jobs=2)
+  assert abs(ours["test/example_f1"] - theirs["test/example_f1"]) <= 0.005
+
+
+@pytest.mark.slow
+def test_command_line_tunes_and_reports_user_errors_in_one_line(toy, tmp_path):
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  base = [sys.executable, "-m", "experiments.tune", "--config=experiments/configs/br.py:mulan",
+          f"--config.data.path={toy}", "--config.train.eval_every=20", "--folds=2"]
+  root = pathlib.Path(__file__).resolve().parents[1]
+  done = subprocess.run([*base, f"--workdir={tmp_path / 'ok'}", "--search=train.steps=40",
+                         "--search=loss.l2_c=0.1,1", "--search=data.feature_scaling=maxabs"],
+                        cwd=root, capture_output=True, text=True, check=True)
+  chosen = json.loads((tmp_path / "ok" / "chosen.json").read_text())
+  assert set(chosen["overrides"]) == {"loss.l2_c", "data.feature_scaling", "train.steps"}
+  assert chosen["num_trials"] == 2 and '"test/example_f1"' in done.stdout
+  bad = subprocess.run([*base, f"--workdir={tmp_path / 'bad'}", "--search=loss.l2cc=1"],
+                       cwd=root, capture_output=True, text=True)
+  assert bad.returncode == 2
+  assert bad.stderr.strip().splitlines()[-1] == (
+      "experiments.tune: error: search space: unknown config key loss.l2cc; did you mean "
+      "loss.l2_c?")
