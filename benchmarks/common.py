@@ -54,6 +54,20 @@ def random_multilabel_batch(rs: np.random.RandomState, size: int, num_features: 
           "y": jnp.asarray(rs.uniform(size=(size, num_labels)) < 0.02, jnp.float32)}
 
 
+def shrink_networks(config: ml_collections.ConfigDict) -> None:
+  """Tiny networks and loops for a benchmark's `--quick` run: 16-unit hidden layers, 4
+  measurements, at most 3 GBI steps, so that every compilation takes about a second."""
+  if "model" in config and config.model.get("hidden"):
+    config.model.hidden = (16, 16)
+  if "energy" in config:
+    if config.energy.get("feature_hidden"):
+      config.energy.feature_hidden = (16, 16)
+    config.energy.num_measurements = 4
+  for key in ("gbi", "adversarial_gbi"):
+    if key in config:
+      config[key].num_steps = min(config[key].num_steps, 3)
+
+
 def peak_bytes(compiled) -> int:
   """The memory a compiled function holds at its peak, from XLA's `memory_analysis()`:
   arguments + outputs + temporaries − outputs aliased to (donated) arguments."""

@@ -274,25 +274,12 @@ def predictions(c0, c1, nbytes, ops, weak_batch, strong_batch, pod_sizes) -> lis
 # Measuring.
 
 
-def _shrink(config) -> None:
-  """--quick: tiny networks and loops."""
-  if "model" in config and config.model.get("hidden"):
-    config.model.hidden = (16, 16)
-  if "energy" in config:
-    if config.energy.get("feature_hidden"):
-      config.energy.feature_hidden = (16, 16)
-    config.energy.num_measurements = 4
-  for key in ("gbi", "adversarial_gbi"):
-    if key in config:
-      config[key].num_steps = min(config[key].num_steps, 3)
-
-
 def build_method(name: str, num_features: int, num_labels: int, quick: bool, batch):
   """`(objective, state)` of `experiments/configs/<name>.py:bibtex`'s last stage, the state
   built as the trainer builds it (`init` of the first stage, `init_from` of later ones)."""
   config = configuration.get_config(name, "bibtex")
   if quick:
-    _shrink(config)
+    common.shrink_networks(config)
   shapes = common.MultilabelShapes(num_features, num_labels)
   rng, state, objective = jax.random.key(0), None, None
   for _, stage in configuration.stage_configs(config):

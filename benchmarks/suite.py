@@ -144,16 +144,8 @@ def _sizes() -> Sizes:
 
 def _shrink(config) -> None:
   """--quick: tiny networks and loops, so every compilation takes about a second."""
-  if "model" in config and config.model.get("hidden"):
-    config.model.hidden = (16, 16)
-  if "energy" in config:
-    if config.energy.get("feature_hidden"):
-      config.energy.feature_hidden = (16, 16)
-    config.energy.num_measurements = 4
+  common.shrink_networks(config)
   config.train.batch_size, config.train.eval_batch_size = 16, 32
-  for key in ("gbi", "adversarial_gbi"):
-    if key in config:
-      config[key].num_steps = min(config[key].num_steps, 3)
   if "predict_gbi" in config:
     config.predict_gbi.max_steps = min(config.predict_gbi.max_steps, 5)
   if "implicit" in config:
