@@ -50,7 +50,9 @@ def _build_local(config, dataset, optimizer) -> objectives.Objective:
 
 def tagger(config, dataset) -> nets.PackedTagger:
   """The BiLSTM tagger of `config.model` on the packed token array, sized by `dataset`'s
-  vocabularies (a sequence dataset: `experiments.tasks.SequenceData`)."""
+  vocabularies (a sequence dataset: `experiments.tasks.SequenceData`). With
+  `model.glove_path` (a GloVe text file or package name, `data.load_glove`) its word
+  embeddings start from those vectors; every sequence method's taggers are built here."""
   m, source = config.model, dataset.source
   word_init = None
   if m.glove_path:

@@ -257,7 +257,7 @@ def format_pivot(rows: list[tuple[str, str, list[dict]]], key: str) -> str:
 
 # What of each run's meta goes into the committed JSON (not the machine's paths).
 _SUMMARY_META = ("dataset", "split", "split_seed", "fold", "seed", "selected_step",
-                 "final_step", "train_seconds", "num_devices", "code_revision", "config")
+                 "final_step", "stop_reason", "train_seconds", "num_devices", "code_revision", "config")
 
 
 def _summary(results: dict) -> dict:

@@ -7,6 +7,11 @@ Multi-host: start the same command once per process with `--multihost` (TPU pods
 SLURM, Open MPI: JAX detects the cluster) or with `--coordinator_address=HOST:PORT
 --num_processes=N --process_id=I` (see launch/README.md).
 
+A MULAN folder given by path (`--config=experiments/configs/<method>.py:mulan
+--config.data.path=DIR`) first selects the config's settings on held-out training rows
+within the budget of `config.tune` (experiments/tune.py; docs/tuning.md), then trains
+the chosen setting in --workdir; `--config.tune.enabled=False` trains the config as is.
+
 A workdir that already holds a run resumes it; a config that differs from the run's in
 what it trains is refused unless `--allow_config_change`. A mistake in the command line,
 the config or the data ends the command with one line on stderr and exit status 2.
@@ -18,9 +23,11 @@ from absl import logging
 from ml_collections import config_flags
 
 from energynets.train import quiet_library_logs
+from energynets.train import storage
 from experiments import builders
 from experiments import cli
 from experiments import train
+from experiments import tune
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "experiments/configs/mlp.py", "experiment config file[:dataset]",
@@ -57,8 +64,14 @@ def main(argv):
     builders.check_builders(config)
   except ValueError as e:
     raise cli.UserError(e) from None
-  results = train.train_and_evaluate(config, _WORKDIR.value,
-                                     allow_config_change=_ALLOW_CONFIG_CHANGE.value)
+  if (config.get("tune") is not None and config.tune.enabled
+      and storage.is_local(_WORKDIR.value)):
+    # The folds of a setting, and the final run, share compiled programs (kept on local
+    # disk only: an object store would be slower than compiling again).
+    tune.use_compilation_cache(storage.workdir_path(_WORKDIR.value) / "xla_cache")
+  results = tune.run_experiment(
+      config, _WORKDIR.value, config_file=config_flags.get_config_filename(flags.FLAGS["config"]),
+      allow_config_change=_ALLOW_CONFIG_CHANGE.value)
   logging.info("results: %s", {k: round(v, 4) for k, v in results.items() if k != "meta"})
 
 

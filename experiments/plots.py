@@ -1,16 +1,22 @@
 """Figures written next to a run's results (matplotlib, headless)."""
 
 import os
+from typing import Any
 
 from etils import epath
-import matplotlib
-
-matplotlib.use("Agg")  # no display on training machines
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 
 
-def save_figure(fig: plt.Figure, path: str | os.PathLike, dpi: int = 100) -> None:
+def _pyplot():
+  """matplotlib.pyplot on the headless Agg backend, imported on first use: it costs most
+  of a second, and most runs (every test subprocess among them) draw no figure."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")  # no display on training machines
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt
+
+
+def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> None:
   """Writes `fig` to `path` (local or an `etils.epath` URL such as `gs://bucket/f.png`)
   in the format its suffix names, and closes it.
 
@@ -23,7 +29,7 @@ def save_figure(fig: plt.Figure, path: str | os.PathLike, dpi: int = 100) -> Non
   # matplotlib writes to a file object when given one, never to the path itself.
   with path.open("wb") as f:
     fig.savefig(f, format=path.suffix.lstrip(".") or "png", dpi=dpi)
-  plt.close(fig)
+  _pyplot().close(fig)
 
 
 def plot_measurement_matrix(kernel: np.ndarray, path: str | os.PathLike,
@@ -37,7 +43,7 @@ def plot_measurement_matrix(kernel: np.ndarray, path: str | os.PathLike,
   c1 = np.asarray(kernel).T
   bound = float(np.abs(c1).max()) or 1.0
   width = max(4.0, 0.35 * c1.shape[1] + 1.5)
-  fig, ax = plt.subplots(figsize=(min(width, 16.0), 0.35 * c1.shape[0] + 1.5))
+  fig, ax = _pyplot().subplots(figsize=(min(width, 16.0), 0.35 * c1.shape[0] + 1.5))
   image = ax.imshow(c1, cmap="RdBu_r", vmin=-bound, vmax=bound, aspect="auto",
                     interpolation="nearest")
   ax.set_xlabel("label")
@@ -64,7 +70,7 @@ def plot_segmentation_masks(images: np.ndarray, gold: np.ndarray,
   """
   n = len(images)
   columns = 2 + len(predictions)
-  fig, axes = plt.subplots(n, columns, figsize=(1.6 * columns, 1.6 * n), squeeze=False)
+  fig, axes = _pyplot().subplots(n, columns, figsize=(1.6 * columns, 1.6 * n), squeeze=False)
   for i in range(n):
     panels = [("image", np.clip(images[i], 0.0, 1.0)), ("gold", gold[i])]
     panels += [(name, (probs[i] >= 0.5).astype(np.float32))

@@ -38,6 +38,9 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "the run's directory (holding ru
 _INPUT = flags.DEFINE_string("input", None, "an .npz with an array x, or a MULAN folder")
 _OUTPUT = flags.DEFINE_string("output", None, "the .npz to write (y_soft, y_pred)")
 _NUM_DEVICES = flags.DEFINE_integer("num_devices", 0, "devices to predict on (0: all)")
+_MODEL_PARALLELISM = flags.DEFINE_integer(
+    "model_parallelism", 0, "devices that split the label dimension (0: as the run was "
+    "trained, where the devices allow; energynets.load_run)")
 flags.mark_flags_as_required(["workdir", "input", "output"])
 
 
@@ -86,7 +89,8 @@ def main(argv):
   try:
     run_lib.read_run(_WORKDIR.value)  # a missing or foreign run fails before any loading
     x = read_inputs(_INPUT.value)
-    predictor = en.load_run(_WORKDIR.value, num_devices=_NUM_DEVICES.value or None)
+    predictor = en.load_run(_WORKDIR.value, num_devices=_NUM_DEVICES.value or None,
+                            model_parallelism=_MODEL_PARALLELISM.value or None)
     y_soft = soft_predictions(predictor, x)
     y_pred = run_lib.decode(y_soft, predictor.decoding, predictor.threshold)
     write_outputs(_OUTPUT.value, y_soft=y_soft, y_pred=y_pred)

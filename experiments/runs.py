@@ -65,7 +65,8 @@ def write_run(workdir: str | os.PathLike, task, config, dataset, last_stage, res
       builder={"path": RUN_BUILDER, "kwargs": kwargs},
       metadata={"writer": "experiments.main", "task": task.name, "dataset": dataset.name,
                 "method": stage_config.method, "stage": name,
-                "selected_step": result.selected_step, "results": "results.json"})
+                "selected_step": result.selected_step, "results": "results.json",
+                "model_parallelism": int(config.train.get("model_parallelism", 1))})
 
 
 def run_dataset_metadata(task, dataset) -> dict[str, Any]:
@@ -85,9 +86,12 @@ def run_dataset_metadata(task, dataset) -> dict[str, Any]:
                 chunk_vocab=size(source.chunk_vocab), tag_names=list(dataset.train.tag_names),
                 scheme=dataset.train.scheme)
   elif task.name == "denoising":
-    images = np.asarray(dataset.train.x, np.float64)
-    meta["input_statistics"] = dict(input_mean=float(images.mean()),
-                                    input_std=float(images.std()))
+    # Where the dataset holds one process's rows it carries all training rows' numbers.
+    statistics = getattr(dataset, "input_statistics", None)
+    if statistics is None:
+      images = np.asarray(dataset.train.x, np.float64)
+      statistics = dict(input_mean=float(images.mean()), input_std=float(images.std()))
+    meta["input_statistics"] = dict(statistics)
   return meta
 
 

@@ -28,6 +28,27 @@ DEFAULT = {
 }
 
 
+def network(learning_rate_key: str = "optimizer.learning_rate",
+            learning_rates: tuple = (1e-3, 3e-3),
+            dropout_key: str = "model.dropout") -> dict[str, tuple]:
+  """The space of a config with a neural network: 2 learning rates × L2 (1e-5, 1e-3) ×
+  dropout (0, 0.5) × the feature scalings, 24 settings.
+
+  Args:
+    learning_rate_key: the learning rate searched; a staged config names the stage
+      whose rate matters (e.g. `stages.energy.optimizer.learning_rate`), since a
+      stage's own optimizer overrides the top-level one.
+    learning_rates: its two candidates.
+    dropout_key: the network's dropout rate (`model.dropout`, or `energy.dropout` for
+      a SPEN energy).
+
+  Returns:
+    config key -> candidate values.
+  """
+  return {learning_rate_key: tuple(learning_rates), "loss.l2": (1e-5, 1e-3),
+          dropout_key: (0.0, 0.5), "data.feature_scaling": FEATURE_SCALINGS}
+
+
 def for_config(config_name: str, dataset: str) -> dict[str, tuple]:
   """The search space that `experiments/configs/<config_name>.py` (or a config module by
   import path, or a config file path with or without `:dataset`) declares for

@@ -70,9 +70,11 @@ class Task(NamedTuple):
       computed at every evaluation of the loop (checkpoint selection).
     results: `(dataset, predictions) -> {"<split>/<metric>": value}` of a finished run.
     metric_definitions: written into every results.json.
-    train_batches: `(config, dataset, batch_size, seed) -> (step -> batch)`, the loop's
-      training batches when the task needs its own (sequences: similar lengths, cropped);
-      None: uniform random rows.
+    train_batches: `(config, dataset, batch_size, seed, num_shards=None) -> (step ->
+      batch)`, the loop's training batches when the task needs its own (sequences:
+      similar lengths, cropped; segmentation: augmented); None: uniform random rows.
+      With `num_shards`, the batches are drawn shard by shard and each is this
+      process's part of the global batch, from the rows it holds (`keep_rows`).
     predict_split: `(config, predict_rows, x) -> predictions of x`, where `predict_rows`
       runs the model on any rows; for tasks whose model sees other inputs than the
       split's rows (segmentation's test-time crops); None: `predict_rows(x)`.
@@ -80,10 +82,15 @@ class Task(NamedTuple):
       evaluation (segmentation's crops); None: `a` itself.
     keep_rows: `(dataset, process_index, process_count) -> dataset` holding only that
       process's rows of every split (`batching.process_rows`; the rest freed), with
-      `meta["process_rows"]` recording them (`num_examples` reads the totals); None:
-      the task does not shard its data, and every process holds every row.
+      `meta["process_rows"]` recording them (`num_examples` reads the totals); the
+      dataset itself with one process. The driver requires it.
     all_rows: `(split, gather) -> split` as the metrics read it in a run whose data is
-      sharded: the labels of every process's rows, `gather(this process's array)`.
+      sharded: the labels of every process's rows, `gather(this process's array)`
+      (`gathered_rows`).
+    eval_splits: the splits a finished run predicts and scores.
+    load_rows: `(config, process_index, process_count) -> dataset`: `keep_rows(load(config),
+      ...)` without ever holding the other rows (multi-label: MULAN files read line by
+      line); None: `keep_rows(load(config), ...)` (`load_process_rows`).
   """
   name: str
   load: Callable[[ml_collections.ConfigDict], Any]
@@ -95,6 +102,15 @@ class Task(NamedTuple):
   model_rows: Optional[Callable[..., np.ndarray]] = None
   keep_rows: Optional[Callable[..., Any]] = None
   all_rows: Optional[Callable[..., Any]] = None
+  eval_splits: tuple[str, ...] = ("validation", "test")
+  load_rows: Optional[Callable[..., Any]] = None
+
+  def load_process_rows(self, config: ml_collections.ConfigDict, process_index: int,
+                        process_count: int) -> Any:
+    """The dataset holding process `process_index`'s rows of every split (`keep_rows`)."""
+    if self.load_rows is not None:
+      return self.load_rows(config, process_index, process_count)
+    return self.keep_rows(self.load(config), process_index, process_count)
 
   def predict(self, config: ml_collections.ConfigDict,
               predict_rows: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
@@ -120,15 +136,76 @@ def held_rows_summary(dataset) -> str:
   held = getattr(dataset, "meta", {}).get("process_rows")
   if not held:
     return "all rows"
-  return ", ".join(f"rows {held[s]['start']}:{held[s]['stop']} of {s} "
-                   f"({held[s]['stop'] - held[s]['start']} of {held[s]['of']})"
-                   for s in ("train", "validation", "test"))
+  return ", ".join(f"rows {r['start']}:{r['stop']} of {s} ({r['stop'] - r['start']} of "
+                   f"{r['of']})" for s, r in held.items() if isinstance(r, dict))
+
+
+def held_shards(dataset, num_shards: int) -> tuple[range | None, int]:
+  """The training shards this process draws from and the first training row it holds:
+  `(batching.process_shards(...), start)` for a dataset holding one process's rows
+  (`Task.keep_rows`), `(None, 0)` (every shard, from row 0) for a whole one."""
+  held = getattr(dataset, "meta", {}).get("process_rows")
+  if not held:
+    return None, 0
+  return (batching.process_shards(num_shards, held["process"], held["processes"]),
+          held["train"]["start"])
+
+
+def replaced(value, **changes):
+  """A copy of a dataset or split (a dataclass or a NamedTuple) with `changes`."""
+  if hasattr(value, "_replace"):
+    return value._replace(**changes)
+  return dataclasses.replace(value, **changes)
+
+
+def _row_arrays(split) -> dict[str, np.ndarray]:
+  """The per-row arrays of a split: its array fields with one entry per row of `x`."""
+  fields = (split._asdict() if hasattr(split, "_asdict") else
+            {f.name: getattr(split, f.name) for f in dataclasses.fields(split)})
+  return {k: v for k, v in fields.items()
+          if isinstance(v, np.ndarray) and v.ndim and len(v) == len(split.x)}
+
+
+def _split_rows(split, rows: slice):
+  """`split` holding copies of `rows` of its per-row arrays (copies, so that the whole
+  arrays can be freed); its other fields kept."""
+  return replaced(split, **{k: v[rows].copy() for k, v in _row_arrays(split).items()})
+
+
+def _process_part(dataset, process_index: int, process_count: int,
+                  splits: tuple[str, ...], **fields):
+  """`dataset` (a dataclass or NamedTuple with `meta`) holding only process
+  `process_index`'s `batching.process_rows` of each of `splits`, `meta["process_rows"]`
+  recording them, and `fields` replaced; with one process, `dataset` itself."""
+  if process_count == 1:
+    return dataset
+  parts, held = {}, {"process": process_index, "processes": process_count}
+  for name in splits:
+    split = getattr(dataset, name)
+    rows = batching.process_rows(len(split.x), process_index, process_count)
+    parts[name] = _split_rows(split, rows)
+    held[name] = {"start": rows.start, "stop": rows.stop, "of": len(split.x)}
+  return replaced(dataset, meta=dict(dataset.meta, process_rows=held), **parts, **fields)
+
+
+def gathered_rows(split, gather: Callable[[np.ndarray], np.ndarray]):
+  """`split` as the metrics read it in a run whose data is sharded: its per-row arrays
+  but the inputs `gather`ed from every process (`Task.all_rows`); `x` a zero stand-in
+  of the whole split's shape that takes no memory."""
+  changes = {k: gather(v) for k, v in _row_arrays(split).items() if k != "x"}
+  total = len(next(iter(changes.values())))
+  changes["x"] = np.broadcast_to(np.zeros((), split.x.dtype), (total,) + split.x.shape[1:])
+  return replaced(split, **changes)
 
 
 # --------------------------------------------------------------------------- multi-label
 
 
-def load_multilabel(config: ml_collections.ConfigDict) -> data_lib.MultiLabelDataset:
+def load_multilabel(config: ml_collections.ConfigDict,
+                    process_rows: tuple[int, int] | None = None
+                    ) -> data_lib.MultiLabelDataset:
+  """The multi-label dataset of `config.data`; `process_rows=(p, P)`: process p of P's
+  rows of every split only (`load_dataset`'s, which reads MULAN files line by line)."""
   cfg = config.data
   if cfg.name == "mulan":
     if not cfg.path:
@@ -146,7 +223,8 @@ def load_multilabel(config: ml_collections.ConfigDict) -> data_lib.MultiLabelDat
   return data_lib.load_dataset(source, data_dir=cfg.data_dir or None,
                                split_seed=cfg.split_seed, fold=cfg.fold, resplit=cfg.resplit,
                                root_label=cfg.root_label,
-                               feature_scaling=cfg.get("feature_scaling", "auto"), **extra)
+                               feature_scaling=cfg.get("feature_scaling", "auto"),
+                               process_rows=process_rows, **extra)
 
 
 def multilabel_validation_metrics(split, probs: np.ndarray) -> dict[str, float]:
@@ -197,22 +275,36 @@ def multilabel_all_rows(split: data_lib.Split, gather: Callable[[np.ndarray], np
   return data_lib.Split(stand_in, y)
 
 
+def load_multilabel_rows(config: ml_collections.ConfigDict, process_index: int,
+                         process_count: int) -> data_lib.MultiLabelDataset:
+  """`multilabel_process_rows(load_multilabel(config), ...)`, with only the process's
+  rows ever in memory (`Task.load_rows`)."""
+  return load_multilabel(config, process_rows=(process_index, process_count))
+
+
 MULTILABEL = Task("multilabel", load_multilabel, multilabel_validation_metrics,
                   multilabel_results, MULTILABEL_METRICS, keep_rows=multilabel_process_rows,
-                  all_rows=multilabel_all_rows)
+                  all_rows=multilabel_all_rows, load_rows=load_multilabel_rows)
 
 
 # --------------------------------------------------------------------------- denoising
 
 
 class DenoisingData(NamedTuple):
-  """The depth-scene splits plus the natural-image test crops of one noise setting."""
+  """The depth-scene splits plus the natural-image test crops of one noise setting.
+
+  `input_statistics`: set where the splits hold one process's rows (`keep_rows`): the
+  mean and standard deviation of all training rows' noisy images, which the denoisers
+  are standardized with (`builders.denoising_input_statistics`); None: computed from
+  `train`.
+  """
   name: str
   train: denoising.DenoisingSplit
   validation: denoising.DenoisingSplit
   test: denoising.DenoisingSplit
   natural: denoising.DenoisingSplit
   meta: dict
+  input_statistics: Optional[dict] = None
 
 
 def load_denoising(config: ml_collections.ConfigDict) -> DenoisingData:
@@ -241,8 +333,23 @@ def denoising_results(dataset: DenoisingData, predictions: Predictions) -> dict[
                               ("natural", dataset.natural))}
 
 
+def denoising_process_rows(dataset: DenoisingData, process_index: int, process_count: int
+                           ) -> DenoisingData:
+  """`dataset` holding only process `process_index`'s rows of every split (`_process_part`),
+  with the input statistics of all training rows."""
+  if process_count == 1:
+    return dataset
+  # The numbers builders.denoising_input_statistics computes from the whole train split.
+  images = np.asarray(dataset.train.x, np.float64)
+  statistics = dict(input_mean=float(images.mean()), input_std=float(images.std()))
+  return _process_part(dataset, process_index, process_count,
+                       ("train", "validation", "test", "natural"),
+                       input_statistics=statistics)
+
+
 DENOISING = Task("denoising", load_denoising, denoising_validation_metrics,
-                 denoising_results, DENOISING_METRICS)
+                 denoising_results, DENOISING_METRICS, keep_rows=denoising_process_rows,
+                 all_rows=gathered_rows, eval_splits=("validation", "test", "natural"))
 
 DENOISING_DATASETS = ("depth_scenes",)
 
@@ -269,6 +376,9 @@ class SequenceSplit(NamedTuple):
 
 
 class SequenceData(NamedTuple):
+  """The splits of a sequence task. `train_lengths`: set where the splits hold one
+  process's rows (`keep_rows`): the lengths of all training sentences, which every
+  process buckets the global batches by; None: those of `train`."""
   name: str
   train: SequenceSplit
   validation: SequenceSplit
@@ -276,6 +386,7 @@ class SequenceData(NamedTuple):
   num_tags: int
   source: Any  # the `energynets.data.SequenceDataset` (vocabularies)
   meta: dict
+  train_lengths: Optional[np.ndarray] = None
 
 
 def load_sequence(config: ml_collections.ConfigDict) -> SequenceData:
@@ -320,18 +431,33 @@ def sequence_results(dataset: SequenceData, predictions: Predictions) -> dict[st
   return results
 
 
-def sequence_train_batches(config, dataset: SequenceData, batch_size: int, seed: int
-                           ) -> Callable[[int], dict]:
+def sequence_train_batches(config, dataset: SequenceData, batch_size: int, seed: int,
+                           num_shards: int | None = None) -> Callable[[int], dict]:
   """Length-bucketed training batches cropped to their longest sentence (rounded up to
-  `config.data.length_multiple`), a pure function of (seed, step)."""
+  `config.data.length_multiple`), a pure function of (seed, step); with `num_shards`,
+  bucketed shard by shard and this process's part of each (`batching.length_bucketed_batch`)."""
   arrays = {"x": dataset.train.x, "y": dataset.train.y}
-  lengths = dataset.train.mask.sum(-1)
+  lengths = (dataset.train.mask.sum(-1) if dataset.train_lengths is None
+             else dataset.train_lengths)
+  shards, first_row = held_shards(dataset, num_shards) if num_shards else (None, 0)
   return lambda step: batching.length_bucketed_batch(
-      arrays, lengths, batch_size, seed, step, config.data.length_multiple)
+      arrays, lengths, batch_size, seed, step, config.data.length_multiple,
+      num_shards=num_shards or 1, shards=shards, first_row=first_row)
+
+
+def sequence_process_rows(dataset: SequenceData, process_index: int, process_count: int
+                          ) -> SequenceData:
+  """`dataset` holding only process `process_index`'s rows of every split (`_process_part`),
+  with the lengths of all training sentences."""
+  if process_count == 1:
+    return dataset
+  return _process_part(dataset, process_index, process_count, ("train", "validation", "test"),
+                       train_lengths=dataset.train.mask.sum(-1))
 
 
 SEQUENCE = Task("sequence", load_sequence, sequence_validation_metrics, sequence_results,
-                SEQUENCE_METRICS, sequence_train_batches)
+                SEQUENCE_METRICS, sequence_train_batches, keep_rows=sequence_process_rows,
+                all_rows=gathered_rows)
 
 SEQUENCE_DATASETS = ("twitter_pos", "conll2003")
 
@@ -369,19 +495,23 @@ def segmentation_results(dataset, predictions: Predictions) -> dict[str, float]:
   return results
 
 
-def segmentation_train_batches(config, dataset, batch_size: int, seed: int
-                               ) -> Callable[[int], dict]:
+def segmentation_train_batches(config, dataset, batch_size: int, seed: int,
+                               num_shards: int | None = None) -> Callable[[int], dict]:
   """Training batches, a pure function of (seed, step): the loop's uniform random rows,
   augmented (`segmentation.augmented_batch`: a random `data.crop_size` window, 0 = the
   image's size, of the image padded by `data.augment_pad` pixels, flipped if
   `data.augment_flip`). With `data.augment` off: the rows as they are, or, with a
-  `crop_size`, random crops without padding or flips (the model's input size)."""
+  `crop_size`, random crops without padding or flips (the model's input size). With
+  `num_shards`, drawn shard by shard, and this process's part of each."""
   cfg = config.data
   # Augmentation off is the identity transform (no padding, no flip) of the same rows.
   pad, flip = (cfg.augment_pad, cfg.augment_flip) if cfg.augment else (0, False)
+  shards, first_row = held_shards(dataset, num_shards) if num_shards else (None, 0)
+  num_rows = num_examples(dataset, "train")
   return lambda step: segmentation.augmented_batch(
       dataset.train.x, dataset.train.y, batch_size, seed, step, pad=pad, flip=flip,
-      pad_mode=cfg.augment_pad_mode, crop=cfg.crop_size)
+      pad_mode=cfg.augment_pad_mode, crop=cfg.crop_size, num_shards=num_shards or 1,
+      shards=shards, first_row=first_row, num_rows=num_rows)
 
 
 def segmentation_model_rows(config, a: np.ndarray) -> np.ndarray:
@@ -408,9 +538,17 @@ def segmentation_predict_split(config, predict_rows, x: np.ndarray) -> np.ndarra
                                     tuple(config.data.eval_crop_offsets))
 
 
+def segmentation_process_rows(dataset: segmentation.SegmentationDataset, process_index: int,
+                              process_count: int) -> segmentation.SegmentationDataset:
+  """`dataset` holding only process `process_index`'s rows of every split (`_process_part`;
+  the images stay normalized by all training rows' statistics)."""
+  return _process_part(dataset, process_index, process_count, ("train", "validation", "test"))
+
+
 SEGMENTATION = Task("segmentation", load_segmentation, segmentation_validation_metrics,
                     segmentation_results, SEGMENTATION_METRICS, segmentation_train_batches,
-                    segmentation_predict_split, segmentation_model_rows)
+                    segmentation_predict_split, segmentation_model_rows,
+                    keep_rows=segmentation_process_rows, all_rows=gathered_rows)
 
 SEGMENTATION_DATASETS = tuple(segmentation.SEGMENTATION_DATASETS)
 

@@ -14,7 +14,6 @@ plot). Only `objective_from_run` is re-exported here: saved run.json files name 
 """
 
 import contextlib
-import dataclasses
 import json
 import math
 import os
@@ -28,7 +27,7 @@ import numpy as np
 
 from energynets import train as train_lib
 from energynets.train import storage
-from energynets.train import loop as loop_lib
+from energynets.train import process_rows as process_rows_lib
 from experiments import builders
 from experiments import configuration
 from experiments import diagnostics
@@ -54,7 +53,7 @@ def initialize_distributed(coordinator_address: str | None = None,
   without them JAX detects the cluster itself (TPU pods, SLURM, Open MPI). Afterwards
   `jax.devices()` lists every process's devices, so `make_mesh` spans all hosts, and
   the loop feeds each process only its rows of every batch (`process_slice`,
-  `shard_batch`). Multi-label tasks keep only each process's rows of every split
+  `shard_batch`). Every task keeps only each process's rows of every split
   (`config.data.num_shards`; evaluation gathers the predictions). Orbax writes each
   checkpoint once and only process 0 writes metrics and results.json.
   """
@@ -139,7 +138,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict,
     train_batch = None
     if task.train_batches is not None:
       train_batch = task.train_batches(config, dataset, stage_config.train.batch_size,
-                                       stage_config.train.seed)
+                                       stage_config.train.seed, num_shards)
     result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
                            train_lib.LoopOptions.from_config(stage_config.train), stage_dir,
                            evaluate=evaluate, mesh=mesh, previous_state=state,
@@ -147,16 +146,17 @@ def _train_and_evaluate(config: ml_collections.ConfigDict,
     state, last_stage, last_result = result.state, (name, stage_config), result
     stage_meta.append({"stage": name, "method": stage_config.method,
                        "batch_size": stage_config.train.batch_size,
-                       "selected_step": result.selected_step, "final_step": result.final_step})
+                       "selected_step": result.selected_step, "final_step": result.final_step,
+                       "stop_reason": result.stop_reason})
 
   test_outputs = {}
   # The metrics read every row's labels; with sharded data, the gathered ones.
   scored, held = dataset, {}
   if sharded:
-    gathered = {name: task.all_rows(getattr(dataset, name), loop_lib.gather_process_rows)
-                for name in ("validation", "test")}
+    gathered = {name: task.all_rows(getattr(dataset, name), process_rows_lib.gather_process_rows)
+                for name in task.eval_splits}
     held = {id(split): getattr(dataset, name) for name, split in gathered.items()}
-    scored = dataclasses.replace(dataset, **gathered)
+    scored = tasks.replaced(dataset, **gathered)
 
   def soft_predictions(split):
     split = held.get(id(split), split)
@@ -175,6 +175,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict,
       "seed": config.train.seed,
       "selected_step": stage_meta[-1]["selected_step"],
       "final_step": stage_meta[-1]["final_step"],
+      "stop_reason": stage_meta[-1]["stop_reason"],
       "stages": stage_meta,
       # Wall time of this invocation: a resumed run counts only its own part.
       "train_seconds": time.time() - started,
@@ -204,26 +205,17 @@ def _train_and_evaluate(config: ml_collections.ConfigDict,
 def _load_process_data(task, config):
   """The task's dataset as this process holds it, and the number of training shards.
 
-  A task that shards (`Task.keep_rows`) keeps this process's rows of every split and
-  frees the rest; the training rows form `config.data.num_shards` shards (0: one per
-  process), a multiple of the process count. Otherwise every process holds every row
-  and the shard count is None.
+  The task (`Task.keep_rows`) keeps this process's rows of every split and frees the
+  rest; the training rows form `config.data.num_shards` shards (0: one per process), a
+  multiple of the process count.
   """
   num_shards = config.data.get("num_shards", 0)
   index, count = jax.process_index(), jax.process_count()
-  if task.keep_rows is None:
-    if num_shards > 1:
-      raise ValueError(f"config.data.num_shards={num_shards}: the {task.name} task does not "
-                       "shard its data; leave it 0")
-    if count > 1:
-      logging.warning("the %s task does not shard its data: each of the %d processes holds "
-                      "every row", task.name, count)
-    return task.load(config), None
   num_shards = num_shards or count
   if num_shards < 1 or num_shards % count:
     raise ValueError(f"config.data.num_shards={num_shards} is not a multiple of the {count} "
                      "processes")
-  dataset = task.keep_rows(task.load(config), index, count)
+  dataset = task.load_process_rows(config, index, count)
   logging.info("process %d of %d holds %s; the training rows form %d shards", index, count,
                tasks.held_rows_summary(dataset), num_shards)
   return dataset, num_shards
@@ -236,7 +228,8 @@ def _validation_evaluator(task, config, predict, validation, eval_bs, mesh, shar
   def evaluate(state):
     outputs = _split_predictions(task, config, predict, state, validation.x, eval_bs, mesh,
                                  sharded)
-    scored = task.all_rows(validation, loop_lib.gather_process_rows) if sharded else validation
+    scored = (task.all_rows(validation, process_rows_lib.gather_process_rows) if sharded
+              else validation)
     return task.validation_metrics(scored, outputs)
 
   return evaluate
@@ -246,6 +239,19 @@ def _split_predictions(task, config, predict, state, x, eval_bs, mesh,
                        sharded=False) -> np.ndarray:
   """The task's predictions of a split's rows `x`, the model run in eval batches; with
   `sharded`, `x` is this process's rows and the predictions are all processes'."""
-  predict_rows = loop_lib.predict_process_rows if sharded else train_lib.predict_in_batches
-  rows = lambda model_x: predict_rows(predict, state, model_x, eval_bs, mesh)
-  return task.predict(config, rows, x)
+  if not sharded:
+    rows = lambda model_x: train_lib.predict_in_batches(predict, state, model_x, eval_bs, mesh)
+    return task.predict(config, rows, x)
+  if task.predict_split is None:
+    return process_rows_lib.predict_process_rows(predict, state, x, eval_bs, mesh)
+
+  # The task combines the model's rows of each of its rows (segmentation's crops and
+  # mirrors) where those rows are: on this process. So the model's outputs stay this
+  # process's, and the combined predictions are gathered.
+  def own_rows(model_x):
+    outputs = process_rows_lib.predict_process_rows(predict, state, model_x, eval_bs, mesh)
+    counts = process_rows_lib.process_row_counts(len(model_x))
+    start = sum(counts[:jax.process_index()])
+    return outputs[start:start + len(model_x)]
+
+  return process_rows_lib.gather_process_rows(task.predict(config, own_rows, x))

@@ -15,12 +15,22 @@ held-out *training* rows by the config's `train.select_metric`:
 - otherwise: the dataset's validation split, as a single run selects; the chosen
   setting is rerun as is (selecting its checkpoint on validation).
 
+Every training run stops early as `fit` does (`train.early_stopping`); a fold that stops
+ends the trial's mean curve there. A staged config (e.g. SPEN: pretrain, energy,
+joint) trains its stages in turn on each fold, each selecting its checkpoint on the
+held-out rows; its score is the best of the last stage's mean held-out curve, and the
+chosen setting is rerun as a normal run (every stage selecting on the validation split),
+since one step count does not describe several stages.
+
 Test rows never reach a trial: trials see a dataset whose test split has no rows, and
 only the refit, after every trial is written, evaluates test (once). Feature scaling is
 fit on each trial's training rows. Writes, in --workdir: `trials.jsonl` (every trial:
 settings, per-fold held-out metric and best step, selected step), `chosen.json` (the
 chosen overrides and the evidence), `refit/` (the final run) and `results.json` (the
 refit's results, test included, with the selection under `meta.tuning`).
+
+`experiments.main` runs the same search on a folder given by path (`run_experiment`,
+within the config's `tune` block) and writes the final run at the workdir's root.
 """
 
 import concurrent.futures
@@ -48,6 +58,7 @@ from experiments import configuration
 from experiments import search_spaces
 from experiments import tasks
 from experiments import train
+from experiments import workdirs
 
 # Below this many training rows, selection cross-validates on the training split.
 SMALL_TRAIN = 2000
@@ -82,39 +93,48 @@ class TuneResult:
 
 def tune(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
          space: dict[str, tuple], trials: int = 0, folds: int | None = None, jobs: int = 1,
-         seed: int = 0) -> TuneResult:
+         seed: int = 0, small_folds: int = DEFAULT_FOLDS,
+         refit_dir: str | os.PathLike | None = None, resume: bool = False) -> TuneResult:
   """Selects `config`'s settings from `space` on held-out training rows, refits, tests once.
 
   Args:
-    config: a single-stage multi-label config (e.g. `experiments/configs/br.py:mulan`).
+    config: a multi-label config (e.g. `experiments/configs/br.py:mulan`).
     workdir: where trials.jsonl, chosen.json, refit/ and results.json go.
     space: config key -> candidate values (`search_spaces.for_config`).
     trials: how many settings to try: 0 or at least the grid's size: every grid point;
       fewer: that many distinct grid points drawn with `seed`.
     folds: k of the k-fold selection on the training split; 1: select on the
-      validation split; None: `DEFAULT_FOLDS` below `SMALL_TRAIN` training rows, else 1.
+      validation split; None: `small_folds` below `SMALL_TRAIN` training rows, else 1.
     jobs: trials trained at once (processes); 1 trains them in this process.
     seed: seeds the trial draw and the folds.
+    small_folds: the fold count `folds=None` means below `SMALL_TRAIN` training rows.
+    refit_dir: where the final run trains (None: `workdir`/refit/); `workdir` itself
+      puts it next to trials.jsonl, as `experiments.main` does.
+    resume: if `workdir` holds a chosen.json, skip the search and (re)run its choice;
+      a chosen.json selected for a config that trains differently is refused.
 
   Returns:
     The `TuneResult`.
 
   Raises:
-    cli.UserError: a staged or non-multi-label config, a key the config lacks, a bad
-      fold count.
+    cli.UserError: a non-multi-label config, a key the config lacks, a bad fold count,
+      a chosen.json from another config (with `resume`).
   """
   started = time.time()
   workdir = pathlib.Path(workdir)
+  refit_dir = workdir / REFIT_DIR if refit_dir is None else refit_dir
   _check_tunable(config, space)
   if tasks.task_for(config) is not tasks.MULTILABEL:
     raise cli.UserError(f"the tuner selects multi-label configs; {config.data.name!r} is "
                         f"a {tasks.task_for(config).name} dataset")
+  if resume and (workdir / CHOSEN_FILE).exists():
+    return _rerun_chosen(config, workdir, refit_dir, started)
   scaled_per_trial = "data.feature_scaling" in space
   load_config = _with(config, {"data.feature_scaling": "none"} if scaled_per_trial else {})
   dataset = _selection_data(tasks.task_for(load_config).load(load_config))
   num_train = dataset.train.num_examples
   if folds is None:
-    folds = DEFAULT_FOLDS if num_train < SMALL_TRAIN else 1
+    folds = small_folds if num_train < SMALL_TRAIN else 1
   if folds != 1 and not 2 <= folds <= num_train:
     raise cli.UserError(f"--folds={folds}: use 1 (the validation split) or 2..{num_train}")
   held_out = fold_indices(num_train, folds, seed) if folds > 1 else None
@@ -130,32 +150,118 @@ def tune(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
     records.append(record)
     with trials_path.open("a") as f:
       f.write(json.dumps(record, default=configuration.json_default) + "\n")
+    logging.info("trial %d/%d: %s %s %.4f (best step %d) | %.0f s elapsed", len(records),
+                 len(settings), record["params"], record["metric"], record["value"],
+                 record["selected_step"], time.time() - started)
   best = select(records)
   chosen = dict(best["params"])
-  final = _with(config, chosen)
-  if folds > 1:
+  staged = is_staged(config)
+  refit_steps = folds > 1 and not staged
+  if refit_steps:
     chosen["train.steps"] = best["selected_step"]
-    final = _with(final, {"train.steps": best["selected_step"],
-                          "train.eval_every": best["selected_step"],
-                          "train.checkpoint_every": best["selected_step"]})
   evidence = {
       "overrides": chosen, "trial": best["trial"], "value": best["value"],
-      "metric": config.train.select_metric, "selected_step": best["selected_step"],
+      "metric": selection_metric(config), "selected_step": best["selected_step"],
       "folds": folds, "num_train": num_train, "num_trials": len(records),
       "selection": (f"{folds}-fold cross-validation on the {num_train} training rows; "
-                    "refit on all of them for the selected step count" if folds > 1 else
+                    "refit on all of them for the selected step count" if refit_steps else
+                    f"{folds}-fold cross-validation on the {num_train} training rows, "
+                    "each stage selecting on the held-out rows; the chosen setting rerun, "
+                    "each stage selecting its checkpoint on validation" if folds > 1 else
                     "validation split; the chosen setting rerun, its checkpoint selected "
                     "on validation"),
-      "search_space": space, "search_seconds": time.time() - started}
+      "search_space": space,
+      "budget": {"trials": trials, "grid_size": len(search_spaces.grid(space)),
+                 "folds": folds, "jobs": jobs, "seed": seed},
+      "search_seconds": time.time() - started, "config": config.to_dict()}
   (workdir / CHOSEN_FILE).write_text(
       json.dumps(evidence, indent=2, default=configuration.json_default))
-  results = train.train_and_evaluate(final, workdir / REFIT_DIR)
-  results["meta"]["tuning"] = evidence
-  (workdir / "results.json").write_text(json.dumps(
-      results, indent=2, sort_keys=True, default=configuration.json_default))
-  return TuneResult(chosen=chosen, value=best["value"], metric=config.train.select_metric,
-                    folds=folds, trials=records, results=results,
-                    seconds=time.time() - started)
+  return _refit(config, evidence, records, workdir, refit_dir, started)
+
+
+def _final_config(config: ml_collections.ConfigDict, evidence: dict
+                  ) -> ml_collections.ConfigDict:
+  """`config` with the chosen overrides; a k-fold refit of one stage trains for the
+  selected step count and keeps its last step (no checkpoint selection)."""
+  final = _with(config, evidence["overrides"])
+  if evidence["folds"] > 1 and not is_staged(config):
+    steps = evidence["overrides"]["train.steps"]
+    final = _with(final, {"train.eval_every": steps, "train.checkpoint_every": steps})
+  return final
+
+
+def _refit(config, evidence, records, workdir, refit_dir, started) -> TuneResult:
+  """Trains the chosen setting in `refit_dir`, writes results.json with the selection
+  under `meta.tuning` (in `workdir` and, if elsewhere, in `refit_dir`)."""
+  results = train.train_and_evaluate(_final_config(config, evidence), refit_dir)
+  seconds = time.time() - started
+  results["meta"]["tuning"] = {k: v for k, v in evidence.items() if k != "config"}
+  results["meta"]["tuning"]["seconds"] = seconds
+  text = json.dumps(results, indent=2, sort_keys=True, default=configuration.json_default)
+  if jax.process_index() == 0:
+    for directory in {pathlib.Path(workdir), pathlib.Path(refit_dir)}:
+      (directory / "results.json").write_text(text)
+  return TuneResult(chosen=evidence["overrides"], value=evidence["value"],
+                    metric=evidence["metric"], folds=evidence["folds"], trials=records,
+                    results=results, seconds=seconds)
+
+
+def _rerun_chosen(config, workdir, refit_dir, started) -> TuneResult:
+  """`tune`'s result from the chosen.json in `workdir`: the search is skipped, the
+  chosen setting (re)run (a finished run only re-evaluates)."""
+  evidence = json.loads((workdir / CHOSEN_FILE).read_text())
+  recorded = evidence.get("config")
+  changes = workdirs.config_changes(recorded, config.to_dict()) if recorded else []
+  if changes:
+    raise cli.UserError(
+        f"{workdir / CHOSEN_FILE} was selected for another config; it differs in "
+        f"{', '.join(changes[:8])}. Use a fresh --workdir, or delete {CHOSEN_FILE} to "
+        "search again")
+  logging.info("%s exists: skipping the search, running its choice %s",
+               workdir / CHOSEN_FILE, evidence["overrides"])
+  trials_path = workdir / TRIALS_FILE
+  records = ([json.loads(line) for line in trials_path.read_text().splitlines() if line]
+             if trials_path.exists() else [])
+  return _refit(config, evidence, records, workdir, refit_dir, started)
+
+
+def run_experiment(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
+                   config_file: str, allow_config_change: bool = False) -> dict[str, Any]:
+  """What `experiments.main` runs: `config.tune` enabled (the `mulan` variant's default),
+  the search of `tune` first, then the chosen setting trained in `workdir` itself (the
+  layout of a plain run, with trials.jsonl and chosen.json beside it); otherwise
+  `train.train_and_evaluate`. A workdir with a chosen.json skips the search (a
+  multi-process run needs one).
+
+  Args:
+    config: the experiment config; its `tune` block (if any) sets the budget.
+    workdir: the run's directory.
+    config_file: the config's file (`path.py[:dataset]`), whose `get_search_space`
+      gives the space (`search_spaces.for_config`).
+    allow_config_change: as in `train.train_and_evaluate`.
+
+  Returns:
+    The results (results.json); with tuning, the selection under `meta.tuning`.
+
+  Raises:
+    cli.UserError: a search in a multi-process run, `allow_config_change` with tuning,
+      or as `tune` raises.
+  """
+  tuning = config.get("tune")
+  if tuning is None or not tuning.enabled:
+    return train.train_and_evaluate(config, workdir, allow_config_change=allow_config_change)
+  if jax.process_count() > 1 and not (pathlib.Path(workdir) / CHOSEN_FILE).exists():
+    raise cli.UserError(
+        f"config.tune.enabled: the search runs in one process and this run has "
+        f"{jax.process_count()}; tune first on one host with the same --workdir (its "
+        f"{CHOSEN_FILE} is then reused), or pass --config.tune.enabled=False")
+  if allow_config_change:
+    raise cli.UserError("--allow_config_change needs --config.tune.enabled=False")
+  space = search_spaces.for_config(config_file, config.data.name)
+  result = tune(config, workdir, space=space, trials=tuning.trials,
+                folds=1 if tuning.folds == 1 else None, jobs=tuning.jobs, seed=tuning.seed,
+                small_folds=tuning.folds or DEFAULT_FOLDS, refit_dir=workdir, resume=True)
+  return result.results
 
 
 def fold_indices(num_train: int, folds: int, seed: int) -> list[np.ndarray]:
@@ -170,11 +276,21 @@ def select(records: list[dict]) -> dict:
   return max(records, key=lambda r: (r["value"], -r["trial"]))
 
 
+def is_staged(config: ml_collections.ConfigDict) -> bool:
+  """Whether `config` trains several stages (`stage_order`)."""
+  return bool(configuration.name_list(config.get("stage_order", "")))
+
+
+def selection_metric(config: ml_collections.ConfigDict) -> str:
+  """The metric a trial is scored by: the last stage's `train.select_metric`."""
+  return configuration.stage_configs(config)[-1][1].train.select_metric
+
+
 def _check_tunable(config: ml_collections.ConfigDict, space: dict[str, tuple]) -> None:
-  if configuration.name_list(config.get("stage_order", "")):
-    raise cli.UserError("the tuner selects single-stage configs; this one trains stages "
-                        f"{config.stage_order!r}")
-  if config.train.select_mode != "max":
+  last = configuration.stage_configs(config)[-1][1]
+  if not last.train.select_metric:
+    raise cli.UserError("the tuner scores train.select_metric of the last stage; it is unset")
+  if last.train.select_mode != "max":
     raise cli.UserError("the tuner maximizes train.select_metric; select_mode must be 'max'")
   if not space:
     raise cli.UserError("the search space is empty")
@@ -183,6 +299,13 @@ def _check_tunable(config: ml_collections.ConfigDict, space: dict[str, tuple]) -
       raise cli.ConfigKeyError(f"search space: {problem}")
     if not values:
       raise cli.UserError(f"search space: {key} has no values")
+    stages = configuration.name_list(config.get("stage_order", "")) or ()
+    overridden = [name for name in stages
+                  if key in configuration.flatten_dict(config.stages[name].to_dict())]
+    if stages and len(overridden) == len(stages):
+      raise cli.UserError(f"search space: every stage sets {key} itself, so searching it "
+                          f"changes nothing; search stages.<stage>.{key} "
+                          f"(stages {', '.join(stages)})")
 
 
 def _with(config: ml_collections.ConfigDict, overrides: dict[str, Any]
@@ -252,14 +375,17 @@ def run_trial(base: dict, dataset, held_out: list[np.ndarray] | None, trial: int
 
   Returns:
     `{"trial", "params", "folds": [{"fold", "best_step", "best_value", "steps",
-    "values"}], "selected_step", "value", "seconds"}`: `value` is the best mean over
-    folds of the held-out metric at one evaluation step, `selected_step` that step.
+    "values", "final_step", "stop_reason", "stages"}], "selected_step", "value",
+    "seconds"}`: `value` is the best mean over folds of the (last stage's) held-out
+    metric at one evaluation step, over the steps every fold evaluated, `selected_step`
+    that step; `final_step` and `stop_reason` say where a fold's (last stage's)
+    training ended and why (early stopping), `stages` the same of every stage.
   """
   started = time.time()
   config = _with(ml_collections.ConfigDict(base), params)
   config.train.tensorboard = False
   config.train.checkpoint_every = config.train.steps
-  metric = config.train.select_metric
+  metric = selection_metric(config)
   scaling = params.get("data.feature_scaling")
   if held_out is None:
     parts = [(dataset.train, dataset.validation)]
@@ -273,13 +399,19 @@ def run_trial(base: dict, dataset, held_out: list[np.ndarray] | None, trial: int
       fit_rows, scored_rows = _scaled(scaling, fit_rows, scored_rows)
     data = dataclasses.replace(dataset, train=fit_rows, validation=scored_rows)
     with tempfile.TemporaryDirectory(prefix="trial") as fit_dir:
-      history = fit_held_out(config, data, fit_dir)
+      fits = fit_held_out(config, data, fit_dir)
+    history = fits[-1][1].history
     steps = [int(r["step"]) for r in history]
     values = [float(r[metric]) for r in history]
     best = int(np.argmax(values))
-    fold_records.append({"fold": k, "num_fit": fit_rows.num_examples,
-                         "num_held_out": scored_rows.num_examples, "best_step": steps[best],
-                         "best_value": values[best], "steps": steps, "values": values})
+    fold_records.append({
+        "fold": k, "num_fit": fit_rows.num_examples, "num_held_out": scored_rows.num_examples,
+        "best_step": steps[best], "best_value": values[best], "steps": steps,
+        "values": values, "final_step": fits[-1][1].final_step,
+        "stop_reason": fits[-1][1].stop_reason,
+        "stages": [{"stage": name, "selected_step": fit.selected_step,
+                    "final_step": fit.final_step, "stop_reason": fit.stop_reason}
+                   for name, fit in fits]})
     curves.append(dict(zip(steps, values)))
   common = sorted(set.intersection(*(set(c) for c in curves)))
   means = [float(np.mean([c[s] for c in curves])) for s in common]
@@ -298,29 +430,46 @@ def _scaled(scaling, fit_rows, scored_rows):
   return splits.Split(fx, fit_rows.y), splits.Split(sx, scored_rows.y)
 
 
-def fit_held_out(config: ml_collections.ConfigDict, dataset, workdir: str) -> list[dict]:
+def fit_held_out(config: ml_collections.ConfigDict, dataset, workdir: str
+                 ) -> list[tuple[str, train_lib.FitResult]]:
   """Trains `config` on `dataset.train`, evaluating `dataset.validation` (the held-out
-  rows) every `train.eval_every` steps; the evaluation history. Nothing else is read."""
+  rows) every `train.eval_every` steps; nothing else is read.
+
+  Args:
+    config: the trial's config; a staged one trains its stages in turn, each
+      continuing from the previous stage's selected state.
+    dataset: the rows to train on (`train`) and to score (`validation`).
+    workdir: a scratch directory (a subdirectory per stage).
+
+  Returns:
+    `[(stage name, FitResult)]` in stage order (one unnamed stage for a single-stage
+    config); the last stage's history is the trial's curve.
+  """
   task = tasks.task_for(config)
+  fits, state = [], None
   with train.matmul_precision(config):
     mesh = train_lib.make_mesh(config.train.num_devices or None,
                                config.train.get("model_parallelism", 1))
     num_train = dataset.train.num_examples
-    if config.train.batch_size > num_train:  # full batch, as the experiment driver does
-      config = _with(config, {"train.batch_size": num_train - num_train % mesh.size})
-    objective = builders.build_objective(config, dataset)
-    predict = train_lib.build_predict(objective, mesh)
-    eval_bs = config.train.eval_batch_size
     held_out = dataset.validation
+    for name, stage in configuration.stage_configs(config):
+      if stage.train.batch_size > num_train:  # full batch, as the experiment driver does
+        stage = _with(stage, {"train.batch_size": num_train - num_train % mesh.size})
+      objective = builders.build_objective(stage, dataset)
+      predict = train_lib.build_predict(objective, mesh)
+      eval_bs = stage.train.eval_batch_size
 
-    def evaluate(state):
-      rows = lambda x: train_lib.predict_in_batches(predict, state, x, eval_bs, mesh)
-      return task.validation_metrics(held_out, task.predict(config, rows, held_out.x))
+      def evaluate(state, predict=predict, eval_bs=eval_bs):
+        rows = lambda x: train_lib.predict_in_batches(predict, state, x, eval_bs, mesh)
+        return task.validation_metrics(held_out, task.predict(config, rows, held_out.x))
 
-    result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
-                           train_lib.LoopOptions.from_config(config.train), workdir,
-                           evaluate=evaluate, mesh=mesh)
-  return result.history
+      result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
+                             train_lib.LoopOptions.from_config(stage.train),
+                             os.path.join(workdir, name), evaluate=evaluate, mesh=mesh,
+                             previous_state=state)
+      state = result.state
+      fits.append((name, result))
+  return fits
 
 
 def _define_flags() -> dict[str, Any]:

@@ -92,10 +92,15 @@ CONFIG_FILE = "config.json"
 # model, and where the data files live. `train.steps` may grow (train on); any other
 # change alters what the saved checkpoints are the training of. `data.num_shards` is
 # among the former, like the process count it defaults to: both pick the order of the
-# batches still to come, not what the checkpoints hold.
+# batches still to come, not what the checkpoints hold. The early-stopping keys only
+# decide when training ends (a run from before them resumes with them). The `tune` keys
+# set the search that chose the run's settings (the settings themselves are compared).
 RESUMABLE_CHANGES = ("train.log_every", "train.eval_every", "train.checkpoint_every",
                      "train.tensorboard", "train.eval_batch_size", "train.num_devices",
-                     "train.model_parallelism", "data.data_dir", "data.num_shards")
+                     "train.model_parallelism", "data.data_dir", "data.num_shards",
+                     "train.early_stopping", "train.early_stopping_patience",
+                     "train.early_stopping_min_delta", "tune.enabled", "tune.trials",
+                     "tune.folds", "tune.jobs", "tune.seed")
 
 
 def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

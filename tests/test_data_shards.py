@@ -4,7 +4,7 @@
    unsharded `train_batch_indices` stream; with S shards the global batch is B/S rows
    of each shard, and each process's part, drawn from its own rows, is its slice of the
    global batch that one process holding every shard draws.
-2. Sharded evaluation (`loop.predict_process_rows`): the batches each process runs on
+2. Sharded evaluation (`process_rows.predict_process_rows`): the batches each process runs on
    its rows, gathered, give every row's prediction in order, the padding dropped.
 3. The multi-label task keeps a process's rows of every split (`tasks.Task.keep_rows`).
 4. Four processes on this machine (one CPU device each) each hold a quarter of the
@@ -27,7 +27,7 @@ from energynets.data.splits import MultiLabelDataset, Split
 from energynets.nets import MLP
 from energynets.objectives import local_bce
 from energynets import train as train_lib
-from energynets.train import loop
+from energynets.train import process_rows
 from experiments import tasks
 from multiprocess import MULTIHOST_FLAGS, _free_port, _run_all, _subprocess_env
 
@@ -108,9 +108,10 @@ def test_gathered_batches_restore_the_row_order(num_rows, processes, rows_per_ba
   counts = [len(h) for h in held]
   num_batches = -(-max(counts) // rows_per_batch)
   model = lambda rows: 10 * rows + 7  # padding rows (zeros) become 7: visible if kept
-  gathered = [np.concatenate([model(loop.process_batch(h, i, rows_per_batch)) for h in held])
+  gathered = [np.concatenate([model(process_rows.process_batch(h, i, rows_per_batch))
+                             for h in held])
               for i in range(num_batches)]
-  np.testing.assert_array_equal(loop.rows_in_process_order(gathered, counts), model(x))
+  np.testing.assert_array_equal(process_rows.rows_in_process_order(gathered, counts), model(x))
 
 
 def test_one_process_predicts_its_rows_like_predict_in_batches():
@@ -122,9 +123,9 @@ def test_one_process_predicts_its_rows_like_predict_in_batches():
                                                 {"x": x[:4], "y": np.zeros((4, 3), np.float32)})
   predict = train_lib.build_predict(objective, mesh)
   expected = np.asarray(jax.jit(objective.predict)(state, x))
-  for fn in (loop.predict_process_rows, train_lib.predict_in_batches):
+  for fn in (process_rows.predict_process_rows, train_lib.predict_in_batches):
     np.testing.assert_allclose(fn(predict, state, x, 8, mesh), expected, rtol=1e-6, atol=1e-7)
-  np.testing.assert_array_equal(loop.gather_process_rows(x), x)
+  np.testing.assert_array_equal(process_rows.gather_process_rows(x), x)
 
 
 # ------------------------------------------------------- 3. the multi-label task's rows

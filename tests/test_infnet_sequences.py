@@ -34,9 +34,12 @@ def _token_accuracy(probs, batch, mask):
                        [mask]))
 
 
+# The default (compound, stacked) runs in the default suite; the other variants, 10-15 s
+# of compiling each, with --runslow (the multi-label tests cover every variant).
 @pytest.mark.parametrize("objective,architecture", [
-    ("margin", "separated"), ("perceptron", "separated"), ("compound", "stacked"),
-    ("compound", "shared")])
+    pytest.param("margin", "separated", marks=pytest.mark.slow),
+    pytest.param("perceptron", "separated", marks=pytest.mark.slow), ("compound", "stacked"),
+    pytest.param("compound", "shared", marks=pytest.mark.slow)])
 def test_every_variant_trains_per_token_distributions(objective, architecture):
   batch, mask, _ = testing.tiny_sequence_batch()
   state, losses, metrics = testing.fit_one_batch(_objective(objective, architecture),

@@ -209,7 +209,7 @@ def test_predict_cli_on_a_mulan_folder(tmp_path, data_dir):
   proc = _run(["-m", "experiments.main", "--config=experiments/configs/br.py:mulan",
                f"--config.data.path={data_dir / 'yeast'}", f"--workdir={tmp_path}",
                "--config.train.steps=20", "--config.train.eval_every=20",
-               "--config.train.tensorboard=False"], _env())
+               "--config.train.tensorboard=False", "--config.tune.enabled=False"], _env())
   assert proc.returncode == 0, proc.stderr[-3000:]
   proc = _run(["-m", "experiments.predict", f"--workdir={tmp_path}",
                f"--input={data_dir / 'yeast'}", f"--output={tmp_path / 'out.npz'}"], _env())

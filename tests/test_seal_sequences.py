@@ -47,6 +47,9 @@ def _check_outputs(objective, state, batch):
   np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
 
 
+# Slow: test_seal_losses_ignore_padded_positions builds and differentiates each of these
+# objectives on the same taggers in the default suite.
+@pytest.mark.slow
 @pytest.mark.parametrize("loss_net", ["margin", "regression_s"])
 def test_objectives_run_on_taggers(loss_net):
   # (NCE: the training test.)

@@ -588,12 +588,11 @@ def test_seal_and_implicit_train_an_fcn_against_the_segmentation_energy(horses):
   assert implicit.predict(state, batch["x"]).shape == (8, 32, 32)
 
 
+# A reproduction check of why the horse DVN config sets its own learning rate (the
+# full-size value network, 30 s on 2 cores): it runs with --runslow, like its control.
+@pytest.mark.slow
 @pytest.mark.optimized_xla
-@pytest.mark.parametrize("learning_rate, alive", [
-    (None, True),
-    # The control (the learning rate at which the value network dies) is a reproduction
-    # check of why the config sets its own; it runs with --runslow.
-    pytest.param(1e-3, False, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("learning_rate, alive", [(None, True), (1e-3, False)])
 def test_the_horse_dvn_config_keeps_its_value_network_sensitive_to_the_mask(
     learning_rate, alive, data_dir, horses):
   """The full-size value network of dvn.py's horse config, 20 steps on the 24×24

@@ -4,6 +4,8 @@ import json
 import os
 import pathlib
 
+import jax
+from jax.experimental.compilation_cache import compilation_cache as compilation_cache_lib
 import numpy as np
 import pytest
 from sklearn import preprocessing
@@ -210,3 +212,174 @@ def test_command_line_tunes_and_reports_user_errors_in_one_line(toy, tmp_path):
   assert bad.stderr.strip().splitlines()[-1] == (
       "experiments.tune: error: search space: unknown config key loss.l2cc; did you mean "
       "loss.l2_c?")
+
+
+# Multi-label configs with a search space of their own beyond br and mlp (the rest, dvn
+# and seal_ranking, take search_spaces.DEFAULT).
+NETWORK_SPACES = ("dmf", "infnet", "implicit", "seal_dynamic", "seal_static", "spen_ssvm",
+                  "spen_gbi", "e2e")
+
+
+def _tiny_config(name, toy, *extra):
+  """`name`'s by-path config on the toy folder, every stage 2 steps, evaluated each."""
+  config = configuration.get_config(name, "mulan", [f"data.path={toy}"])
+  stages = configuration.name_list(config.get("stage_order", "")) or ()
+  return configuration.get_config(name, "mulan", [
+      f"data.path={toy}", "train.steps=2", "train.eval_every=1", "train.batch_size=16",
+      *(f"stages.{stage}.train.steps=2" for stage in stages), *extra])
+
+
+@pytest.mark.parametrize("name", NETWORK_SPACES)
+def test_search_space_settings_apply_and_build(name, toy):
+  from experiments import builders  # pylint: disable=g-import-not-at-top
+  config = _tiny_config(name, toy)
+  space = search_spaces.for_config(f"experiments/configs/{name}.py:mulan", "mulan")
+  assert space == search_spaces.for_config(name, "mulan") != search_spaces.DEFAULT
+  tune._check_tunable(config, space)  # pylint: disable=protected-access
+  points = search_spaces.grid(space)
+  assert len(points) == 24
+  for params in points:
+    flat = configuration.flatten_dict(tune._with(config, params).to_dict())  # pylint: disable=protected-access
+    assert all(flat[key] == value for key, value in params.items())
+  # The learning rate searched is the one the (last searched) stage trains with.
+  stages = dict(configuration.stage_configs(tune._with(config, points[-1])))  # pylint: disable=protected-access
+  key = next(k for k in space if k.endswith("optimizer.learning_rate"))
+  stage = key.split(".")[1] if key.startswith("stages.") else next(iter(stages))
+  assert stages[stage].optimizer.learning_rate == points[-1][key]
+  dataset = tasks.task_for(config).load(config)
+  for _, stage_config in stages.items():
+    builders.build_objective(stage_config, dataset)
+
+
+def test_searching_a_key_every_stage_sets_is_a_user_error(toy):
+  config = _tiny_config("spen_ssvm", toy)
+  with pytest.raises(cli.UserError, match="stages.<stage>.optimizer.learning_rate"):
+    tune._check_tunable(config, {"optimizer.learning_rate": (1e-3,)})  # pylint: disable=protected-access
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NETWORK_SPACES)
+def test_search_space_trial_trains_every_stage(name, toy):
+  config = _tiny_config(name, toy)
+  space = search_spaces.for_config(name, "mulan")
+  dataset = tune._selection_data(tasks.task_for(config).load(  # pylint: disable=protected-access
+      tune._with(config, {"data.feature_scaling": "none"})))  # pylint: disable=protected-access
+  record = tune.run_trial(config.to_dict(), dataset, None, 0, search_spaces.grid(space)[-1])
+  stages = configuration.name_list(config.get("stage_order", "")) or ("",)
+  assert [s["stage"] for s in record["folds"][0]["stages"]] == list(stages)
+  assert all(s["final_step"] == 2 for s in record["folds"][0]["stages"])
+  assert 0 <= record["value"] <= 1 and record["selected_step"] in (1, 2)
+
+
+@pytest.mark.slow
+def test_staged_config_tunes_on_folds_and_reruns_the_chosen_setting(toy, tmp_path):
+  config = _tiny_config("dmf", toy)
+  space = {"stages.pairwise.optimizer.learning_rate": (1e-3, 1e-2),
+           "data.feature_scaling": ("maxabs",)}
+  result = tune.tune(config, tmp_path, space=space, folds=2)
+  assert len(result.trials) == 2 and result.folds == 2
+  assert "train.steps" not in result.chosen  # each stage selects; no refit step count
+  assert result.metric == "validation/example_f1"  # the pairwise stage's
+  stages = result.results["meta"]["stages"]
+  assert [s["stage"] for s in stages] == ["pretrain", "pairwise"]
+  assert (result.results["meta"]["config"]["stages"]["pairwise"]["optimizer"]["learning_rate"]
+          == result.chosen["stages.pairwise.optimizer.learning_rate"])
+  assert 0 <= result.results["test/example_f1"] <= 1
+
+
+def test_early_stopped_fold_ends_the_trial_curve(toy, monkeypatch):
+  config = configuration.get_config("br", "mulan", [
+      f"data.path={toy}", "train.steps=6", "train.eval_every=1", "train.batch_size=16"])
+  dataset = tune._selection_data(data.load_dataset(toy))  # pylint: disable=protected-access
+  from energynets import train as train_lib  # pylint: disable=g-import-not-at-top
+  from energynets.train import early_stopping  # pylint: disable=g-import-not-at-top
+  curves = iter([[0.5, 0.6, 0.7, 0.8, 0.9, 0.95], [0.5, 0.6, 0.55, 0.55, 0.55, 0.55]])
+
+  def fake_fit(config, dataset, workdir):
+    values = next(curves)
+    history = [{"step": i + 1, "validation/example_f1": v} for i, v in enumerate(values)]
+    reason = early_stopping.stop_reason(history[:5], "validation/example_f1", patience=3)
+    stop = 5 if reason else 6
+    return [("", train_lib.FitResult(None, stop, 2, 0.6, history[:stop], reason))]
+
+  monkeypatch.setattr(tune, "fit_held_out", fake_fit)
+  record = tune.run_trial(config.to_dict(), dataset, [np.arange(0, 30), np.arange(30, 60)], 0,
+                          {})
+  assert [f["final_step"] for f in record["folds"]] == [6, 5]
+  assert record["folds"][1]["stop_reason"].startswith("early stopping")
+  # The mean curve ends where the fold that stopped did: (0.9 + 0.55) / 2 at step 5.
+  assert record["selected_step"] == 5 and record["value"] == pytest.approx(0.725)
+
+
+TINY_MULAN = pathlib.Path(__file__).parent / "testdata" / "tiny_mulan"
+
+
+def _tiny_by_path(tmp_path):
+  """br by path on tests/testdata/tiny_mulan (9 training rows), a 2-point grid on 2
+  folds, 4 steps: `(config, config file)`, the file declaring the grid."""
+  config_file = tmp_path / "tiny_br.py"
+  config_file.write_text(
+      "from experiments.configs import br\n\n\n"
+      "def get_config(dataset='mulan'):\n  return br.get_config(dataset)\n\n\n"
+      "def get_search_space(dataset='mulan'):\n"
+      "  return {'loss.l2_c': (0.1, 10.0), 'data.feature_scaling': ('none',)}\n")
+  config = configuration.get_config("br", "mulan", [
+      f"data.path={TINY_MULAN}", "train.steps=4", "train.eval_every=2",
+      "train.tensorboard=False", "tune.folds=2"])
+  return config, str(config_file)
+
+
+@pytest.fixture
+def compilation_cache(tmp_path):
+  """JAX's persistent compilation cache in `tmp_path`, as experiments.main keeps it while
+  it tunes (the folds and trials share compiled programs); JAX's setting is restored."""
+  keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+          "jax_persistent_cache_min_entry_size_bytes")
+  saved = {key: getattr(jax.config, key) for key in keys}
+  jax.config.update("jax_compilation_cache_dir", None)
+  compilation_cache_lib.reset_cache()
+  tune.use_compilation_cache(tmp_path / "xla_cache")
+  yield
+  for key, value in saved.items():
+    jax.config.update(key, value)
+  compilation_cache_lib.reset_cache()
+
+
+@pytest.mark.usefixtures("compilation_cache")
+def test_main_by_path_tunes_writes_a_loadable_run_and_resumes(tmp_path, monkeypatch):
+  import energynets as en  # pylint: disable=g-import-not-at-top
+  config, config_file = _tiny_by_path(tmp_path)
+  assert config.tune.enabled  # the by-path default
+  workdir = tmp_path / "run"
+  results = tune.run_experiment(config, workdir, config_file=config_file)
+  trials = (workdir / "trials.jsonl").read_text()
+  chosen = json.loads((workdir / "chosen.json").read_text())
+  assert len(trials.splitlines()) == 2 and chosen["folds"] == 2
+  tuning = results["meta"]["tuning"]
+  assert tuning["overrides"] == chosen["overrides"] and tuning["num_trials"] == 2
+  assert tuning["budget"]["grid_size"] == 2 and tuning["seconds"] > 0
+  on_disk = json.loads((workdir / "results.json").read_text())
+  assert on_disk["meta"]["tuning"]["overrides"] == chosen["overrides"]
+  assert on_disk["meta"]["config"]["loss"]["l2_c"] == chosen["overrides"]["loss.l2_c"]
+  # The chosen run is at the workdir's root, as a plain run's.
+  predictor = en.load_run(workdir)
+  soft = predictor.predict_soft(data.load_dataset(TINY_MULAN, feature_scaling="none").test.x)
+  saved = np.load(workdir / "test_predictions.npz")["test"]
+  np.testing.assert_allclose(soft, saved, rtol=1e-5, atol=1e-6)
+
+  def no_trial(*args, **kwargs):
+    raise AssertionError("a rerun searched again")
+
+  monkeypatch.setattr(tune, "run_trial", no_trial)
+  again = tune.run_experiment(config, workdir, config_file=config_file)
+  assert (workdir / "trials.jsonl").read_text() == trials
+  assert again["test/example_f1"] == results["test/example_f1"]
+  assert again["meta"]["tuning"]["overrides"] == chosen["overrides"]
+
+
+def test_multi_process_run_refuses_the_search(tmp_path, monkeypatch):
+  config, config_file = _tiny_by_path(tmp_path)
+  monkeypatch.setattr(tune.jax, "process_count", lambda: 2)
+  with pytest.raises(cli.UserError, match="--config.tune.enabled=False"):
+    tune.run_experiment(config, tmp_path / "run", config_file=config_file)
+  assert not (tmp_path / "run").exists()

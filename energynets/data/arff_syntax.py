@@ -12,11 +12,12 @@ indices and an omitted entry has internal value 0, i.e. 0 for a numeric attribut
 and the *first declared value* of a nominal one.
 """
 
+import codecs
 import dataclasses
 import math
 import pathlib
 import re
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from energynets.data.errors import DataError
 from energynets.data.errors import PathLike
@@ -134,6 +135,57 @@ def read_lines(path: pathlib.Path) -> list[str]:
   return text.split("\n")
 
 
+def file_encoding(path: PathLike) -> str:
+  """'utf-8' if the whole file decodes as UTF-8, else 'latin-1' (as `read_lines`); read
+  in chunks."""
+  path = pathlib.Path(path)
+  decoder = codecs.getincrementaldecoder("utf-8")()
+  with path.open("rb") as f:
+    try:
+      while chunk := f.read(1 << 16):
+        decoder.decode(chunk)
+      decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+      return "latin-1"
+  return "utf-8"
+
+
+def stream_lines(path: PathLike, encoding: str | None = None) -> Iterator[str]:
+  """The lines of `read_lines(path)`, one at a time: memory for a line, not the file.
+
+  Args:
+    path: the ARFF file.
+    encoding: its `file_encoding`, if known; None: found by a first pass over the bytes.
+
+  Returns:
+    An iterator over the same strings, in order, as `read_lines(path)` returns.
+
+  Raises:
+    DataError: the file does not exist.
+  """
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise DataError(path, None, "file not found")
+  return _stream_lines(path, encoding or file_encoding(path))
+
+
+def _stream_lines(path: pathlib.Path, encoding: str) -> Iterator[str]:
+  with path.open("rb") as f:
+    line = ""
+    for k, raw in enumerate(f):  # binary lines end at b"\n" only, as `str.split("\n")`
+      line = raw.decode(encoding)
+      if k == 0 and line.startswith("\ufeff"):
+        line = line[1:]
+      if line.endswith("\n"):
+        line = line[:-1]
+        yield line
+        line = ""
+      else:
+        break
+    # What `split("\n")` leaves after the last newline (an empty file: one "").
+    yield line
+
+
 def _parse_attribute(rest: str, path: str, line: int) -> Attribute:
   name, type_text = _read_name(rest, path, line)
   type_text = type_text.strip()
@@ -160,13 +212,27 @@ def _parse_attribute(rest: str, path: str, line: int) -> Attribute:
   raise DataError(path, line, f"attribute {name!r}: unsupported type {type_text[:40]!r}")
 
 
-def read_header(path: PathLike, lines: Sequence[str] | None = None) -> ArffHeader:
-  """Parses everything up to and including `@data`."""
+def read_header(path: PathLike, lines: Iterable[str] | None = None) -> ArffHeader:
+  """Parses everything up to and including `@data`.
+
+  Args:
+    path: the ARFF file (named in errors).
+    lines: its lines (`read_lines`), or an iterator over them (`stream_lines`), which
+      is then consumed up to the `@data` line only; None: read from `path`.
+
+  Returns:
+    The header.
+
+  Raises:
+    DataError: a malformed header, or no `@data` line.
+  """
   path = pathlib.Path(path)
   if lines is None:
     lines = read_lines(path)
   relation, attributes = None, []
+  count, last = 0, None
   for i, raw in enumerate(lines):
+    count, last = i + 1, raw
     s = raw.strip()
     if not s or s[0] == "%":
       continue
@@ -185,7 +251,7 @@ def read_header(path: PathLike, lines: Sequence[str] | None = None) -> ArffHeade
     else:
       raise DataError(path, lineno, f"expected @relation, @attribute or @data, got "
                       f"{s[:60]!r}")
-  last_line = len(lines) - (1 if lines and not lines[-1] else 0)
+  last_line = count - (1 if count and not last else 0)
   raise DataError(path, last_line, "no @data section (file truncated or not ARFF)")
 
 

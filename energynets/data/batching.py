@@ -9,7 +9,8 @@ would need every row on every process, so sharded training draws each step's bat
 shard by shard (`sharded_batch_indices`): B/S rows from each of the S shards, in shard
 order, which is what per-host input pipelines (tfds / grain sharding) do. Process p then
 draws exactly its part of the global batch from the rows it holds, and one process
-holding every shard draws the same global batch.
+holding every shard draws the same global batch. Length-bucketed sequence batches
+(`length_bucketed_batch`) follow the same rule, each shard bucketing its own rows.
 """
 
 from typing import Iterable, Iterator, Mapping
@@ -124,7 +125,9 @@ def sharded_batch_indices(num_rows: int, batch_size: int, seed: int, step: int,
 
 def length_bucketed_batch(arrays: Mapping[str, np.ndarray], lengths: np.ndarray,
                           batch_size: int, seed: int, step: int,
-                          length_multiple: int = 32) -> dict[str, np.ndarray]:
+                          length_multiple: int = 32, num_shards: int = 1,
+                          shards: Iterable[int] | None = None,
+                          first_row: int = 0) -> dict[str, np.ndarray]:
   """The training batch of step `step` for variable-length sequences: similar lengths.
 
   Each epoch is `sequences.bucketed_batches` with `rng = [seed, epoch]` (full batches
@@ -133,20 +136,74 @@ def length_bucketed_batch(arrays: Mapping[str, np.ndarray], lengths: np.ndarray,
   length T is cropped to the batch's longest sequence, rounded up to
   `length_multiple` (at most T / length_multiple shapes to compile): on CoNLL-2003
   this cuts the padded positions a step computes on from about 2/3 to a few percent.
+
+  With S = `num_shards` > 1 the global batch is drawn shard by shard, as
+  `sharded_batch_indices` draws it: each of the S contiguous shards (`shard_bounds`)
+  buckets its own rows into batches of `batch_size / S` (`rng = [seed, shard, epoch]`),
+  and the global batch is the concatenation of every shard's batch of the step. All
+  its rows are cropped to one length, that of the longest sequence of the whole global
+  batch, which every process finds from `lengths` alone, so the processes' parts of a
+  batch fit together.
+
+  Args:
+    arrays: the rows held, `{name: [n, ...]}`: rows `first_row .. first_row + n - 1` of
+      the split (all of them unless the data is spread over processes).
+    lengths: int `[N]`, the lengths of all N rows of the split (every process's).
+    batch_size: B, the global batch size; a multiple of S.
+    seed: the run's seed.
+    step: the training step.
+    length_multiple: the cropped length is rounded up to a multiple of this.
+    num_shards: S.
+    shards: the shards to draw from, in order (a process's `process_shards`); None:
+      all of them. Their rows must be among those `arrays` holds.
+    first_row: the split's row that `arrays`' row 0 is.
+
+  Returns:
+    `{name: [B / S * len(shards), ...]}`, the arrays with a padded-length axis 1
+    cropped.
   """
-  from energynets.data.sequences import bucketed_batches  # sequences imports this module's peers
   lengths = np.asarray(lengths)
   if batch_size > lengths.size:
     raise ValueError(f"batch size {batch_size} exceeds the {lengths.size} training examples")
-  steps_per_epoch = lengths.size // batch_size
-  epoch, position = divmod(step, steps_per_epoch)
-  full = [b for b in bucketed_batches(lengths, batch_size, np.random.default_rng([seed, epoch]))
-          if len(b) == batch_size]
-  idx = full[position % len(full)]
+  if num_shards == 1:
+    if shards is not None and list(shards) != [0]:
+      raise ValueError(f"shards {list(shards)} of 1: the only shard is 0")
+    parts = [_bucketed_indices(lengths, batch_size, [seed], step)]
+  else:
+    if batch_size % num_shards:
+      raise ValueError(f"batch size {batch_size} is not divisible by the {num_shards} data "
+                       f"shards; use a multiple of {num_shards}")
+    per_shard = batch_size // num_shards
+    parts = []
+    # Every shard has at least floor(N / S) >= B / S rows, since B <= N.
+    for shard in range(num_shards):
+      start, stop = shard_bounds(lengths.size, num_shards, shard)
+      parts.append(start + _bucketed_indices(lengths[start:stop], per_shard, [seed, shard],
+                                             step))
+  # One cropped length for the whole global batch, also where this process holds part.
+  longest = max(int(lengths[idx].max()) for idx in parts)
+  idx = np.concatenate([parts[q] for q in (range(len(parts)) if shards is None else shards)])
+  idx = idx - first_row
+  held = len(next(iter(arrays.values())))
+  if idx.min() < 0 or idx.max() >= held:
+    raise ValueError(f"the batch's rows are not among the {held} rows held from row "
+                     f"{first_row} on: hold the rows of the shards drawn from")
   padded = max(v.shape[1] for v in arrays.values() if v.ndim >= 2)
-  t = min(-(-int(lengths[idx].max()) // length_multiple) * length_multiple, padded)
+  t = min(-(-longest // length_multiple) * length_multiple, padded)
   return {k: v[idx, :t] if v.ndim >= 2 and v.shape[1] == padded else v[idx]
           for k, v in arrays.items()}
+
+
+def _bucketed_indices(lengths: np.ndarray, batch_size: int, key: list[int],
+                      step: int) -> np.ndarray:
+  """Row indices (of `lengths`) of step `step`: epoch `e`'s full `bucketed_batches`
+  under `rng = key + [e]`, taken in order."""
+  from energynets.data.sequences import bucketed_batches  # sequences imports this module's peers
+  steps_per_epoch = lengths.size // batch_size
+  epoch, position = divmod(step, steps_per_epoch)
+  full = [b for b in bucketed_batches(lengths, batch_size, np.random.default_rng(key + [epoch]))
+          if len(b) == batch_size]
+  return full[position % len(full)]
 
 
 def padded_batches(arrays: Mapping[str, np.ndarray], batch_size: int

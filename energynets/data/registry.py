@@ -8,14 +8,17 @@ split_seed, fold, resplit), all recorded in `dataset.meta`.
 """
 
 import collections
+import dataclasses
 import os
 import pathlib
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from energynets.data import batching
 from energynets.data import clus
 from energynets.data import mulan
+from energynets.data import mulan_rows
 from energynets.data import splits
 from energynets.data import synthetic
 from energynets.data.datadir import DATA_DIR_ENV  # re-exported
@@ -46,32 +49,46 @@ def _finish(name: str, parts: dict[str, Split], feature_names, label_names,
   """
   scaling = {True: "zscore", False: "none"}.get(standardize, standardize)
   train, val, test = parts["train"], parts["validation"], parts["test"]
-  preprocessing = meta.setdefault("preprocessing", {})
+  num_missing, num_constant = None, None
   if np.isnan(train.x).any() or np.isnan(val.x).any() or np.isnan(test.x).any():
     (tx, vx, sx), num_missing = splits.impute_with_train_mean(train.x, val.x, test.x)
     train, val, test = Split(tx, train.y), Split(vx, val.y), Split(sx, test.y)
-    preprocessing["impute"] = {"missing_cells": num_missing,
-                               "rule": "train column mean (0 if never observed)"}
   if scaling == "zscore":
     std = splits.Standardizer.fit(train.x)
     train, val, test = (Split(std(s.x), s.y) for s in (train, val, test))
-    preprocessing["standardize"] = {
-        "applied": True, "stats": "train split mean and population std (0 -> 1)",
-        "constant_train_columns": std.num_constant}
-  else:
-    preprocessing["standardize"] = {"applied": False}
-    if scaling == "maxabs":
-      tx, vx, sx = splits.scale_features("maxabs", train.x, val.x, test.x)
-      train, val, test = Split(tx, train.y), Split(vx, val.y), Split(sx, test.y)
-  preprocessing["feature_scaling"] = {"option": scaling_option, "applied": scaling,
-                                      "stats": "train split only"}
-  meta["num_examples"] = {"train": train.num_examples, "validation": val.num_examples,
-                    "test": test.num_examples}
-  meta["num_features"] = len(feature_names)
-  meta["num_labels"] = len(label_names)
+    num_constant = std.num_constant
+  elif scaling == "maxabs":
+    tx, vx, sx = splits.scale_features("maxabs", train.x, val.x, test.x)
+    train, val, test = Split(tx, train.y), Split(vx, val.y), Split(sx, test.y)
+  _record_preprocessing(meta, num_missing, scaling, num_constant, scaling_option,
+                        {"train": train.num_examples, "validation": val.num_examples,
+                         "test": test.num_examples}, feature_names, label_names)
   return MultiLabelDataset(name=name, train=train, validation=val, test=test,
                            label_names=tuple(label_names),
                            feature_names=tuple(feature_names), meta=meta)
+
+
+def _record_preprocessing(meta: dict[str, Any], num_missing: int | None, scaling: str,
+                          num_constant: int | None, scaling_option: str,
+                          num_examples: Mapping[str, int], feature_names,
+                          label_names) -> None:
+  """Writes what `_finish` did into `meta`: imputation (`num_missing` cells, None if
+  none), `scaling` ('zscore' with `num_constant` constant training columns), counts."""
+  preprocessing = meta.setdefault("preprocessing", {})
+  if num_missing is not None:
+    preprocessing["impute"] = {"missing_cells": num_missing,
+                               "rule": "train column mean (0 if never observed)"}
+  if scaling == "zscore":
+    preprocessing["standardize"] = {
+        "applied": True, "stats": "train split mean and population std (0 -> 1)",
+        "constant_train_columns": num_constant}
+  else:
+    preprocessing["standardize"] = {"applied": False}
+  preprocessing["feature_scaling"] = {"option": scaling_option, "applied": scaling,
+                                      "stats": "train split only"}
+  meta["num_examples"] = dict(num_examples)
+  meta["num_features"] = len(feature_names)
+  meta["num_labels"] = len(label_names)
 
 
 def _is_binary(x: np.ndarray) -> bool:
@@ -90,35 +107,68 @@ def _split_mulan(name: str, rule: str, parsed: dict[str, mulan.MulanArff], *,
       raise DataError(m.path, None, f"attributes differ from {first.path}")
   if "all" in parsed:
     x, y = parsed["all"].x, parsed["all"].y
+    counts = [len(x)]
   else:
     x = np.concatenate([parsed["train"].x, parsed["test"].x])
     y = np.concatenate([parsed["train"].y, parsed["test"].y])
-    num_train = len(parsed["train"].x)
+    counts = [len(parsed["train"].x), len(parsed["test"].x)]
+  positive = y.sum(axis=1) > 0 if resplit_sizes is not None else None
+  tr, va, te = _split_indices(rule, counts, positive, split_seed=split_seed, fold=fold,
+                              resplit_sizes=resplit_sizes, meta=meta)
+  _record_encoding(meta, first)
+  parts = {"train": _take(x, y, tr), "validation": _take(x, y, va), "test": _take(x, y, te)}
+  return _finish(name, parts, first.feature_names, first.label_names, standardize, meta,
+                 scaling_option)
+
+
+def _split_indices(rule: str, counts: Sequence[int], positive: np.ndarray | None, *,
+                   split_seed: int, fold: int, resplit_sizes: Mapping[str, int] | None,
+                   meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(train, validation, test) row indices of a MULAN dataset's files concatenated.
+
+  Args:
+    rule: the split rule (`splits.SPLIT_RULES`; 'resplit' when `resplit_sizes`).
+    counts: the rows of each file: `[train, test]` or `[all]`.
+    positive: bool `[N]`, rows with a positive label (needed by the re-split only).
+    split_seed: the split's seed.
+    fold: the cross-validation fold.
+    resplit_sizes: the re-split's sizes, or None.
+    meta: the dataset's meta, given the split's record.
+
+  Returns:
+    Increasing row indices of each split.
+  """
+  num_rows = int(sum(counts))
   meta.update(split_seed=split_seed, fold=fold, resplit=resplit_sizes is not None)
   if resplit_sizes is not None:
     rule = "resplit"
     sizes = (resplit_sizes["train"], resplit_sizes["validation"], resplit_sizes["test"])
     # The paper's sizes add up to the rows with at least one positive label (delicious
     # has 14 without; bibtex none), so those rows are left out before re-splitting.
-    kept = np.flatnonzero(y.sum(axis=1) > 0)
+    kept = np.flatnonzero(positive)
     tr, va, te = (kept[i] for i in splits.random_split(len(kept), sizes, seed=split_seed))
-    meta["split_detail"] = (f"union of train+test ({len(x)} rows), minus "
-                            f"{len(x) - len(kept)} rows with no positive label, into sizes "
-                            f"{sizes}")
+    meta["split_detail"] = (f"union of train+test ({num_rows} rows), minus "
+                            f"{num_rows - len(kept)} rows with no positive label, into "
+                            f"sizes {sizes}")
   elif rule == "shipped_train_test+holdout_validation":
-    tr, va = splits.holdout_validation(num_train, seed=split_seed)
-    te = np.arange(num_train, len(x))
+    tr, va = splits.holdout_validation(counts[0], seed=split_seed)
+    te = np.arange(counts[0], num_rows)
   elif rule == "cv10":
-    tr, va, te = splits.kfold_split(len(x), fold=fold, seed=split_seed)
-    meta["split_detail"] = f"fold {fold} of 10 on the union train+test ({len(x)} rows)"
+    tr, va, te = splits.kfold_split(num_rows, fold=fold, seed=split_seed)
+    meta["split_detail"] = f"fold {fold} of 10 on the union train+test ({num_rows} rows)"
   elif rule == "random_60_20_20":
-    tr, va, te = splits.random_split(len(x), splits.fraction_sizes(len(x), (0.6, 0.2, 0.2)),
+    tr, va, te = splits.random_split(num_rows, splits.fraction_sizes(num_rows, (0.6, 0.2, 0.2)),
                                      seed=split_seed)
   else:
     raise ValueError(f"unknown split rule {rule!r}")
   meta["split_rule"] = rule
   meta["split"] = splits.SPLIT_RULES[rule]
   meta["split_fingerprint"] = splits.split_fingerprint(tr, va, te)
+  return tr, va, te
+
+
+def _record_encoding(meta: dict[str, Any], first) -> None:
+  """How the MULAN attributes were encoded (`first`: a `MulanArff` or `MulanReader`)."""
   positives = collections.Counter(value for _, value in first.binary_nominal)
   meta["preprocessing"] = {
       "dropped_attributes": list(first.dropped),
@@ -127,9 +177,95 @@ def _split_mulan(name: str, rule: str, parsed: dict[str, mulan.MulanArff], *,
                                    "value_encoded_as_1": dict(positives)},
       "one_hot": list(first.one_hot),
   }
-  parts = {"train": _take(x, y, tr), "validation": _take(x, y, va), "test": _take(x, y, te)}
-  return _finish(name, parts, first.feature_names, first.label_names, standardize, meta,
-                 scaling_option)
+
+
+def _load_mulan_rows(name: str, rule: str, readers: Mapping[str, mulan.MulanReader],
+                     process_rows: tuple[int, int], *, split_seed: int, fold: int,
+                     resplit_sizes: Mapping[str, int] | None, scaling,
+                     meta: dict[str, Any], scaling_option: str = "auto"
+                     ) -> tuple[MultiLabelDataset, bool]:
+  """`select_process_rows(_split_mulan(...), *process_rows)`, read line by line.
+
+  Only the process's rows of each split are stored (`mulan_rows.read_process_rows`);
+  the split rule, imputation and feature scaling see every row through passes that
+  keep counts and per-column sums, so the kept rows equal the whole load's bit for bit.
+
+  Args:
+    name: the dataset's name.
+    rule: its split rule.
+    readers: 'train' and 'test', or 'all' -> the file's reader.
+    process_rows: (process index, process count).
+    split_seed: the split's seed.
+    fold: the cross-validation fold.
+    resplit_sizes: the re-split's sizes, or None.
+    scaling: 'none', 'zscore', 'maxabs', or `binary -> one of them` (binary: every
+      value of the first file is 0 or 1).
+    meta: the dataset's meta so far.
+    scaling_option: the `feature_scaling` asked for (recorded).
+
+  Returns:
+    (the dataset holding the process's rows, whether the first file is binary).
+  """
+  first = next(iter(readers.values()))
+  for reader in readers.values():
+    if (reader.feature_names, reader.label_names) != (first.feature_names,
+                                                      first.label_names):
+      raise DataError(reader.path, None, f"attributes differ from {first.path}")
+  files = [readers[role] for role in (("all",) if "all" in readers else ("train", "test"))]
+  counts = mulan_rows.count_rows(files)
+  positive = mulan_rows.positive_rows(files) if resplit_sizes is not None else None
+  tr, va, te = _split_indices(rule, counts, positive, split_seed=split_seed, fold=fold,
+                              resplit_sizes=resplit_sizes, meta=meta)
+  _record_encoding(meta, first)
+  index, count = process_rows
+  parts, info = mulan_rows.read_process_rows(
+      files, counts, {"train": tr, "validation": va, "test": te}, index, count, scaling,
+      binary_file=0)
+  totals = {"train": len(tr), "validation": len(va), "test": len(te)}
+  _record_preprocessing(meta, info["num_missing"], info["scaling"], info["num_constant"],
+                        scaling_option, totals, first.feature_names, first.label_names)
+  if count > 1:
+    meta["process_rows"] = _held_rows(info["held"], totals, index, count)
+  ds = MultiLabelDataset(name=name, label_names=tuple(first.label_names),
+                         feature_names=tuple(first.feature_names), meta=meta,
+                         **{split: Split(x, y) for split, (x, y) in parts.items()})
+  return ds, info["binary"]
+
+
+def _held_rows(held: Mapping[str, slice], totals: Mapping[str, int], index: int,
+               count: int) -> dict[str, Any]:
+  """`meta["process_rows"]`: the process and the rows it holds of each split."""
+  record: dict[str, Any] = {"process": index, "processes": count}
+  for split, rows in held.items():
+    record[split] = {"start": rows.start, "stop": rows.stop, "of": totals[split]}
+  return record
+
+
+def select_process_rows(dataset: MultiLabelDataset, process_index: int,
+                        process_count: int) -> MultiLabelDataset:
+  """`dataset` holding only process `process_index`'s rows of every split.
+
+  Args:
+    dataset: the whole dataset.
+    process_index: this process.
+    process_count: the processes of the run.
+
+  Returns:
+    The dataset whose splits are copies of the process's `batching.process_rows` (so the
+    whole arrays can be freed), `meta["process_rows"]` recording them; with one process,
+    `dataset` itself.
+  """
+  if process_count == 1:
+    return dataset
+  parts, held = {}, {}
+  for split in ("train", "validation", "test"):
+    whole = getattr(dataset, split)
+    held[split] = batching.process_rows(len(whole.x), process_index, process_count)
+    parts[split] = Split(whole.x[held[split]].copy(), whole.y[held[split]].copy())
+  totals = {split: len(getattr(dataset, split).x) for split in held}
+  meta = dict(dataset.meta, process_rows=_held_rows(held, totals, process_index,
+                                                    process_count))
+  return dataclasses.replace(dataset, meta=meta, **parts)
 
 
 def _check_fold(name: str, fold: int, allowed: bool):
@@ -150,7 +286,8 @@ def _resolve_scaling(option: str, auto: bool | str, where: str) -> str:
 
 def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
                      resplit: bool, root_label: bool = False,
-                     feature_scaling: str = "auto") -> MultiLabelDataset:
+                     feature_scaling: str = "auto",
+                     process_rows: tuple[int, int] | None = None) -> MultiLabelDataset:
   _check_fold(spec.name, fold, spec.split_rule == "cv10")
   if resplit and not spec.resplit_counts:
     offered = sorted(n for n, s in REGISTRY.items() if s.resplit_counts)
@@ -164,7 +301,16 @@ def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
   if feature_scaling != "auto" and spec.kind != "mulan":
     raise ValueError(f"{spec.name}: feature_scaling={feature_scaling!r} applies to MULAN "
                      "and synthetic datasets only; leave it 'auto'")
-  if spec.kind == "mulan":
+  if spec.kind == "mulan" and process_rows is not None and process_rows[1] > 1:
+    readers = {role: mulan.MulanReader(p, files["xml"], spec.num_labels, spec.drop_attributes)
+               for role, p in files.items() if role != "xml"}
+    ds, _ = _load_mulan_rows(spec.name, spec.split_rule, readers, process_rows,
+                             split_seed=split_seed, fold=fold,
+                             resplit_sizes=spec.resplit_counts if resplit else None,
+                             scaling=_resolve_scaling(feature_scaling, spec.standardize,
+                                                      spec.name),
+                             meta=meta, scaling_option=feature_scaling)
+  elif spec.kind == "mulan":
     parsed = {role: mulan.read_mulan(p, files["xml"], spec.num_labels, spec.drop_attributes)
               for role, p in files.items() if role != "xml"}
     ds = _split_mulan(spec.name, spec.split_rule, parsed, split_seed=split_seed, fold=fold,
@@ -298,24 +444,35 @@ def _mulan_files_in(path: pathlib.Path) -> tuple[str, dict[str, pathlib.Path]]:
 
 
 def _load_mulan_path(path: pathlib.Path, split_seed: int, fold: int,
-                     resplit: bool, feature_scaling: str = "auto") -> MultiLabelDataset:
+                     resplit: bool, feature_scaling: str = "auto",
+                     process_rows: tuple[int, int] | None = None) -> MultiLabelDataset:
   _check_fold(str(path), fold, False)
   if resplit:
     raise ValueError("resplit=True is only defined for the registered bibtex and delicious")
   name, files = _mulan_files_in(path)
   records = [file_record(p, None) for p in files.values()]
-  parsed = {role: mulan.read_mulan(p, files["xml"]) for role, p in files.items()
-            if role != "xml"}
-  # Binary features (bag of words, YES/NO) are left as they are; real ones standardized.
-  reference = parsed["train"] if "train" in parsed else parsed["all"]
-  binary = _is_binary(reference.x)
-  scaling = _resolve_scaling(feature_scaling, not binary, str(path))
-  rule = ("shipped_train_test+holdout_validation" if "train" in parsed
+  rule = ("shipped_train_test+holdout_validation" if "train" in files
           else "random_60_20_20")
   meta: dict[str, Any] = {"dataset": name, "source": "path", "kind": "mulan",
                           "data_dir": str(files["xml"].parent), "files": records}
-  ds = _split_mulan(name, rule, parsed, split_seed=split_seed, fold=fold, resplit_sizes=None,
-                    standardize=scaling, meta=meta, scaling_option=feature_scaling)
+  # Binary features (bag of words, YES/NO) are left as they are; real ones standardized.
+  resolve = lambda binary: _resolve_scaling(feature_scaling, not binary, str(path))
+  if process_rows is not None and process_rows[1] > 1:
+    readers = {role: mulan.MulanReader(p, files["xml"]) for role, p in files.items()
+               if role != "xml"}
+    ds, binary = _load_mulan_rows(name, rule, readers, process_rows, split_seed=split_seed,
+                                  fold=fold, resplit_sizes=None, scaling=resolve, meta=meta,
+                                  scaling_option=feature_scaling)
+    scaling = ds.meta["preprocessing"]["feature_scaling"]["applied"]
+  else:
+    parsed = {role: mulan.read_mulan(p, files["xml"]) for role, p in files.items()
+              if role != "xml"}
+    reference = parsed["train"] if "train" in parsed else parsed["all"]
+    binary = _is_binary(reference.x)
+    scaling = resolve(binary)
+    ds = _split_mulan(name, rule, parsed, split_seed=split_seed, fold=fold,
+                      resplit_sizes=None, standardize=scaling, meta=meta,
+                      scaling_option=feature_scaling)
   ds.meta["preprocessing"]["feature_scaling"]["reason"] = (
       f"feature_scaling={feature_scaling!r}" if feature_scaling != "auto" else
       "auto: train features all 0/1" if binary else "auto: train features not all 0/1")
@@ -328,6 +485,7 @@ def _load_mulan_path(path: pathlib.Path, split_seed: int, fold: int,
 def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None,
                  split_seed: int = 0, fold: int = 0, resplit: bool = False,
                  root_label: bool = False, feature_scaling: str = "auto",
+                 process_rows: tuple[int, int] | None = None,
                  **synthetic_kwargs) -> MultiLabelDataset:
   """Loads a registered dataset, or any MULAN dataset given by path.
 
@@ -346,6 +504,11 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
       mean and std), 'maxabs' (train max |x|), or 'auto' (the registry's rule; by path:
       z-score unless every train feature is 0/1; synthetic: none); statistics from the
       train split.
+    process_rows: `(p, P)`: hold only process p of P's rows of every split
+      (`select_process_rows`), with `meta["process_rows"]` recording them (`meta`'s
+      counts stay those of the whole splits). MULAN files are then read line by line,
+      storing only those rows (`_load_mulan_rows`); other datasets are loaded whole and
+      cut. None or P = 1: every row.
     **synthetic_kwargs: 'synthetic' only: num_train, num_validation, num_test,
       num_features, num_blocks, block_size.
 
@@ -362,17 +525,28 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
   if root_label and (spec is None or spec.kind != "clus"):
     raise ValueError(f"{key}: root_label=True only applies to the hierarchical (FunCat) "
                      f"datasets {sorted(n for n, s in REGISTRY.items() if s.kind == 'clus')}")
+  if process_rows is not None:
+    index, count = process_rows
+    if not 0 <= index < count:
+      raise ValueError(f"process_rows={process_rows}: need 0 <= process < processes")
   if spec is not None and spec.kind == "synthetic":
-    return _load_synthetic(spec, split_seed, fold, resplit, dict(synthetic_kwargs),
-                           feature_scaling)
+    ds = _load_synthetic(spec, split_seed, fold, resplit, dict(synthetic_kwargs),
+                         feature_scaling)
+    return select_process_rows(ds, *process_rows) if process_rows else ds
   if synthetic_kwargs:
     raise TypeError(f"{key}: unexpected arguments {sorted(synthetic_kwargs)} (only the "
                     f"'synthetic' dataset takes generator arguments)")
   if spec is not None:
-    return _load_registered(spec, data_dir, split_seed, fold, resplit, root_label,
-                            feature_scaling)
-  path = pathlib.Path(key).expanduser()
-  if path.exists():
-    return _load_mulan_path(path, split_seed, fold, resplit, feature_scaling)
+    ds = _load_registered(spec, data_dir, split_seed, fold, resplit, root_label,
+                          feature_scaling, process_rows)
+  elif (path := pathlib.Path(key).expanduser()).exists():
+    ds = _load_mulan_path(path, split_seed, fold, resplit, feature_scaling, process_rows)
+  else:
+    ds = None
+  if ds is not None:
+    # A no-op where the MULAN files were read for this process's rows only.
+    if process_rows and "process_rows" not in ds.meta:
+      ds = select_process_rows(ds, *process_rows)
+    return ds
   raise ValueError(f"unknown dataset {key!r}: not a registered name ({sorted(REGISTRY)}) "
                    f"and not an existing path")

@@ -33,7 +33,7 @@ is built at its training size).
 import dataclasses
 import os
 import pathlib
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -255,7 +255,8 @@ def load_segmentation(name: str = "weizmann_horse",
 
 def augment(images: np.ndarray, masks: np.ndarray, rng: np.random.Generator,
             pad: int = DEFAULT_PAD, flip: bool = True, pad_mode: str = "constant",
-            crop: int = 0) -> tuple[np.ndarray, np.ndarray]:
+            crop: int = 0, positions: np.ndarray | None = None,
+            num_draws: int | None = None) -> tuple[np.ndarray, np.ndarray]:
   """Random padded crop and horizontal flip, the same for each image and its mask.
 
   Per example: pad `pad` pixels on every side (`pad_mode`: 'constant' zeros, 'reflect'
@@ -263,7 +264,9 @@ def augment(images: np.ndarray, masks: np.ndarray, rng: np.random.Generator,
   uniform offset in `[0, H + 2·pad − crop] × [0, W + 2·pad − crop]` (for the original
   size: a shift of up to `pad` pixels each way), then mirror left-right with
   probability ½ if `flip`. Draws come from `rng` in a fixed order (offsets, then flips),
-  so equal generators give equal outputs.
+  so equal generators give equal outputs. With `positions`, the draws are made for
+  `num_draws` rows and each image takes those of its position: a process holding part
+  of a global batch augments its rows as the whole batch would be augmented.
 
   Args:
     images: `[N, H, W, C]`.
@@ -273,6 +276,9 @@ def augment(images: np.ndarray, masks: np.ndarray, rng: np.random.Generator,
     flip: whether to flip.
     pad_mode: one of `PAD_MODES`.
     crop: the side of the window, 0 < crop ≤ min(H, W) + 2·pad; 0: the original size.
+    positions: int `[N]`, each image's row among the `num_draws` rows drawn for; None:
+      the images are those rows, in order.
+    num_draws: the rows drawn for (with `positions`).
 
   Returns:
     `(images [N, h, w, C], masks [N, h, w])` with `h = w = crop` (or `H, W`), the input
@@ -289,8 +295,18 @@ def augment(images: np.ndarray, masks: np.ndarray, rng: np.random.Generator,
   if crop < 0 or h > height + 2 * pad or w > width + 2 * pad:
     raise ValueError(f"augment's crop={crop} must be in [0, min(H, W) + 2·pad] = "
                      f"[0, {min(height, width) + 2 * pad}]")
-  offsets = rng.integers(0, [height + 2 * pad - h + 1, width + 2 * pad - w + 1], size=(n, 2))
-  flips = rng.random(n) < 0.5 if flip else np.zeros(n, bool)
+  if (positions is None) != (num_draws is None):
+    raise ValueError("augment takes positions and num_draws together, or neither")
+  drawn = n if num_draws is None else num_draws
+  offsets = rng.integers(0, [height + 2 * pad - h + 1, width + 2 * pad - w + 1],
+                         size=(drawn, 2))
+  flips = rng.random(drawn) < 0.5 if flip else np.zeros(drawn, bool)
+  if positions is not None:
+    positions = np.asarray(positions)
+    if positions.shape != (n,) or n and not 0 <= positions.min() <= positions.max() < drawn:
+      raise ValueError(f"augment needs one position in [0, {drawn}) per image; got "
+                       f"{positions.shape[0] if positions.ndim else 0} for {n} images")
+    offsets, flips = offsets[positions], flips[positions]
   # One padded copy of the batch: image and mask padded the same way (a 'constant'
   # mask pad is background, 0), so every crop below is aligned across the two.
   spatial = ((0, 0), (pad, pad), (pad, pad))
@@ -312,17 +328,45 @@ _AUGMENT_STREAM = 21
 
 def augmented_batch(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int, step: int,
                     pad: int = DEFAULT_PAD, flip: bool = True, pad_mode: str = "constant",
-                    crop: int = 0) -> dict[str, np.ndarray]:
+                    crop: int = 0, num_shards: int = 1, shards: Iterable[int] | None = None,
+                    first_row: int = 0, num_rows: int | None = None) -> dict[str, np.ndarray]:
   """The augmented training batch of step `step`, a pure function of `(seed, step)`.
 
-  Rows are `batching.train_batch_indices(len(x), batch_size, seed, step)` (epochs of
-  seeded permutations, full batches), augmented by `augment` with
-  `np.random.default_rng([stream, seed, step])`.
+  Rows are `batching.sharded_batch_indices(num_rows, batch_size, seed, step, num_shards)`
+  (with one shard: `train_batch_indices`, epochs of seeded permutations, full batches),
+  augmented by `augment` with `np.random.default_rng([stream, seed, step])`, the draws
+  made for the whole global batch and each row taking those of its place in it. A
+  process holding some of the shards gets exactly its part of the global batch.
+
+  Args:
+    x: the images held `[n, H, W, C]`, rows `first_row .. first_row + n - 1` of the split.
+    y: their masks `[n, H, W]`.
+    batch_size: B, the global batch size; a multiple of `num_shards`.
+    seed: the run's seed.
+    step: the training step.
+    pad, flip, pad_mode, crop: as `augment`.
+    num_shards: S, the contiguous shards of the training rows (`batching.shard_bounds`).
+    shards: the shards to draw from, in order (a process's `batching.process_shards`);
+      None: all of them.
+    first_row: the split's row that `x[0]` is.
+    num_rows: N, the split's rows in all processes; None: `len(x)`.
+
+  Returns:
+    `{"x": [B / S * len(shards), h, w, C], "y": [..., h, w]}`.
   """
-  idx = batching.train_batch_indices(len(x), batch_size, seed, step)
+  num_rows = len(x) if num_rows is None else num_rows
+  idx = batching.sharded_batch_indices(num_rows, batch_size, seed, step, num_shards, shards)
   rng = np.random.default_rng([_AUGMENT_STREAM, seed, step])
+  per_shard = batch_size // num_shards
+  # Each drawn row's place in the global batch: B/S per shard, in shard order.
+  positions = np.concatenate([np.arange(q * per_shard, (q + 1) * per_shard)
+                              for q in (range(num_shards) if shards is None else shards)])
+  idx = idx - first_row
+  if idx.min() < 0 or idx.max() >= len(x):
+    raise ValueError(f"the batch's rows are not among the {len(x)} rows held from row "
+                     f"{first_row} on: hold the rows of the shards drawn from")
   images, masks = augment(x[idx], y[idx], rng, pad=pad, flip=flip, pad_mode=pad_mode,
-                          crop=crop)
+                          crop=crop, positions=positions, num_draws=batch_size)
   return {"x": images, "y": masks}
 
 

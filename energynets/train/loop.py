@@ -23,7 +23,10 @@ from energynets import metrics as metrics_lib
 from energynets.data.batching import (process_rows, process_shards, sharded_batch_indices,
                                        train_batch_indices)
 from energynets.objectives.base import Objective
+from energynets.train import early_stopping as early_stopping_lib
 from energynets.train import run as run_lib
+from energynets.train.process_rows import (gather_process_rows, predict_in_batches,
+                                           predict_process_rows, process_row_counts)
 from energynets.train import storage
 from energynets.train import step as step_lib
 from energynets.train.checkpoint import Checkpointer
@@ -51,12 +54,15 @@ class FitResult:
     selected_step: the step of `state`.
     selected_value: `select_metric` at `selected_step` (None without evaluation).
     history: the validation records in order, `{"step": int, "validation/...": float}`.
+    stop_reason: why training ended at `final_step` before `LoopOptions.steps`
+      (`early_stopping.stop_reason`'s line); None when it ran every step.
   """
   state: Any              # the selected state (best on validation, else the last one)
   final_step: int
   selected_step: int
   selected_value: float | None
   history: list[dict]     # the validation records, in order
+  stop_reason: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +87,14 @@ class LoopOptions:
       lost the data's signal, typically to a learning rate far too high.
     max_loss_patience: how many logged steps in a row above `max_loss` stop training;
       more than one, so that a transient spike a run recovers from is not fatal.
+    early_stopping: stop once `select_metric` has not improved for
+      `early_stopping_patience` evaluations in a row (`energynets.train.early_stopping`);
+      the best checkpoint is returned as always. Needs `evaluate` and `select_metric`.
+    early_stopping_patience: evaluations without improvement that stop training. With
+      the default, 20, no committed bibtex run would have stopped before its selected
+      step (docs/tuning.md).
+    early_stopping_min_delta: the smallest gain of `select_metric` over the best value
+      so far that counts as an improvement.
   """
   steps: int
   batch_size: int
@@ -93,6 +107,9 @@ class LoopOptions:
   tensorboard: bool = True
   max_loss: float | None = 1e8
   max_loss_patience: int = 3
+  early_stopping: bool = True
+  early_stopping_patience: int = 20
+  early_stopping_min_delta: float = 0.0
 
   @classmethod
   def from_config(cls, cfg: Mapping[str, Any]) -> "LoopOptions":
@@ -111,103 +128,6 @@ class LoopOptions:
 def _first_nonfinite(first: jax.Array, loss: jax.Array, step: jax.Array) -> jax.Array:
   # Tracked on device so that checking every step costs no host sync.
   return jnp.where((first < 0) & ~jnp.isfinite(loss), step, first)
-
-
-def predict_in_batches(predict: Callable, state: Any, x: np.ndarray, batch_size: int,
-                       mesh: jax.sharding.Mesh) -> np.ndarray:
-  """Runs a jitted `predict(state, x)` over all rows of `x [N, ...]`; returns numpy `[N, ...]`.
-
-  `batch_size` rows at a time (the last batch padded, the padding dropped);
-  `predict` is typically `build_predict(objective, mesh)`. Every process passes all
-  of `x` and predicts its `process_rows` of it (`predict_process_rows`).
-  """
-  held = process_rows(len(x), jax.process_index(), jax.process_count())
-  return predict_process_rows(predict, state, x[held], batch_size, mesh)
-
-
-def process_row_counts(num_rows: int) -> list[int]:
-  """How many rows of a split each process holds, in process order, given this
-  process's `num_rows` (a collective: every process calls it)."""
-  if jax.process_count() == 1:
-    return [int(num_rows)]
-  counts = multihost_utils.process_allgather(np.asarray([num_rows], np.int64), tiled=True)
-  return [int(n) for n in np.asarray(counts)]
-
-
-def process_batch(rows: np.ndarray, index: int, rows_per_batch: int) -> np.ndarray:
-  """Batch `index` of `rows_per_batch` of a process's rows `[N_p, ...]`, zero-padded to
-  full size (also past the end: processes holding fewer rows run the same batches)."""
-  chunk = np.asarray(rows[index * rows_per_batch:(index + 1) * rows_per_batch])
-  if len(chunk) == rows_per_batch:
-    return chunk
-  pad = np.zeros((rows_per_batch - len(chunk),) + chunk.shape[1:], chunk.dtype)
-  return np.concatenate([chunk, pad])
-
-
-def rows_in_process_order(outputs: list[np.ndarray], counts: list[int]) -> np.ndarray:
-  """All processes' rows, in process order, from gathered batches.
-
-  Args:
-    outputs: the gathered outputs of the batches in order, each `[P * b, ...]`: b rows
-      of process 0, then b of process 1, ... (`process_batch` rows, the last padded).
-    counts: the rows each process holds (`process_row_counts`).
-
-  Returns:
-    `[sum(counts), ...]`: process 0's rows, then process 1's, ..., the padding dropped.
-  """
-  count = len(counts)
-  per_process = np.concatenate([np.reshape(y, (count, -1) + np.shape(y)[1:])
-                                for y in outputs], axis=1)
-  return np.concatenate([per_process[p, :n] for p, n in enumerate(counts)])
-
-
-def predict_process_rows(predict: Callable, state: Any, x: np.ndarray, batch_size: int,
-                         mesh: jax.sharding.Mesh) -> np.ndarray:
-  """Runs a jitted `predict(state, x)` over a split whose rows are spread over processes.
-
-  Each process passes only the rows it holds (its `process_rows` of the split: process
-  0 the first, process 1 the next, ...); the predictions are gathered, so every process
-  returns those of all rows, in order. Every process runs the same number of batches of
-  `batch_size` global rows, `batch_size / P` of them its own (the last zero-padded, the
-  padding dropped). With one process this is `predict_in_batches(..., x, ...)`.
-
-  Args:
-    predict: typically `build_predict(objective, mesh)`.
-    state: the state to predict with.
-    x: this process's rows `[N_p, ...]`.
-    batch_size: global rows per batch, a multiple of the mesh's data-parallel size.
-    mesh: the mesh `predict` was built for.
-
-  Returns:
-    numpy `[N, ...]`, N the rows of all processes together.
-  """
-  step_lib.check_batch_size(batch_size, mesh)
-  counts = process_row_counts(len(x))
-  if not sum(counts):
-    raise ValueError("no rows to predict: the split is empty on every process")
-  rows_per_batch = batch_size // jax.process_count()
-  outputs = []
-  for index in range(-(-max(counts) // rows_per_batch)):
-    local = {"x": process_batch(x, index, rows_per_batch)}
-    y = predict(state, step_lib.shard_batch(local, mesh)["x"])
-    if jax.process_count() > 1:
-      y = multihost_utils.process_allgather(y, tiled=True)
-    outputs.append(np.asarray(y))
-  return rows_in_process_order(outputs, counts)
-
-
-def gather_process_rows(rows: np.ndarray) -> np.ndarray:
-  """A split's rows from all processes, in process order, given this process's `rows
-  [N_p, ...]` (a collective: every process calls it; one process: `rows` itself)."""
-  rows = np.asarray(rows)
-  if jax.process_count() == 1:
-    return rows
-  counts = process_row_counts(len(rows))
-  if not max(counts):
-    return rows
-  padded = process_batch(rows, 0, max(counts))
-  gathered = np.asarray(multihost_utils.process_allgather(padded, tiled=True))
-  return rows_in_process_order([gathered], counts)
 
 
 def _format_eta(seconds: float) -> str:
@@ -238,7 +158,11 @@ def fit(objective: Objective,
   every process at once otherwise).
 
   `evaluate(state) -> {"validation/<metric>": value}` is called every `eval_every`
-  steps and at the end; `options.select_metric` picks the returned state.
+  steps and at the end; `options.select_metric` picks the returned state. With
+  `options.early_stopping`, training ends after the first evaluation that closes
+  `early_stopping_patience` evaluations without improvement (`early_stopping.stop_reason`;
+  `FitResult.final_step` and `stop_reason`, also in run.json's metadata, say where and
+  why); a run resumed after such a stop trains no further.
   `previous_state`: the selected state of the previous training stage; the first
   state is then `objective.init_from(previous_state, ...)` instead of `init`.
   `train_batch(step) -> {name: [batch_size, ...]}`: the global batch of a step, a pure
@@ -264,7 +188,9 @@ def fit(objective: Objective,
   `validation`), and draws its part of every batch from them. A multiple of P; one
   process with `num_shards=S` trains on the batches of S processes. None: every process
   holds all rows and the batches are `train_batch_indices` (the stream of
-  `num_shards=1`).
+  `num_shards=1`). With both `num_shards` and `train_batch`, `train_batch(step)` is this
+  process's part of the global batch, drawn shard by shard from the rows it holds (a
+  task's own batches: `batching.length_bucketed_batch`, `segmentation.augmented_batch`).
   """
   builder_entry = run_lib.builder_record(builder)
   mesh = mesh or step_lib.make_mesh()
@@ -273,15 +199,16 @@ def fit(objective: Objective,
     raise ValueError(f"select_mode must be 'max' or 'min', got {options.select_mode!r}")
   if options.max_loss_patience < 1:
     raise ValueError(f"max_loss_patience must be at least 1, got {options.max_loss_patience}")
+  if options.early_stopping_patience < 1:
+    raise ValueError("early_stopping_patience must be at least 1, got "
+                     f"{options.early_stopping_patience}")
   # Before any compiling: processes with a workdir each would hang at the first save.
   storage.check_shared_workdir(workdir)
   num_examples = len(next(iter(train_arrays.values())))
   rows = step_lib.process_slice(options.batch_size)
   if num_shards is not None:
-    if train_batch is not None:
-      raise ValueError("fit takes train_batch or num_shards, not both: a task's own "
-                       "batches are built from all training rows")
-    local_batch = _process_batches(train_arrays, num_examples, num_shards, options)
+    local_batch = train_batch or _process_batches(train_arrays, num_examples, num_shards,
+                                                  options)
   elif train_batch is None:
     def train_batch(step: int) -> dict[str, np.ndarray]:
       idx = train_batch_indices(num_examples, options.batch_size, options.seed, step)
@@ -317,6 +244,21 @@ def fit(objective: Objective,
     start = resume_step
     writer.truncate_after(start)
     logging.info("resumed from %s at step %d", latest.directory, start)
+  stops_early = (options.early_stopping and evaluate is not None
+                 and options.select_metric is not None)
+
+  def early_stop() -> str | None:
+    if not stops_early:
+      return None
+    return early_stopping_lib.stop_reason(
+        meta["history"], options.select_metric, options.select_mode,
+        options.early_stopping_patience, options.early_stopping_min_delta)
+
+  # A run that stopped early resumes stopped: the rule reads only the recorded history.
+  stop_reason = early_stop() if start < options.steps else None
+  if stop_reason is not None:
+    logging.info("not training past step %d: %s", start, stop_reason)
+  trained_to = start
 
   first_bad = jnp.asarray(-1, jnp.int32)
   last_good_step = start if resume_step is not None else None
@@ -367,7 +309,7 @@ def fit(objective: Objective,
 
   window_start, window_step = time.perf_counter(), start
   metrics = None
-  for step in range(start, options.steps):
+  for step in range(start, options.steps if stop_reason is None else start):
     state, metrics = train_step(state, batch_at(step), jax.random.fold_in(step_key, step))
     first_bad = _first_nonfinite(first_bad, metrics["loss"], jnp.asarray(step, jnp.int32))
     done = step + 1
@@ -386,14 +328,19 @@ def fit(objective: Objective,
     if evaluate is not None and (done % options.eval_every == 0 or is_last):
       check_finite(done, metrics)
       run_eval(done)
-    if done % options.checkpoint_every == 0 or is_last:
+      stop_reason = None if is_last else early_stop()
+    trained_to = done
+    if done % options.checkpoint_every == 0 or is_last or stop_reason is not None:
       check_finite(done, metrics)
       latest.save(done, state, meta)
       if not over_count:  # a state saved while the loss is above max_loss is no fallback
         last_good_step = done
+    if stop_reason is not None:
+      logging.info("step %d/%d | %s", done, options.steps, stop_reason)
+      break
   writer.close()
 
-  final_step = max(start, options.steps)
+  final_step = trained_to if stop_reason is not None else max(start, options.steps)
   selected_step, selected_value = final_step, None
   if options.select_metric is not None and meta["best_step"] is not None:
     selected_step, selected_value = meta["best_step"], meta["best_value"]
@@ -403,8 +350,10 @@ def fit(objective: Objective,
   best.close()
   _write_run(workdir, objective, mesh, state, train_arrays, options, validation, builder_entry,
              run_lib.checkpoint_record(selected_value, selected_step), selected_step,
-             sharded=num_shards is not None)
-  return FitResult(state, final_step, selected_step, selected_value, list(meta["history"]))
+             sharded=num_shards is not None, final_step=final_step, stop_reason=stop_reason,
+             label_dim=label_dim)
+  return FitResult(state, final_step, selected_step, selected_value, list(meta["history"]),
+                   stop_reason)
 
 
 def _process_batches(train_arrays: Mapping[str, np.ndarray], num_held: int, num_shards: int,
@@ -434,9 +383,14 @@ def _process_batches(train_arrays: Mapping[str, np.ndarray], num_held: int, num_
 def _write_run(workdir: str | os.PathLike, objective: Objective, mesh: jax.sharding.Mesh, state: Any,
                train_arrays: Mapping[str, np.ndarray], options: LoopOptions,
                validation: Mapping[str, np.ndarray] | None, builder: dict | None,
-               checkpoint: dict, selected_step: int, sharded: bool = False) -> None:
+               checkpoint: dict, selected_step: int, sharded: bool = False,
+               final_step: int | None = None, stop_reason: str | None = None,
+               label_dim: int | None = None) -> None:
   """`workdir/run.json` of a finished `fit` (`run_lib.write_run`); `sharded`: each
-  process holds only its rows of `train_arrays` and `validation`."""
+  process holds only its rows of `train_arrays` and `validation`; `final_step` and
+  `stop_reason`: where and why training ended (`FitResult`); `label_dim`: the size of
+  the axes split over the mesh's `'model'` axis (recorded with the split, for
+  `load_run`)."""
   decoding = run_lib.infer_decoding(train_arrays["y"]) if "y" in train_arrays else "identity"
   if sharded and jax.process_count() > 1:
     # Inferred from each process's own rows: all follow process 0, which writes the file.
@@ -460,4 +414,5 @@ def _write_run(workdir: str | os.PathLike, objective: Objective, mesh: jax.shard
       decoding=decoding, decoding_source="inferred from the training labels y",
       threshold=threshold, threshold_source=source, builder=builder,
       metadata={"writer": "energynets.fit", "selected_step": int(selected_step),
-                "seed": options.seed})
+                "seed": options.seed, "final_step": final_step, "stop_reason": stop_reason,
+                **run_lib.mesh_record(mesh, label_dim)})

@@ -17,11 +17,15 @@ predictor needs and nothing that must be re-derived from the training data:
 - `predict_batch_size`: rows per prediction batch;
 - `builder`: `{"path": "package.module:function", "kwargs": {...}}` (JSON), which called
   as `function(**kwargs)` returns the `Objective`; null when the run has none;
-- `metadata`: free-form facts about the run (task, dataset, selected step, ...).
+- `metadata`: free-form facts about the run (task, dataset, selected step, ...), among
+  them `model_parallelism` (M of the training mesh, `make_mesh`) and, with M > 1,
+  `label_dim`: `load_run` splits the state's label axes the same way where the devices
+  allow.
 """
 
 import importlib
 import json
+import math
 from typing import Any, Callable, Mapping
 
 from etils import epath
@@ -216,6 +220,16 @@ def write_run(workdir: str | epath.PathLike, *, arrays: Mapping[str, Mapping[str
   return json.loads(text)
 
 
+def mesh_record(mesh: jax.sharding.Mesh, label_dim: int | None = None) -> dict[str, int]:
+  """run.json metadata of the training mesh: `{"model_parallelism": M}`, and with M > 1
+  the `label_dim` whose axes were split (`load_run` reads both)."""
+  ways = step_lib.model_parallelism(mesh)
+  record = {"model_parallelism": int(ways)}
+  if ways > 1 and label_dim is not None:
+    record["label_dim"] = int(label_dim)
+  return record
+
+
 def read_run(workdir: str | epath.PathLike) -> dict[str, Any]:
   """The run description in `<workdir>/run.json`, checked.
 
@@ -250,8 +264,9 @@ class Predictor:
 
   Attributes:
     objective: the run's `Objective`.
-    state: the restored training state, replicated on `mesh`.
-    mesh: the `('data',)` device mesh predictions run on.
+    state: the restored training state on `mesh`: replicated, or on a `('data',
+      'model')` mesh with its label axes split (`step.label_axis_shardings`).
+    mesh: the device mesh predictions run on (`load_run`).
     threshold: the decision threshold of `'threshold'` decoding.
     decoding: `'threshold'`, `'argmax'` or `'identity'` (`DECODINGS`).
     metadata: the whole run description (run.json).
@@ -280,7 +295,7 @@ class Predictor:
       float numpy outputs, one row per row of `x`.
     """
     # loop.py imports this module (fit writes run.json), so the loop is imported here.
-    from energynets.train.loop import predict_in_batches  # pylint: disable=g-import-not-at-top
+    from energynets.train import process_rows  # pylint: disable=g-import-not-at-top
     x = np.asarray(x, dtype=self._x_spec["dtype"])
     want = tuple(self._x_spec["shape"])
     if x.ndim != len(want) + 1 or (want and x.shape[-1] != want[-1]):
@@ -291,7 +306,7 @@ class Predictor:
     # A multiple of the (global) device count, no larger than x needs.
     size = min(batch_size or self._batch_size, len(x))
     size = -(-size // self.mesh.size) * self.mesh.size
-    return predict_in_batches(self._predict, self.state, x, size, self.mesh)
+    return process_rows.predict_in_batches(self._predict, self.state, x, size, self.mesh)
 
   def predict(self, x: Any, batch_size: int | None = None) -> np.ndarray:
     """Decoded labels of `x [N, ...]`: `'threshold'`: int32 0/1 of `y_soft >= threshold`;
@@ -310,15 +325,24 @@ def decode(y_soft: np.ndarray, decoding: str, threshold: float = 0.5) -> np.ndar
 
 
 def load_run(workdir: str | epath.PathLike, objective: Objective | None = None,
-             num_devices: int | None = None) -> Predictor:
+             num_devices: int | None = None,
+             model_parallelism: int | None = None) -> Predictor:
   """Restores the run in `workdir` (written by `fit` or `experiments.main`) as a predictor.
+
+  The checkpoint restores onto any mesh: a run trained with its label dimension split
+  over M devices (`make_mesh(model_parallelism=M)`) loads on however many devices are
+  here, split the same way where they allow it.
 
   Args:
     workdir: the run's directory, holding run.json and its checkpoints.
     objective: the run's objective; default: rebuilt by calling the builder run.json
       records (`fit(builder=...)`; every `experiments.main` run records one).
     num_devices: devices to predict on (default: all); any count gives the same
-      outputs.
+      outputs, to float32 rounding.
+    model_parallelism: how many of those devices split the state's label axes (a
+      `('data', 'model')` mesh, as in training); default: the largest that divides the
+      run's training M, the device count and each host's device count (1, a
+      replicated state, for a run trained without a split).
 
   Returns:
     A `Predictor` holding the state the run reports results from.
@@ -344,14 +368,28 @@ def load_run(workdir: str | epath.PathLike, objective: Objective | None = None,
                          "fit(..., builder='package.module:function')")
     build = import_path(builder["path"])
     objective = build(**builder.get("kwargs", {}))
-  mesh = step_lib.make_mesh(num_devices)
+  metadata = record.get("metadata") or {}
+  if model_parallelism is None:
+    devices = len(jax.devices()) if num_devices is None else num_devices
+    model_parallelism = math.gcd(int(metadata.get("model_parallelism", 1)), devices,
+                                 jax.local_device_count())
+  mesh = step_lib.make_mesh(num_devices, model_parallelism)
   batch = {name: jax.ShapeDtypeStruct((int(record["init_batch_size"]), *spec["shape"]),
                                       np.dtype(spec["dtype"]))
            for name, spec in record["arrays"].items()}
   abstract = jax.eval_shape(objective.init, jax.random.PRNGKey(0), batch)
-  sharding = step_lib.replicated(mesh)
-  abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding),
-                          abstract)
+  if step_lib.model_parallelism(mesh) > 1:
+    # fit's default: the labels are the last axis of y.
+    label_dim = metadata.get("label_dim") or (record["arrays"].get("y", {}).get("shape")
+                                              or [None])[-1]
+    if not label_dim:
+      raise ValueError(f"the run in {workdir} records no label dimension to split over "
+                       f"model_parallelism={model_parallelism}: pass model_parallelism=1")
+    shardings = step_lib.label_axis_shardings(abstract, mesh, int(label_dim))
+  else:
+    shardings = jax.tree.map(lambda _: step_lib.replicated(mesh), abstract)
+  abstract = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+                          abstract, shardings)
   checkpointer = Checkpointer(str(directory))
   try:
     state, _ = checkpointer.restore(step, abstract)

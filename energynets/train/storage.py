@@ -43,6 +43,12 @@ _EXITED = f"{_KEY_PREFIX}/exited/"
 # times, so this counter agrees between them.
 _checks_done = 0
 
+# The workdirs this process has found shared (`workdir_path` strings). The check is a
+# collective that costs a round trip through storage, so a workdir (or a folder inside
+# one, such as a training stage's) is checked once per process; every process skips
+# the same calls, since each makes the same calls in the same order.
+_checked: set[str] = set()
+
 
 class WorkdirNotSharedError(RuntimeError):
   """The processes of a multi-process run do not share its workdir, or one of them did
@@ -99,7 +105,9 @@ def check_shared_workdir(workdir: str | os.PathLike) -> None:
   that file (for up to `VISIBILITY_TIMEOUT_S`), and the findings are exchanged, so
   every process raises the same error or none does. A single-process run returns at
   once. Call it on every process, in the same order, before anything else writes to
-  the workdir.
+  the workdir. Once `workdir` passed, a later call with it or a folder inside it
+  returns at once (the experiment driver checks the run's workdir, then `fit` each
+  stage's).
 
   Args:
     workdir: the run's directory, as this process names it.
@@ -109,15 +117,25 @@ def check_shared_workdir(workdir: str | os.PathLike) -> None:
       folder: a local disk per machine), or another process ended before the check
       (it failed or was stopped) or did not reach it within `ARRIVAL_TIMEOUT_S`.
   """
-  global _checks_done
   if jax.process_count() == 1:
     return
+  name = os.fspath(workdir_path(workdir)).rstrip("/")
+  if any(name == done or name.startswith(done + "/") for done in _checked):
+    return
+  if _handshake(workdir):
+    _checked.add(name)
+
+
+def _handshake(workdir: str | os.PathLike) -> bool:
+  """The exchange of `check_shared_workdir`; True once every process saw the token,
+  False when there is no coordination service to exchange through."""
+  global _checks_done
   from jax._src import distributed  # pylint: disable=g-import-not-at-top
   client = distributed.global_state.client
   if client is None:
     logging.warning("no JAX coordination service (jax.distributed.initialize was not "
                     "called): cannot check that the processes share %s", workdir)
-    return
+    return False
   _checks_done += 1
   key = f"{_KEY_PREFIX}/{_checks_done}"
   me, count = jax.process_index(), jax.process_count()
@@ -156,6 +174,7 @@ def check_shared_workdir(workdir: str | os.PathLike) -> None:
   if blind:
     raise _not_shared(shared, count,
                       f"{', '.join(blind)} cannot see the token process 0 wrote")
+  return True
 
 
 def _wait_for(client, keys: list[str], workdir: epath.Path) -> list[str]:

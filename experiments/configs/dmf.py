@@ -10,6 +10,7 @@ energynets/objectives/dmf.py for the coupling parametrization.
 
 import ml_collections
 
+from experiments import search_spaces
 from experiments.configs import mlp
 
 
@@ -29,3 +30,11 @@ def get_config(dataset: str = "synthetic"):
     config.model.hidden = ()
     config.model.dropout = config.model.input_dropout = 0.0
   return config
+
+
+def get_search_space(dataset: str = "synthetic"):
+  """What `python -m experiments.tune` selects for DMF: the `pairwise` stage's learning
+  rate, L2, the network's dropout and the feature scaling (`search_spaces.network`,
+  24 settings); each stage selects its checkpoint on the held-out rows."""
+  del dataset  # the same space everywhere
+  return search_spaces.network("stages.pairwise.optimizer.learning_rate", (1e-3, 1e-2))

@@ -37,6 +37,7 @@ recommendations and its SRL configuration, the discrete-output task it does repo
 
 import ml_collections
 
+from experiments import search_spaces
 from experiments.configs import base
 from experiments.configs import spen_ssvm
 
@@ -102,3 +103,13 @@ def get_denoising_config(dataset: str = "depth_scenes"):
       name="adam", learning_rate=1e-2, schedule="constant", warmup_steps=0,
       weight_decay=0.0, momentum=0.9, clip_norm=0.0))
   return config
+
+
+def get_search_space(dataset: str = "synthetic"):
+  """What `python -m experiments.tune` selects for E2E-SPEN: the energy stage's learning
+  rate, L2, the feature network's dropout and the feature scaling
+  (`search_spaces.network`, 24 settings); each stage selects its checkpoint on the
+  held-out rows."""
+  del dataset  # the same space everywhere
+  return search_spaces.network("stages.energy.optimizer.learning_rate", (1e-3, 1e-2),
+                               dropout_key="energy.dropout")

@@ -45,6 +45,7 @@ import dataclasses
 import ml_collections
 
 from energynets.objectives import implicit
+from experiments import search_spaces
 from experiments.configs import base
 from experiments.configs import mlp
 
@@ -129,3 +130,11 @@ def get_config(dataset: str = "synthetic"):
     config.energy.num_measurements = 16
     config.inner_optimizer.learning_rate = 1e-3
   return config
+
+
+def get_search_space(dataset: str = "synthetic"):
+  """What `python -m experiments.tune` selects for the implicit method: the `implicit` stage's learning
+  rate, L2, the network's dropout and the feature scaling (`search_spaces.network`,
+  24 settings); each stage selects its checkpoint on the held-out rows."""
+  del dataset  # the same space everywhere
+  return search_spaces.network("stages.implicit.optimizer.learning_rate", (1e-4, 1e-3))

@@ -45,6 +45,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from energynets.objectives import infnet
+from experiments import search_spaces
 from experiments.configs import base
 from experiments.configs import mlp
 
@@ -112,3 +113,11 @@ def get_config(dataset: str = "synthetic"):
   if dataset == "synthetic":
     config.energy.num_measurements = 16
   return config
+
+
+def get_search_space(dataset: str = "synthetic"):
+  """What `python -m experiments.tune` selects for InfNet: the `infnet` stage's learning
+  rate, L2, the network's dropout and the feature scaling (`search_spaces.network`,
+  24 settings); each stage selects its checkpoint on the held-out rows."""
+  del dataset  # the same space everywhere
+  return search_spaces.network("stages.infnet.optimizer.learning_rate", (1e-4, 1e-3))

@@ -2,6 +2,12 @@
 
 --config=experiments/configs/mlp.py:<dataset>
 
+By path (`:mulan --config.data.path=DIR`), experiments.main first selects 4 of the 24
+settings of `get_search_space`, drawn at random, on 3 folds of the training rows below
+2,000 of them (else on the validation split), each fold training this config's steps
+(the network configs' default budget, `base.TUNE`); `--config.tune.enabled=False` trains
+the settings below once.
+
 Chosen on bibtex (selection on validation; the runs are listed in
 results/baselines.md): dropout 0.5 on the input bag of words as well as on
 the hidden layers, width 1024, and checkpoint selection on validation example-F1 at

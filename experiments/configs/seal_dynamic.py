@@ -41,6 +41,7 @@ its schedule and train mode) in `results/seal_schedule_train_mode_spo_fun.md`.
 import ml_collections
 
 from energynets import objectives
+from experiments import search_spaces
 from experiments.configs import base
 from experiments.configs import mlp
 
@@ -168,3 +169,10 @@ def get_config(dataset: str = "synthetic"):
   finetune["learning_rate"] /= 4
   config.stages.seal = dict(method="seal", train=dict(steps=1000), optimizer=finetune)
   return config
+
+
+def get_search_space(dataset: str = "synthetic"):
+  """What `python -m experiments.tune` selects for SEAL-dynamic: the learning rate, L2, the
+  task-net's dropout and the feature scaling (`search_spaces.network`, 24 settings)."""
+  del dataset  # the same space everywhere
+  return search_spaces.network()

@@ -25,6 +25,7 @@ Other choices as in seal_dynamic.py.
 
 import ml_collections
 
+from experiments import search_spaces
 from experiments.configs import seal_dynamic
 
 TASKS = ("multilabel", "segmentation")  # weizmann_horse: seal_dynamic's horse options
@@ -56,3 +57,10 @@ def get_config(dataset: str = "synthetic"):
     config.stages.loss_net.train.steps = 500
     config.stages.task_net.train.steps = 1500
   return config
+
+
+def get_search_space(dataset: str = "synthetic"):
+  """What `python -m experiments.tune` selects for SEAL-static (every stage): the learning rate, L2, the
+  task-net's dropout and the feature scaling (`search_spaces.network`, 24 settings)."""
+  del dataset  # the same space everywhere
+  return search_spaces.network()

@@ -14,6 +14,7 @@ headline number follow SEAL's protocol (example-F1 at 0.5).
 
 import ml_collections
 
+from experiments import search_spaces
 from experiments.configs import spen_ssvm
 
 
@@ -24,3 +25,13 @@ def get_config(dataset: str = "synthetic"):
       rel_tol=0.0, abs_tol=0.0, stop_fraction=1.0, entropy_weight=0.0))
   config.train.select_metric = "validation/example_f1@0.5"
   return config
+
+
+def get_search_space(dataset: str = "synthetic"):
+  """What `python -m experiments.tune` selects for SPEN (GBI): the energy stage's learning
+  rate, L2, the feature network's dropout and the feature scaling
+  (`search_spaces.network`, 24 settings); each stage selects its checkpoint on the
+  held-out rows."""
+  del dataset  # the same space everywhere
+  return search_spaces.network("stages.energy.optimizer.learning_rate", (1e-3, 1e-2),
+                               dropout_key="energy.dropout")

@@ -15,6 +15,7 @@ network (§7.2).
 
 import ml_collections
 
+from experiments import search_spaces
 from experiments.configs import base
 
 
@@ -193,3 +194,13 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   config.stages.joint = dict(method="ssvm", train=dict(steps=1000),
                              optimizer=base.cosine_adam(1e-4))
   return config
+
+
+def get_search_space(dataset: str = "synthetic"):
+  """What `python -m experiments.tune` selects for SPEN (SSVM): the energy stage's learning
+  rate, L2, the feature network's dropout and the feature scaling
+  (`search_spaces.network`, 24 settings); each stage selects its checkpoint on the
+  held-out rows."""
+  del dataset  # the same space everywhere
+  return search_spaces.network("stages.energy.optimizer.learning_rate", (1e-3, 1e-2),
+                               dropout_key="energy.dropout")
