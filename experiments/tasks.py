@@ -31,6 +31,7 @@ from energynets import data as data_lib
 from energynets import metrics
 from energynets.data import batching
 from energynets.data import denoising
+from energynets.data import registry
 from energynets.data import segmentation
 
 # predictions(split) -> the model's outputs on every row of that split's x.
@@ -241,31 +242,6 @@ def multilabel_results(dataset, predictions: Predictions) -> dict[str, float]:
   return {k: float(v) for k, v in results.items()}
 
 
-def multilabel_process_rows(dataset: data_lib.MultiLabelDataset, process_index: int,
-                            process_count: int) -> data_lib.MultiLabelDataset:
-  """`dataset` holding only process `process_index`'s rows of every split.
-
-  Args:
-    dataset: the whole dataset, as loaded (features standardized on all training rows).
-    process_index: this process.
-    process_count: the processes of the run.
-
-  Returns:
-    The dataset whose splits are copies of the process's `batching.process_rows` (so the
-    whole arrays can be freed), `meta["process_rows"]` recording them; with one process,
-    `dataset` itself.
-  """
-  if process_count == 1:
-    return dataset
-  splits, held = {}, {"process": process_index, "processes": process_count}
-  for name in ("train", "validation", "test"):
-    split = getattr(dataset, name)
-    rows = batching.process_rows(len(split.x), process_index, process_count)
-    splits[name] = data_lib.Split(split.x[rows].copy(), split.y[rows].copy())
-    held[name] = {"start": rows.start, "stop": rows.stop, "of": len(split.x)}
-  return dataclasses.replace(dataset, meta=dict(dataset.meta, process_rows=held), **splits)
-
-
 def multilabel_all_rows(split: data_lib.Split, gather: Callable[[np.ndarray], np.ndarray]
                         ) -> data_lib.Split:
   """The labels of every process's rows of `split` (the metrics read only `y`; `x` is
@@ -277,14 +253,15 @@ def multilabel_all_rows(split: data_lib.Split, gather: Callable[[np.ndarray], np
 
 def load_multilabel_rows(config: ml_collections.ConfigDict, process_index: int,
                          process_count: int) -> data_lib.MultiLabelDataset:
-  """`multilabel_process_rows(load_multilabel(config), ...)`, with only the process's
+  """`registry.select_process_rows(load_multilabel(config), ...)`, with only the process's
   rows ever in memory (`Task.load_rows`)."""
   return load_multilabel(config, process_rows=(process_index, process_count))
 
 
 MULTILABEL = Task("multilabel", load_multilabel, multilabel_validation_metrics,
-                  multilabel_results, MULTILABEL_METRICS, keep_rows=multilabel_process_rows,
-                  all_rows=multilabel_all_rows, load_rows=load_multilabel_rows)
+                  multilabel_results, MULTILABEL_METRICS,
+                  keep_rows=registry.select_process_rows, all_rows=multilabel_all_rows,
+                  load_rows=load_multilabel_rows)
 
 
 # --------------------------------------------------------------------------- denoising

@@ -224,7 +224,7 @@ def test_the_multilabel_task_loads_only_its_rows(tiny_with_missing):
       "split_seed": 1, "fold": 0, "resplit": False, "root_label": False,
       "feature_scaling": "auto"}})
   part = tasks.MULTILABEL.load_process_rows(config, 1, 2)
-  expected = tasks.multilabel_process_rows(tasks.load_multilabel(config), 1, 2)
+  expected = registry.select_process_rows(tasks.load_multilabel(config), 1, 2)
   _same_dataset(part, expected)
   assert part.meta["process_rows"]["train"]["of"] == tasks.num_examples(part)
 
