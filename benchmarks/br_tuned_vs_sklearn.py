@@ -33,7 +33,8 @@ def sklearn_tuned_br(dataset, held_out: list[np.ndarray], space: dict[str, tuple
 
   Args:
     dataset: the multi-label dataset with unscaled features (`feature_scaling='none'`).
-    held_out: each fold's held-out rows of `dataset.train` (`tune.fold_indices`).
+    held_out: each fold's held-out rows of `dataset.train` (`tune.fold_indices`);
+      None: select on `dataset.validation` (the tuner's rule from 2,000 training rows).
     space: `{"loss.l2_c": Cs, "data.feature_scaling": scalings}` (br's search space).
 
   Returns:
@@ -61,15 +62,19 @@ def sklearn_tuned_br(dataset, held_out: list[np.ndarray], space: dict[str, tuple
 
   x, y = dataset.train.x, dataset.train.y
   everything = np.arange(len(x))
+  if held_out is None:
+    parts = [(x, y, dataset.validation.x, dataset.validation.y)]
+  else:
+    parts = [(x[fit], y[fit], x[rows], y[rows])
+             for rows in held_out for fit in [np.setdiff1d(everything, rows)]]
   trials = []
   for c in space["loss.l2_c"]:
     for scaling in space["data.feature_scaling"]:
       scores = []
-      for rows in held_out:
-        fit = np.setdiff1d(everything, rows)
-        (probs,) = fit_predict(c, scaling, x[fit], y[fit], x[rows])
-        threshold = metrics.tune_threshold(y[rows], probs)
-        scores.append(metrics.example_f1(y[rows], probs >= threshold))
+      for fit_x, fit_y, scored_x, scored_y in parts:
+        (probs,) = fit_predict(c, scaling, fit_x, fit_y, scored_x)
+        threshold = metrics.tune_threshold(scored_y, probs)
+        scores.append(metrics.example_f1(scored_y, probs >= threshold))
       trials.append({"C": c, "scaling": scaling, "value": float(np.mean(scores))})
   best = max(trials, key=lambda t: t["value"])
   val_probs, test_probs = fit_predict(best["C"], best["scaling"], x, y, dataset.validation.x,

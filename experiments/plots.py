@@ -7,7 +7,7 @@ from etils import epath
 import numpy as np
 
 
-def _pyplot():
+def pyplot():
   """matplotlib.pyplot on the headless Agg backend, imported on first use: it costs most
   of a second, and most runs (every test subprocess among them) draw no figure."""
   import matplotlib  # pylint: disable=g-import-not-at-top
@@ -29,7 +29,7 @@ def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> None:
   # matplotlib writes to a file object when given one, never to the path itself.
   with path.open("wb") as f:
     fig.savefig(f, format=path.suffix.lstrip(".") or "png", dpi=dpi)
-  _pyplot().close(fig)
+  pyplot().close(fig)
 
 
 def plot_measurement_matrix(kernel: np.ndarray, path: str | os.PathLike,
@@ -43,7 +43,7 @@ def plot_measurement_matrix(kernel: np.ndarray, path: str | os.PathLike,
   c1 = np.asarray(kernel).T
   bound = float(np.abs(c1).max()) or 1.0
   width = max(4.0, 0.35 * c1.shape[1] + 1.5)
-  fig, ax = _pyplot().subplots(figsize=(min(width, 16.0), 0.35 * c1.shape[0] + 1.5))
+  fig, ax = pyplot().subplots(figsize=(min(width, 16.0), 0.35 * c1.shape[0] + 1.5))
   image = ax.imshow(c1, cmap="RdBu_r", vmin=-bound, vmax=bound, aspect="auto",
                     interpolation="nearest")
   ax.set_xlabel("label")
@@ -70,7 +70,7 @@ def plot_segmentation_masks(images: np.ndarray, gold: np.ndarray,
   """
   n = len(images)
   columns = 2 + len(predictions)
-  fig, axes = _pyplot().subplots(n, columns, figsize=(1.6 * columns, 1.6 * n), squeeze=False)
+  fig, axes = pyplot().subplots(n, columns, figsize=(1.6 * columns, 1.6 * n), squeeze=False)
   for i in range(n):
     panels = [("image", np.clip(images[i], 0.0, 1.0)), ("gold", gold[i])]
     panels += [(name, (probs[i] >= 0.5).astype(np.float32))

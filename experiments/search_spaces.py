@@ -30,7 +30,8 @@ DEFAULT = {
 
 def network(learning_rate_key: str = "optimizer.learning_rate",
             learning_rates: tuple = (1e-3, 3e-3),
-            dropout_key: str = "model.dropout") -> dict[str, tuple]:
+            dropout_key: str = "model.dropout",
+            hidden_layers: bool = True) -> dict[str, tuple]:
   """The space of a config with a neural network: 2 learning rates × L2 (1e-5, 1e-3) ×
   dropout (0, 0.5) × the feature scalings, 24 settings.
 
@@ -41,12 +42,18 @@ def network(learning_rate_key: str = "optimizer.learning_rate",
     learning_rates: its two candidates.
     dropout_key: the network's dropout rate (`model.dropout`, or `energy.dropout` for
       a SPEN energy).
+    hidden_layers: whether that network has hidden layers. Dropout acts on hidden
+      layers only, so without them it is left out (12 settings) rather than drawn as
+      a value that changes nothing.
 
   Returns:
     config key -> candidate values.
   """
-  return {learning_rate_key: tuple(learning_rates), "loss.l2": (1e-5, 1e-3),
-          dropout_key: (0.0, 0.5), "data.feature_scaling": FEATURE_SCALINGS}
+  space = {learning_rate_key: tuple(learning_rates), "loss.l2": (1e-5, 1e-3)}
+  if hidden_layers:
+    space[dropout_key] = (0.0, 0.5)
+  space["data.feature_scaling"] = FEATURE_SCALINGS
+  return space
 
 
 def for_config(config_name: str, dataset: str) -> dict[str, tuple]:

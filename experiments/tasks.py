@@ -216,11 +216,7 @@ def load_multilabel(config: ml_collections.ConfigDict,
     source = cfg.path
   else:
     source = cfg.name
-  extra = {}
-  if cfg.num_train:
-    if cfg.name != "synthetic":
-      raise ValueError(f"data.num_train only applies to the synthetic task, not {cfg.name!r}")
-    extra["num_train"] = cfg.num_train
+  extra = {"num_train": cfg.num_train} if cfg.num_train else {}
   return data_lib.load_dataset(source, data_dir=cfg.data_dir or None,
                                split_seed=cfg.split_seed, fold=cfg.fold, resplit=cfg.resplit,
                                root_label=cfg.root_label,

@@ -94,7 +94,8 @@ class TuneResult:
 def tune(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
          space: dict[str, tuple], trials: int = 0, folds: int | None = None, jobs: int = 1,
          seed: int = 0, small_folds: int = DEFAULT_FOLDS,
-         refit_dir: str | os.PathLike | None = None, resume: bool = False) -> TuneResult:
+         refit_dir: str | os.PathLike | None = None, resume: bool = False,
+         trial_overrides: dict[str, Any] | None = None) -> TuneResult:
   """Selects `config`'s settings from `space` on held-out training rows, refits, tests once.
 
   Args:
@@ -112,6 +113,9 @@ def tune(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
       puts it next to trials.jsonl, as `experiments.main` does.
     resume: if `workdir` holds a chosen.json, skip the search and (re)run its choice;
       a chosen.json selected for a config that trains differently is refused.
+    trial_overrides: config overrides of the trials only, not of the final run (e.g.
+      a denser `train.eval_every` and a shorter `train.early_stopping_patience`, so
+      that a trial stops soon after its held-out best).
 
   Returns:
     The `TuneResult`.
@@ -146,7 +150,8 @@ def tune(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
   trials_path = workdir / TRIALS_FILE
   trials_path.write_text("")
   records = []
-  for record in _run_trials(config, dataset, held_out, settings, jobs):
+  trial_config = _with(config, trial_overrides or {})
+  for record in _run_trials(trial_config, dataset, held_out, settings, jobs):
     records.append(record)
     with trials_path.open("a") as f:
       f.write(json.dumps(record, default=configuration.json_default) + "\n")
@@ -172,7 +177,8 @@ def tune(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
                     "on validation"),
       "search_space": space,
       "budget": {"trials": trials, "grid_size": len(search_spaces.grid(space)),
-                 "folds": folds, "jobs": jobs, "seed": seed},
+                 "folds": folds, "jobs": jobs, "seed": seed,
+                 "trial_overrides": dict(trial_overrides or {})},
       "search_seconds": time.time() - started, "config": config.to_dict()}
   (workdir / CHOSEN_FILE).write_text(
       json.dumps(evidence, indent=2, default=configuration.json_default))
@@ -260,8 +266,20 @@ def run_experiment(config: ml_collections.ConfigDict, workdir: str | os.PathLike
   space = search_spaces.for_config(config_file, config.data.name)
   result = tune(config, workdir, space=space, trials=tuning.trials,
                 folds=1 if tuning.folds == 1 else None, jobs=tuning.jobs, seed=tuning.seed,
-                small_folds=tuning.folds or DEFAULT_FOLDS, refit_dir=workdir, resume=True)
+                small_folds=tuning.folds or DEFAULT_FOLDS, refit_dir=workdir, resume=True,
+                trial_overrides=trial_overrides(tuning))
   return result.results
+
+
+def trial_overrides(tuning: ml_collections.ConfigDict) -> dict[str, Any]:
+  """The trials' own evaluation interval and early-stopping patience of a `tune` block
+  (`trial_eval_every`, `trial_patience`; 0 or absent: the config's)."""
+  overrides = {}
+  if tuning.get("trial_eval_every", 0):
+    overrides["train.eval_every"] = tuning.trial_eval_every
+  if tuning.get("trial_patience", 0):
+    overrides["train.early_stopping_patience"] = tuning.trial_patience
+  return overrides
 
 
 def fold_indices(num_train: int, folds: int, seed: int) -> list[np.ndarray]:
@@ -489,6 +507,12 @@ def _define_flags() -> dict[str, Any]:
                                     f"split; 1: the validation split; 0: {DEFAULT_FOLDS} "
                                     f"below {SMALL_TRAIN} training rows, else 1"),
       "seed": flags.DEFINE_integer("seed", 0, "seed of the trial draw and of the folds"),
+      "trial_eval_every": flags.DEFINE_integer(
+          "trial_eval_every", 0, "the trials' evaluation interval (0: the config's "
+          "train.eval_every); the final run keeps the config's"),
+      "trial_patience": flags.DEFINE_integer(
+          "trial_patience", 0, "the trials' early-stopping patience in evaluations (0: "
+          "the config's train.early_stopping_patience)"),
       "search": flags.DEFINE_multi_string("search", [], "key=v1,v2,...: search this key "
                                           "over these values (replaces the config's)"),
       "only_search_flags": flags.DEFINE_bool("only_search_flags", False, "search only the "
@@ -519,7 +543,10 @@ def main(argv, flag_values: dict[str, Any]):
   # Through the module (not __main__) so that the trial processes import it by name.
   result = tune_lib.tune(config, value("workdir"), space=space, trials=value("trials"),
                          folds=value("folds") or None, jobs=value("jobs"),
-                         seed=value("seed"))
+                         seed=value("seed"), trial_overrides=trial_overrides(
+                             ml_collections.ConfigDict(dict(
+                                 trial_eval_every=value("trial_eval_every"),
+                                 trial_patience=value("trial_patience")))))
   test = {k: v for k, v in result.results.items() if k.startswith("test/")}
   print(json.dumps({"chosen": result.chosen, "held_out": {result.metric: result.value},
                     "folds": result.folds, "trials": len(result.trials),

@@ -310,7 +310,7 @@ def test_synthetic_kwargs_and_nesting():
   with pytest.raises(TypeError, match="unexpected"):
     data.load_dataset("synthetic", bogus=1)
   with pytest.raises(TypeError, match="only the 'synthetic'"):
-    data.load_dataset("yeast", num_train=5)
+    data.load_dataset("yeast", num_features=5)
 
 
 # ------------------------------------------------------------------ errors

@@ -17,6 +17,7 @@ from experiments import configuration
 from experiments import search_spaces
 from experiments import tasks
 from experiments import tune
+from experiments.configs import base
 
 SHARED_YEAST = pathlib.Path(os.environ.get("ENERGYNETS_DATA_DIR", "")) / "yeast"
 
@@ -172,6 +173,24 @@ def test_validation_split_selection_reruns_the_chosen_setting(toy, tmp_path):
   assert meta["config"]["train"]["steps"] == 20
 
 
+def test_trial_overrides_apply_to_the_trials_not_to_the_final_run(toy, tmp_path):
+  config = configuration.get_config("br", "mulan", [
+      f"data.path={toy}", "train.steps=6", "train.eval_every=6", "train.batch_size=32"])
+  block = configuration.get_config("br", "mulan", ["tune.trial_eval_every=2",
+                                                   "tune.trial_patience=7"]).tune
+  overrides = tune.trial_overrides(block)
+  assert overrides == {"train.eval_every": 2, "train.early_stopping_patience": 7}
+  result = tune.tune(config, tmp_path, space={"data.feature_scaling": ("none",)}, folds=1,
+                     trial_overrides=overrides)
+  (trial,) = result.trials
+  assert trial["folds"][0]["steps"] == [2, 4, 6]
+  meta = result.results["meta"]
+  assert meta["config"]["train"]["eval_every"] == 6
+  assert meta["config"]["train"]["early_stopping_patience"] == 20
+  assert meta["tuning"]["budget"]["trial_overrides"] == overrides
+  assert tune.trial_overrides(configuration.get_config("br", "mulan").tune) == {}
+
+
 @pytest.mark.slow
 def test_tuner_with_two_jobs_records_what_one_job_does(toy, tmp_path):
   config = configuration.get_config("br", "mulan", [
@@ -201,10 +220,12 @@ def test_command_line_tunes_and_reports_user_errors_in_one_line(toy, tmp_path):
           f"--config.data.path={toy}", "--config.train.eval_every=20", "--folds=2"]
   root = pathlib.Path(__file__).resolve().parents[1]
   done = subprocess.run([*base, f"--workdir={tmp_path / 'ok'}", "--search=train.steps=40",
-                         "--search=loss.l2_c=0.1,1", "--search=data.feature_scaling=maxabs"],
+                         "--search=loss.l2_c=0.1,1", "--search=data.feature_scaling=maxabs",
+                         "--trial_eval_every=10"],
                         cwd=root, capture_output=True, text=True, check=True)
   chosen = json.loads((tmp_path / "ok" / "chosen.json").read_text())
   assert set(chosen["overrides"]) == {"loss.l2_c", "data.feature_scaling", "train.steps"}
+  assert chosen["budget"]["trial_overrides"] == {"train.eval_every": 10}
   assert chosen["num_trials"] == 2 and '"test/example_f1"' in done.stdout
   bad = subprocess.run([*base, f"--workdir={tmp_path / 'bad'}", "--search=loss.l2cc=1"],
                        cwd=root, capture_output=True, text=True)
@@ -249,6 +270,26 @@ def test_search_space_settings_apply_and_build(name, toy):
   dataset = tasks.task_for(config).load(config)
   for _, stage_config in stages.items():
     builders.build_objective(stage_config, dataset)
+
+
+# The network a searched dropout key acts on, by the config key that sizes its hidden layers.
+_DROPOUT_NETWORK = {"model.dropout": ("model", "hidden"),
+                    "energy.dropout": ("energy", "feature_hidden")}
+
+
+@pytest.mark.parametrize("name", NETWORK_SPACES)
+def test_searched_dropout_acts_on_hidden_layers_in_every_stage(name):
+  # Dropout acts on hidden layers only: a space that draws it for a network without
+  # any spends trials on settings that change nothing.
+  for dataset in base.DATASETS:
+    space = search_spaces.for_config(name, dataset)
+    config = configuration.get_config(name, dataset)
+    for key in (k for k in space if k.endswith("dropout")):
+      group, hidden = _DROPOUT_NETWORK[key]
+      for stage, stage_config in configuration.stage_configs(config):
+        assert tuple(stage_config[group][hidden]), (name, dataset, stage, key)
+    if all(not k.endswith("dropout") for k in space):
+      assert len(search_spaces.grid(space)) == 12, (name, dataset)
 
 
 def test_searching_a_key_every_stage_sets_is_a_user_error(toy):

@@ -8,6 +8,7 @@ split_seed, fold, resplit), all recorded in `dataset.meta`.
 """
 
 import collections
+import copy
 import dataclasses
 import os
 import pathlib
@@ -268,6 +269,57 @@ def select_process_rows(dataset: MultiLabelDataset, process_index: int,
   return dataclasses.replace(dataset, meta=meta, **parts)
 
 
+# Second seed word of the training-subset permutation: a stream of its own, apart from
+# the split rules' permutations of the same split_seed.
+_SUBSET_STREAM = 1
+
+
+def keep_train_rows(dataset: MultiLabelDataset, num_train: int, seed: int,
+                    scaling: str = "none", scaling_option: str = "none"
+                    ) -> MultiLabelDataset:
+  """`dataset` training on a seeded random subset of its training rows.
+
+  Args:
+    dataset: the dataset, features unscaled (missing values already imputed).
+    num_train: training rows to keep, 1..all; the subsets of one seed are nested (the
+      first `num_train` rows of one permutation), so a smaller set is part of a larger.
+    seed: seeds the permutation.
+    scaling: 'none', 'zscore' or 'maxabs', fit on the kept rows.
+    scaling_option: the `feature_scaling` asked for (recorded).
+
+  Returns:
+    The dataset with the kept rows in their original order, validation and test
+    unchanged (scaled by the kept rows' statistics); `meta["train_subset"]` records the
+    cut and `meta`'s counts and preprocessing describe the result.
+
+  Raises:
+    ValueError: `num_train` outside 1..the training rows.
+  """
+  available = dataset.train.num_examples
+  if not 1 <= num_train <= available:
+    raise ValueError(f"{dataset.name}: num_train={num_train}: the training split has "
+                     f"{available} rows; keep 1..{available} (0: all)")
+  rows = np.sort(np.random.default_rng([seed, _SUBSET_STREAM]).permutation(available)[
+      :num_train])
+  meta = copy.deepcopy(dataset.meta)
+  meta["train_subset"] = {"kept": num_train, "of": available, "seed": seed,
+                          "rule": "the first num_train of a seeded permutation of the "
+                                  "training rows (nested across sizes); feature scaling "
+                                  "fit on the kept rows"}
+  parts = {"train": _take(dataset.train.x, dataset.train.y, rows),
+           "validation": dataset.validation, "test": dataset.test}
+  return _finish(dataset.name, parts, dataset.feature_names, dataset.label_names, scaling,
+                 meta, scaling_option)
+
+
+def _auto_scaling(spec: DatasetSpec | None, unscaled: MultiLabelDataset) -> bool | str:
+  """What feature_scaling='auto' means for this dataset: the registry's rule, or (by
+  path) z-score unless every training and validation feature is 0/1."""
+  if spec is not None:
+    return spec.standardize
+  return not (_is_binary(unscaled.train.x) and _is_binary(unscaled.validation.x))
+
+
 def _check_fold(name: str, fold: int, allowed: bool):
   if not allowed and fold != 0:
     raise ValueError(f"{name}: `fold` only applies to cross-validated datasets (yeast); "
@@ -298,9 +350,9 @@ def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
       "dataset": spec.name, "source": "registry", "kind": spec.kind,
       "data_dir": str(root.parent), "files": records, "url": spec.url,
       "citation": spec.citation}
-  if feature_scaling != "auto" and spec.kind != "mulan":
-    raise ValueError(f"{spec.name}: feature_scaling={feature_scaling!r} applies to MULAN "
-                     "and synthetic datasets only; leave it 'auto'")
+  if feature_scaling != "auto" and spec.kind not in ("mulan", "clus"):
+    raise ValueError(f"{spec.name}: feature_scaling={feature_scaling!r} applies to MULAN, "
+                     "CLUS and synthetic datasets only; leave it 'auto'")
   if spec.kind == "mulan" and process_rows is not None and process_rows[1] > 1:
     readers = {role: mulan.MulanReader(p, files["xml"], spec.num_labels, spec.drop_attributes)
                for role, p in files.items() if role != "xml"}
@@ -319,7 +371,9 @@ def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
                                                    spec.name),
                       meta=meta, scaling_option=feature_scaling)
   elif spec.kind == "clus":
-    ds = _load_clus(spec, files, split_seed, meta, root_label)
+    ds = _load_clus(spec, files, split_seed, meta, root_label,
+                    _resolve_scaling(feature_scaling, spec.standardize, spec.name),
+                    feature_scaling)
   else:
     raise ValueError(f"unknown dataset kind {spec.kind!r}")
   if (ds.num_features, ds.num_labels) != (spec.num_features, spec.num_labels + root_label):
@@ -330,7 +384,10 @@ def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
 
 
 def _load_clus(spec: DatasetSpec, files: Mapping[str, pathlib.Path], split_seed: int,
-               meta: dict[str, Any], root_label: bool = False) -> MultiLabelDataset:
+               meta: dict[str, Any], root_label: bool = False, scaling: str = "zscore",
+               scaling_option: str = "auto") -> MultiLabelDataset:
+  """A CLUS (FunCat) dataset; 'auto' scaling z-scores after imputation and one-hot, as
+  its preprocessor does, any other is applied by `_finish`."""
   raw = {role: clus.parse_clus_arff(files[role]) for role in ("train", "valid", "test")}
   label_names = list(raw["train"].label_nodes)
   # SEAL counts the hierarchy's root as a label (500 = 499 FunCat nodes + root); it is
@@ -341,7 +398,8 @@ def _load_clus(spec: DatasetSpec, files: Mapping[str, pathlib.Path], split_seed:
   for role in ("valid", "test"):
     if raw[role].label_nodes != raw["train"].label_nodes:
       raise DataError(raw[role].path, None, "hierarchy differs from the train file's")
-  pre = clus.fit_clus_preprocessor(raw["train"], standardize=spec.standardize)
+  by_preprocessor = scaling_option == "auto" and spec.standardize
+  pre = clus.fit_clus_preprocessor(raw["train"], standardize=by_preprocessor)
   parts = {name: Split(pre(raw[role]), with_root(raw[role].y))
            for name, role in (("train", "train"), ("validation", "valid"), ("test", "test"))}
   meta.update(split_seed=split_seed, fold=0, resplit=False, split_rule=spec.split_rule,
@@ -357,7 +415,8 @@ def _load_clus(spec: DatasetSpec, files: Mapping[str, pathlib.Path], split_seed:
                                      if root_label else " (no root node)"),
   }
   ds = _finish(spec.name, parts, pre.feature_names, label_names,
-               standardize=False, meta=meta)
+               standardize=False if by_preprocessor else scaling, meta=meta,
+               scaling_option=scaling_option)
   if pre.standardizer is not None:
     ds.meta["preprocessing"]["standardize"] = {
         "applied": True, "stats": "train split mean and population std (0 -> 1), after "
@@ -533,9 +592,17 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
     ds = _load_synthetic(spec, split_seed, fold, resplit, dict(synthetic_kwargs),
                          feature_scaling)
     return select_process_rows(ds, *process_rows) if process_rows else ds
+  num_train = synthetic_kwargs.pop("num_train", 0)
   if synthetic_kwargs:
     raise TypeError(f"{key}: unexpected arguments {sorted(synthetic_kwargs)} (only the "
                     f"'synthetic' dataset takes generator arguments)")
+  if num_train:
+    # Scaling statistics come from the kept rows only: load unscaled, cut, then scale.
+    whole = load_dataset(key, data_dir=data_dir, split_seed=split_seed, fold=fold,
+                         resplit=resplit, root_label=root_label, feature_scaling="none")
+    scaling = _resolve_scaling(feature_scaling, _auto_scaling(spec, whole), key)
+    ds = keep_train_rows(whole, num_train, split_seed, scaling, feature_scaling)
+    return select_process_rows(ds, *process_rows) if process_rows else ds
   if spec is not None:
     ds = _load_registered(spec, data_dir, split_seed, fold, resplit, root_label,
                           feature_scaling, process_rows)

@@ -37,10 +37,15 @@ EARLY_STOPPING = dict(early_stopping=True, early_stopping_patience=20,
 # (experiments/tune.py), then trains the chosen setting in the workdir. `trials`: settings
 # tried (0: the whole grid; fewer: drawn with `seed`); `folds`: k of the k-fold selection
 # below 2,000 training rows (0: the tuner's 5; 1: the validation split; from 2,000 rows
-# the validation split); `jobs`: trials trained at once, each in its own process. The
-# network configs' default, 4 of their 24 settings on 3 folds, is a small budget; br
-# tries its whole grid (br.py). `enabled=False` trains the committed settings once.
-TUNE = dict(enabled=True, trials=4, folds=3, jobs=1, seed=0)
+# the validation split); `jobs`: trials trained at once, each in its own process;
+# `trial_eval_every`, `trial_patience`: the trials' evaluation interval and early-stopping
+# patience (0: the config's), so that a trial stops 250 steps after its held-out best
+# instead of running the config's steps (docs/tuning.md, "Budget", has the measurement
+# that chose them). The network configs' default, 4 of their 24 settings on 3 folds, is
+# a small budget; br tries its whole grid (br.py). `enabled=False` trains the committed
+# settings once.
+TUNE = dict(enabled=True, trials=4, folds=3, jobs=1, seed=0, trial_eval_every=50,
+            trial_patience=5)
 
 
 # `loss.score` / `loss.score_weight` of the feed-forward baselines (`method='local'`):
@@ -61,7 +66,9 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
     raise ValueError(f"unknown dataset variant {dataset!r}; expected one of {DATASETS}")
   config = ml_collections.ConfigDict()
   config.method = "local"
-  # num_train: synthetic only, training examples (0: the default 15k; SPEN also uses 1.5k).
+  # num_train: training rows (0: all). Synthetic: the generator's count (default 15k;
+  # SPEN also uses 1.5k); other datasets: a seeded random subset of the training split
+  # (nested across sizes; scaling fit on it; `registry.keep_train_rows`).
   # root_label: expr_fun/spo_fun only, add the FunCat root as a label (SEAL's 500 labels).
   # num_shards: each training batch takes batch_size/num_shards rows from each of that
   # many contiguous shards of the training rows, and each process holds only its shards

@@ -199,8 +199,8 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
 def get_search_space(dataset: str = "synthetic"):
   """What `python -m experiments.tune` selects for SPEN (SSVM): the energy stage's learning
   rate, L2, the feature network's dropout and the feature scaling
-  (`search_spaces.network`, 24 settings); each stage selects its checkpoint on the
-  held-out rows."""
-  del dataset  # the same space everywhere
-  return search_spaces.network("stages.energy.optimizer.learning_rate", (1e-3, 1e-2),
-                               dropout_key="energy.dropout")
+  (`search_spaces.network`: 24 settings, 12 where the feature network has no hidden
+  layers, as on yeast); each stage selects its checkpoint on the held-out rows."""
+  return search_spaces.network(
+      "stages.energy.optimizer.learning_rate", (1e-3, 1e-2), dropout_key="energy.dropout",
+      hidden_layers=bool(get_config(dataset).energy.feature_hidden))

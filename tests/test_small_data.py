@@ -1,0 +1,126 @@
+"""benchmarks/small_data.py: the cells it runs, the linear baseline's selection, the
+goals it checks, and a resumable smoke run on a small training subset."""
+
+import json
+import os
+import types
+
+import numpy as np
+import pytest
+
+from benchmarks import br_tuned_vs_sklearn
+from benchmarks import small_data
+from energynets import data
+from energynets import metrics
+from experiments import configuration
+
+
+def _record(dataset, size, method, mode, f1):
+  return {"dataset": dataset, "size": size, "method": method, "mode": mode,
+          small_data.METRIC: f1, "num_train": size or 4000}
+
+
+def test_verdicts_compare_tuned_methods_with_the_linear_model_from_500_rows():
+  records = [_record("d", 250, small_data.LINEAR, "tuned", 0.60),
+             _record("d", 250, "mlp", "tuned", 0.50),   # below, but under 500 rows
+             _record("d", 500, small_data.LINEAR, "tuned", 0.60),
+             _record("d", 500, "mlp", "tuned", 0.58),   # below
+             _record("d", 500, "mlp", "default", 0.10),  # defaults are not judged
+             _record("d", 500, "dmf", "tuned", 0.62),
+             _record("d", 0, small_data.LINEAR, "tuned", 0.70),
+             _record("d", 0, "mlp", "tuned", 0.71),
+             _record("d", 0, "dmf", "tuned", 0.69)]
+  lines = small_data.verdicts(records)
+  assert lines[0] == ("Tuned deep methods below the tuned linear model (from 500 training "
+                      "rows): mlp on d n=500 (-2.00), dmf on d n=all (-1.00).")
+  # dmf − mlp over the two sizes both ran: (+4 − 2) / 2 = +1.
+  assert "dmf tuned − mlp tuned, mean over 2 (dataset, size): +1.00 points." in lines
+
+
+def test_table_has_a_row_per_dataset_and_size_and_marks_missing_cells():
+  records = [_record("d", 250, small_data.LINEAR, "tuned", 0.6),
+             _record("d", 250, "mlp", "tuned", 0.5), _record("d", 0, "mlp", "default", 0.7)]
+  lines = small_data.table(records).splitlines()
+  assert lines[0] == "| dataset | train rows | LR (sklearn, tuned) | mlp default | mlp tuned |"
+  assert lines[2] == "| d | 250 | 60.00 | — | 50.00 |"
+  assert lines[3] == "| d | 4000 | — | 70.00 | — |"
+
+
+def test_linear_model_on_the_validation_split_picks_the_best_validation_setting(data_dir):
+  # From 2,000 training rows the selection is on the validation split: the oracle fits
+  # every (C, scaling) directly and keeps the best validation example-F1.
+  from sklearn import preprocessing  # pylint: disable=g-import-not-at-top
+  from sklearn.linear_model import LogisticRegression  # pylint: disable=g-import-not-at-top
+  ds = data.load_dataset("yeast", data_dir=data_dir, feature_scaling="none", num_train=150)
+  keep = np.arange(5)  # five labels keep it quick
+  ds = types.SimpleNamespace(**{name: data.Split(part.x, part.y[:, keep]) for name, part in
+                                (("train", ds.train), ("validation", ds.validation),
+                                 ("test", ds.test))})
+  space = {"loss.l2_c": (0.01, 1.0), "data.feature_scaling": ("none", "zscore")}
+  result = br_tuned_vs_sklearn.sklearn_tuned_br(ds, None, space)
+  scores = {}
+  for c in space["loss.l2_c"]:
+    for scaling in space["data.feature_scaling"]:
+      scaler = (preprocessing.StandardScaler() if scaling == "zscore"
+                else preprocessing.FunctionTransformer()).fit(ds.train.x)
+      probs = np.stack([LogisticRegression(C=c, max_iter=5000)
+                        .fit(scaler.transform(ds.train.x), ds.train.y[:, j])
+                        .predict_proba(scaler.transform(ds.validation.x))[:, 1]
+                        for j in range(len(keep))], 1)
+      threshold = metrics.tune_threshold(ds.validation.y, probs)
+      scores[(c, scaling)] = metrics.example_f1(ds.validation.y, probs >= threshold)
+  best = max(scores, key=scores.get)
+  assert (result["chosen"]["C"], result["chosen"]["scaling"]) == best
+  assert result["value"] == pytest.approx(scores[best])
+
+
+def test_cell_config_is_the_committed_config_with_the_by_path_budget(data_dir):
+  tuned = small_data.cell_config(small_data.Cell("yeast", 500, "mlp", "tuned"), str(data_dir),
+                                 ["train.steps=7", "tune.trials=2"])
+  mulan = configuration.get_config("mlp", "mulan").tune
+  assert tuned.data.name == "yeast" and tuned.data.num_train == 500
+  assert tuned.train.steps == 7
+  assert tuned.tune.enabled and tuned.tune.trials == 2 and tuned.tune.folds == mulan.folds
+  default = small_data.cell_config(small_data.Cell("yeast", 0, "spen_ssvm", "default"),
+                                   str(data_dir))
+  assert not default.tune.enabled and default.data.num_train == 0
+  assert default.to_dict() | {"tune": None} == configuration.get_config(
+      "spen_ssvm", "yeast", [f"data.data_dir={data_dir}"]).to_dict() | {"tune": None}
+
+
+@pytest.mark.parametrize("modes", [
+    ("default",), pytest.param(("default", "tuned"), marks=pytest.mark.slow)])
+def test_smoke_run_writes_every_cell_and_resumes(data_dir, tmp_path, modes):
+  workdir = str(tmp_path / "runs")
+  overrides = ("train.steps=4", "train.eval_every=2", "tune.trials=2", "tune.folds=2")
+  all_cells = small_data.cells(["yeast"], [60, 100000], ["mlp"], modes)
+  records = small_data.run(all_cells, workdir, str(data_dir), overrides=overrides)
+  # The size yeast does not have is left out.
+  assert [(r["size"], r["method"], r["mode"]) for r in records] == [
+      (60, small_data.LINEAR, "tuned")] + [(60, "mlp", mode) for mode in modes]
+  assert all(r["num_train"] == 60 for r in records)
+  if "tuned" in modes:
+    with open(os.path.join(workdir, "yeast", "n60", "mlp_tuned", "results.json")) as f:
+      tuned = json.load(f)
+    assert tuned["meta"]["tuning"]["folds"] == 2
+    assert tuned["meta"]["tuning"]["num_trials"] == 2
+    assert tuned["meta"]["dataset_meta"]["train_subset"]["kept"] == 60
+  linear = records[0]
+  assert set(linear["chosen"]) == {"C", "scaling"}
+  # A rerun reads every finished cell instead of training it again.
+  stamps = {r["method"] + r["mode"]: os.path.getmtime(os.path.join(
+      workdir, "yeast", "n60", f"{r['method']}_{r['mode']}", "results.json"))
+      for r in records}
+  again = small_data.run(all_cells, workdir, str(data_dir), overrides=overrides)
+  assert [r[small_data.METRIC] for r in again] == [r[small_data.METRIC] for r in records]
+  assert stamps == {r["method"] + r["mode"]: os.path.getmtime(os.path.join(
+      workdir, "yeast", "n60", f"{r['method']}_{r['mode']}", "results.json"))
+      for r in again}
+  # A report of the finished cells trains nothing, not even the missing ones.
+  only = small_data.run(all_cells + small_data.cells(["yeast"], [70], ["mlp"], ["default"]),
+                        workdir, str(data_dir), overrides=overrides, report_only=True)
+  assert only == again
+  report = small_data.report(records)
+  assert "| yeast | 60 |" in report
+  small_data.plot(records, str(tmp_path / "small.png"))
+  assert os.path.getsize(tmp_path / "small.png") > 1000
