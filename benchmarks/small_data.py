@@ -21,10 +21,8 @@ validation. Each cell writes results.json under --workdir and is skipped when it
 so an interrupted run continues; --out and --plot report every finished cell.
 """
 
-import concurrent.futures
 import dataclasses
 import json
-import multiprocessing
 import os
 import time
 from typing import Any
@@ -36,6 +34,7 @@ import numpy as np
 
 from benchmarks import br_tuned_vs_sklearn
 from benchmarks import common
+from energynets.data import registry
 from energynets.train import quiet_library_logs
 from experiments import configuration
 from experiments import search_spaces
@@ -145,11 +144,7 @@ def run(all_cells: list[Cell], workdir: str, data_dir: str, jobs: int = 1,
   if jobs <= 1:
     records = [_attempt(c, workdir, data_dir, tuple(overrides)) for c in all_cells]
   else:
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               " --xla_cpu_multi_thread_eigen=false "
-                               "intra_op_parallelism_threads=1").strip()
-    with concurrent.futures.ProcessPoolExecutor(
-        jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with tune.single_threaded_processes(jobs) as pool:
       futures = [pool.submit(_attempt, c, workdir, data_dir, tuple(overrides))
                  for c in all_cells]
       records = [f.result() for f in futures]
@@ -160,11 +155,9 @@ def _attempt(cell, workdir, data_dir, overrides):
   """`run_cell`'s record, printed; None for a size the dataset does not have."""
   try:
     record = run_cell(cell, workdir, data_dir, overrides)
-  except ValueError as e:
-    if "num_train=" in str(e) and "training split has" in str(e):
-      print(f"{cell.name}: skipped ({e})", flush=True)
-      return None
-    raise
+  except registry.TooFewTrainingRows as e:
+    print(f"{cell.name}: skipped ({e})", flush=True)
+    return None
   print(f"{cell.name}: {METRIC} {record[METRIC]:.4f} ({record['seconds'] or 0:.0f} s)",
         flush=True)
   return record

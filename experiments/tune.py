@@ -34,6 +34,7 @@ within the config's `tune` block) and writes the final run at the workdir's root
 """
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import multiprocessing
@@ -267,18 +268,20 @@ def run_experiment(config: ml_collections.ConfigDict, workdir: str | os.PathLike
   result = tune(config, workdir, space=space, trials=tuning.trials,
                 folds=1 if tuning.folds == 1 else None, jobs=tuning.jobs, seed=tuning.seed,
                 small_folds=tuning.folds or DEFAULT_FOLDS, refit_dir=workdir, resume=True,
-                trial_overrides=trial_overrides(tuning))
+                trial_overrides=trial_overrides(tuning.get("trial_eval_every", 0),
+                                                tuning.get("trial_patience", 0)))
   return result.results
 
 
-def trial_overrides(tuning: ml_collections.ConfigDict) -> dict[str, Any]:
-  """The trials' own evaluation interval and early-stopping patience of a `tune` block
-  (`trial_eval_every`, `trial_patience`; 0 or absent: the config's)."""
+def trial_overrides(eval_every: int, patience: int) -> dict[str, Any]:
+  """The config overrides that give the trials their own evaluation interval and
+  early-stopping patience (`tune.trial_eval_every`, `tune.trial_patience`; 0: the
+  config's)."""
   overrides = {}
-  if tuning.get("trial_eval_every", 0):
-    overrides["train.eval_every"] = tuning.trial_eval_every
-  if tuning.get("trial_patience", 0):
-    overrides["train.early_stopping_patience"] = tuning.trial_patience
+  if eval_every:
+    overrides["train.eval_every"] = eval_every
+  if patience:
+    overrides["train.early_stopping_patience"] = patience
   return overrides
 
 
@@ -360,18 +363,26 @@ def _run_trials(config, dataset, held_out, settings, jobs):
     for i, params in enumerate(settings):
       yield run_trial(base, dataset, held_out, i, params)
     return
-  # Each process runs its XLA computations on one thread: `jobs` processes share the cores.
+  with single_threaded_processes(jobs, initializer=use_compilation_cache,
+                                 initargs=(cache_dir,)) as pool:
+    futures = [pool.submit(run_trial, base, dataset, held_out, i, params)
+               for i, params in enumerate(settings)]
+    for future in futures:
+      yield future.result()
+
+
+@contextlib.contextmanager
+def single_threaded_processes(jobs: int, initializer=None, initargs=()):
+  """A pool of `jobs` spawned processes, each running its XLA computations on one thread
+  so that the processes share the cores; XLA_FLAGS is restored on exit."""
   flags_before = os.environ.get("XLA_FLAGS")
   os.environ["XLA_FLAGS"] = ((flags_before or "") + " --xla_cpu_multi_thread_eigen=false "
                              "intra_op_parallelism_threads=1").strip()
   try:
     with concurrent.futures.ProcessPoolExecutor(
         jobs, mp_context=multiprocessing.get_context("spawn"),
-        initializer=use_compilation_cache, initargs=(cache_dir,)) as pool:
-      futures = [pool.submit(run_trial, base, dataset, held_out, i, params)
-                 for i, params in enumerate(settings)]
-      for future in futures:
-        yield future.result()
+        initializer=initializer, initargs=initargs) as pool:
+      yield pool
   finally:
     if flags_before is None:
       os.environ.pop("XLA_FLAGS", None)
@@ -544,9 +555,7 @@ def main(argv, flag_values: dict[str, Any]):
   result = tune_lib.tune(config, value("workdir"), space=space, trials=value("trials"),
                          folds=value("folds") or None, jobs=value("jobs"),
                          seed=value("seed"), trial_overrides=trial_overrides(
-                             ml_collections.ConfigDict(dict(
-                                 trial_eval_every=value("trial_eval_every"),
-                                 trial_patience=value("trial_patience")))))
+                             value("trial_eval_every"), value("trial_patience")))
   test = {k: v for k, v in result.results.items() if k.startswith("test/")}
   print(json.dumps({"chosen": result.chosen, "held_out": {result.metric: result.value},
                     "folds": result.folds, "trials": len(result.trials),

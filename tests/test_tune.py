@@ -176,9 +176,7 @@ def test_validation_split_selection_reruns_the_chosen_setting(toy, tmp_path):
 def test_trial_overrides_apply_to_the_trials_not_to_the_final_run(toy, tmp_path):
   config = configuration.get_config("br", "mulan", [
       f"data.path={toy}", "train.steps=6", "train.eval_every=6", "train.batch_size=32"])
-  block = configuration.get_config("br", "mulan", ["tune.trial_eval_every=2",
-                                                   "tune.trial_patience=7"]).tune
-  overrides = tune.trial_overrides(block)
+  overrides = tune.trial_overrides(2, 7)
   assert overrides == {"train.eval_every": 2, "train.early_stopping_patience": 7}
   result = tune.tune(config, tmp_path, space={"data.feature_scaling": ("none",)}, folds=1,
                      trial_overrides=overrides)
@@ -188,7 +186,7 @@ def test_trial_overrides_apply_to_the_trials_not_to_the_final_run(toy, tmp_path)
   assert meta["config"]["train"]["eval_every"] == 6
   assert meta["config"]["train"]["early_stopping_patience"] == 20
   assert meta["tuning"]["budget"]["trial_overrides"] == overrides
-  assert tune.trial_overrides(configuration.get_config("br", "mulan").tune) == {}
+  assert tune.trial_overrides(0, 0) == {}
 
 
 @pytest.mark.slow

@@ -269,6 +269,10 @@ def select_process_rows(dataset: MultiLabelDataset, process_index: int,
   return dataclasses.replace(dataset, meta=meta, **parts)
 
 
+class TooFewTrainingRows(ValueError):
+  """`num_train` asks for more training rows than the dataset's training split has."""
+
+
 # Second seed word of the training-subset permutation: a stream of its own, apart from
 # the split rules' permutations of the same split_seed.
 _SUBSET_STREAM = 1
@@ -293,11 +297,11 @@ def keep_train_rows(dataset: MultiLabelDataset, num_train: int, seed: int,
     cut and `meta`'s counts and preprocessing describe the result.
 
   Raises:
-    ValueError: `num_train` outside 1..the training rows.
+    TooFewTrainingRows (a ValueError): `num_train` outside 1..the training rows.
   """
   available = dataset.train.num_examples
   if not 1 <= num_train <= available:
-    raise ValueError(f"{dataset.name}: num_train={num_train}: the training split has "
+    raise TooFewTrainingRows(f"{dataset.name}: num_train={num_train}: the training split has "
                      f"{available} rows; keep 1..{available} (0: all)")
   rows = np.sort(np.random.default_rng([seed, _SUBSET_STREAM]).permutation(available)[
       :num_train])

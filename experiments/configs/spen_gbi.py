@@ -14,7 +14,6 @@ headline number follow SEAL's protocol (example-F1 at 0.5).
 
 import ml_collections
 
-from experiments import search_spaces
 from experiments.configs import spen_ssvm
 
 
@@ -28,10 +27,7 @@ def get_config(dataset: str = "synthetic"):
 
 
 def get_search_space(dataset: str = "synthetic"):
-  """What `python -m experiments.tune` selects for SPEN (GBI): the energy stage's learning
-  rate, L2, the feature network's dropout and the feature scaling
-  (`search_spaces.network`: 24 settings, 12 where the feature network has no hidden
-  layers, as on yeast); each stage selects its checkpoint on the held-out rows."""
-  return search_spaces.network(
-      "stages.energy.optimizer.learning_rate", (1e-3, 1e-2), dropout_key="energy.dropout",
-      hidden_layers=bool(get_config(dataset).energy.feature_hidden))
+  """spen_ssvm.py's search space: SPEN (GBI) trains exactly as SPEN (SSVM) does (the
+  energy stage's learning rate, L2, the feature network's dropout where it has hidden
+  layers, the feature scaling)."""
+  return spen_ssvm.get_search_space(dataset)
