@@ -178,3 +178,17 @@ def sklearn_br_results(dataset, c: float) -> dict[str, float]:
 
   return metrics.evaluate_multilabel(val=(dataset.validation.y, probs(dataset.validation)),
                                      test=(dataset.test.y, probs(dataset.test)))
+
+
+def build_state(stages, shapes, batch) -> tuple[Any, Any]:
+  """The last stage's objective and a state built as the trainer builds it: `init` of
+  the first stage, then `init_from` of each later one (SEAL-static's task-net phase,
+  for one, can only continue a loss-net)."""
+  rng, state, objective = jax.random.key(0), None, None
+  for stage in stages:
+    objective = builders.build_objective(stage, shapes)
+    if state is None or objective.init_from is None:
+      state = objective.init(rng, batch)
+    else:
+      state = objective.init_from(state, rng, batch)
+  return objective, state

@@ -67,7 +67,6 @@ from benchmarks import common
 from energynets.objectives import base as objectives_base
 from energynets.train import quiet_library_logs
 from energynets.train import step as step_lib
-from experiments import builders
 from experiments import configuration
 from experiments import workdirs
 
@@ -280,15 +279,8 @@ def build_method(name: str, num_features: int, num_labels: int, quick: bool, bat
   config = configuration.get_config(name, "bibtex")
   if quick:
     common.shrink_networks(config)
-  shapes = common.MultilabelShapes(num_features, num_labels)
-  rng, state, objective = jax.random.key(0), None, None
-  for _, stage in configuration.stage_configs(config):
-    objective = builders.build_objective(stage, shapes)
-    if state is None or objective.init_from is None:
-      state = objective.init(rng, batch)
-    else:
-      state = objective.init_from(state, rng, batch)
-  return objective, state
+  stages = [stage for _, stage in configuration.stage_configs(config)]
+  return common.build_state(stages, common.MultilabelShapes(num_features, num_labels), batch)
 
 
 def _prepare(objective, state, batch, devices: int):

@@ -167,20 +167,6 @@ def method_config(spec: str, sizes: Sizes, extra: tuple[str, ...] = ()):
   return stages[-1], stages
 
 
-def build_state(stages, shapes, batch) -> tuple[Any, Any]:
-  """The last stage's objective and a state built as the trainer builds it: `init` of
-  the first stage, then `init_from` of each later one (SEAL-static's task-net phase,
-  for one, can only continue a loss-net)."""
-  rng, state, objective = jax.random.key(0), None, None
-  for stage in stages:
-    objective = builders.build_objective(stage, shapes)
-    if state is None or objective.init_from is None:
-      state = objective.init(rng, batch)
-    else:
-      state = objective.init_from(state, rng, batch)
-  return objective, state
-
-
 # ---------------------------------------------------------------------------------------
 # Measuring.
 
@@ -247,7 +233,7 @@ def methods_section(sizes: Sizes, specs) -> list[dict]:
     stage, stages = method_config(spec, sizes)
     batch = common.random_multilabel_batch(rs, stage.train.batch_size, sizes.num_features,
                                            sizes.num_labels)
-    objective, state = build_state(stages, shapes, batch)
+    objective, state = common.build_state(stages, shapes, batch)
     test_x = common.random_multilabel_batch(rs, sizes.num_test, sizes.num_features,
                                             sizes.num_labels)["x"]
     t = train_step_row(objective, state, batch, sizes.repeats)
@@ -297,7 +283,7 @@ def _feed_forward_point(num_labels, batch_size, sizes, repeats):
   stage, stages = method_config("mlp", sizes)
   rs = np.random.RandomState(0)
   data = common.random_multilabel_batch(rs, batch_size, sizes.num_features, num_labels)
-  objective, state = build_state(stages, common.MultilabelShapes(sizes.num_features,
+  objective, state = common.build_state(stages, common.MultilabelShapes(sizes.num_features,
                                                                  num_labels), data)
   return predict_row(objective, state, data["x"], batch_size, repeats)
 
@@ -317,7 +303,7 @@ def _train_point(spec, num_labels, batch_size, sizes, repeats, extra=()):
   batch_size = batch_size or stage.train.batch_size
   data = common.random_multilabel_batch(np.random.RandomState(0), batch_size,
                                         sizes.num_features, num_labels)
-  objective, state = build_state(
+  objective, state = common.build_state(
       stages, common.MultilabelShapes(sizes.num_features, num_labels), data)
   return train_step_row(objective, state, data, repeats)
 
@@ -556,7 +542,7 @@ def torch_section(sizes: Sizes, torch, ref) -> tuple[list[dict], list[dict]]:
   shapes = common.MultilabelShapes(sizes.num_features, sizes.num_labels)
   batch = common.random_multilabel_batch(rs, stage.train.batch_size, sizes.num_features,
                                          sizes.num_labels)
-  objective, state = build_state(stages, shapes, batch)
+  objective, state = common.build_state(stages, shapes, batch)
   started = time.perf_counter()
   update, run_update = donated_step(objective, state, batch)
   jax_compile_s["seal_dynamic_nce_step"] = time.perf_counter() - started
@@ -598,7 +584,7 @@ def torch_section(sizes: Sizes, torch, ref) -> tuple[list[dict], list[dict]]:
   stage, stages = method_config("e2e", sizes)
   batch = common.random_multilabel_batch(rs, stage.train.batch_size, sizes.num_features,
                                          sizes.num_labels)
-  objective, state = build_state(stages, shapes, batch)
+  objective, state = common.build_state(stages, shapes, batch)
   started = time.perf_counter()
   update, run_update = donated_step(objective, state, batch)
   jax_compile_s["e2e_step"] = time.perf_counter() - started

@@ -18,6 +18,7 @@ import pytest
 from energynets import data
 from energynets.data import arff_syntax
 from energynets.data import mulan
+from energynets.data import mulan_rows
 from energynets.data import registry
 
 TESTDATA = pathlib.Path(__file__).parent / "testdata"
@@ -187,10 +188,10 @@ def test_process_rows_with_missing_values_equal_the_whole_load(tiny_with_missing
              for role in ("train", "test")}
   meta = {k: v for k, v in whole.meta.items()
           if k in ("dataset", "source", "kind", "data_dir", "files")}
-  resolve = lambda binary: registry._resolve_scaling(scaling, not binary, "tiny")
-  one, _ = registry._load_mulan_rows(
+  one = mulan_rows.load_mulan_rows(
       "tiny", "shipped_train_test+holdout_validation", readers, (0, 1), split_seed=0,
-      fold=0, resplit_sizes=None, scaling=resolve, meta=meta, scaling_option=scaling)
+      fold=0, resplit_sizes=None, scaling_option=scaling, auto=registry._auto_by_path,
+      meta=meta)
   one.meta["preprocessing"]["feature_scaling"]["reason"] = (
       whole.meta["preprocessing"]["feature_scaling"]["reason"])
   if "standardize" in whole.meta["preprocessing"] and "reason" in whole.meta[

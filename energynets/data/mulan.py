@@ -1,16 +1,18 @@
 """MULAN multi-label ARFF files (dense and sparse rows) and their XML label headers.
 
 `parse_mulan_arff` / `read_mulan` turn a MULAN file into float32 feature and label
-arrays; see `parse_mulan_arff` for the encoding. The reader is strict: a value that
-does not fit its attribute, a row with the wrong number of fields, a sparse index out
-of range, a label that is not 0/1 or a missing `@data` section raises `DataError`
-naming the file, the line and the problem. It never returns a silently wrong array.
+arrays; see `parse_mulan_arff` for the encoding (`record_encoding` writes it into a
+dataset's `meta`). The reader is strict: a value that does not fit its attribute, a row
+with the wrong number of fields, a sparse index out of range, a label that is not 0/1
+or a missing `@data` section raises `DataError` naming the file, the line and the
+problem. It never returns a silently wrong array.
 """
 
+import collections
 import dataclasses
 import math
 import pathlib
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -492,6 +494,23 @@ class MulanReader:
       raise ValueError(f"{self.path}: row {keep[k]} asked for, but the file has "
                        f"{num_rows} data rows")
     return _result(self._decoder, x, y, self._dropped)
+
+
+def record_encoding(meta: dict[str, Any], first: "MulanArff | MulanReader") -> None:
+  """Writes how the MULAN attributes were encoded into a dataset's `meta`.
+
+  Args:
+    meta: the dataset's meta; its 'preprocessing' entry is started afresh.
+    first: the dataset's first file (its files share the attributes).
+  """
+  positives = collections.Counter(value for _, value in first.binary_nominal)
+  meta["preprocessing"] = {
+      "dropped_attributes": list(first.dropped),
+      # Summarized: bibtex alone has 1836 such attributes.
+      "binary_nominal_indicator": {"num_attributes": len(first.binary_nominal),
+                                   "value_encoded_as_1": dict(positives)},
+      "one_hot": list(first.one_hot),
+  }
 
 
 def parse_mulan_arff(arff_path: PathLike, xml_path: PathLike | None = None,

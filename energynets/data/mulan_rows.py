@@ -1,9 +1,10 @@
 """One process's rows of a MULAN dataset, read line by line from its files.
 
 `load_dataset(..., process_rows=(p, P))` keeps process p's `batching.process_rows` of
-every split. Parsing the files whole and cutting them afterwards would hold every row
-while loading; here each file is read line by line (`mulan.MulanReader`) and only the
-kept rows are stored, so memory while loading grows with those rows, not the file.
+every split (`load_mulan_rows`). Parsing the files whole and cutting them afterwards
+would hold every row while loading; here each file is read line by line
+(`mulan.MulanReader`) and only the kept rows are stored, so memory while loading grows
+with those rows, not the file.
 
 What needs every row is computed in passes that keep only per-column sums:
 
@@ -20,13 +21,16 @@ along axis 0 (row after row, starting from the first), so the statistics, and wi
 them every kept value, are bit-identical to those of the whole-file load.
 """
 
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from energynets.data import batching
 from energynets.data import splits
+from energynets.data.errors import DataError
 from energynets.data.mulan import MulanReader
+from energynets.data.mulan import record_encoding
+from energynets.data.splits import MultiLabelDataset, Split
 
 _SPLITS = ("train", "validation", "test")
 
@@ -171,3 +175,86 @@ def read_process_rows(readers: Sequence[MulanReader], counts: Sequence[int],
     out = {name: (scaler(x), y) for name, (x, y) in out.items()}
   return out, {"num_missing": num_missing if num_missing else None, "scaling": scaling,
                "num_constant": num_constant, "binary": binary, "held": held}
+
+
+def load_mulan_rows(name: str, rule: str, readers: Mapping[str, MulanReader],
+                    process_rows: tuple[int, int], *, split_seed: int, fold: int,
+                    resplit_sizes: Mapping[str, int] | None, scaling_option: str,
+                    auto: str | Callable[[bool], str], meta: dict[str, Any]
+                    ) -> MultiLabelDataset:
+  """`select_process_rows` of the whole MULAN dataset, read line by line.
+
+  Only the process's rows of each split are stored (`read_process_rows`); the split
+  rule, imputation and feature scaling see every row through passes that keep counts
+  and per-column sums, so the kept rows equal the whole load's bit for bit.
+
+  Args:
+    name: the dataset's name.
+    rule: its split rule (`splits.SPLIT_RULES`).
+    readers: 'train' and 'test', or 'all' -> the file's reader.
+    process_rows: (process index, process count).
+    split_seed: the split's seed.
+    fold: the cross-validation fold.
+    resplit_sizes: the re-split's sizes, or None.
+    scaling_option: the `feature_scaling` asked for (`splits.FEATURE_SCALINGS`).
+    auto: what 'auto' means for the dataset: 'none', 'zscore' or 'maxabs', or `binary ->
+      one of them` (binary: every finite value of the first file is 0 or 1).
+    meta: the dataset's meta so far.
+
+  Returns:
+    The dataset holding the process's rows; `meta` records the encoding, split,
+    preprocessing (with `auto` resolved) and counts of the whole dataset, and with
+    more than one process `meta["process_rows"]` (`held_rows`).
+
+  Raises:
+    DataError: files whose attributes differ, or a malformed file.
+    ValueError: an unknown `scaling_option` or split rule.
+  """
+  first = next(iter(readers.values()))
+  for reader in readers.values():
+    if (reader.feature_names, reader.label_names) != (first.feature_names,
+                                                      first.label_names):
+      raise DataError(reader.path, None, f"attributes differ from {first.path}")
+  if callable(auto):
+    scaling = lambda binary: splits.resolve_scaling(scaling_option, auto(binary), name)
+  else:
+    scaling = splits.resolve_scaling(scaling_option, auto, name)
+  files = [readers[role] for role in (("all",) if "all" in readers else ("train", "test"))]
+  counts = count_rows(files)
+  positive = positive_rows(files) if resplit_sizes is not None else None
+  tr, va, te = splits.split_indices(rule, counts, positive, split_seed=split_seed, fold=fold,
+                                    resplit_sizes=resplit_sizes, meta=meta)
+  record_encoding(meta, first)
+  index, count = process_rows
+  parts, info = read_process_rows(
+      files, counts, {"train": tr, "validation": va, "test": te}, index, count, scaling,
+      binary_file=0)
+  totals = {"train": len(tr), "validation": len(va), "test": len(te)}
+  splits.record_preprocessing(
+      meta, info["num_missing"], info["scaling"], info["num_constant"], totals,
+      first.feature_names, first.label_names, scaling_option=scaling_option,
+      auto=auto(info["binary"]) if callable(auto) else auto)
+  if count > 1:
+    meta["process_rows"] = held_rows(info["held"], totals, index, count)
+  return MultiLabelDataset(name=name, label_names=tuple(first.label_names),
+                           feature_names=tuple(first.feature_names), meta=meta,
+                           **{split: Split(x, y) for split, (x, y) in parts.items()})
+
+
+def held_rows(held: Mapping[str, slice], totals: Mapping[str, int], index: int,
+              count: int) -> dict[str, Any]:
+  """The record of the rows one process holds, `meta["process_rows"]`.
+
+  Args:
+    held: split -> the process's rows of it.
+    totals: split -> its rows in all processes.
+    index: the process.
+    count: the processes of the run.
+
+  Returns:
+    `{"process": index, "processes": count, split: {"start", "stop", "of"}, ...}`.
+  """
+  record: dict[str, Any] = {"process": index, "processes": count}
+  for split, rows in held.items():
+    record[split] = {"start": rows.start, "stop": rows.stop, "of": totals[split]}
+  return record

@@ -7,12 +7,11 @@ Every split is identical for every method: it depends only on (dataset,
 split_seed, fold, resplit), all recorded in `dataset.meta`.
 """
 
-import collections
 import copy
 import dataclasses
 import os
 import pathlib
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -40,58 +39,6 @@ def _take(x: np.ndarray, y: np.ndarray, idx: np.ndarray) -> Split:
   return Split(x=np.ascontiguousarray(x[idx]), y=np.ascontiguousarray(y[idx]))
 
 
-def _finish(name: str, parts: dict[str, Split], feature_names, label_names,
-            standardize: bool | str, meta: dict[str, Any],
-            scaling_option: str = "auto") -> MultiLabelDataset:
-  """Train-statistics imputation and feature scaling; counts into meta.
-
-  `standardize`: True or 'zscore' (train mean and std), 'maxabs' (train max |x|),
-  False or 'none'; `scaling_option` is the `feature_scaling` asked for (recorded).
-  """
-  scaling = {True: "zscore", False: "none"}.get(standardize, standardize)
-  train, val, test = parts["train"], parts["validation"], parts["test"]
-  num_missing, num_constant = None, None
-  if np.isnan(train.x).any() or np.isnan(val.x).any() or np.isnan(test.x).any():
-    (tx, vx, sx), num_missing = splits.impute_with_train_mean(train.x, val.x, test.x)
-    train, val, test = Split(tx, train.y), Split(vx, val.y), Split(sx, test.y)
-  if scaling == "zscore":
-    std = splits.Standardizer.fit(train.x)
-    train, val, test = (Split(std(s.x), s.y) for s in (train, val, test))
-    num_constant = std.num_constant
-  elif scaling == "maxabs":
-    tx, vx, sx = splits.scale_features("maxabs", train.x, val.x, test.x)
-    train, val, test = Split(tx, train.y), Split(vx, val.y), Split(sx, test.y)
-  _record_preprocessing(meta, num_missing, scaling, num_constant, scaling_option,
-                        {"train": train.num_examples, "validation": val.num_examples,
-                         "test": test.num_examples}, feature_names, label_names)
-  return MultiLabelDataset(name=name, train=train, validation=val, test=test,
-                           label_names=tuple(label_names),
-                           feature_names=tuple(feature_names), meta=meta)
-
-
-def _record_preprocessing(meta: dict[str, Any], num_missing: int | None, scaling: str,
-                          num_constant: int | None, scaling_option: str,
-                          num_examples: Mapping[str, int], feature_names,
-                          label_names) -> None:
-  """Writes what `_finish` did into `meta`: imputation (`num_missing` cells, None if
-  none), `scaling` ('zscore' with `num_constant` constant training columns), counts."""
-  preprocessing = meta.setdefault("preprocessing", {})
-  if num_missing is not None:
-    preprocessing["impute"] = {"missing_cells": num_missing,
-                               "rule": "train column mean (0 if never observed)"}
-  if scaling == "zscore":
-    preprocessing["standardize"] = {
-        "applied": True, "stats": "train split mean and population std (0 -> 1)",
-        "constant_train_columns": num_constant}
-  else:
-    preprocessing["standardize"] = {"applied": False}
-  preprocessing["feature_scaling"] = {"option": scaling_option, "applied": scaling,
-                                      "stats": "train split only"}
-  meta["num_examples"] = dict(num_examples)
-  meta["num_features"] = len(feature_names)
-  meta["num_labels"] = len(label_names)
-
-
 def _is_binary(x: np.ndarray) -> bool:
   finite = x[~np.isnan(x)]
   return bool(np.all((finite == 0) | (finite == 1)))
@@ -99,9 +46,10 @@ def _is_binary(x: np.ndarray) -> bool:
 
 def _split_mulan(name: str, rule: str, parsed: dict[str, mulan.MulanArff], *,
                  split_seed: int, fold: int, resplit_sizes: Mapping[str, int] | None,
-                 standardize: bool | str, meta: dict[str, Any],
-                 scaling_option: str = "auto") -> MultiLabelDataset:
-  """Applies split `rule` to parsed MULAN files ('train'/'test' or 'all')."""
+                 scaling: str, meta: dict[str, Any], scaling_option: str,
+                 auto: str) -> MultiLabelDataset:
+  """Applies split `rule` to parsed MULAN files ('train'/'test' or 'all'), then
+  `splits.finish_dataset` (`scaling` applied, `scaling_option` and `auto` recorded)."""
   first = next(iter(parsed.values()))
   for role, m in parsed.items():
     if (m.feature_names, m.label_names) != (first.feature_names, first.label_names):
@@ -114,132 +62,12 @@ def _split_mulan(name: str, rule: str, parsed: dict[str, mulan.MulanArff], *,
     y = np.concatenate([parsed["train"].y, parsed["test"].y])
     counts = [len(parsed["train"].x), len(parsed["test"].x)]
   positive = y.sum(axis=1) > 0 if resplit_sizes is not None else None
-  tr, va, te = _split_indices(rule, counts, positive, split_seed=split_seed, fold=fold,
-                              resplit_sizes=resplit_sizes, meta=meta)
-  _record_encoding(meta, first)
+  tr, va, te = splits.split_indices(rule, counts, positive, split_seed=split_seed,
+                                    fold=fold, resplit_sizes=resplit_sizes, meta=meta)
+  mulan.record_encoding(meta, first)
   parts = {"train": _take(x, y, tr), "validation": _take(x, y, va), "test": _take(x, y, te)}
-  return _finish(name, parts, first.feature_names, first.label_names, standardize, meta,
-                 scaling_option)
-
-
-def _split_indices(rule: str, counts: Sequence[int], positive: np.ndarray | None, *,
-                   split_seed: int, fold: int, resplit_sizes: Mapping[str, int] | None,
-                   meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """(train, validation, test) row indices of a MULAN dataset's files concatenated.
-
-  Args:
-    rule: the split rule (`splits.SPLIT_RULES`; 'resplit' when `resplit_sizes`).
-    counts: the rows of each file: `[train, test]` or `[all]`.
-    positive: bool `[N]`, rows with a positive label (needed by the re-split only).
-    split_seed: the split's seed.
-    fold: the cross-validation fold.
-    resplit_sizes: the re-split's sizes, or None.
-    meta: the dataset's meta, given the split's record.
-
-  Returns:
-    Increasing row indices of each split.
-  """
-  num_rows = int(sum(counts))
-  meta.update(split_seed=split_seed, fold=fold, resplit=resplit_sizes is not None)
-  if resplit_sizes is not None:
-    rule = "resplit"
-    sizes = (resplit_sizes["train"], resplit_sizes["validation"], resplit_sizes["test"])
-    # The paper's sizes add up to the rows with at least one positive label (delicious
-    # has 14 without; bibtex none), so those rows are left out before re-splitting.
-    kept = np.flatnonzero(positive)
-    tr, va, te = (kept[i] for i in splits.random_split(len(kept), sizes, seed=split_seed))
-    meta["split_detail"] = (f"union of train+test ({num_rows} rows), minus "
-                            f"{num_rows - len(kept)} rows with no positive label, into "
-                            f"sizes {sizes}")
-  elif rule == "shipped_train_test+holdout_validation":
-    tr, va = splits.holdout_validation(counts[0], seed=split_seed)
-    te = np.arange(counts[0], num_rows)
-  elif rule == "cv10":
-    tr, va, te = splits.kfold_split(num_rows, fold=fold, seed=split_seed)
-    meta["split_detail"] = f"fold {fold} of 10 on the union train+test ({num_rows} rows)"
-  elif rule == "random_60_20_20":
-    tr, va, te = splits.random_split(num_rows, splits.fraction_sizes(num_rows, (0.6, 0.2, 0.2)),
-                                     seed=split_seed)
-  else:
-    raise ValueError(f"unknown split rule {rule!r}")
-  meta["split_rule"] = rule
-  meta["split"] = splits.SPLIT_RULES[rule]
-  meta["split_fingerprint"] = splits.split_fingerprint(tr, va, te)
-  return tr, va, te
-
-
-def _record_encoding(meta: dict[str, Any], first) -> None:
-  """How the MULAN attributes were encoded (`first`: a `MulanArff` or `MulanReader`)."""
-  positives = collections.Counter(value for _, value in first.binary_nominal)
-  meta["preprocessing"] = {
-      "dropped_attributes": list(first.dropped),
-      # Summarized: bibtex alone has 1836 such attributes.
-      "binary_nominal_indicator": {"num_attributes": len(first.binary_nominal),
-                                   "value_encoded_as_1": dict(positives)},
-      "one_hot": list(first.one_hot),
-  }
-
-
-def _load_mulan_rows(name: str, rule: str, readers: Mapping[str, mulan.MulanReader],
-                     process_rows: tuple[int, int], *, split_seed: int, fold: int,
-                     resplit_sizes: Mapping[str, int] | None, scaling,
-                     meta: dict[str, Any], scaling_option: str = "auto"
-                     ) -> tuple[MultiLabelDataset, bool]:
-  """`select_process_rows(_split_mulan(...), *process_rows)`, read line by line.
-
-  Only the process's rows of each split are stored (`mulan_rows.read_process_rows`);
-  the split rule, imputation and feature scaling see every row through passes that
-  keep counts and per-column sums, so the kept rows equal the whole load's bit for bit.
-
-  Args:
-    name: the dataset's name.
-    rule: its split rule.
-    readers: 'train' and 'test', or 'all' -> the file's reader.
-    process_rows: (process index, process count).
-    split_seed: the split's seed.
-    fold: the cross-validation fold.
-    resplit_sizes: the re-split's sizes, or None.
-    scaling: 'none', 'zscore', 'maxabs', or `binary -> one of them` (binary: every
-      value of the first file is 0 or 1).
-    meta: the dataset's meta so far.
-    scaling_option: the `feature_scaling` asked for (recorded).
-
-  Returns:
-    (the dataset holding the process's rows, whether the first file is binary).
-  """
-  first = next(iter(readers.values()))
-  for reader in readers.values():
-    if (reader.feature_names, reader.label_names) != (first.feature_names,
-                                                      first.label_names):
-      raise DataError(reader.path, None, f"attributes differ from {first.path}")
-  files = [readers[role] for role in (("all",) if "all" in readers else ("train", "test"))]
-  counts = mulan_rows.count_rows(files)
-  positive = mulan_rows.positive_rows(files) if resplit_sizes is not None else None
-  tr, va, te = _split_indices(rule, counts, positive, split_seed=split_seed, fold=fold,
-                              resplit_sizes=resplit_sizes, meta=meta)
-  _record_encoding(meta, first)
-  index, count = process_rows
-  parts, info = mulan_rows.read_process_rows(
-      files, counts, {"train": tr, "validation": va, "test": te}, index, count, scaling,
-      binary_file=0)
-  totals = {"train": len(tr), "validation": len(va), "test": len(te)}
-  _record_preprocessing(meta, info["num_missing"], info["scaling"], info["num_constant"],
-                        scaling_option, totals, first.feature_names, first.label_names)
-  if count > 1:
-    meta["process_rows"] = _held_rows(info["held"], totals, index, count)
-  ds = MultiLabelDataset(name=name, label_names=tuple(first.label_names),
-                         feature_names=tuple(first.feature_names), meta=meta,
-                         **{split: Split(x, y) for split, (x, y) in parts.items()})
-  return ds, info["binary"]
-
-
-def _held_rows(held: Mapping[str, slice], totals: Mapping[str, int], index: int,
-               count: int) -> dict[str, Any]:
-  """`meta["process_rows"]`: the process and the rows it holds of each split."""
-  record: dict[str, Any] = {"process": index, "processes": count}
-  for split, rows in held.items():
-    record[split] = {"start": rows.start, "stop": rows.stop, "of": totals[split]}
-  return record
+  return splits.finish_dataset(name, parts, first.feature_names, first.label_names, scaling,
+                               meta, scaling_option=scaling_option, auto=auto)
 
 
 def select_process_rows(dataset: MultiLabelDataset, process_index: int,
@@ -264,8 +92,8 @@ def select_process_rows(dataset: MultiLabelDataset, process_index: int,
     held[split] = batching.process_rows(len(whole.x), process_index, process_count)
     parts[split] = Split(whole.x[held[split]].copy(), whole.y[held[split]].copy())
   totals = {split: len(getattr(dataset, split).x) for split in held}
-  meta = dict(dataset.meta, process_rows=_held_rows(held, totals, process_index,
-                                                    process_count))
+  meta = dict(dataset.meta, process_rows=mulan_rows.held_rows(held, totals, process_index,
+                                                              process_count))
   return dataclasses.replace(dataset, meta=meta, **parts)
 
 
@@ -294,7 +122,8 @@ def keep_train_rows(dataset: MultiLabelDataset, num_train: int, seed: int,
   Returns:
     The dataset with the kept rows in their original order, validation and test
     unchanged (scaled by the kept rows' statistics); `meta["train_subset"]` records the
-    cut and `meta`'s counts and preprocessing describe the result.
+    cut and `meta`'s counts and preprocessing describe the result (what 'auto' means
+    for the dataset carried over from `dataset.meta`).
 
   Raises:
     TooFewTrainingRows (a ValueError): `num_train` outside 1..the training rows.
@@ -312,32 +141,16 @@ def keep_train_rows(dataset: MultiLabelDataset, num_train: int, seed: int,
                                   "fit on the kept rows"}
   parts = {"train": _take(dataset.train.x, dataset.train.y, rows),
            "validation": dataset.validation, "test": dataset.test}
-  return _finish(dataset.name, parts, dataset.feature_names, dataset.label_names, scaling,
-                 meta, scaling_option)
-
-
-def _auto_scaling(spec: DatasetSpec | None, unscaled: MultiLabelDataset) -> bool | str:
-  """What feature_scaling='auto' means for this dataset: the registry's rule, or (by
-  path) z-score unless every training and validation feature is 0/1."""
-  if spec is not None:
-    return spec.standardize
-  return not (_is_binary(unscaled.train.x) and _is_binary(unscaled.validation.x))
+  auto = meta.get("preprocessing", {}).get("feature_scaling", {}).get("auto")
+  return splits.finish_dataset(dataset.name, parts, dataset.feature_names,
+                               dataset.label_names, scaling, meta,
+                               scaling_option=scaling_option, auto=auto)
 
 
 def _check_fold(name: str, fold: int, allowed: bool):
   if not allowed and fold != 0:
     raise ValueError(f"{name}: `fold` only applies to cross-validated datasets (yeast); "
                      f"got fold={fold}")
-
-
-def _resolve_scaling(option: str, auto: bool | str, where: str) -> str:
-  """'none' | 'zscore' | 'maxabs' of a `feature_scaling` option ('auto': `auto`)."""
-  if option not in splits.FEATURE_SCALINGS:
-    raise ValueError(f"{where}: unknown feature_scaling {option!r}; expected one of "
-                     f"{splits.FEATURE_SCALINGS}")
-  if option != "auto":
-    return option
-  return {True: "zscore", False: "none"}.get(auto, auto)
 
 
 def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
@@ -357,27 +170,23 @@ def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
   if feature_scaling != "auto" and spec.kind not in ("mulan", "clus"):
     raise ValueError(f"{spec.name}: feature_scaling={feature_scaling!r} applies to MULAN, "
                      "CLUS and synthetic datasets only; leave it 'auto'")
+  auto = splits.resolve_scaling("auto", spec.standardize, spec.name)
+  scaling = splits.resolve_scaling(feature_scaling, auto, spec.name)
   if spec.kind == "mulan" and process_rows is not None and process_rows[1] > 1:
     readers = {role: mulan.MulanReader(p, files["xml"], spec.num_labels, spec.drop_attributes)
                for role, p in files.items() if role != "xml"}
-    ds, _ = _load_mulan_rows(spec.name, spec.split_rule, readers, process_rows,
-                             split_seed=split_seed, fold=fold,
-                             resplit_sizes=spec.resplit_counts if resplit else None,
-                             scaling=_resolve_scaling(feature_scaling, spec.standardize,
-                                                      spec.name),
-                             meta=meta, scaling_option=feature_scaling)
+    ds = mulan_rows.load_mulan_rows(spec.name, spec.split_rule, readers, process_rows,
+                                    split_seed=split_seed, fold=fold,
+                                    resplit_sizes=spec.resplit_counts if resplit else None,
+                                    scaling_option=feature_scaling, auto=auto, meta=meta)
   elif spec.kind == "mulan":
     parsed = {role: mulan.read_mulan(p, files["xml"], spec.num_labels, spec.drop_attributes)
               for role, p in files.items() if role != "xml"}
     ds = _split_mulan(spec.name, spec.split_rule, parsed, split_seed=split_seed, fold=fold,
                       resplit_sizes=spec.resplit_counts if resplit else None,
-                      standardize=_resolve_scaling(feature_scaling, spec.standardize,
-                                                   spec.name),
-                      meta=meta, scaling_option=feature_scaling)
+                      scaling=scaling, meta=meta, scaling_option=feature_scaling, auto=auto)
   elif spec.kind == "clus":
-    ds = _load_clus(spec, files, split_seed, meta, root_label,
-                    _resolve_scaling(feature_scaling, spec.standardize, spec.name),
-                    feature_scaling)
+    ds = _load_clus(spec, files, split_seed, meta, root_label, scaling, feature_scaling, auto)
   else:
     raise ValueError(f"unknown dataset kind {spec.kind!r}")
   if (ds.num_features, ds.num_labels) != (spec.num_features, spec.num_labels + root_label):
@@ -389,9 +198,10 @@ def _load_registered(spec: DatasetSpec, data_dir, split_seed: int, fold: int,
 
 def _load_clus(spec: DatasetSpec, files: Mapping[str, pathlib.Path], split_seed: int,
                meta: dict[str, Any], root_label: bool = False, scaling: str = "zscore",
-               scaling_option: str = "auto") -> MultiLabelDataset:
+               scaling_option: str = "auto", auto: str = "zscore") -> MultiLabelDataset:
   """A CLUS (FunCat) dataset; 'auto' scaling z-scores after imputation and one-hot, as
-  its preprocessor does, any other is applied by `_finish`."""
+  its preprocessor does, any other is applied by `splits.finish_dataset` (`auto`: what
+  'auto' means for the dataset, recorded)."""
   raw = {role: clus.parse_clus_arff(files[role]) for role in ("train", "valid", "test")}
   label_names = list(raw["train"].label_nodes)
   # SEAL counts the hierarchy's root as a label (500 = 499 FunCat nodes + root); it is
@@ -418,9 +228,9 @@ def _load_clus(spec: DatasetSpec, files: Mapping[str, pathlib.Path], split_seed:
                 "hierarchy nodes" + (", plus the root (label 0, always positive)"
                                      if root_label else " (no root node)"),
   }
-  ds = _finish(spec.name, parts, pre.feature_names, label_names,
-               standardize=False if by_preprocessor else scaling, meta=meta,
-               scaling_option=scaling_option)
+  ds = splits.finish_dataset(spec.name, parts, pre.feature_names, label_names,
+                             scaling=False if by_preprocessor else scaling, meta=meta,
+                             scaling_option=scaling_option, auto=auto)
   if pre.standardizer is not None:
     ds.meta["preprocessing"]["standardize"] = {
         "applied": True, "stats": "train split mean and population std (0 -> 1), after "
@@ -466,9 +276,11 @@ def _load_synthetic(spec: DatasetSpec, split_seed: int, fold: int, resplit: bool
   feature_names = tuple(f"x{i}" for i in range(x.shape[1]))
   label_names = tuple(f"block{b}/{k}" for b in range(params["num_blocks"])
                       for k in range(params["block_size"]))
-  return _finish(spec.name, parts, feature_names, label_names,
-                 standardize=_resolve_scaling(feature_scaling, False, spec.name), meta=meta,
-                 scaling_option=feature_scaling)
+  # Generated features are left as drawn unless another scaling is asked for.
+  return splits.finish_dataset(spec.name, parts, feature_names, label_names,
+                               scaling=splits.resolve_scaling(feature_scaling, "none",
+                                                              spec.name),
+                               meta=meta, scaling_option=feature_scaling, auto="none")
 
 
 def _mulan_files_in(path: pathlib.Path) -> tuple[str, dict[str, pathlib.Path]]:
@@ -506,6 +318,20 @@ def _mulan_files_in(path: pathlib.Path) -> tuple[str, dict[str, pathlib.Path]]:
   return stem, files
 
 
+def _auto_by_path(binary: bool) -> str:
+  """What feature_scaling='auto' means for a MULAN dataset given by path.
+
+  Args:
+    binary: whether every finite feature value of the train file (or of the single
+      file) is 0 or 1.
+
+  Returns:
+    'none' for binary features (bag of words, YES/NO), which z-scoring would make dense;
+    'zscore' otherwise.
+  """
+  return "none" if binary else "zscore"
+
+
 def _load_mulan_path(path: pathlib.Path, split_seed: int, fold: int,
                      resplit: bool, feature_scaling: str = "auto",
                      process_rows: tuple[int, int] | None = None) -> MultiLabelDataset:
@@ -518,30 +344,29 @@ def _load_mulan_path(path: pathlib.Path, split_seed: int, fold: int,
           else "random_60_20_20")
   meta: dict[str, Any] = {"dataset": name, "source": "path", "kind": "mulan",
                           "data_dir": str(files["xml"].parent), "files": records}
-  # Binary features (bag of words, YES/NO) are left as they are; real ones standardized.
-  resolve = lambda binary: _resolve_scaling(feature_scaling, not binary, str(path))
   if process_rows is not None and process_rows[1] > 1:
     readers = {role: mulan.MulanReader(p, files["xml"]) for role, p in files.items()
                if role != "xml"}
-    ds, binary = _load_mulan_rows(name, rule, readers, process_rows, split_seed=split_seed,
-                                  fold=fold, resplit_sizes=None, scaling=resolve, meta=meta,
-                                  scaling_option=feature_scaling)
-    scaling = ds.meta["preprocessing"]["feature_scaling"]["applied"]
+    ds = mulan_rows.load_mulan_rows(name, rule, readers, process_rows, split_seed=split_seed,
+                                    fold=fold, resplit_sizes=None,
+                                    scaling_option=feature_scaling, auto=_auto_by_path,
+                                    meta=meta)
   else:
     parsed = {role: mulan.read_mulan(p, files["xml"]) for role, p in files.items()
               if role != "xml"}
     reference = parsed["train"] if "train" in parsed else parsed["all"]
-    binary = _is_binary(reference.x)
-    scaling = resolve(binary)
+    auto = _auto_by_path(_is_binary(reference.x))
     ds = _split_mulan(name, rule, parsed, split_seed=split_seed, fold=fold,
-                      resplit_sizes=None, standardize=scaling, meta=meta,
-                      scaling_option=feature_scaling)
-  ds.meta["preprocessing"]["feature_scaling"]["reason"] = (
+                      resplit_sizes=None,
+                      scaling=splits.resolve_scaling(feature_scaling, auto, str(path)),
+                      meta=meta, scaling_option=feature_scaling, auto=auto)
+  record = ds.meta["preprocessing"]["feature_scaling"]
+  record["reason"] = (
       f"feature_scaling={feature_scaling!r}" if feature_scaling != "auto" else
-      "auto: train features all 0/1" if binary else "auto: train features not all 0/1")
-  if scaling == "zscore":
-    ds.meta["preprocessing"]["standardize"]["reason"] = (
-        ds.meta["preprocessing"]["feature_scaling"]["reason"])
+      "auto: train features all 0/1" if record["auto"] == "none" else
+      "auto: train features not all 0/1")
+  if record["applied"] == "zscore":
+    ds.meta["preprocessing"]["standardize"]["reason"] = record["reason"]
   return ds
 
 
@@ -549,7 +374,7 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
                  split_seed: int = 0, fold: int = 0, resplit: bool = False,
                  root_label: bool = False, feature_scaling: str = "auto",
                  process_rows: tuple[int, int] | None = None,
-                 **synthetic_kwargs) -> MultiLabelDataset:
+                 num_train: int | None = None, **synthetic_kwargs) -> MultiLabelDataset:
   """Loads a registered dataset, or any MULAN dataset given by path.
 
   Args:
@@ -563,17 +388,25 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
     resplit: bibtex/delicious only: the implicit-energy paper's re-split sizes.
     root_label: expr_fun/spo_fun only: add the hierarchy's root as label 0 (always
       positive), SEAL's 500-label setting; default the 499 FunCat nodes.
-    feature_scaling: MULAN and synthetic datasets: 'none', 'zscore' (train
-      mean and std), 'maxabs' (train max |x|), or 'auto' (the registry's rule; by path:
-      z-score unless every train feature is 0/1; synthetic: none); statistics from the
-      train split.
+    feature_scaling: MULAN, CLUS and synthetic datasets: 'none', 'zscore' (train mean
+      and std), 'maxabs' (train max |x|), or 'auto' (the registry's rule; by path:
+      z-score unless every feature of the train file, or of the single file, is 0/1;
+      synthetic: none); statistics from the train split. Whatever is asked for,
+      `meta["preprocessing"]["feature_scaling"]["auto"]` records what 'auto' means for
+      the dataset.
     process_rows: `(p, P)`: hold only process p of P's rows of every split
       (`select_process_rows`), with `meta["process_rows"]` recording them (`meta`'s
       counts stay those of the whole splits). MULAN files are then read line by line,
-      storing only those rows (`_load_mulan_rows`); other datasets are loaded whole and
-      cut. None or P = 1: every row.
-    **synthetic_kwargs: 'synthetic' only: num_train, num_validation, num_test,
-      num_features, num_blocks, block_size.
+      storing only those rows (`mulan_rows.load_mulan_rows`); other datasets are loaded
+      whole and cut. None or P = 1: every row.
+    num_train: 'synthetic': the training rows generated (default
+      `synthetic.DEFAULT_NUM_TRAIN`). Any other dataset: keep a seeded, nested random
+      subset of that many training rows (`keep_train_rows`, seeded by `split_seed`),
+      with feature scaling fit on the kept rows and validation and test whole; the
+      whole dataset is read first and then cut (also with `process_rows`), which is
+      cheap at the small sizes this is meant for. None or 0: every training row.
+    **synthetic_kwargs: 'synthetic' only: num_validation, num_test, num_features,
+      num_blocks, block_size.
 
   Returns:
     The dataset; `meta` records files and checksums, split rule, seed, fold,
@@ -582,6 +415,7 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
   Raises:
     DataError: missing data directory or file, checksum mismatch, malformed file.
     ValueError: an unknown name or an option the dataset does not offer.
+    TooFewTrainingRows (a ValueError): `num_train` negative or above the training rows.
   """
   key = os.fspath(name_or_path)
   spec = REGISTRY.get(key.lower())
@@ -593,10 +427,11 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
     if not 0 <= index < count:
       raise ValueError(f"process_rows={process_rows}: need 0 <= process < processes")
   if spec is not None and spec.kind == "synthetic":
-    ds = _load_synthetic(spec, split_seed, fold, resplit, dict(synthetic_kwargs),
-                         feature_scaling)
+    generator_kwargs = dict(synthetic_kwargs)
+    if num_train is not None:
+      generator_kwargs["num_train"] = num_train
+    ds = _load_synthetic(spec, split_seed, fold, resplit, generator_kwargs, feature_scaling)
     return select_process_rows(ds, *process_rows) if process_rows else ds
-  num_train = synthetic_kwargs.pop("num_train", 0)
   if synthetic_kwargs:
     raise TypeError(f"{key}: unexpected arguments {sorted(synthetic_kwargs)} (only the "
                     f"'synthetic' dataset takes generator arguments)")
@@ -604,7 +439,8 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
     # Scaling statistics come from the kept rows only: load unscaled, cut, then scale.
     whole = load_dataset(key, data_dir=data_dir, split_seed=split_seed, fold=fold,
                          resplit=resplit, root_label=root_label, feature_scaling="none")
-    scaling = _resolve_scaling(feature_scaling, _auto_scaling(spec, whole), key)
+    scaling = splits.resolve_scaling(
+        feature_scaling, whole.meta["preprocessing"]["feature_scaling"]["auto"], key)
     ds = keep_train_rows(whole, num_train, split_seed, scaling, feature_scaling)
     return select_process_rows(ds, *process_rows) if process_rows else ds
   if spec is not None:

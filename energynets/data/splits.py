@@ -3,13 +3,15 @@
 Every split is a pure function of (number of examples, seed[, fold]): indices come
 from `np.random.default_rng([stream, seed, ...])`, where `stream` is a constant per
 rule, so two rules with the same seed never share random numbers. Index arrays are
-returned sorted, so each split keeps the file order of its rows.
+returned sorted, so each split keeps the file order of its rows. `split_indices` applies
+a rule of `SPLIT_RULES` to a MULAN dataset's files; `finish_dataset` imputes and scales
+the splits with training statistics and records what it did in the dataset's `meta`.
 """
 
 import dataclasses
 import hashlib
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -168,6 +170,55 @@ def split_fingerprint(*index_arrays: np.ndarray) -> str:
   return h.hexdigest()
 
 
+def split_indices(rule: str, counts: Sequence[int], positive: np.ndarray | None, *,
+                  split_seed: int, fold: int, resplit_sizes: Mapping[str, int] | None,
+                  meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(train, validation, test) row indices of a MULAN dataset's files concatenated.
+
+  Args:
+    rule: the split rule (`SPLIT_RULES`; 'resplit' when `resplit_sizes`).
+    counts: the rows of each file: `[train, test]` or `[all]`.
+    positive: bool `[N]`, rows with a positive label (needed by the re-split only).
+    split_seed: the split's seed.
+    fold: the cross-validation fold.
+    resplit_sizes: the re-split's sizes, or None.
+    meta: the dataset's meta, given the split's record.
+
+  Returns:
+    Increasing row indices of each split.
+
+  Raises:
+    ValueError: an unknown split rule.
+  """
+  num_rows = int(sum(counts))
+  meta.update(split_seed=split_seed, fold=fold, resplit=resplit_sizes is not None)
+  if resplit_sizes is not None:
+    rule = "resplit"
+    sizes = (resplit_sizes["train"], resplit_sizes["validation"], resplit_sizes["test"])
+    # The paper's sizes add up to the rows with at least one positive label (delicious
+    # has 14 without; bibtex none), so those rows are left out before re-splitting.
+    kept = np.flatnonzero(positive)
+    tr, va, te = (kept[i] for i in random_split(len(kept), sizes, seed=split_seed))
+    meta["split_detail"] = (f"union of train+test ({num_rows} rows), minus "
+                            f"{num_rows - len(kept)} rows with no positive label, into "
+                            f"sizes {sizes}")
+  elif rule == "shipped_train_test+holdout_validation":
+    tr, va = holdout_validation(counts[0], seed=split_seed)
+    te = np.arange(counts[0], num_rows)
+  elif rule == "cv10":
+    tr, va, te = kfold_split(num_rows, fold=fold, seed=split_seed)
+    meta["split_detail"] = f"fold {fold} of 10 on the union train+test ({num_rows} rows)"
+  elif rule == "random_60_20_20":
+    tr, va, te = random_split(num_rows, fraction_sizes(num_rows, (0.6, 0.2, 0.2)),
+                              seed=split_seed)
+  else:
+    raise ValueError(f"unknown split rule {rule!r}")
+  meta["split_rule"] = rule
+  meta["split"] = SPLIT_RULES[rule]
+  meta["split_fingerprint"] = split_fingerprint(tr, va, te)
+  return tr, va, te
+
+
 @dataclasses.dataclass(frozen=True)
 class Standardizer:
   """Per-feature affine map (x - mean) / scale, with stats from the train split.
@@ -226,6 +277,29 @@ class MaxAbsScaler:
 FEATURE_SCALINGS = ("auto", "none", "zscore", "maxabs")
 
 
+def resolve_scaling(option: str, auto: bool | str, where: str) -> str:
+  """The scaling a `feature_scaling` option applies.
+
+  Args:
+    option: one of `FEATURE_SCALINGS`.
+    auto: what 'auto' means for the dataset: 'none', 'zscore' or 'maxabs', or a bool
+      (a registry entry's `standardize`: True is 'zscore', False 'none').
+    where: the dataset, named in the error.
+
+  Returns:
+    'none', 'zscore' or 'maxabs'.
+
+  Raises:
+    ValueError: an unknown option.
+  """
+  if option not in FEATURE_SCALINGS:
+    raise ValueError(f"{where}: unknown feature_scaling {option!r}; expected one of "
+                     f"{FEATURE_SCALINGS}")
+  if option != "auto":
+    return option
+  return {True: "zscore", False: "none"}.get(auto, auto)
+
+
 def scale_features(scaling: str, train_x: np.ndarray, *others: np.ndarray
                    ) -> tuple[np.ndarray, ...]:
   """`train_x` and `others` scaled with statistics of `train_x` alone.
@@ -281,3 +355,81 @@ def impute_with_train_mean(train_x: np.ndarray, *others: np.ndarray
     x[mask] = np.broadcast_to(fill, x.shape)[mask]
     out.append(x)
   return tuple(out), num_missing
+
+
+def finish_dataset(name: str, parts: Mapping[str, Split], feature_names, label_names,
+                   scaling: bool | str, meta: dict[str, Any], *, scaling_option: str,
+                   auto: str | None) -> MultiLabelDataset:
+  """The dataset of `parts`, imputed and feature-scaled with training statistics.
+
+  Args:
+    name: the dataset's name.
+    parts: 'train', 'validation' and 'test' -> the split, unscaled (NaN: missing).
+    feature_names: [D].
+    label_names: [L].
+    scaling: True or 'zscore' (train mean and std), 'maxabs' (train max |x|), False or
+      'none'.
+    meta: the dataset's meta so far; `record_preprocessing` adds to it.
+    scaling_option: the `feature_scaling` asked for (recorded).
+    auto: what 'auto' means for the dataset (recorded; None: not known).
+
+  Returns:
+    The dataset, holding `meta`.
+  """
+  scaling = {True: "zscore", False: "none"}.get(scaling, scaling)
+  train, val, test = parts["train"], parts["validation"], parts["test"]
+  num_missing, num_constant = None, None
+  if np.isnan(train.x).any() or np.isnan(val.x).any() or np.isnan(test.x).any():
+    (tx, vx, sx), num_missing = impute_with_train_mean(train.x, val.x, test.x)
+    train, val, test = Split(tx, train.y), Split(vx, val.y), Split(sx, test.y)
+  if scaling == "zscore":
+    std = Standardizer.fit(train.x)
+    train, val, test = (Split(std(s.x), s.y) for s in (train, val, test))
+    num_constant = std.num_constant
+  elif scaling == "maxabs":
+    tx, vx, sx = scale_features("maxabs", train.x, val.x, test.x)
+    train, val, test = Split(tx, train.y), Split(vx, val.y), Split(sx, test.y)
+  record_preprocessing(meta, num_missing, scaling, num_constant,
+                       {"train": train.num_examples, "validation": val.num_examples,
+                        "test": test.num_examples}, feature_names, label_names,
+                       scaling_option=scaling_option, auto=auto)
+  return MultiLabelDataset(name=name, train=train, validation=val, test=test,
+                           label_names=tuple(label_names),
+                           feature_names=tuple(feature_names), meta=meta)
+
+
+def record_preprocessing(meta: dict[str, Any], num_missing: int | None, scaling: str,
+                         num_constant: int | None, num_examples: Mapping[str, int],
+                         feature_names, label_names, *, scaling_option: str,
+                         auto: str | None) -> None:
+  """Writes the imputation, feature scaling and counts of a dataset into its `meta`.
+
+  Args:
+    meta: the dataset's meta; its 'preprocessing' entry is added to.
+    num_missing: the imputed cells of all splits, None if none.
+    scaling: 'none', 'zscore' or 'maxabs', the scaling applied.
+    num_constant: with 'zscore', the constant training columns.
+    num_examples: split -> its rows.
+    feature_names: [D].
+    label_names: [L].
+    scaling_option: the `feature_scaling` asked for.
+    auto: what 'auto' means for the dataset, so that a loader asked for another option
+      can still apply the dataset's own rule later (a training subset); None: not known.
+  """
+  preprocessing = meta.setdefault("preprocessing", {})
+  if num_missing is not None:
+    preprocessing["impute"] = {"missing_cells": num_missing,
+                               "rule": "train column mean (0 if never observed)"}
+  if scaling == "zscore":
+    preprocessing["standardize"] = {
+        "applied": True, "stats": "train split mean and population std (0 -> 1)",
+        "constant_train_columns": num_constant}
+  else:
+    preprocessing["standardize"] = {"applied": False}
+  preprocessing["feature_scaling"] = {"option": scaling_option, "applied": scaling,
+                                      "stats": "train split only"}
+  if auto is not None:
+    preprocessing["feature_scaling"]["auto"] = auto
+  meta["num_examples"] = dict(num_examples)
+  meta["num_features"] = len(feature_names)
+  meta["num_labels"] = len(label_names)

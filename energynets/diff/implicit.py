@@ -77,8 +77,7 @@ class InverseHVP(NamedTuple):
     alpha: the Neumann preconditioning scale α (H is replaced by αH, so α should be at
       most about 1/‖H‖; Lorraine et al. tie it to the inner learning rate). Unused by CG.
     damping: δ ≥ 0, solve `(H + δI) w = v` (both methods): regularizes a singular or
-      indefinite H. CG needs δ > |λ_min(H)| on an indefinite H (on bibtex, plain CG
-      diverged at every step and δ = 45 converged: implicit_sensitivity.md).
+      indefinite H. CG needs δ > |λ_min(H)| on an indefinite H.
     tol: CG's relative residual tolerance (its early stop). Unused by Neumann.
   """
   method: str = "neumann"

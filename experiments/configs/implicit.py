@@ -23,20 +23,15 @@ Choices (the paper gives no hyper-parameters for its multi-label runs):
 - T_inner = 5 steps of Adam on θ per outer step (the paper's Algorithm 1 writes plain
   gradient steps); the inner optimizer's state persists across outer steps;
 - the inverse-HVP: von Neumann with K = 10 terms (the paper's choice of method) and
-  α = 0.002 (the paper's "suitably chosen large divisor" is 1/α = 500). The series
-  converges only for α < 2/λ_max(H): at the pretrained MLP on bibtex (batch 128) power
-  iteration gives λ_max ≈ 18.8, but the energy term's curvature grows in training, and
-  with α = 0.02 the series diverged at most steps of a bibtex run (relative residual
-  22-700). `max_residual = 2`: a step whose solve failed anyway uses the explicit
-  gradient alone (logged as `implicit_used`; a residual of 1-2 is the mild growth of the
-  series along directions of negative curvature, kept). The sensitivity to K / T_inner /
-  CG is in results/implicit.md;
+  α = 0.002 (the paper's "suitably chosen large divisor" is 1/α = 500): the series
+  converges only for α < 2/λ_max(H), and the energy term's curvature grows in training.
+  `max_residual = 2`: a step whose solve failed anyway uses the explicit gradient alone
+  (logged as `implicit_used`; a residual of 1-2, the mild growth of the series along
+  directions of negative curvature, is kept). Sensitivity to K / T_inner / CG and the
+  settings that failed: results/implicit.md, docs/papers/implicit.md;
 - CD: K = 10 straight-through Bernoulli negatives plus the network's own soft output
   σ(A_θ(x)) as a negative, cost 1 − soft-F1: with hard samples alone the energy is only
-  ever pushed up at vertices of the box while the network lives inside it. (A bibtex
-  run with hard negatives only, and with the since-fixed dropout mismatch of the
-  energy between L_prim and L_aux, saw the inner BCE rise from 2.3 to 35 within 500
-  steps while E(x, σ(A_θ(x))) fell to −48 and validation F1 dropped from 48 to 19.)
+  ever pushed up at vertices of the box while the network lives inside it.
 - SSVM: Δ = L1 (as infnet.py).
 """
 

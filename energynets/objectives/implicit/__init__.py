@@ -65,11 +65,8 @@ Choices, with reasons:
   Hessian and cross-Hessian are those of L_aux under one further fixed mask (a sample of
   the stochastic inner objective, as the batch is). L_prim reads the net in eval mode
   (the prediction it is about). The energy is deterministic in both L_aux and L_prim:
-  the bilevel problem is about one function E_φ. (With dropout in L_prim only, as the
-  energy step of `infnet` has it, the energy was trained as a dropout-perturbed function
-  while the network minimized its deterministic version, and on bibtex the network found
-  outputs of very low deterministic energy that the dropout energy ranked as bad: the
-  inner BCE rose from 2.2 to 56 in 600 steps while L_prim fell to 0.19.)
+  the bilevel problem is about one function E_φ (with dropout in L_prim only, the
+  network learns to exploit the deterministic energy; docs/papers/implicit.md).
 - The energy's L2 is part of L_prim's explicit term; the net's L2 is part of L_aux (so
   it also regularizes H).
 - L_prim is differentiated as the function it is: CD's cost s(ȳ_k, y) and DVN's

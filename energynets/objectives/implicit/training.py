@@ -151,8 +151,8 @@ def implicit_objective(net: nn.Module, energy: Any,
       return base.minimize_step(losses.aux, inner_optimizer, group, phi, batch, step_rng,
                                 encoding)
 
-    # Unrolled, as are the Neumann terms: a loop around the BiLSTM taggers ran several
-    # times slower on XLA:CPU (Twitter POS update: 14 s scanned, 1.8 s unrolled). Up to
+    # Unrolled, as are the Neumann terms: a loop around the BiLSTM taggers runs several
+    # times slower on XLA:CPU than the unrolled steps. Up to
     # MAX_UNROLL steps per loop iteration: the configs' T_inner (≤ 10) unrolls
     # fully, while a long inner loop (the tests' 1500 steps) compiles in seconds instead
     # of minutes.
