@@ -48,6 +48,8 @@ def sklearn_tuned_br(dataset, held_out: list[np.ndarray], space: dict[str, tuple
 
   def fit_predict(c, scaling, train_x, train_y, *others):
     scaler = scalers[scaling]().fit(train_x)
+    scaled_train = scaler.transform(train_x)
+    scaled_others = [scaler.transform(o) for o in others]
     probs = [np.zeros((len(o), train_y.shape[1]), np.float32) for o in others]
     for label in range(train_y.shape[1]):
       column = train_y[:, label]
@@ -55,9 +57,9 @@ def sklearn_tuned_br(dataset, held_out: list[np.ndarray], space: dict[str, tuple
         for p in probs:
           p[:, label] = column[0]
         continue
-      model = LogisticRegression(C=c, max_iter=5000).fit(scaler.transform(train_x), column)
-      for p, o in zip(probs, others):
-        p[:, label] = model.predict_proba(scaler.transform(o))[:, 1]
+      model = LogisticRegression(C=c, max_iter=5000).fit(scaled_train, column)
+      for p, o in zip(probs, scaled_others):
+        p[:, label] = model.predict_proba(o)[:, 1]
     return probs
 
   x, y = dataset.train.x, dataset.train.y

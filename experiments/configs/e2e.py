@@ -31,8 +31,9 @@ recommendations and its SRL configuration, the discrete-output task it does repo
 - energy: measurement activation softplus (the E2E objective rejects ReLU/HardTanh;
   §5), 15 measurements (5 for delicious); the feature network keeps ReLU and dropout
   0.5 (it runs once before inference, outside the Hessian);
-- gradient: reverse mode through the scan (`e2e.gradient`; 'remat' and 'adjoint' give
-  the same update, see results/e2e_gradients.md for their cost).
+- gradient: 'adjoint', the backward pass of the unrolled steps by Hessian-vector products
+  (`e2e.gradient`; 'scan', reverse mode through the scan, and 'remat' give the same
+  update to rounding; their cost: results/e2e_gradients*.md).
 """
 
 import ml_collections
@@ -54,8 +55,10 @@ def get_config(dataset: str = "synthetic"):
   config.energy.activation = "softplus"
   # trainable: comma-separated parameter groups the stage updates ("" = all of them).
   config.loss = ml_collections.ConfigDict(dict(l2=1e-5, l2_c=0.0, trainable=""))
+  # 'adjoint': at the training batch, faster than 'scan' and half its scratch memory
+  # (results/e2e_gradients_batch128.md).
   config.e2e = ml_collections.ConfigDict(dict(
-      loss="bce", per_iterate=True, gradient="scan", init="local", learn_step_sizes=True,
+      loss="bce", per_iterate=True, gradient="adjoint", init="local", learn_step_sizes=True,
       loss_eps=1e-6, loss_reduction="sum"))
   config.gbi = ml_collections.ConfigDict(dict(
       method="logit", optimizer="sgd", learning_rate=1.0, momentum=0.0, num_steps=20,
