@@ -5,8 +5,11 @@ difference from BiLSTM-CE on the same inputs.
 
 The rows, columns and the results files behind each cell are those of the infnet paper's
 Table 2 in results/paper_tables.json (the table REPRODUCTION.md shows next to the
-paper's numbers); this prints our side only, with Δ against the `bilstm` row, computed
-from unrounded values. A cell is the mean over the row's runs; "–" where nothing has run.
+paper's numbers); this prints our side only, with Δ against BiLSTM-CE on the same inputs,
+computed from unrounded values: a row `method:overrides` is compared with the row
+`bilstm:overrides` where the table has one (e.g. the GloVe rows), every other row (and
+every BiLSTM row) with the `bilstm` row. A cell is the mean over the row's runs; "–"
+where nothing has run.
 tests/test_sequence_table.py checks that sequences.md holds the table as printed.
 """
 
@@ -44,22 +47,27 @@ def gains_table(results: reproduction.Results,
   if len(baseline_rows) != 1:
     raise ValueError(f"{table.key}: needs exactly one row with config {BASELINE!r}")
   metrics = [c.metrics[0] for c in table.columns]
-  base = [cell_value(cell, m, results) for cell, m in zip(baseline_rows[0].cells, metrics)]
+  by_config = {r.ours: r for r in table.rows if r.ours}
   header = ["row (config)"] + [f"{c.name} (Δ vs BiLSTM-CE)" for c in table.columns]
   body = []
   for row in table.rows:
     if not row.ours:
       continue
+    method, _, overrides = row.ours.partition(":")
+    same_inputs = f"{BASELINE}:{overrides}" if overrides and method != BASELINE else None
+    baseline = by_config.get(same_inputs, baseline_rows[0])
     cells = []
-    for column, cell, metric, b in zip(table.columns, row.cells, metrics, base):
+    for column, cell, metric, base_cell in zip(table.columns, row.cells, metrics,
+                                               baseline.cells):
       value = cell_value(cell, metric, results)
+      b = cell_value(base_cell, metric, results)
       if value is None:
         cells.append("–")
       elif row.ours == BASELINE:
         cells.append(f"{value:.2f}")
       elif b is None:
         raise ValueError(f"{table.key}: column {column.name} has {row.ours!r} but no "
-                         f"{BASELINE!r} row to compare it with")
+                         f"{baseline.ours!r} row to compare it with")
       else:
         cells.append(f"{value:.2f} ({_signed(value - b)})")
     body.append([f"{row.label} (`{row.ours}`)"] + cells)

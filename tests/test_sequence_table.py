@@ -60,3 +60,20 @@ def test_sequences_md_holds_the_table_as_printed():
   text = (pathlib.Path(reproduction.RESULTS_DIR) / "sequences.md").read_text(encoding="utf-8")
   assert table in text, ("results/sequences.md is stale: paste the output of "
                          "`python -m benchmarks.sequence_table`")
+
+
+def test_a_row_with_overrides_is_compared_with_bilstm_on_the_same_inputs(tmp_path):
+  table = pt.PaperTable(
+      "toy", "Table 0", "toy", (pt.Column("POS", (pt.POS,)),),
+      (pt.Row("BiLSTM", ("",), "bilstm", (pt.Json("toy_pos", "pos", "bilstm"),)),
+       pt.Row("BiLSTM, vectors", ("",), "bilstm:v=1", (pt.Json("toy_pos", "pos", "bv"),)),
+       pt.Row("CRF, vectors", ("",), "crf:v=1", (pt.Json("toy_pos", "pos", "cv"),)),
+       pt.Row("CRF, other", ("",), "crf:w=2", (pt.Json("toy_pos", "pos", "cw"),))))
+  _write(tmp_path, "toy_pos", "pos",
+         {"bilstm": [0.80], "bv": [0.83], "cv": [0.84], "cw": [0.81]}, "test/token_acc")
+  lines = sequence_table.gains_table(reproduction.Results(str(tmp_path)), table).splitlines()
+  # The BiLSTM with vectors against the plain BiLSTM; the CRF with vectors against it;
+  # a row with no BiLSTM on its inputs against the plain BiLSTM.
+  assert lines[3] == "| BiLSTM, vectors (`bilstm:v=1`) | 83.00 (+3.00) |"
+  assert lines[4] == "| CRF, vectors (`crf:v=1`) | 84.00 (+1.00) |"
+  assert lines[5] == "| CRF, other (`crf:w=2`) | 81.00 (+1.00) |"
