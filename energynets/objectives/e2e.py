@@ -54,7 +54,7 @@ features with BCE via `spen_pretrain` or `local_bce`, then e2e) carries paramete
 """
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional
 
 import flax
 import jax
