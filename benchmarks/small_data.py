@@ -189,18 +189,20 @@ def verdicts(records: list[dict[str, Any]]) -> list[str]:
   at least the tuned MLP on average over the (dataset, size) pairs both finished."""
   by_key = {(r["dataset"], r["size"], r["method"], r["mode"]): r[METRIC] for r in records}
   num_train = {(r["dataset"], r["size"]): r["num_train"] for r in records}
-  lines, below = [], []
+  lines, below, compared = [], [], 0
   for (dataset, size, method, mode), value in sorted(
       by_key.items(), key=lambda kv: (kv[0][0], kv[0][1] or 10**9, kv[0][2])):
     if mode != "tuned" or method in (LINEAR, "br") or num_train[dataset, size] < 500:
       continue
     linear = by_key.get((dataset, size, LINEAR, "tuned"))
+    compared += linear is not None
     if linear is not None and value < linear:
       below.append(f"{method} on {dataset} n={size or 'all'} "
                    f"({100 * (value - linear):+.2f})")
+  verdict = (", ".join(below) if below else "none") if compared else (
+      "not measured (no tuned deep method and tuned linear model at the same size)")
   lines.append("Tuned deep methods below the tuned linear model (from 500 training "
-               "rows): " +
-               (", ".join(below) if below else "none") + ".")
+               "rows): " + verdict + ".")
   for method in ENERGY_METHODS:
     pairs = [(v, by_key[(d, s, "mlp", "tuned")]) for (d, s, m, mode), v in by_key.items()
              if m == method and mode == "tuned" and (d, s, "mlp", "tuned") in by_key]

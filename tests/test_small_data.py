@@ -35,6 +35,12 @@ def test_verdicts_compare_tuned_methods_with_the_linear_model_from_500_rows():
                       "rows): mlp on d n=500 (-2.00), dmf on d n=all (-1.00).")
   # dmf − mlp over the two sizes both ran: (+4 − 2) / 2 = +1.
   assert "dmf tuned − mlp tuned, mean over 2 (dataset, size): +1.00 points." in lines
+  # Defaults alone, or no linear model, measure nothing: the verdict says so.
+  for alone in ([_record("d", 500, "mlp", "default", 0.5)],
+                [_record("d", 500, "mlp", "tuned", 0.5)]):
+    assert small_data.verdicts(alone)[0].endswith("rows): not measured (no tuned deep "
+                                                  "method and tuned linear model at the "
+                                                  "same size).")
 
 
 def test_table_has_a_row_per_dataset_and_size_and_marks_missing_cells():
