@@ -107,8 +107,7 @@ _SUBSET_STREAM = 1
 
 
 def keep_train_rows(dataset: MultiLabelDataset, num_train: int, seed: int,
-                    scaling: str = "none", scaling_option: str = "none"
-                    ) -> MultiLabelDataset:
+                    feature_scaling: str = "none") -> MultiLabelDataset:
   """`dataset` training on a seeded random subset of its training rows.
 
   Args:
@@ -116,8 +115,8 @@ def keep_train_rows(dataset: MultiLabelDataset, num_train: int, seed: int,
     num_train: training rows to keep, 1..all; the subsets of one seed are nested (the
       first `num_train` rows of one permutation), so a smaller set is part of a larger.
     seed: seeds the permutation.
-    scaling: 'none', 'zscore' or 'maxabs', fit on the kept rows.
-    scaling_option: the `feature_scaling` asked for (recorded).
+    feature_scaling: 'none', 'zscore', 'maxabs' or 'auto' (what the dataset's
+      `meta["preprocessing"]["feature_scaling"]["auto"]` records), fit on the kept rows.
 
   Returns:
     The dataset with the kept rows in their original order, validation and test
@@ -127,6 +126,8 @@ def keep_train_rows(dataset: MultiLabelDataset, num_train: int, seed: int,
 
   Raises:
     TooFewTrainingRows (a ValueError): `num_train` outside 1..the training rows.
+    ValueError: an unknown `feature_scaling`, or 'auto' for a dataset whose meta does
+      not record what it means.
   """
   available = dataset.train.num_examples
   if not 1 <= num_train <= available:
@@ -142,9 +143,13 @@ def keep_train_rows(dataset: MultiLabelDataset, num_train: int, seed: int,
   parts = {"train": _take(dataset.train.x, dataset.train.y, rows),
            "validation": dataset.validation, "test": dataset.test}
   auto = meta.get("preprocessing", {}).get("feature_scaling", {}).get("auto")
+  if feature_scaling == "auto" and auto is None:
+    raise ValueError(f"{dataset.name}: feature_scaling='auto', but its meta does not record "
+                     "what 'auto' means (meta['preprocessing']['feature_scaling']['auto'])")
+  scaling = splits.resolve_scaling(feature_scaling, auto, dataset.name)
   return splits.finish_dataset(dataset.name, parts, dataset.feature_names,
                                dataset.label_names, scaling, meta,
-                               scaling_option=scaling_option, auto=auto)
+                               scaling_option=feature_scaling, auto=auto)
 
 
 def _check_fold(name: str, fold: int, allowed: bool):
@@ -439,9 +444,7 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
     # Scaling statistics come from the kept rows only: load unscaled, cut, then scale.
     whole = load_dataset(key, data_dir=data_dir, split_seed=split_seed, fold=fold,
                          resplit=resplit, root_label=root_label, feature_scaling="none")
-    scaling = splits.resolve_scaling(
-        feature_scaling, whole.meta["preprocessing"]["feature_scaling"]["auto"], key)
-    ds = keep_train_rows(whole, num_train, split_seed, scaling, feature_scaling)
+    ds = keep_train_rows(whole, num_train, split_seed, feature_scaling)
     return select_process_rows(ds, *process_rows) if process_rows else ds
   if spec is not None:
     ds = _load_registered(spec, data_dir, split_seed, fold, resplit, root_label,
