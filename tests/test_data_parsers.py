@@ -9,7 +9,7 @@ import pytest
 
 from energynets import data
 from energynets.data import arff
-from energynets.data import mulan
+from energynets.data import mulan_decoder
 from energynets.data import splits
 from energynets.data import synthetic
 
@@ -67,7 +67,7 @@ def test_num_labels_without_xml_and_drop_attributes():
 ])
 def test_binary_nominal_positive_value(positive, declared, expected_index):
   attr = arff.Attribute("f", "nominal", declared)
-  assert mulan._positive_index(attr) == expected_index
+  assert mulan_decoder._positive_index(attr) == expected_index
   assert declared[expected_index] == positive
 
 

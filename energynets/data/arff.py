@@ -1,6 +1,7 @@
 """ARFF parsers: MULAN multi-label files (dense and sparse) and CLUS hierarchical files.
 
-The readers live in `energynets.data.mulan` (MULAN ARFF and XML label headers),
+The readers live in `energynets.data.mulan` (MULAN ARFF files),
+`energynets.data.mulan_decoder` (XML label headers, attribute encoding),
 `energynets.data.clus` (CLUS HMC files and their preprocessing) and
 `energynets.data.arff_syntax` (what both share: header, row tokens, conventions);
 this module gathers their public names under one import path.
@@ -19,7 +20,7 @@ from energynets.data.errors import DataError
 from energynets.data.mulan import MulanArff
 from energynets.data.mulan import parse_mulan_arff
 from energynets.data.mulan import read_mulan
-from energynets.data.mulan import read_mulan_labels
+from energynets.data.mulan_decoder import read_mulan_labels
 
 __all__ = [
     "ArffHeader",
