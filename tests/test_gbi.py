@@ -650,7 +650,7 @@ def test_best_pick_returns_the_lowest_objective_iterate_of_the_trajectory(method
   # The oracle: argmin over y_0 .. y_T of the recorded trajectory (y_0 as the optimizer
   # sees it: through logits in logit mode).
   t_best, expected, lowest = testing.trajectory_best(
-      gbi_lib._to_y(gbi_lib._to_z(y0, BOX, last), BOX, last), trace)
+      gbi_lib.to_y(gbi_lib.to_z(y0, BOX, last), BOX, last), trace)
   assert np.any(t_best != last.num_steps), "no example where the last iterate is not the best"
   y_best, trace_best = scan(mlp_energy, params, x, y0, BOX, best)
   np.testing.assert_allclose(y_best, expected, atol=1e-6)

@@ -264,18 +264,20 @@ def make_objective(energy: EnergyFn, domain: domains_lib.Domain,
 # Coordinates: the optimized variable z and the domain point y it stands for.
 
 
-def _to_z(y: jax.Array, domain, config: GBIConfig) -> jax.Array:
+def to_z(y: jax.Array, domain, config: GBIConfig) -> jax.Array:
+  """The optimized variable z of the domain point y: its logits (`method='logit'`) or y."""
   return domain.to_logits(y) if config.method == "logit" else y
 
 
-def _to_y(z: jax.Array, domain, config: GBIConfig) -> jax.Array:
+def to_y(z: jax.Array, domain, config: GBIConfig) -> jax.Array:
+  """The domain point y that the optimized variable z stands for (inverse of `to_z`)."""
   return domain.from_logits(z) if config.method == "logit" else z
 
 
 def _value_and_grad(objective: EnergyFn, params, x, z, domain, config):
   """Per-example objective `[B]` and its gradient w.r.t. z (via the batch sum)."""
   def total(z_):
-    per_example = objective(params, x, _to_y(z_, domain, config))
+    per_example = objective(params, x, to_y(z_, domain, config))
     return jnp.sum(per_example), per_example
 
   (_, per_example), g = jax.value_and_grad(total, has_aux=True)(z)
@@ -325,7 +327,7 @@ def init_state(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
                domain: domains_lib.Domain, config: GBIConfig) -> GBIState:
   """The carry at `y0` (objective and gradient already evaluated there, at τ_0)."""
   objective = make_objective(energy, domain, config, entropy_weight_at(config, 0))
-  z = constrain_label_axis(_to_z(y0, domain, config))
+  z = constrain_label_axis(to_z(y0, domain, config))
   e, g = _value_and_grad(objective, params, x, z, domain, config)
   return GBIState(z, _init_opt(z, config), e, g)
 
@@ -348,7 +350,8 @@ def gbi_step(energy: EnergyFn, params: PyTree, x: PyTree, state: GBIState,
   return GBIState(z, opt, e, g)
 
 
-def _step_sizes(config: GBIConfig, length: int, dtype) -> jax.Array:
+def step_sizes(config: GBIConfig, length: int, dtype) -> jax.Array:
+  """`[length]` step sizes η_t: `config.step_sizes`, else `learning_rate` at every step."""
   if config.step_sizes is None:
     return jnp.full((length,), config.learning_rate, dtype)
   return jnp.asarray(config.step_sizes, dtype)
@@ -384,7 +387,7 @@ def gbi_scan(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
     raise ValueError(f"step_sizes must have shape ({num_steps},) = (num_steps,); got "
                      f"{jnp.shape(config.step_sizes)}")
   state = init_state(energy, params, x, y0, domain, config)
-  lrs = _step_sizes(config, num_steps, y0.dtype)
+  lrs = step_sizes(config, num_steps, y0.dtype)
   # τ of the point reached by each step (None: the fixed entropy_weight, no scan input).
   taus = (entropy_weight_at(config, jnp.arange(1, num_steps + 1))
           if config.entropy_anneal_steps else None)
@@ -393,7 +396,7 @@ def gbi_scan(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
     state, best = carry
     lr, tau = lr_and_tau
     state = gbi_step(energy, params, x, state, lr, domain, config, tau)
-    y = _to_y(state.z, domain, config)
+    y = to_y(state.z, domain, config)
     return (state, _keep_best(best, y, state.objective)), (y, state.objective)
 
   if config.remat:
@@ -402,7 +405,7 @@ def gbi_scan(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
                                                (lrs, taus))
   # y_T from the final carry, not ys[-1]: a caller that drops the trace then lets XLA
   # remove it (measured 10-25% of GBI time at T=20 in benchmarks/gbi.py).
-  y_out = _to_y(final.z, domain, config) if best is None else best.y
+  y_out = to_y(final.z, domain, config) if best is None else best.y
   return y_out, GBITrace(ys, energies, state.objective)
 
 
@@ -421,7 +424,7 @@ def _first_best(state: GBIState, domain, config: GBIConfig) -> Optional[_Best]:
   """The start `y_0` as the best point so far; None when `config.pick` is `'last'`."""
   if config.pick != "best":
     return None
-  return _Best(_to_y(state.z, domain, config), state.objective)
+  return _Best(to_y(state.z, domain, config), state.objective)
 
 
 def _keep_best(best: Optional[_Best], y: jax.Array, objective: jax.Array) -> Optional[_Best]:
@@ -488,7 +491,7 @@ def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
     tau = entropy_weight_at(config, carry.t + 1)
     new = gbi_step(energy, params, x, old, lr_at(carry.t), domain, config, tau)
     rel = jnp.abs(new.objective - old.objective) / jnp.maximum(jnp.abs(old.objective), tiny)
-    dy = _linf_change(_to_y(new.z, domain, config), _to_y(old.z, domain, config))
+    dy = _linf_change(to_y(new.z, domain, config), to_y(old.z, domain, config))
     # Both objectives are at the final τ only from step A + 1 on.
     done_now = (((rel < config.rel_tol) | (dy < config.abs_tol))
                 & (carry.t >= config.entropy_anneal_steps))
@@ -499,7 +502,7 @@ def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
         state=state,
         steps=carry.steps + active.astype(jnp.int32),
         converged=carry.converged | (active & done_now),
-        best=_keep_best(carry.best, _to_y(state.z, domain, config), state.objective),
+        best=_keep_best(carry.best, to_y(state.z, domain, config), state.objective),
     )
 
   state = init_state(energy, params, x, y0, domain, config)
@@ -513,6 +516,6 @@ def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
   final = jax.lax.while_loop(cond, body, init)
   if final.best is not None:
     return GBIResult(final.best.y, final.best.objective, final.steps, final.converged)
-  return GBIResult(_to_y(final.state.z, domain, config), final.state.objective,
+  return GBIResult(to_y(final.state.z, domain, config), final.state.objective,
                    final.steps, final.converged)
 

@@ -156,8 +156,7 @@ class HVPAdjoint:
       raise ValueError("the adjoint strategy differentiates one fixed objective; entropy "
                        "annealing (entropy_anneal_steps > 0) needs gradient='scan' or "
                        "'remat'")
-    lrs = gbi_lib._step_sizes(  # pylint: disable=protected-access
-        config, config.num_steps, y0.dtype)
+    lrs = gbi_lib.step_sizes(config, config.num_steps, y0.dtype)
     return _adjoint(energy, domain, config._replace(step_sizes=None, remat=False), params,
                     x, y0, lrs)
 
@@ -296,14 +295,6 @@ def unrolled_gbi(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
 # The pieces of one step.
 
 
-def _to_y(z, domain, config):
-  return gbi_lib._to_y(z, domain, config)  # pylint: disable=protected-access
-
-
-def _to_z(y, domain, config):
-  return gbi_lib._to_z(y, domain, config)  # pylint: disable=protected-access
-
-
 def _zero_energy(params, x, y):
   del params, x
   return jnp.zeros(y.shape[:1], y.dtype)
@@ -375,7 +366,7 @@ def _pull_gradient(total, phi, z, v, domain, config):
   if config.method != "logit":  # y = z: G is the gradient itself
     _, hess_v, cross = hvp_and_cross_hvp(total, phi, z, v)
     return cross, hess_v
-  to_y = lambda z_: _to_y(z_, domain, config)
+  to_y = lambda z_: gbi_lib.to_y(z_, domain, config)
   y, coords_vjp = jax.vjp(to_y, z)
   u = jax.jvp(to_y, (z,), (v,))[1]
   grad_y, hess_u, cross = hvp_and_cross_hvp(total, phi, y, u)
@@ -401,10 +392,10 @@ def _forward(energy, domain, config, params, x, y0, lrs):
     new = gbi_lib.gbi_step(energy, params, x, state, lr, domain, config)
     kept = _StepInput(state.z if keep_z else None, state.opt,
                       state.grad if keep_grad else None)
-    return new, (kept, _to_y(new.z, domain, config))
+    return new, (kept, gbi_lib.to_y(new.z, domain, config))
 
   final, (kept, ys) = jax.lax.scan(body, state, lrs)
-  return _to_y(final.z, domain, config), ys, kept, final
+  return gbi_lib.to_y(final.z, domain, config), ys, kept, final
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
@@ -430,7 +421,7 @@ def _adjoint_bwd(energy, domain, config, residuals, cotangents):
     return jnp.sum(objective(p, x_, y))
 
   def coords_vjp(z, ct_y):
-    return jax.vjp(lambda z_: _to_y(z_, domain, config), z)[1](ct_y)[0]
+    return jax.vjp(lambda z_: gbi_lib.to_y(z_, domain, config), z)[1](ct_y)[0]
 
   def iterate(k, step):
     """z_k: kept in logit mode; else y_0 or ys[k − 1] (the same numbers)."""
@@ -476,7 +467,7 @@ def _adjoint_bwd(energy, domain, config, residuals, cotangents):
         reverse=True)
   else:
     lrs_bar = jnp.zeros_like(lrs)
-  y0_bar = jax.vjp(lambda y: _to_z(y, domain, config), y0)[1](z_bar)[0]
+  y0_bar = jax.vjp(lambda y: gbi_lib.to_z(y, domain, config), y0)[1](z_bar)[0]
   params_bar, x_bar = split.cotangent(phi_bar)
   return params_bar, x_bar, y0_bar, lrs_bar
 
