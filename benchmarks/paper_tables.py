@@ -53,7 +53,8 @@ class Json(NamedTuple):
   """A row of `results/<file>.json` (experiments.compare's format); `file` may be a
   tuple of stems, tried in order (a full table that will replace a partial one).
   `method` may be a tuple of method specs (one config's seeds, `seeds(...)`): their
-  runs are pooled into one cell (mean ± std), all from the same file."""
+  runs are pooled into one cell (mean ± std), all from the first file that has them
+  all, else each from the first file that has it (seeds trained by separate commands)."""
   file: Union[str, tuple[str, ...]]
   dataset: str
   method: Union[str, tuple[str, ...]]

@@ -28,10 +28,10 @@ def cell_value(cell: pt.Cell, metric: pt.Metric, results: reproduction.Results
   """Mean over the runs of the cell's row, in the metric's scale; None where not run."""
   if not isinstance(cell, pt.Json):
     return None
-  stem, row, _ = reproduction.json_row(cell, results)
+  stems, row, _ = reproduction.json_row(cell, results)
   if row is None:
     return None
-  values = reproduction.metric_values(stem, row, metric, results)
+  values = reproduction.metric_values(stems, row, metric, results)
   return sum(values) / len(values)
 
 
