@@ -35,6 +35,60 @@ def median_seconds(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str,
   return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+def _busy_cpu_seconds() -> Optional[float]:
+  """CPU seconds every process has spent so far (all CPUs, /proc/stat); None where there
+  is no /proc/stat."""
+  try:
+    with open("/proc/stat") as f:
+      fields = f.readline().split()
+  except OSError:
+    return None
+  # user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait.
+  ticks = [int(v) for v in fields[1:9]]
+  return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_seconds() -> float:
+  """CPU seconds of this process and of its children that have been waited for."""
+  own = os.times()
+  return own.user + own.system + own.children_user + own.children_system
+
+
+class OtherLoad:
+  """How much of the machine other processes used while a benchmark ran: `start()`, then
+  `fraction()` = (every process's CPU time − this process's) / (wall time × CPUs), from
+  /proc/stat; unlike the load average, it counts what ran during the measurement only."""
+
+  def __init__(self):
+    self._start = None
+
+  def start(self) -> "OtherLoad":
+    self._start = (time.perf_counter(), _busy_cpu_seconds(), _own_cpu_seconds())
+    return self
+
+  def other_cpu_seconds(self) -> Optional[float]:
+    """CPU seconds other processes have used since `start()`; None without /proc/stat."""
+    _, busy0, own0 = self._start
+    busy = _busy_cpu_seconds()
+    if busy is None or busy0 is None:
+      return None
+    return max(0.0, (busy - busy0) - (_own_cpu_seconds() - own0))
+
+  def fraction(self) -> Optional[float]:
+    """Other processes' share of all CPUs since `start()`; None without /proc/stat."""
+    other = self.other_cpu_seconds()
+    if other is None:
+      return None
+    # Clipped at 1: /proc/stat counts in clock ticks, so a short window can overshoot.
+    return min(1.0, other / ((time.perf_counter() - self._start[0]) * (os.cpu_count() or 1)))
+
+  def describe(self) -> str:
+    """'other processes used N% of the CPUs meanwhile', or '' without /proc/stat."""
+    share = self.fraction()
+    return "" if share is None else (f"other processes used {100 * share:.0f}% of the "
+                                     "CPUs meanwhile")
+
+
 class MultilabelShapes:
   """What the objective builders read from a multi-label dataset: its shapes only, so a
   benchmark on random arrays of a dataset's shapes needs no data files. `train.x` is

@@ -1102,6 +1102,7 @@ def main(argv):
   out_dir = _OUT_DIR.value
   os.makedirs(out_dir, exist_ok=True)
   started, load_before = time.perf_counter(), os.getloadavg()
+  other_load = common.OtherLoad().start()
   methods, scaling, torch_rows, profiles = [], [], [], []
   notes = []
   torch, ref = _torch()
@@ -1144,7 +1145,9 @@ def main(argv):
       f"Timed on {common.machine_description()}{torch_note}; median of {sizes.repeats} "
       f"calls (JAX / eager / compiled PyTorch: of 3 blocks of {sizes.repeats} each), compile "
       f"excluded. Load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
-      f"(other jobs share the machine when it exceeds the CPU count); whole run "
+      f"(other jobs share the machine when it exceeds the CPU count; a one-minute "
+      f"average, so it still counts jobs paused just before)"
+      f"{'; ' + other_load.describe() if other_load.describe() else ''}; whole run "
       f"{elapsed / 60:.1f} min. Peak "
       f"memory: XLA memory_analysis() of each compiled function (arguments + outputs + "
       f"temporaries − donated aliases){device_note}.\n")

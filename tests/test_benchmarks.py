@@ -235,3 +235,23 @@ def test_input_dependence_reads_a_two_stage_dvn_run(tmp_path):
   assert row["local"]["local_logit_std"] >= 0.0
   proc = _run(["benchmarks.input_dependence", f"--runs={tmp_path / 'none'}"])
   assert proc.returncode != 0 and "does not exist" in proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs /proc/stat")
+def test_other_load_counts_other_processes_cpu_time_not_its_own():
+  from benchmarks import common  # pylint: disable=g-import-not-at-top
+  load = common.OtherLoad().start()
+  # A process that burns 0.5 s of CPU (whatever else shares the machine), says so, and
+  # waits to be killed: not yet reaped, so it is not this process's child time.
+  burner = subprocess.Popen(
+      [sys.executable, "-c", "import time\nt = time.process_time()\n"
+       "while time.process_time() - t < 0.5: pass\nprint('done', flush=True)\n"
+       "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+  try:
+    assert burner.stdout.readline().strip() == "done"
+    assert load.other_cpu_seconds() >= 0.45
+    assert 0.0 < load.fraction() <= 1.0
+    assert "of the CPUs meanwhile" in load.describe()
+  finally:
+    burner.kill()
+    burner.wait()
