@@ -46,11 +46,13 @@ it (`pip install -e ".[bench]"`; a CPU-only torch build is enough).
   python -m benchmarks.suite --quick --out_dir=/tmp/suite      # seconds; what the tests run
 """
 
+import atexit
 import collections
 import csv
 import glob
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -365,6 +367,13 @@ def _torch():
     # (the 20-step loop: 586 ms spinning vs 93 ms passive at load 7 on 2 cores); set
     # before torch loads its OpenMP runtime.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+  if "torch" not in sys.modules:
+    # A fresh inductor cache, so the compile times are those of a first run: the default
+    # on-disk cache would cut them to a few seconds on a rerun with the same shapes.
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+      cache = tempfile.mkdtemp(prefix="inductor_")
+      atexit.register(shutil.rmtree, cache, ignore_errors=True)
+      os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
   try:
     import torch  # pylint: disable=g-import-not-at-top
     from benchmarks import torch_reference  # pylint: disable=g-import-not-at-top
@@ -1170,8 +1179,8 @@ def main(argv):
         "written out, as torch.optim computes them; noise and dropout drawn inside). "
         "The eager E2E reference differentiates the unroll with autograd "
         "(`create_graph=True`) and fused `torch.optim.Adam`. Compile time is the "
-        "compiled function's first call, which inductor's on-disk cache shortens on "
-        "reruns with the same shapes.")
+        "compiled function's first call with an empty inductor cache (a fresh "
+        "TORCHINDUCTOR_CACHE_DIR unless it is set).")
   notes.append("GBI at test for spen_ssvm / dvn (methods table) runs to its tolerances "
                "or max_steps on a fresh energy; trained energies converge in other step "
                "counts (results/gbi_bibtex.md: mean 34.6 of at most 100).")
