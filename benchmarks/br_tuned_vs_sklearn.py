@@ -27,8 +27,26 @@ from experiments import tune
 KEYS = ("test/example_f1", "test/example_f1@0.5", "test/micro_f1", "test/macro_f1")
 
 
-def sklearn_tuned_br(dataset, held_out: list[np.ndarray], space: dict[str, tuple]
-                     ) -> dict:
+def _fit_labels(c: float, scaled_train: np.ndarray, train_y: np.ndarray,
+                labels: np.ndarray, scaled_others: list[np.ndarray]) -> list[np.ndarray]:
+  """P(label = 1) of every row of each of `scaled_others`, `[N, len(labels)]`: one
+  `LogisticRegression(C=c)` per label (a label with one class only predicts it)."""
+  from sklearn.linear_model import LogisticRegression  # pylint: disable=g-import-not-at-top
+  probs = [np.zeros((len(o), len(labels)), np.float32) for o in scaled_others]
+  for k, label in enumerate(labels):
+    column = train_y[:, label]
+    if column.min() == column.max():
+      for p in probs:
+        p[:, k] = column[0]
+      continue
+    model = LogisticRegression(C=c, max_iter=5000).fit(scaled_train, column)
+    for p, o in zip(probs, scaled_others):
+      p[:, k] = model.predict_proba(o)[:, 1]
+  return probs
+
+
+def sklearn_tuned_br(dataset, held_out: list[np.ndarray], space: dict[str, tuple],
+                     jobs: int = 1) -> dict:
   """scikit-learn's OvR LogisticRegression with C and scaling chosen by cross-validation.
 
   Args:
@@ -36,31 +54,30 @@ def sklearn_tuned_br(dataset, held_out: list[np.ndarray], space: dict[str, tuple
     held_out: each fold's held-out rows of `dataset.train` (`tune.fold_indices`);
       None: select on `dataset.validation` (the tuner's rule from 2,000 training rows).
     space: `{"loss.l2_c": Cs, "data.feature_scaling": scalings}` (br's search space).
+    jobs: processes that fit the labels (split into `jobs` groups); the same models
+      as one process fits.
 
   Returns:
     `{"chosen": {...}, "value": mean held-out validation/example_f1, "trials": [...],
     "test/...": the refit's metrics}`, the threshold tuned on `dataset.validation`.
   """
+  import joblib  # pylint: disable=g-import-not-at-top
   from sklearn import preprocessing  # pylint: disable=g-import-not-at-top
-  from sklearn.linear_model import LogisticRegression  # pylint: disable=g-import-not-at-top
   scalers = {"none": lambda: preprocessing.FunctionTransformer(),
              "zscore": preprocessing.StandardScaler, "maxabs": preprocessing.MaxAbsScaler}
+  groups = [g for g in np.array_split(np.arange(dataset.train.y.shape[1]), jobs) if g.size]
+  parallel = joblib.Parallel(n_jobs=len(groups)) if len(groups) > 1 else None
 
   def fit_predict(c, scaling, train_x, train_y, *others):
     scaler = scalers[scaling]().fit(train_x)
     scaled_train = scaler.transform(train_x)
     scaled_others = [scaler.transform(o) for o in others]
-    probs = [np.zeros((len(o), train_y.shape[1]), np.float32) for o in others]
-    for label in range(train_y.shape[1]):
-      column = train_y[:, label]
-      if column.min() == column.max():  # one class only: predict it
-        for p in probs:
-          p[:, label] = column[0]
-        continue
-      model = LogisticRegression(C=c, max_iter=5000).fit(scaled_train, column)
-      for p, o in zip(probs, scaled_others):
-        p[:, label] = model.predict_proba(o)[:, 1]
-    return probs
+    if parallel is None:
+      return _fit_labels(c, scaled_train, train_y, groups[0], scaled_others)
+    parts = parallel(joblib.delayed(_fit_labels)(c, scaled_train, train_y, g, scaled_others)
+                     for g in groups)
+    return [np.concatenate([part[i] for part in parts], axis=1)
+            for i in range(len(scaled_others))]
 
   x, y = dataset.train.x, dataset.train.y
   everything = np.arange(len(x))

@@ -88,15 +88,17 @@ def cell_config(cell: Cell, data_dir: str, overrides=()) -> ml_collections.Confi
   return configuration.apply_overrides(config, budget_overrides)
 
 
-def run_cell(cell: Cell, workdir: str, data_dir: str, overrides=()) -> dict[str, Any]:
-  """Runs `cell` (or reads its results.json); its record for the report."""
+def run_cell(cell: Cell, workdir: str, data_dir: str, overrides=(), linear_jobs: int = 1
+             ) -> dict[str, Any]:
+  """Runs `cell` (or reads its results.json); its record for the report. The linear
+  model's labels are fitted by `linear_jobs` processes."""
   directory = os.path.join(workdir, cell.name)
   path = os.path.join(directory, "results.json")
   if not os.path.exists(path):
     quiet_library_logs()
     started = time.time()
     if cell.method == LINEAR:
-      results = _linear(cell, data_dir, overrides)
+      results = _linear(cell, data_dir, overrides, linear_jobs)
     else:
       config = cell_config(cell, data_dir, overrides)
       results = tune.run_experiment(config, directory, config_file=cell.method)
@@ -117,9 +119,10 @@ def run_cell(cell: Cell, workdir: str, data_dir: str, overrides=()) -> dict[str,
           "seconds": results.get("seconds")}
 
 
-def _linear(cell: Cell, data_dir: str, overrides=()) -> dict[str, Any]:
+def _linear(cell: Cell, data_dir: str, overrides=(), jobs: int = 1) -> dict[str, Any]:
   """scikit-learn's tuned LogisticRegression on the cell's rows: br's space and budget,
-  the same folds as br's selection (the validation split from 2,000 rows)."""
+  the same folds as br's selection (the validation split from 2,000 rows); its labels
+  fitted by `jobs` processes."""
   config = cell_config(Cell(cell.dataset, cell.size, "br", "tuned"), data_dir,
                        ["data.feature_scaling=none", *overrides])
   dataset = tasks.task_for(config).load(config)
@@ -128,7 +131,7 @@ def _linear(cell: Cell, data_dir: str, overrides=()) -> dict[str, Any]:
   held_out = (tune.fold_indices(num_train, folds, config.tune.seed)
               if num_train < tune.SMALL_TRAIN else None)
   space = search_spaces.for_config("br", cell.dataset)
-  results = br_tuned_vs_sklearn.sklearn_tuned_br(dataset, held_out, space)
+  results = br_tuned_vs_sklearn.sklearn_tuned_br(dataset, held_out, space, jobs)
   results["num_train"] = num_train
   return results
 
@@ -142,7 +145,9 @@ def run(all_cells: list[Cell], workdir: str, data_dir: str, jobs: int = 1,
     all_cells = [c for c in all_cells
                  if os.path.exists(os.path.join(workdir, c.name, "results.json"))]
   if jobs <= 1:
-    records = [_attempt(c, workdir, data_dir, tuple(overrides)) for c in all_cells]
+    # One cell at a time: the linear model's labels are fitted on every CPU.
+    records = [_attempt(c, workdir, data_dir, tuple(overrides), os.cpu_count() or 1)
+               for c in all_cells]
   else:
     with tune.single_threaded_processes(jobs) as pool:
       futures = [pool.submit(_attempt, c, workdir, data_dir, tuple(overrides))
@@ -151,10 +156,10 @@ def run(all_cells: list[Cell], workdir: str, data_dir: str, jobs: int = 1,
   return [r for r in records if r is not None]
 
 
-def _attempt(cell, workdir, data_dir, overrides):
+def _attempt(cell, workdir, data_dir, overrides, linear_jobs=1):
   """`run_cell`'s record, printed; None for a size the dataset does not have."""
   try:
-    record = run_cell(cell, workdir, data_dir, overrides)
+    record = run_cell(cell, workdir, data_dir, overrides, linear_jobs)
   except registry.TooFewTrainingRows as e:
     print(f"{cell.name}: skipped ({e})", flush=True)
     return None

@@ -78,6 +78,8 @@ def test_linear_model_on_the_validation_split_picks_the_best_validation_setting(
   best = max(scores, key=scores.get)
   assert (result["chosen"]["C"], result["chosen"]["scaling"]) == best
   assert result["value"] == pytest.approx(scores[best])
+  # Labels fitted by two processes (two groups of labels): the same models.
+  assert br_tuned_vs_sklearn.sklearn_tuned_br(ds, None, space, jobs=2) == result
 
 
 def test_cell_config_is_the_committed_config_with_the_by_path_budget(data_dir):
