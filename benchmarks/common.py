@@ -55,19 +55,16 @@ def _own_cpu_seconds() -> float:
 
 
 class OtherLoad:
-  """How much of the machine other processes used while a benchmark ran: `start()`, then
-  `fraction()` = (every process's CPU time − this process's) / (wall time × CPUs), from
-  /proc/stat; unlike the load average, it counts what ran during the measurement only."""
+  """How much of the machine other processes used while a benchmark ran, from its
+  creation on: `fraction()` = (every process's CPU time − this process's) / (wall time ×
+  CPUs), from /proc/stat; unlike the load average, it counts what ran during the
+  measurement only."""
 
   def __init__(self):
-    self._start = None
-
-  def start(self) -> "OtherLoad":
     self._start = (time.perf_counter(), _busy_cpu_seconds(), _own_cpu_seconds())
-    return self
 
   def other_cpu_seconds(self) -> Optional[float]:
-    """CPU seconds other processes have used since `start()`; None without /proc/stat."""
+    """CPU seconds other processes have used since creation; None without /proc/stat."""
     _, busy0, own0 = self._start
     busy = _busy_cpu_seconds()
     if busy is None or busy0 is None:
@@ -75,7 +72,7 @@ class OtherLoad:
     return max(0.0, (busy - busy0) - (_own_cpu_seconds() - own0))
 
   def fraction(self) -> Optional[float]:
-    """Other processes' share of all CPUs since `start()`; None without /proc/stat."""
+    """Other processes' share of all CPUs since creation; None without /proc/stat."""
     other = self.other_cpu_seconds()
     if other is None:
       return None

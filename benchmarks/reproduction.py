@@ -321,10 +321,12 @@ def render_table(table: pt.PaperTable, results: Results, heading: str = "###",
   shown = [(row, cells) for row, cells in zip(table.rows, resolved)
            if not detail or any(row.paper)]
   notes: dict[str, int] = {}  # results file -> footnote number, in order of first use
+  commands: dict[str, tuple[str, str]] = {}  # results file -> (command, code revision)
   for _, cells in shown:
     for r in cells:
-      for stem in r.files:
+      for stem, command in zip(r.files, r.commands):
         notes.setdefault(stem, len(notes) + 1)
+        commands.setdefault(stem, command)
 
   title = f"{table.where}: {table.title}"
   lines = [f"{heading} {title}"]
@@ -350,8 +352,7 @@ def render_table(table: pt.PaperTable, results: Results, heading: str = "###",
   if notes:
     lines += ["", "Commands:"]
     for stem, number in notes.items():
-      command, revision = next(c for _, cells in shown for r in cells
-                               for f, c in zip(r.files, r.commands) if f == stem)
+      command, revision = commands[stem]
       lines.append(f"- [{number}] {_file_link(results, stem + '.md', base)}: `{command}` "
                    f"(code revision {revision})")
   awaiting = sorted({r.awaiting for _, cells in shown for r in cells if r.awaiting})

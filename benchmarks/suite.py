@@ -367,13 +367,12 @@ def _torch():
     # (the 20-step loop: 586 ms spinning vs 93 ms passive at load 7 on 2 cores); set
     # before torch loads its OpenMP runtime.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-  if "torch" not in sys.modules:
+  if "torch" not in sys.modules and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     # A fresh inductor cache, so the compile times are those of a first run: the default
     # on-disk cache would cut them to a few seconds on a rerun with the same shapes.
-    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-      cache = tempfile.mkdtemp(prefix="inductor_")
-      atexit.register(shutil.rmtree, cache, ignore_errors=True)
-      os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+    cache = tempfile.mkdtemp(prefix="inductor_")
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
   try:
     import torch  # pylint: disable=g-import-not-at-top
     from benchmarks import torch_reference  # pylint: disable=g-import-not-at-top
@@ -1111,7 +1110,7 @@ def main(argv):
   out_dir = _OUT_DIR.value
   os.makedirs(out_dir, exist_ok=True)
   started, load_before = time.perf_counter(), os.getloadavg()
-  other_load = common.OtherLoad().start()
+  other_load = common.OtherLoad()
   methods, scaling, torch_rows, profiles = [], [], [], []
   notes = []
   torch, ref = _torch()
@@ -1141,6 +1140,7 @@ def main(argv):
     if torch is not None:
       plot_torch(out_dir, torch_rows)
   elapsed, load_after = time.perf_counter() - started, os.getloadavg()
+  other_share = other_load.describe()
   torch_note = ""
   if torch is not None and torch_rows:
     torch_note = (f", PyTorch {torch.__version__} with {torch.get_num_threads()} threads and "
@@ -1156,7 +1156,7 @@ def main(argv):
       f"excluded. Load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
       f"(other jobs share the machine when it exceeds the CPU count; a one-minute "
       f"average, so it still counts jobs paused just before)"
-      f"{'; ' + other_load.describe() if other_load.describe() else ''}; whole run "
+      f"{'; ' + other_share if other_share else ''}; whole run "
       f"{elapsed / 60:.1f} min. Peak "
       f"memory: XLA memory_analysis() of each compiled function (arguments + outputs + "
       f"temporaries − donated aliases){device_note}.\n")

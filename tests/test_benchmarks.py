@@ -240,7 +240,7 @@ def test_input_dependence_reads_a_two_stage_dvn_run(tmp_path):
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs /proc/stat")
 def test_other_load_counts_other_processes_cpu_time_not_its_own():
   from benchmarks import common  # pylint: disable=g-import-not-at-top
-  load = common.OtherLoad().start()
+  load = common.OtherLoad()
   # A process that burns 0.5 s of CPU (whatever else shares the machine), says so, and
   # waits to be killed: not yet reaped, so it is not this process's child time.
   burner = subprocess.Popen(
