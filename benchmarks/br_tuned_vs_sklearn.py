@@ -66,7 +66,10 @@ def sklearn_tuned_br(dataset, held_out: list[np.ndarray], space: dict[str, tuple
   scalers = {"none": lambda: preprocessing.FunctionTransformer(),
              "zscore": preprocessing.StandardScaler, "maxabs": preprocessing.MaxAbsScaler}
   groups = [g for g in np.array_split(np.arange(dataset.train.y.shape[1]), jobs) if g.size]
-  parallel = joblib.Parallel(n_jobs=len(groups)) if len(groups) > 1 else None
+  # Arrays are pickled to the workers, not memory-mapped: loky's resource tracker
+  # prints spurious KeyError tracebacks when it unlinks shared-memory copies.
+  parallel = (joblib.Parallel(n_jobs=len(groups), max_nbytes=None) if len(groups) > 1
+              else None)
 
   def fit_predict(c, scaling, train_x, train_y, *others):
     scaler = scalers[scaling]().fit(train_x)

@@ -18,7 +18,8 @@ Beside them, scikit-learn's one-vs-rest LogisticRegression with C and feature sc
 chosen on the same held-out rows as br's selection (`br_tuned_vs_sklearn`). Validation
 and test are the dataset's own splits at every size; every threshold is tuned on
 validation. Each cell writes results.json under --workdir and is skipped when it exists,
-so an interrupted run continues; --out and --plot report every finished cell.
+so an interrupted run continues; --out and --plot report every finished cell, with the
+records of `--records` files (an earlier report's .json) for cells not in --workdir.
 """
 
 import dataclasses
@@ -154,6 +155,15 @@ def run(all_cells: list[Cell], workdir: str, data_dir: str, jobs: int = 1,
                  for c in all_cells]
       records = [f.result() for f in futures]
   return [r for r in records if r is not None]
+
+
+def merge(records: list[dict[str, Any]], earlier: list[dict[str, Any]]
+          ) -> list[dict[str, Any]]:
+  """`earlier`'s records of cells that `records` lacks, then `records`: a cell finished
+  again replaces its earlier record."""
+  key = lambda r: (r["dataset"], r["size"], r["method"], r["mode"])
+  finished = {key(r) for r in records}
+  return [r for r in earlier if key(r) not in finished] + list(records)
 
 
 def _attempt(cell, workdir, data_dir, overrides, linear_jobs=1):
@@ -292,6 +302,8 @@ def _define_flags():
       "jobs": flags.DEFINE_integer("jobs", 1, "cells run at once, each in its own process"),
       "set": flags.DEFINE_multi_string("set", [], "key=value override of every cell's "
                                        "config (e.g. a shorter train.steps for a smoke run)"),
+      "records": flags.DEFINE_list("records", [], "earlier reports' .json files: their "
+                                   "cells are reported unless --workdir has them"),
       "out": flags.DEFINE_string("out", "", "markdown report (and .json beside it)"),
       "plot": flags.DEFINE_string("plot", "", "figure of F1 against training rows"),
   }
@@ -308,6 +320,9 @@ def main(argv):
                     value("modes"), value("linear"))
   records = run(all_cells, value("workdir"), value("data_dir"), value("jobs"), value("set"),
                 value("report_only"))
+  for path in value("records"):
+    with open(path) as f:
+      records = merge(records, json.load(f))
   body = report(records)
   print(body)
   if value("out"):

@@ -52,6 +52,14 @@ def test_table_has_a_row_per_dataset_and_size_and_marks_missing_cells():
   assert lines[3] == "| d | 4000 | — | 70.00 | — |"
 
 
+def test_merge_keeps_earlier_cells_that_were_not_run_again():
+  earlier = [_record("d", 250, "mlp", "tuned", 0.5), _record("d", 500, "mlp", "tuned", 0.6)]
+  again = [_record("d", 500, "mlp", "tuned", 0.7), _record("d", 500, "dmf", "tuned", 0.8)]
+  merged = small_data.merge(again, earlier)
+  assert [(r["size"], r["method"], r[small_data.METRIC]) for r in merged] == [
+      (250, "mlp", 0.5), (500, "mlp", 0.7), (500, "dmf", 0.8)]
+
+
 def test_linear_model_on_the_validation_split_picks_the_best_validation_setting(data_dir):
   # From 2,000 training rows the selection is on the validation split: the oracle fits
   # every (C, scaling) directly and keeps the best validation example-F1.
