@@ -17,6 +17,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 import time
 from typing import Any
 
@@ -255,3 +256,11 @@ def _split_predictions(task, config, predict, state, x, eval_bs, mesh,
     return outputs[start:start + len(model_x)]
 
   return process_rows_lib.gather_process_rows(task.predict(config, own_rows, x))
+
+
+if __name__ == "__main__":
+  # Flax examples run train.py's caller, main.py; say so rather than exit silently.
+  print("experiments.train: error: this is the importable training library; run "
+        "python -m experiments.main --config=experiments/configs/<method>.py "
+        "--workdir=DIR", file=sys.stderr)
+  sys.exit(2)

@@ -77,6 +77,11 @@ def test_predict_names_a_workdir_without_a_run(tmp_path):
       f"no run in {tmp_path}: expected run.json written by energynets.fit or experiments.main")
 
 
+def test_running_the_training_library_names_the_binary():
+  message = _error(_run("experiments.train"), "experiments.train")
+  assert "python -m experiments.main --config=" in message
+
+
 def test_an_error_inside_training_keeps_its_traceback(tmp_path):
   # A builder that fails while building: a bug, even though it is a ValueError.
   package = tmp_path / "enx_buggy"
