@@ -23,8 +23,8 @@ where `d` is the search direction produced by `GBIConfig.optimizer` from the gra
 in the optimized coordinates (`y`, or `z` in logit mode): `'sgd'` (d = g), `'momentum'`
 (heavy ball `m ← μ m + g`, d = m; SPEN uses μ = 0.95, η = 0.1) or `'adam'` (SEAL's GBI
 baseline). In mirror mode the momentum/Adam direction replaces the gradient inside the
-mirror step. Optimizer state is elementwise plus a per-example step count, so no
-example's trajectory depends on which other examples share its batch.
+mirror step (`energynets.inference.directions`: per-example state, so no example's
+trajectory depends on which other examples share its batch).
 
 On a device mesh with a `'model'` axis (`energynets.train.make_mesh`), the iterate and
 its gradient, when `[B, L]`, are kept split over the label axis
@@ -65,6 +65,7 @@ import jax
 import jax.numpy as jnp
 
 from energynets import domains as domains_lib
+from energynets.inference import directions
 from energynets.sharding import constrain_label_axis
 
 PyTree = Any
@@ -145,13 +146,6 @@ def _config_unflatten(static: GBIConfig, children) -> GBIConfig:
 jax.tree_util.register_pytree_node(GBIConfig, _config_flatten, _config_unflatten)
 
 
-class OptState(NamedTuple):
-  """Per-example optimizer state; `mu`/`nu` have y's shape, `count` is `[B]` int32."""
-  mu: Optional[jax.Array]
-  nu: Optional[jax.Array]
-  count: jax.Array
-
-
 class GBIState(NamedTuple):
   """The loop carry shared by both drivers.
 
@@ -160,7 +154,7 @@ class GBIState(NamedTuple):
   energy+gradient evaluation and convergence tests compare consecutive iterates.
   """
   z: jax.Array
-  opt: OptState
+  opt: directions.OptState
   objective: jax.Array  # [B]
   grad: jax.Array       # like z
 
@@ -285,41 +279,6 @@ def _value_and_grad(objective: EnergyFn, params, x, z, domain, config):
 
 
 # ---------------------------------------------------------------------------------------
-# Optimizers: gradient -> search direction, elementwise with a per-example count.
-
-
-def _init_opt(z: jax.Array, config: GBIConfig) -> OptState:
-  count = jnp.zeros(z.shape[:1], jnp.int32)
-  if config.optimizer == "sgd":
-    return OptState(None, None, count)
-  if config.optimizer == "momentum":
-    return OptState(jnp.zeros_like(z), None, count)
-  return OptState(jnp.zeros_like(z), jnp.zeros_like(z), count)
-
-
-def _expand(v: jax.Array, like: jax.Array) -> jax.Array:
-  """`[B] -> [B, 1, ..., 1]` broadcastable against `like`."""
-  return v.reshape(v.shape + (1,) * (like.ndim - v.ndim))
-
-
-def _direction(g: jax.Array, opt: OptState, config: GBIConfig) -> tuple[jax.Array, OptState]:
-  count = opt.count + 1
-  if config.optimizer == "sgd":
-    return g, OptState(None, None, count)
-  if config.optimizer == "momentum":
-    mu = config.momentum * opt.mu + g
-    return mu, OptState(mu, None, count)
-  mu = config.b1 * opt.mu + (1.0 - config.b1) * g
-  nu = config.b2 * opt.nu + (1.0 - config.b2) * jnp.square(g)
-  # Bias correction by each example's own count: frozen examples do not advance it.
-  t = _expand(count, g).astype(g.dtype)
-  mu_hat = mu / (1.0 - config.b1 ** t)
-  nu_hat = nu / (1.0 - config.b2 ** t)
-  d = mu_hat / (jnp.sqrt(nu_hat + config.adam_eps_root) + config.adam_eps)
-  return d, OptState(mu, nu, count)
-
-
-# ---------------------------------------------------------------------------------------
 # The step shared by both drivers.
 
 
@@ -329,7 +288,7 @@ def init_state(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
   objective = make_objective(energy, domain, config, entropy_weight_at(config, 0))
   z = constrain_label_axis(to_z(y0, domain, config))
   e, g = _value_and_grad(objective, params, x, z, domain, config)
-  return GBIState(z, _init_opt(z, config), e, g)
+  return GBIState(z, directions.init_opt_state(z, config), e, g)
 
 
 def gbi_step(energy: EnergyFn, params: PyTree, x: PyTree, state: GBIState,
@@ -337,7 +296,7 @@ def gbi_step(energy: EnergyFn, params: PyTree, x: PyTree, state: GBIState,
              config: GBIConfig, tau: Optional[jax.Array | float] = None) -> GBIState:
   """One update of every example in the batch, then objective and gradient at the new
   point (with entropy temperature `tau`, default `config.entropy_weight`)."""
-  d, opt = _direction(state.grad, state.opt, config)
+  d, opt = directions.direction(state.grad, state.opt, config)
   if config.method == "projected":
     z = domain.project(state.z - lr * d)
   elif config.method == "mirror":
@@ -411,7 +370,7 @@ def gbi_scan(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
 
 def _select(mask: jax.Array, new: PyTree, old: PyTree) -> PyTree:
   """Per-example `where(mask, new, old)` over matching pytrees with leading axis B."""
-  return jax.tree.map(lambda n, o: jnp.where(_expand(mask, n), n, o), new, old)
+  return jax.tree.map(lambda n, o: jnp.where(directions.expand(mask, n), n, o), new, old)
 
 
 class _Best(NamedTuple):

@@ -73,6 +73,7 @@ import numpy as np
 from energynets import domains as domains_lib
 from energynets.diff import implicit as implicit_lib
 from energynets.diff.hvp import hvp_and_cross_hvp
+from energynets.inference import directions
 from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import EnergyFn, GBIConfig
 
@@ -312,7 +313,7 @@ def _advance(z, opt, g, lr, domain, config):
   return new.z, new.opt
 
 
-def _moments(opt: gbi_lib.OptState):
+def _moments(opt: directions.OptState):
   """The differentiable part of the optimizer state (the integer count is not)."""
   return opt.mu, opt.nu
 
@@ -324,7 +325,7 @@ class _StepInput(NamedTuple):
   optimizer state does not determine it (not for momentum); else None.
   """
   z: Optional[jax.Array]
-  opt: gbi_lib.OptState
+  opt: directions.OptState
   grad: Optional[jax.Array]
 
 
