@@ -24,6 +24,7 @@ from energynets.inference import GBIConfig
 from energynets.inference import exhaustive
 from energynets.energies import protocol
 from energynets.objectives import ssvm as ssvm_lib
+from energynets.objectives import task_losses
 
 
 def _all_labelings(num_labels):
@@ -141,8 +142,8 @@ class SSVMExhaustiveTest(parameterized.TestCase):
     candidates = jnp.asarray(_all_labelings(4))
     for y in (rs.rand(3, 4) < 0.5, rs.rand(3, 4)):  # binary and soft gold labels
       y = jnp.asarray(y, jnp.float32)
-      table = ssvm_lib.task_loss_table(candidates, y, surrogate)
-      expected = np.stack([ssvm_lib.task_loss(jnp.broadcast_to(c, y.shape), y, surrogate)
+      table = task_losses.task_loss_table(candidates, y, surrogate)
+      expected = np.stack([task_losses.task_loss(jnp.broadcast_to(c, y.shape), y, surrogate)
                            for c in candidates], axis=1)
       np.testing.assert_allclose(table, expected, rtol=1e-5, atol=1e-5)
 
@@ -155,7 +156,7 @@ class SSVMExhaustiveTest(parameterized.TestCase):
     enc = model.encode(params, x)
     index, _ = _brute_force(
         lambda c: (model.energy(params, enc, jnp.asarray(c))
-                   - ssvm_lib.task_loss(jnp.asarray(c), y, surrogate)), x.shape[0], 5)
+                   - task_losses.task_loss(jnp.asarray(c), y, surrogate)), x.shape[0], 5)
     np.testing.assert_array_equal(y_hat, _all_labelings(5)[index])
 
   def test_exact_search_statistics(self):

@@ -15,7 +15,7 @@ from energynets import energies
 from energynets import testing
 from energynets.energies import protocol
 from energynets.objectives import outputs
-from energynets.objectives import ssvm
+from energynets.objectives import task_losses
 
 
 def _logits_and_gold(seed=0):
@@ -98,14 +98,14 @@ def test_structured_task_loss_counts_real_tokens_only(surrogate):
   junk = jax.nn.softmax(3 * logits[::-1], -1)
   padded = jnp.where(mask[..., None], y_hat, junk)
   simplex = domains.Simplex()
-  value = ssvm.structured_task_loss(simplex, padded, y, surrogate)
-  real = ssvm.task_loss(y_hat * mask[..., None], y, surrogate)
+  value = task_losses.structured_task_loss(simplex, padded, y, surrogate)
+  real = task_losses.task_loss(y_hat * mask[..., None], y, surrogate)
   np.testing.assert_allclose(value, real, rtol=1e-5)
   if surrogate == "l1":
     expected = np.sum(np.abs(np.asarray(y_hat) - np.asarray(y)) * mask[..., None], (1, 2))
     np.testing.assert_allclose(value, expected, rtol=1e-5)
   # On the Box every position is real: an all-zero gold row is an example with no labels.
   box_y = jnp.zeros_like(y[:, 0])
-  np.testing.assert_allclose(ssvm.structured_task_loss(domains.Box(), y_hat[:, 0], box_y,
+  np.testing.assert_allclose(task_losses.structured_task_loss(domains.Box(), y_hat[:, 0], box_y,
                                                        surrogate),
-                             ssvm.task_loss(y_hat[:, 0], box_y, surrogate), rtol=1e-6)
+                             task_losses.task_loss(y_hat[:, 0], box_y, surrogate), rtol=1e-6)

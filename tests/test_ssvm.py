@@ -26,6 +26,7 @@ from energynets.objectives import base
 from energynets.energies import protocol
 from energynets.objectives import local_bce
 from energynets.objectives import ssvm as ssvm_lib
+from energynets.objectives import task_losses
 
 L = 4
 PREDICT = GBIConfig(max_steps=50)
@@ -58,25 +59,6 @@ def _assert_trees_equal(test, a, b):
   test.assertEqual(jax.tree.structure(a), jax.tree.structure(b))
   for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
     np.testing.assert_array_equal(u, v)
-
-
-class SurrogateTest(parameterized.TestCase):
-
-  def test_closed_forms(self):
-    y_hat = jnp.array([[0.2, 0.9, 0.5], [1.0, 0.0, 0.3]])
-    y = jnp.array([[0.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
-    np.testing.assert_allclose(ssvm_lib.task_loss(y_hat, y, "squared"),
-                               [0.04 + 0.01 + 0.25, 0 + 1 + 0.09], rtol=1e-6)
-    np.testing.assert_allclose(ssvm_lib.task_loss(y_hat, y, "l1"), [0.8, 1.3], rtol=1e-6)
-    eps = 1e-3
-    log = ssvm_lib.task_loss(y_hat, y, "log", eps)
-    np.testing.assert_allclose(
-        log, [-np.log(0.8) - np.log(0.9) - np.log(0.5),
-              -np.log(1 - eps) - np.log(eps) - np.log(0.7)], rtol=1e-5)
-    grad = jax.grad(lambda v: jnp.sum(ssvm_lib.task_loss(v, y, "log", eps)))(y_hat)
-    self.assertTrue(np.all(np.isfinite(grad)))
-    with self.assertRaisesRegex(ValueError, "surrogate"):
-      ssvm_lib.task_loss(y_hat, y, "hamming")
 
 
 class LossAugmentedInferenceTest(parameterized.TestCase):
@@ -124,7 +106,7 @@ class LossAugmentedInferenceTest(parameterized.TestCase):
 
     def objective(y_hat):
       return np.asarray(energy.apply({"params": params}, x, jnp.asarray(y_hat))
-                        - ssvm_lib.task_loss(jnp.asarray(y_hat), y))
+                        - task_losses.task_loss(jnp.asarray(y_hat), y))
 
     singles = {s: run(s) for s in ssvm_lib.LOSS_AUG_INITS}
     np.testing.assert_array_equal(run(None), singles["local"])  # default: `init`
@@ -370,7 +352,7 @@ class ImageEnergyTest(parameterized.TestCase):
   def test_surrogate_sums_over_every_pixel(self):
     rs = np.random.RandomState(0)
     y_hat, y = rs.randn(2, 3, 4, 5), rs.randn(2, 3, 4, 5)
-    np.testing.assert_allclose(ssvm_lib.task_loss(y_hat, y, "squared"),
+    np.testing.assert_allclose(task_losses.task_loss(y_hat, y, "squared"),
                                ((y_hat - y) ** 2).sum(axis=(1, 2, 3)), rtol=1e-6)
 
   def test_field_of_experts_ssvm_lowers_its_hinge(self):

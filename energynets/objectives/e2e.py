@@ -68,7 +68,7 @@ from energynets.inference import unrolled
 from energynets.inference.gbi import GBIConfig
 from energynets.energies import protocol
 from energynets.objectives import base
-from energynets.objectives import ssvm
+from energynets.objectives import task_losses
 
 LOSSES = ("bce", "squared")
 REDUCTIONS = ("sum", "mean")
@@ -89,7 +89,7 @@ def iterate_loss(y_hat: jax.Array, y: jax.Array, loss: str = "bce",
   if loss not in LOSSES:
     raise ValueError(f"unknown loss {loss!r}; expected one of {LOSSES}")
   flat = lambda a: a.reshape(a.shape[0], -1)
-  value = ssvm.task_loss(flat(y_hat), flat(y).astype(y_hat.dtype),
+  value = task_losses.task_loss(flat(y_hat), flat(y).astype(y_hat.dtype),
                          "log" if loss == "bce" else "squared", eps)
   if reduction == "mean":
     value = value / flat(y_hat).shape[1]

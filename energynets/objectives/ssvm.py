@@ -67,9 +67,9 @@ from energynets.inference import exhaustive
 from energynets.inference import gbi as gbi_lib
 from energynets.inference.gbi import GBIConfig, GBIResult
 from energynets.objectives import base
-from energynets.objectives import outputs
+from energynets.objectives import task_losses
+from energynets.objectives.task_losses import DEFAULT_SURROGATE_EPS
 
-SURROGATES = ("squared", "log", "l1")
 # How an inference problem is solved: GBI over the relaxation, or exactly by enumerating
 # {0, 1}^L (Box domain, small L only).
 SOLVERS = ("gbi", "exhaustive")
@@ -81,53 +81,6 @@ SOLVERS = ("gbi", "exhaustive")
 GOLD = "gold"
 INITS = ("uniform", "local")  # the SPEN starts; an energy's own are `Energy.inits`
 LOSS_AUG_INITS = INITS + (GOLD,)
-DEFAULT_SURROGATE_EPS = 1e-3
-
-
-# ---------------------------------------------------------------------------------------
-# Task-loss surrogates Δ(ȳ, y).
-
-
-def _elementwise_loss(y_hat: jax.Array, y: jax.Array, surrogate: str,
-                      eps: float) -> jax.Array:
-  """The surrogate's term for each output coordinate (Δ is their sum)."""
-  if surrogate == "squared":
-    return jnp.square(y_hat - y)
-  if surrogate == "l1":
-    return jnp.abs(y_hat - y)
-  if surrogate == "log":
-    p = jnp.clip(y_hat, eps, 1.0 - eps)
-    return -(y * jnp.log(p) + (1.0 - y) * jnp.log1p(-p))
-  raise ValueError(f"unknown surrogate {surrogate!r}; expected one of {SURROGATES}")
-
-
-def task_loss(y_hat: jax.Array, y: jax.Array, surrogate: str = "squared",
-              eps: float = DEFAULT_SURROGATE_EPS) -> jax.Array:
-  """`[B, ...] x2 -> [B]`: the differentiable surrogate Δ(ŷ, y), summed over all but the
-  batch axis (labels, or pixels of an image)."""
-  v = _elementwise_loss(y_hat, y, surrogate, eps)
-  return jnp.sum(v, axis=tuple(range(1, v.ndim)))
-
-
-def task_loss_table(candidates: jax.Array, y: jax.Array, surrogate: str = "squared",
-                    eps: float = DEFAULT_SURROGATE_EPS) -> jax.Array:
-  """`[B, C]`: Δ(c, y_b) for every example `y [B, L]` and binary candidate
-  `candidates [C, L]`.
-
-  Δ is a sum over labels, so on c ∈ {0, 1}^L it is affine in c:
-  `Σ_i δ(0, y_i) + Σ_i c_i (δ(1, y_i) − δ(0, y_i))`, one matmul for all pairs.
-  """
-  at_zero = _elementwise_loss(jnp.zeros_like(y), y, surrogate, eps)
-  at_one = _elementwise_loss(jnp.ones_like(y), y, surrogate, eps)
-  return jnp.sum(at_zero, axis=-1)[:, None] + (at_one - at_zero) @ candidates.T
-
-
-def structured_task_loss(domain, y_hat: jax.Array, y: jax.Array, surrogate: str,
-                         eps: float = DEFAULT_SURROGATE_EPS) -> jax.Array:
-  """`task_loss` over real positions only: on the Simplex (sequences) the padded tokens
-  of y (all-zero rows) are excluded (`outputs.mask_token_padding`), which the relaxed
-  ŷ there (a point of the simplex, moved only by GBI's entropy) would otherwise add."""
-  return task_loss(outputs.for_domain(domain).mask_padding(y_hat, y), y, surrogate, eps)
 
 
 # ---------------------------------------------------------------------------------------
@@ -171,7 +124,7 @@ def _exhaustive_loss_augmented(model, params, inputs, y, surrogate, eps, dtype):
 
   def table(p, inputs_and_gold, candidates):
     enc, gold = inputs_and_gold
-    return energy_table(p, enc, candidates) - task_loss_table(candidates, gold, surrogate,
+    return energy_table(p, enc, candidates) - task_losses.task_loss_table(candidates, gold, surrogate,
                                                               eps)
 
   y = jnp.asarray(y, dtype)
@@ -189,7 +142,7 @@ def _loss_augmented(model, params, inputs, x, y, config, surrogate, eps, starts,
   """
   def augmented(p, inputs_and_gold, y_bar):
     enc, gold = inputs_and_gold
-    return model.energy(p, enc, y_bar) - structured_task_loss(model.domain, y_bar, gold,
+    return model.energy(p, enc, y_bar) - task_losses.structured_task_loss(model.domain, y_bar, gold,
                                                               surrogate, eps)
 
   params, inputs, y = jax.lax.stop_gradient((params, inputs, y))
@@ -348,7 +301,7 @@ class Margins(NamedTuple):
 
 
 def _margins(model, params, encoding, y, y_hat, surrogate, eps) -> Margins:
-  delta = structured_task_loss(model.domain, y_hat, y, surrogate, eps)
+  delta = task_losses.structured_task_loss(model.domain, y_hat, y, surrogate, eps)
   e_pred = model.energy(params, encoding, y_hat)
   e_gold = model.energy(params, encoding, y)
   return Margins(delta - e_pred + e_gold, delta, e_pred, e_gold)
@@ -436,7 +389,7 @@ class SSVMOptions:
     predict_gbi: GBI for prediction, run by `gbi_while` to per-example convergence;
       its `entropy_weight` is the test-time entropy temperature (SPEN A.4, §7.1)
       (needed unless `predict_solver='exhaustive'`).
-    surrogate: Δ, one of `SURROGATES` (`'squared'`, `'log'`, `'l1'`).
+    surrogate: Δ, one of `task_losses.SURROGATES` (`'squared'`, `'log'`, `'l1'`).
     surrogate_eps: the clip of the `'log'` surrogate.
     trainable: top-level parameter groups that are updated (e.g. `("global",)` to
       clamp a SPEN's pretrained features and local head), checked against the real
@@ -467,9 +420,9 @@ class SSVMOptions:
   predict_solver: str = "gbi"
 
   def __post_init__(self):
-    if self.surrogate not in SURROGATES:
+    if self.surrogate not in task_losses.SURROGATES:
       raise ValueError(f"unknown surrogate {self.surrogate!r}; expected one of "
-                       f"{SURROGATES}")
+                       f"{task_losses.SURROGATES}")
     for name in ("loss_aug", "predict"):
       solver, config = getattr(self, f"{name}_solver"), getattr(self, f"{name}_gbi")
       if solver not in SOLVERS:

@@ -18,7 +18,7 @@ from energynets.objectives import base
 from energynets.objectives import dvn
 from energynets.objectives import outputs
 from energynets.objectives import scores as scores_lib
-from energynets.objectives import ssvm
+from energynets.objectives import task_losses
 from energynets.objectives.seal.loss_net_objectives import MARGIN_COSTS
 
 NEGATIVES = ("straight_through", "relaxed")
@@ -113,7 +113,7 @@ class ImplicitSSVM:
   the inference net").
 
   Attributes:
-    margin_cost: Δ, one of `seal.MARGIN_COSTS`: an `ssvm.SURROGATES` name (default
+    margin_cost: Δ, one of `seal.MARGIN_COSTS`: an `task_losses.SURROGATES` name (default
       `'l1'`, as InfNet) or `'score'`, 1 − the task score.
   """
   margin_cost: str = "l1"
@@ -127,7 +127,7 @@ class ImplicitSSVM:
     if self.margin_cost == "score":
       delta = 1.0 - inputs.score(y_net, y)
     else:
-      delta = ssvm.task_loss(inputs.structure.mask_padding(y_net, y), y, self.margin_cost)
+      delta = task_losses.task_loss(inputs.structure.mask_padding(y_net, y), y, self.margin_cost)
     energies = inputs.energies(jnp.stack([y_net, y], axis=1))
     hinge = delta - energies[:, 0] + energies[:, 1]
     return jnp.mean(jax.nn.relu(hinge)), {"active": jnp.mean(hinge > 0)}

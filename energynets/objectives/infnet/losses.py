@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from energynets.energies import protocol
 from energynets.objectives import base
 from energynets.objectives import outputs
-from energynets.objectives import ssvm
+from energynets.objectives import task_losses
 from energynets.objectives.infnet.energy_objectives import EnergyOf
 from energynets.objectives.infnet.energy_objectives import InfNetEnergyInputs
 from energynets.objectives.infnet.energy_objectives import InfNetEnergyObjective
@@ -118,7 +118,7 @@ def infnet_losses(energy: Any, net: nn.Module, *, options: Optional[InfNetOption
   truncated = jax.nn.relu if options.truncate != "none" else (lambda v: v)
 
   def delta_of(y_hat, y):  # Δ over real positions (sequences: padding excluded)
-    return ssvm.task_loss(structure.mask_padding(y_hat, y), y, surrogate)
+    return task_losses.task_loss(structure.mask_padding(y_hat, y), y, surrogate)
   uses_cost = bool(getattr(objective, "uses_cost_net", True))
   energy_weight = options.energy_weight
   if energy_weight is None:

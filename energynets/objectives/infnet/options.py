@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional
 
 from energynets.objectives import base
 from energynets.objectives import outputs
-from energynets.objectives import ssvm
+from energynets.objectives import task_losses
 from energynets.objectives.infnet.energy_objectives import ENERGY_OBJECTIVES
 from energynets.objectives.infnet.energy_objectives import get_energy_objective
 from energynets.objectives.infnet.energy_objectives import InfNetCompound
@@ -31,7 +31,7 @@ class InfNetOptions:
     num_inner_steps: k ≥ 1 I steps per E step (paper: 5).
     truncate: where the hinge is zero-truncated: `'energy'` (the E step only; the
       paper), `'both'` (also F_Φ's I-step term; Tu & Gimpel 2018) or `'none'`.
-    surrogate: Δ, a name of `ssvm.SURROGATES` (paper: `'l1'`).
+    surrogate: Δ, a name of `task_losses.SURROGATES` (paper: `'l1'`).
     l2: weight of `½‖W‖²` on the energy's weight matrices.
     net_l2: weight of `½‖W‖²` on the inference nets' weight matrices.
     output: the `OutputStructure` (or its name); None: `outputs.for_domain` of the
@@ -57,7 +57,7 @@ class InfNetOptions:
   def __post_init__(self):
     for value, choices, what in ((self.architecture, ARCHITECTURES, "architecture"),
                                  (self.truncate, TRUNCATIONS, "truncate"),
-                                 (self.surrogate, ssvm.SURROGATES, "surrogate")):
+                                 (self.surrogate, task_losses.SURROGATES, "surrogate")):
       base.check_choice(value, choices, what)
     for name in ("energy_weight", "ce_weight", "l2", "net_l2"):
       base.check_non_negative(name, getattr(self, name))

@@ -36,7 +36,7 @@ loss-net loss is differentiated at fixed outputs):
   uses the special case the paper identifies with InfNet: ŷ = the task-net output
   σ(F_{Φ_{t−1}}(x)); the task-net loss keeps no margin term. SEAL-static pretrains the
   loss-net as SPEN does: ŷ from loss-augmented GBI, `gbi_scan` on `E − Δ` from uniform for
-  `loss_aug_gbi.num_steps`. Δ (`margin_cost`) is one of `ssvm.SURROGATES` (default
+  `loss_aug_gbi.num_steps`. Δ (`margin_cost`) is one of `task_losses.SURROGATES` (default
   `'l1'`, the InfNet/DESIGN choice; the paper does not state it) or `'score'`,
   `1 − s(ŷ, y)`.
 - `SealRegression` (`'regression'`, Eq. 7, DVN): the cross-entropy between the soft-F1

@@ -17,7 +17,7 @@ from energynets.inference.gbi import GBIConfig
 from energynets.objectives import base
 from energynets.objectives import outputs
 from energynets.objectives import scores as scores_lib
-from energynets.objectives import ssvm
+from energynets.objectives import task_losses
 
 BOX = domains.Box()
 
@@ -52,11 +52,11 @@ def sample_energies(energy_fn: gbi_lib.EnergyFn, params, encoding,
 
 
 def margin_delta(y_hat: jax.Array, y: jax.Array, cost: str, score: scores_lib.Score,
-                 eps: float = ssvm.DEFAULT_SURROGATE_EPS) -> jax.Array:
-  """`[B, L] x2 -> [B]`: Δ(ŷ, y), an `ssvm.task_loss` surrogate or `1 − score`."""
+                 eps: float = task_losses.DEFAULT_SURROGATE_EPS) -> jax.Array:
+  """`[B, L] x2 -> [B]`: Δ(ŷ, y), an `task_losses.task_loss` surrogate or `1 − score`."""
   if cost == "score":
     return 1.0 - score(y_hat, y)
-  return ssvm.task_loss(y_hat, y, cost, eps)
+  return task_losses.task_loss(y_hat, y, cost, eps)
 
 
 def loss_augmented_output(energy_fn: gbi_lib.EnergyFn, params, encoding, y: jax.Array,

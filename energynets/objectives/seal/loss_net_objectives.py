@@ -19,13 +19,13 @@ from energynets.objectives import base
 from energynets.objectives import dvn
 from energynets.objectives import outputs
 from energynets.objectives import scores as scores_lib
-from energynets.objectives import ssvm
+from energynets.objectives import task_losses
 from energynets.objectives.seal.blocks import gaussian_perturbations
 from energynets.objectives.seal.blocks import loss_augmented_output
 from energynets.objectives.seal.blocks import nce_ranking_loss
 from energynets.objectives.seal.blocks import sample_energies
 
-MARGIN_COSTS = ssvm.SURROGATES + ("score",)
+MARGIN_COSTS = task_losses.SURROGATES + ("score",)
 OBJECTIVE_KIND = "SEAL loss-net objective"  # what the name-lookup errors call one
 
 
@@ -128,14 +128,14 @@ class SealMargin:
   `E − Δ` from the domain's uniform point, as SPEN's SSVM.
 
   Attributes:
-    margin_cost: Δ, one of `MARGIN_COSTS`: an `ssvm.SURROGATES` name (default `'l1'`,
+    margin_cost: Δ, one of `MARGIN_COSTS`: an `task_losses.SURROGATES` name (default `'l1'`,
       the InfNet choice; the paper does not state it) or `'score'`, `1 − s(ŷ, y)`.
     surrogate_eps: clip of the `'log'` surrogate.
     loss_aug_gbi: `gbi_scan` options of the static loss-augmented GBI; required in the
       `'loss_net'` phase.
   """
   margin_cost: str = "l1"
-  surrogate_eps: float = ssvm.DEFAULT_SURROGATE_EPS
+  surrogate_eps: float = task_losses.DEFAULT_SURROGATE_EPS
   loss_aug_gbi: Optional[GBIConfig] = None
 
   def __post_init__(self):
@@ -155,7 +155,7 @@ class SealMargin:
     def cost_fn(y_hat, gold):
       if self.margin_cost == "score":
         return 1.0 - inputs.score(y_hat, gold)
-      return ssvm.task_loss(real(y_hat, gold), gold, self.margin_cost, self.surrogate_eps)
+      return task_losses.task_loss(real(y_hat, gold), gold, self.margin_cost, self.surrogate_eps)
 
     energy_fn = inputs.energy.energy
     if inputs.phase == "dynamic":
