@@ -184,6 +184,29 @@ class LowRankPairEnergy(nn.Module):
     return -jnp.sum(local * y, axis=-1) - pair
 
 
+
+def low_rank_pair_function(num_features: int, num_labels: int, rank: int = 2):
+  """`LowRankPairEnergy` as a user writes it without Flax: a plain function
+  `energy(params, x, y) -> [B]` and its init, wrapped by `energy_from_function` on the
+  Box domain of `y [B, num_labels]` for `x [B, num_features]`."""
+  from energynets import domains  # pylint: disable=g-import-not-at-top
+  from energynets.energies import protocol  # pylint: disable=g-import-not-at-top
+
+  def low_rank_pair(params, x, y):
+    local = x @ params["w"] + params["b"]
+    pair = jnp.einsum("bi,ir,jr,bj->b", y, params["u"], params["v"], y)
+    return -jnp.sum(local * y, axis=-1) - pair
+
+  def init(rng, x, y):
+    del x, y
+    keys = jax.random.split(rng, 3)
+    return {"w": 0.3 * jax.random.normal(keys[0], (num_features, num_labels)),
+            "b": jnp.zeros(num_labels),
+            "u": 0.3 * jax.random.normal(keys[1], (num_labels, rank)),
+            "v": 0.3 * jax.random.normal(keys[2], (num_labels, rank))}
+  return protocol.energy_from_function(low_rank_pair, domain=domains.Box(),
+                                       y_shape=(num_labels,), init=init)
+
 @contextlib.contextmanager
 def fake_gcs(root: str | os.PathLike) -> Iterator[pathlib.Path]:
   """Serves `gs://` URLs from the local folder `root`, for offline tests.

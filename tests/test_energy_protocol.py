@@ -13,7 +13,6 @@ import pytest
 
 import energynets as en
 from energynets import testing
-from energynets import domains
 from energynets.energies import protocol
 from energynets.objectives import ssvm
 

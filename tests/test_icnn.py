@@ -13,7 +13,6 @@ import math
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 

@@ -10,7 +10,6 @@ import functools
 
 from absl.testing import absltest
 from absl.testing import parameterized
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -235,19 +234,7 @@ def _module_energy(**kwargs):
 
 
 def _function_energy():
-  """The same energy as a plain function `energy(params, x, y) -> [B]` and its init."""
-  def low_rank_pair(params, x, y):
-    local = x @ params["w"] + params["b"]
-    pair = jnp.einsum("bi,ir,jr,bj->b", y, params["u"], params["v"], y)
-    return -jnp.sum(local * y, axis=-1) - pair
-
-  def init(rng, x, y):
-    keys = jax.random.split(rng, 3)
-    return {"w": 0.3 * jax.random.normal(keys[0], (D, L)), "b": jnp.zeros(L),
-            "u": 0.3 * jax.random.normal(keys[1], (L, 2)),
-            "v": 0.3 * jax.random.normal(keys[2], (L, 2))}
-  return protocol.energy_from_function(low_rank_pair, domain=domains.Box(), y_shape=(L,),
-                                       init=init)
+  return testing.low_rank_pair_function(D, L)
 
 
 def _user_objective(energy, **kwargs):

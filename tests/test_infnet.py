@@ -11,7 +11,6 @@ import functools
 
 from absl.testing import absltest
 from absl.testing import parameterized
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -399,19 +398,7 @@ LowRankPairEnergy = testing.LowRankPairEnergy
 
 
 def _low_rank_function():
-  """The same energy as a plain function `energy(params, x, y) -> [B]` and its init."""
-  def low_rank_pair(params, x, y):
-    local = x @ params["w"] + params["b"]
-    pair = jnp.einsum("bi,ir,jr,bj->b", y, params["u"], params["v"], y)
-    return -jnp.sum(local * y, axis=-1) - pair
-
-  def init(rng, x, y):
-    keys = jax.random.split(rng, 3)
-    return {"w": 0.3 * jax.random.normal(keys[0], (D, L)), "b": jnp.zeros(L),
-            "u": 0.3 * jax.random.normal(keys[1], (L, 2)),
-            "v": 0.3 * jax.random.normal(keys[2], (L, 2))}
-  return protocol.energy_from_function(low_rank_pair, domain=domains.Box(), y_shape=(L,),
-                                       init=init)
+  return testing.low_rank_pair_function(D, L)
 
 
 class UserEnergyTest(parameterized.TestCase):

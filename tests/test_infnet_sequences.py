@@ -17,7 +17,6 @@ from energynets import testing
 from energynets.objectives import infnet
 from energynets.objectives import local_token_ce
 from energynets.objectives import outputs
-from energynets.objectives import ssvm
 
 L = testing.SEQ_TAGS
 

@@ -3,7 +3,6 @@ bucketed batching on hand-made fixtures, and the counts of SOURCES.md on the rea
 
 import functools
 import json
-import os
 import pathlib
 
 import numpy as np

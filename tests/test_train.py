@@ -9,7 +9,6 @@ from absl.testing import parameterized
 import jax
 import numpy as np
 import optax
-import pytest
 
 from energynets.data.batching import padded_batches, train_batch_indices
 from energynets.nets import MLP
