@@ -50,11 +50,9 @@ def get_config(dataset: str = "synthetic"):
   config.energy = reference.energy
   _dvn_options(config, score="soft_f1")
   config.optimizer.learning_rate = 1e-3
-  # Chosen on validation example-F1 at 0.5 (results/seal_bibtex.md lists the
-  # runs): on bibtex the value network has no dropout, since with the task-net's (0.5 on
-  # the input and hidden layers) its regression never left the start (loss flat at
-  # 3·log 2, validation example-F1 below 8); without it 44.9. On cal500 the dropout helps
-  # (45.8 against 33.2 without, both at 3e-4) and 3e-4 beats 1e-3 (45.8 against 42.4).
+  # Chosen on validation example-F1 at 0.5 (results/seal_bibtex.md lists the runs): on
+  # bibtex the value network trains only without dropout (with the task net's its
+  # regression never leaves the start); on cal500 dropout helps and 3e-4 beats 1e-3.
   if dataset == "bibtex":
     config.energy.update(dict(dropout=0.0, input_dropout=0.0))
   if dataset == "cal500":
@@ -98,15 +96,12 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   config.energy = base.segmentation_energy(local_term=False)
   _dvn_options(config, score="soft_iou")
   # The value network's loss is a mean over samples, not a pixel sum: Adam, not the
-  # FCN's pixel-scaled SGD. At Adam 1e-3 the network died within 20 steps: σ(−E) was
-  # equal to 4 digits on the gold mask, the GBI prediction and the adversarial sample,
-  # so test-time GBI never left its 0.5 start (24.80 mean IoU, results/
-  # horses.md). After 26 steps every pre-activation of the last convolution was below
-  # −3 (mean −26), so its softplus outputs were ≈ 0 for any input: its 5·5·128 = 3200
-  # inputs per position are positive softplus outputs, and Adam's equal-sized step on
-  # every weight moves a pre-activation by up to 3200 · lr · (mean input) per step. At
-  # 1e-4 the values keep separating the samples (horses_dvn.md). The activations were
-  # read by a one-off diagnostic, not kept; tests/test_segmentation.py checks both rates.
+  # FCN's pixel-scaled SGD. At Adam 1e-3 the last convolution's softplus outputs
+  # collapsed to ≈ 0 for every input within ~20 steps (each position sums 3200 positive
+  # inputs, so one Adam step moves a pre-activation by up to 3200 · lr · mean input),
+  # σ(−E) stopped separating the samples and test-time GBI never left its start
+  # (results/horses.md); at 1e-4 it keeps separating them (results/horses_dvn.md).
+  # tests/test_segmentation.py checks both rates.
   config.optimizer = base.cosine_adam(1e-4)
   config.optimizer.clip_norm = 10.0
   # A fixed number of test-time GBI steps, as SEAL's DVN runs: the relative-change stop

@@ -72,46 +72,29 @@ def get_config(dataset: str = "synthetic"):
   base.spen_stages(config, "ssvm")
   if dataset == "yeast":
     # SPEN Table 2 follows Finley & Joachims (2008), whose SSVMs train with the Hamming
-    # loss as Δ; `l1` is its linear relaxation (squared is the same on binary outputs
-    # only). Chosen on mean validation Hamming over the 10 folds: l1 20.43, squared
-    # 20.51, squared with 5 measurements 20.51 (results/spen.md).
+    # loss; `l1` is its linear relaxation. Chosen on mean validation Hamming over the 10
+    # folds (results/spen.md, "Yeast").
     config.loss.surrogate = "l1"
   if dataset == "synthetic":
-    # Selected on validation example-F1 at 1.5k training examples (SPEN Table 3):
-    # default 0.78 val; energy lr 1e-2 + GBI from the local logits 0.884; + joint lr
-    # 1e-3, 2000 steps, l2 1e-4 0.899; + 50 loss-augmented GBI steps 0.900 (joint lr
-    # 1e-2: 0.901 at 1.5k, but it peaks at its first evaluation and at 15k it falls
-    # to 0.941 against 0.965 with 1e-3, so 1e-3); 5000 joint steps 0.901 (15k: 0.966).
-    # The local head must keep moving under the SSVM hinge (a clamped or 1e-4 joint
-    # stage cannot); 50 vs 20 loss-augmented steps is within noise (+0.0004). Still
-    # below the paper (test 91.5 / 96.7): GBI's output is capped by the per-block argmax
-    # of the learned local logits (0.91 test at 1.5k; a per-block softmax regression
-    # reaches 0.936 / 0.99).
+    # Chosen on validation example-F1 at 1.5k training examples (results/spen.md,
+    # "Synthetic block exclusivity" and "The original config"): GBI from the local
+    # logits, a larger l2, the energy stage at 3e-2 (at 1e-2 the global term's training
+    # depends on the seed), a long joint stage at 1e-3, 50 loss-augmented steps.
     config.loss.update(dict(l2=1e-4, init="local"))
     # Test-time GBI anneals the entropy (τ from 3 down by 1000× over 300 steps, then
-    # 100 more at τ = 0; mirror steps of 0.02, momentum 0.9). The learned energy is
-    # non-convex: plain mirror descent from the local start stops at a worse vertex in
-    # ~13% of test examples (results/spen.md). Chosen on validation
-    # example-F1 over τ0 ∈ {1, 3, 10}, A ∈ {100, 300}, η ∈ {0.02, 0.1}, μ ∈ {0.9, 0.95}
-    # for one trained run per size (results/gbi_options_synthetic_*.md): at
-    # 0.5, 89.78 → 90.63 (1.5k) and 95.45 → 96.86 (15k). Annealing the loss-augmented
-    # GBI as well trained worse energies (validation 84.7–88.9, spen.md).
+    # 100 more at τ = 0): on this non-convex energy plain mirror descent from the local
+    # start stops at a worse vertex in ~13% of test examples (results/spen.md,
+    # "Annealed test-time GBI").
     config.predict_gbi.update(dict(learning_rate=0.02, momentum=0.9, max_steps=400,
                                    entropy_anneal_init=3.0, entropy_anneal_steps=300))
     config.gbi.num_steps = 50
-    # Energy stage at 3e-2: the global term's training depends on the seed
-    # (with 1e-2, seeds 1 and 2 learned no exclusivity at 15k). Mean validation
-    # example-F1 over training seeds 0-2, 1.5k / 15k: 1e-2 88.67 / 95.09, 3e-2
-    # 89.90 / 95.90, 1e-1 84.48 / 89.93; 1e-3 was 84.20 at 15k (seeds 1, 2) (spen.md).
     config.stages.energy.optimizer.learning_rate = 3e-2
     config.stages.joint.optimizer.learning_rate = 1e-3
     config.stages.joint.train.steps = 5000
     # Exact inference (L = 16): `loss.loss_aug_solver=exhaustive` and
-    # `loss.predict_solver=exhaustive` give the discrete SSVM and the energy's exact MAP
-    # (results/spen.md). With them, use
-    # `stages.joint.optimizer.learning_rate=1e-2`: validation example-F1 at 1.5k, seeds
-    # 0-2, 91.91 / 91.03 / 91.54 at 1e-3 and 92.93 / 92.80 / 93.10 at 1e-2. The paper's
-    # SPEN (GBI) stays the default.
+    # `loss.predict_solver=exhaustive` give the discrete SSVM and the energy's exact MAP;
+    # use them with `stages.joint.optimizer.learning_rate=1e-2` (results/spen.md,
+    # "Exact inference"). The paper's SPEN (GBI) stays the default.
   return config
 
 
