@@ -13,7 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from energynets import domains
 from energynets import nets
+from energynets.energies import protocol
 
 
 def directional_derivatives(value_fn: Callable[[Any], jax.Array],
@@ -189,9 +191,6 @@ def low_rank_pair_function(num_features: int, num_labels: int, rank: int = 2):
   """`LowRankPairEnergy` as a user writes it without Flax: a plain function
   `energy(params, x, y) -> [B]` and its init, wrapped by `energy_from_function` on the
   Box domain of `y [B, num_labels]` for `x [B, num_features]`."""
-  from energynets import domains  # pylint: disable=g-import-not-at-top
-  from energynets.energies import protocol  # pylint: disable=g-import-not-at-top
-
   def low_rank_pair(params, x, y):
     local = x @ params["w"] + params["b"]
     pair = jnp.einsum("bi,ir,jr,bj->b", y, params["u"], params["v"], y)

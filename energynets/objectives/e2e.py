@@ -90,7 +90,7 @@ def iterate_loss(y_hat: jax.Array, y: jax.Array, loss: str = "bce",
     raise ValueError(f"unknown loss {loss!r}; expected one of {LOSSES}")
   flat = lambda a: a.reshape(a.shape[0], -1)
   value = task_losses.task_loss(flat(y_hat), flat(y).astype(y_hat.dtype),
-                         "log" if loss == "bce" else "squared", eps)
+                                "log" if loss == "bce" else "squared", eps)
   if reduction == "mean":
     value = value / flat(y_hat).shape[1]
   return value

@@ -15,9 +15,8 @@ parameter groups (SPEN A.5 uses l2 during SSVM training). Choices, with reasons:
   unroll. ŷ is the final relaxed iterate, not rounded ("we do not round the output of
   (9)", §4).
 - Δ is a differentiable surrogate of the Hamming loss, summed over labels (§4: "such
-  as the squared loss or log loss"): `'squared'` Σ(ȳ−y)²; `'log'`
-  −Σ[y log ȳ + (1−y) log(1−ȳ)] with ȳ clipped to [ε, 1−ε], `ε = surrogate_eps`;
-  `'l1'` Σ|ȳ−y| (for binary y the exact multilinear extension of Hamming).
+  as the squared loss or log loss"): one of `energynets.objectives.task_losses`
+  (`'squared'`, `'log'` with ȳ clipped to [ε, 1−ε], `ε = surrogate_eps`, or `'l1'`).
   The log loss diverges at the wrong face, so loss-augmented inference with it is
   unbounded below without the clip; the paper relies on mirror descent keeping
   iterates interior, which bounds Δ only through the step count. The clip makes the
@@ -124,8 +123,8 @@ def _exhaustive_loss_augmented(model, params, inputs, y, surrogate, eps, dtype):
 
   def table(p, inputs_and_gold, candidates):
     enc, gold = inputs_and_gold
-    return energy_table(p, enc, candidates) - task_losses.task_loss_table(candidates, gold, surrogate,
-                                                              eps)
+    return energy_table(p, enc, candidates) - task_losses.task_loss_table(
+        candidates, gold, surrogate, eps)
 
   y = jnp.asarray(y, dtype)
   return exhaustive.exhaustive_minimize(table, params, (inputs, y), y).y
@@ -142,8 +141,8 @@ def _loss_augmented(model, params, inputs, x, y, config, surrogate, eps, starts,
   """
   def augmented(p, inputs_and_gold, y_bar):
     enc, gold = inputs_and_gold
-    return model.energy(p, enc, y_bar) - task_losses.structured_task_loss(model.domain, y_bar, gold,
-                                                              surrogate, eps)
+    return model.energy(p, enc, y_bar) - task_losses.structured_task_loss(
+        model.domain, y_bar, gold, surrogate, eps)
 
   params, inputs, y = jax.lax.stop_gradient((params, inputs, y))
   best_y = best_obj = None

@@ -113,8 +113,8 @@ class ImplicitSSVM:
   the inference net").
 
   Attributes:
-    margin_cost: Δ, one of `seal.MARGIN_COSTS`: an `task_losses.SURROGATES` name (default
-      `'l1'`, as InfNet) or `'score'`, 1 − the task score.
+    margin_cost: Δ, one of `seal.MARGIN_COSTS`: a `task_losses.SURROGATES` name
+      (default `'l1'`, as InfNet) or `'score'`, 1 − the task score.
   """
   margin_cost: str = "l1"
 
@@ -127,7 +127,8 @@ class ImplicitSSVM:
     if self.margin_cost == "score":
       delta = 1.0 - inputs.score(y_net, y)
     else:
-      delta = task_losses.task_loss(inputs.structure.mask_padding(y_net, y), y, self.margin_cost)
+      delta = task_losses.task_loss(inputs.structure.mask_padding(y_net, y), y,
+                                    self.margin_cost)
     energies = inputs.energies(jnp.stack([y_net, y], axis=1))
     hinge = delta - energies[:, 0] + energies[:, 1]
     return jnp.mean(jax.nn.relu(hinge)), {"active": jnp.mean(hinge > 0)}

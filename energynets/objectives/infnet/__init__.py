@@ -25,9 +25,9 @@ Per example, with ŷ_F = F_Φ(x), ŷ_A = A_Ψ(x) and y the gold labels,
 
 i.e. the nets maximize the untruncated game value Δ(F) − E(F) − λE(A) of §3 (E(x, y)
 does not depend on Φ, Ψ) and also fit the gold labels (the local CE of §4.3, weight
-c = `ce_weight`, 1 in the paper, 0 for the ablation). Δ is the L1 distance Σ_l|ŷ_l − y_l|
-(`task_losses.task_loss(·, ·, 'l1')`, the paper's choice; for binary y it is the multilinear
-extension of the Hamming loss). CE is `multilabel_bce` on the nets' logits (BCE summed
+c = `ce_weight`, 1 in the paper, 0 for the ablation). Δ is the L1 distance
+Σ_l|ŷ_l − y_l| (`task_losses.task_loss(·, ·, 'l1')`, the paper's choice; for binary y it
+is the multilinear extension of the Hamming loss). CE is `multilabel_bce` on the nets' logits (BCE summed
 over labels, averaged over examples), and ŷ = σ(logits): the nets output logits [B, L].
 Prediction is A_Ψ(x) = σ(logits) — one forward pass, no search.
 

@@ -53,7 +53,7 @@ def sample_energies(energy_fn: gbi_lib.EnergyFn, params, encoding,
 
 def margin_delta(y_hat: jax.Array, y: jax.Array, cost: str, score: scores_lib.Score,
                  eps: float = task_losses.DEFAULT_SURROGATE_EPS) -> jax.Array:
-  """`[B, L] x2 -> [B]`: Δ(ŷ, y), an `task_losses.task_loss` surrogate or `1 − score`."""
+  """`[B, L] x2 -> [B]`: Δ(ŷ, y), a `task_losses.task_loss` surrogate or `1 − score`."""
   if cost == "score":
     return 1.0 - score(y_hat, y)
   return task_losses.task_loss(y_hat, y, cost, eps)

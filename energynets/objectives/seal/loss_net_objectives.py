@@ -128,8 +128,8 @@ class SealMargin:
   `E − Δ` from the domain's uniform point, as SPEN's SSVM.
 
   Attributes:
-    margin_cost: Δ, one of `MARGIN_COSTS`: an `task_losses.SURROGATES` name (default `'l1'`,
-      the InfNet choice; the paper does not state it) or `'score'`, `1 − s(ŷ, y)`.
+    margin_cost: Δ, one of `MARGIN_COSTS`: a `task_losses.SURROGATES` name (default
+      `'l1'`, the InfNet choice; the paper does not state it) or `'score'`, `1 − s(ŷ, y)`.
     surrogate_eps: clip of the `'log'` surrogate.
     loss_aug_gbi: `gbi_scan` options of the static loss-augmented GBI; required in the
       `'loss_net'` phase.
@@ -155,7 +155,8 @@ class SealMargin:
     def cost_fn(y_hat, gold):
       if self.margin_cost == "score":
         return 1.0 - inputs.score(y_hat, gold)
-      return task_losses.task_loss(real(y_hat, gold), gold, self.margin_cost, self.surrogate_eps)
+      return task_losses.task_loss(real(y_hat, gold), gold, self.margin_cost,
+                                   self.surrogate_eps)
 
     energy_fn = inputs.energy.energy
     if inputs.phase == "dynamic":
