@@ -232,3 +232,16 @@ def test_no_objective_dispatches_on_an_energy_class():
             for a in node.args)):
           offenders.append(f"{path.name}:{node.lineno}")
   assert not offenders, offenders
+
+
+def test_a_module_energy_needs_its_domain():
+  # No default fits every energy: Real() made an SSVM predict values far outside [0, 1].
+  with pytest.raises(TypeError, match="domain"):
+    protocol.energy_from_module(nn.Dense(1), y_shape=(3,))  # pylint: disable=missing-kwoa
+
+
+def test_a_trainable_group_without_parameters_is_refused():
+  params = {"local": {"w": jnp.ones(2)}, "global": {}}
+  protocol.check_trainable(("local",), params)
+  with pytest.raises(ValueError, match=r"\['global'\].*hold no parameters.*\('local',\)"):
+    protocol.check_trainable(("local", "global"), params)

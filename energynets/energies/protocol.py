@@ -167,7 +167,8 @@ def check(energy: Energy, x: Any, y: Any, params: Any = None) -> None:
 
 
 def check_trainable(trainable, params, what: str = "energy") -> None:
-  """A ValueError unless every name in `trainable` is a top-level group of `params`."""
+  """A ValueError unless every name in `trainable` is a top-level group of `params` that
+  holds parameters (training only an empty group would train nothing, silently)."""
   if trainable is None:
     return
   names = tuple(params)
@@ -175,6 +176,11 @@ def check_trainable(trainable, params, what: str = "energy") -> None:
   if unknown:
     raise ValueError(f"trainable names {unknown} are not parameter groups of the {what}; "
                      f"its groups are {names}")
+  empty = sorted(name for name in set(trainable) if not jax.tree_util.tree_leaves(params[name]))
+  if empty:
+    raise ValueError(f"trainable groups {empty} of the {what} hold no parameters, so "
+                     f"nothing would train; its groups with parameters are "
+                     f"{tuple(n for n in names if jax.tree_util.tree_leaves(params[n]))}")
 
 
 def trainable_groups(energy: Energy, trainable) -> Optional[frozenset]:
@@ -314,7 +320,7 @@ def energy_from_function(energy_fn: Callable[[Any, Any, jax.Array], jax.Array], 
       name=name or getattr(energy_fn, "__name__", "energy"))
 
 
-def energy_from_module(module: nn.Module, *, domain: Any = None, y_shape: Any = None,
+def energy_from_module(module: nn.Module, *, domain: Any, y_shape: Any = None,
                        starts: Optional[Mapping[str, StartFn]] = None) -> Energy:
   """An `Energy` from any Flax module called as `module(x, y) -> [B]`.
 
@@ -322,7 +328,8 @@ def energy_from_module(module: nn.Module, *, domain: Any = None, y_shape: Any = 
 
   Args:
     module: the Flax module.
-    domain: y's relaxation; default `Real()`.
+    domain: y's relaxation (`Box()`, `Simplex()`, `Real()`): required, since it decides
+      how GBI steps, projects and decodes y, and no default fits every energy.
     y_shape: one example's y shape (a tuple), or `x -> tuple`; None: shaped like x.
     starts: extra or replacing start points.
 
@@ -330,7 +337,6 @@ def energy_from_module(module: nn.Module, *, domain: Any = None, y_shape: Any = 
     The `Energy`; `encode` is the identity and the module runs on (x, y) at every
     evaluation.
   """
-  domain = domains.Real() if domain is None else domain
   shape_fn = _as_shape_fn(y_shape)
   takes_train = "train" in _call_parameters(module)
 
