@@ -1,16 +1,18 @@
 """The five papers' published tables that our results are compared against.
 
 The tables are data, in `results/paper_tables.json`; this module reads them into the
-types below. Each `PaperTable` is one table (or the numbers of one paragraph) of a paper
-in `shared/papers/`: its rows and columns, the numbers exactly as printed there (strings:
-"20.0 ± .3", "46.21†", "-" for a cell the paper leaves empty), and for every cell where
+types below. Each `PaperTable` is one table (or the numbers of one paragraph) of one of
+the five papers (cited by `benchmarks.reproduction.CITATIONS`): its rows and columns, the
+numbers exactly as printed there (strings: "20.0 ± .3", "46.21†", "-" for a cell the
+paper leaves empty), and for every cell where
 our number comes from: a row of a results JSON written by `experiments.compare`
 (`Json`), a cell of a generated markdown table in `results/` (`Md`), or why there is
 none (`NotRun`: we have not run it yet, optionally with the file that would hold it;
 `Missing`: no data or another paper's system). Rows whose paper values are all "" are
 ours only (shown as "—" in the paper column).
 
-In the JSON file a paper has `key`, `title`, `file` (in `shared/papers/`), `claims` (glob
+In the JSON file a paper has `key`, `title`, `file` (the name of the paper's text, the
+key of its entry in `benchmarks.reproduction.CITATIONS`), `claims` (glob
 patterns of the results files shown with it), `data_differs` (markdown lines) and
 `tables`; a table has `key`, `where`, `title`, `columns` (`name` and `metrics`: `label`,
 `key`, optional `scale`, default 100), `rows`, and optional `note` and `paper_file`; a
@@ -23,6 +25,23 @@ row has `label`, `cells`, and optional `paper` (omitted for a row of ours only) 
 - `"not run"` or `{"not_run": file}`: `NotRun`;
 - any other string, e.g. `"no data"` or `"other system"`: `Missing` with that reason.
 
+The file's `status` list holds each method's one-sentence status (`Status`): `key`,
+`methods` and `paper` (how the summary names the row) and `sentence`, a template whose
+`{name}` fields are filled from `values`, each a reference into the tables above:
+
+- `{"ours": [table key, row label, column name]}` (optional `"metric": i`): our number
+  in that cell, its mean to 2 decimals;
+- `{"paper": [table key, row label, column name]}`: the paper's number with the
+  decimals it prints (the first number of the cell: 20.0 of "20.0 ± .3");
+- `{"gain": [a, b]}`: a − b, signed (a and b references), to 2 decimals where one is
+  ours, else to the paper's decimals;
+- `{"verdict": [a, b], "yes": ..., "no": ...}`: `yes` if a ≥ b (a ≤ b with
+  `"smaller_is_better": true`), else `no`.
+
+So a sentence's numbers and verdicts are those of the committed results, and cannot go
+stale. `benchmarks/reproduction.py` writes the sentences into REPRODUCTION.md, README.md's
+method table and docs/methods.md (between `<!-- generated:status-KEY -->` markers).
+
 `benchmarks/reproduction.py` renders these next to our numbers; it never types a number
 of ours. tests/test_reproduction_report.py checks that each paper number occurs in its
 paper's text.
@@ -30,6 +49,7 @@ paper's text.
 
 import json
 import os
+import re
 from typing import Any, NamedTuple, Union
 
 from benchmarks import RESULTS_DIR
@@ -109,13 +129,13 @@ class PaperTable(NamedTuple):
 class Paper(NamedTuple):
   key: str
   title: str
-  file: str  # in shared/papers
+  file: str  # the paper's text; its citation is benchmarks.reproduction.CITATIONS[file]
   tables: tuple[PaperTable, ...]
   data_differs: str  # markdown: what data differs from the paper's, and why
   claims: tuple[str, ...]  # glob patterns of the results files shown with it
 
 
-NO_DATA = Missing("no data")  # the dataset was not obtained (shared/data/SOURCES.md)
+NO_DATA = Missing("no data")  # the dataset was not obtained (docs/datasets.md)
 OTHER = Missing("other system")  # another paper's method, not implemented here
 
 TUNED = Metric("ours", "test/example_f1")
@@ -183,6 +203,42 @@ def load(path: str = PAPER_TABLES_FILE) -> tuple[Paper, ...]:
     raise ValueError(f"{path}: malformed paper tables ({e!r})") from e
 
 
+class Status(NamedTuple):
+  """One method's (or paper row's) status sentence: the one source of README.md's
+  method table, docs/methods.md's status lines and REPRODUCTION.md's status table."""
+  key: str  # the marker name is `status-<key>`
+  methods: str  # markdown: the methods it covers, as the tables name them
+  paper: str  # the paper, "—" for none
+  sentence: str  # a template: `{name}` fields filled from `values`
+  values: tuple[tuple[str, Any], ...]  # name -> reference (the module docstring)
+
+
+def load_status(path: str = PAPER_TABLES_FILE) -> tuple[Status, ...]:
+  """The status sentences of a paper-tables JSON file (its `status` list; () if none).
+
+  Raises:
+    ValueError: a malformed entry, or a sentence that could not sit in a table cell
+      (a `|`, a line break or a comment marker); the message names the file.
+  """
+  try:
+    with open(path, encoding="utf-8") as f:
+      data = json.load(f)
+    entries = tuple(
+        Status(s["key"], s["methods"], s["paper"], s["sentence"],
+               tuple(sorted(s.get("values", {}).items())))
+        for s in data.get("status", []))
+  except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+    raise ValueError(f"{path}: malformed status ({e!r})") from e
+  keys = [s.key for s in entries]
+  for s in entries:
+    if any(c in s.sentence for c in ("|", "\n", "<!--", "-->")) or keys.count(s.key) > 1:
+      raise ValueError(f"{path}: status {s.key!r} is repeated, or its sentence holds a "
+                       "'|', a line break or a comment marker")
+    if not re.fullmatch(r"[a-z0-9_]+", s.key):
+      raise ValueError(f"{path}: status key {s.key!r} is not [a-z0-9_]+")
+  return entries
+
+
 def table(key: str, papers: tuple[Paper, ...] = ()) -> PaperTable:
   """The table with this key, of `papers` (default: PAPERS)."""
   for paper in papers or PAPERS:
@@ -193,4 +249,5 @@ def table(key: str, papers: tuple[Paper, ...] = ()) -> PaperTable:
 
 
 PAPERS = load()
+STATUS = load_status()
 INFNET_TABLE2 = table("infnet_table2")

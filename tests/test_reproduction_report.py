@@ -106,6 +106,47 @@ def test_no_lab_notes_in_the_report_or_pages(committed_report):
     assert not re.search(r"\b(session|issue) \d+|work period", text, re.IGNORECASE)
 
 
+def test_the_report_and_pages_stand_alone(committed_report):
+  """No path into the development checkout's shared folder: papers are cited by title and
+  link, commands show the data directory as DATA, which the header explains."""
+  for page, text in {"REPRODUCTION.md": committed_report.text,
+                     **committed_report.pages}.items():
+    assert not re.search(r"shared/(data|papers)|\.\./shared", text), page
+    assert f"`{reproduction.DATA_DIR}` is your data directory" in text, page
+    assert "docs/datasets.md" in text, page
+  for paper in pt.PAPERS:
+    cited = reproduction.CITATIONS[paper.file]
+    assert cited.title in committed_report.text
+    assert cited.title in committed_report.pages[reproduction.page_path(paper)]
+    assert cited.url.startswith("https://"), paper.key
+
+
+def test_every_paper_and_paper_file_has_a_citation():
+  for paper in pt.PAPERS:
+    assert paper.file in reproduction.CITATIONS, paper.key
+    for table in paper.tables:
+      assert (table.paper_file or paper.file) in reproduction.CITATIONS, table.key
+  with pytest.raises(ValueError, match="unknown.txt.*CITATIONS"):
+    reproduction.citation("unknown.txt")
+
+
+def test_recorded_commands_show_the_data_directory_as_a_placeholder(tmp_path):
+  base = str(REPO_ROOT)
+  assert reproduction.for_users(
+      "x --data_dir=../shared/data --config.data.data_dir=../shared/data "
+      "--path=../shared/data/yeast", base) == (
+          "x --data_dir=DATA --config.data.data_dir=DATA --path=DATA/yeast")
+  assert reproduction.for_users("(`shared/data/SOURCES.md`: caveat)",
+                                str(REPO_ROOT / "docs" / "papers")) == (
+      "([docs/datasets.md](../datasets.md): caveat)")
+  for name in ("baselines.md", "baselines.json"):
+    shutil.copy(RESULTS_DIR / name, tmp_path / name)
+  text = reproduction.build_report(reproduction.Results(str(tmp_path))).text
+  assert "--data_dir=DATA --workdir=/tmp/baselines" in text
+  # The results file keeps the command as it ran.
+  assert "--data_dir=../shared/data" in (tmp_path / "baselines.md").read_text()
+
+
 def test_missing_results_render_as_not_run(tmp_path):
   for name in ("baselines.md", "baselines.json"):
     shutil.copy(RESULTS_DIR / name, tmp_path / name)
@@ -391,3 +432,128 @@ def test_a_malformed_paper_tables_file_is_an_error_naming_it(tmp_path):
   path.write_text("{\"papers\": [")
   with pytest.raises(ValueError, match="paper_tables.json"):
     pt.load(str(path))
+
+
+# ---------------------------------------------------------------------------------------
+# Each method's status sentence: one source, written into three files
+
+
+def _regions(path: pathlib.Path) -> dict[str, list[str]]:
+  return reproduction.generated_regions(path.read_text(encoding="utf-8"))
+
+
+def test_the_status_sentences_of_readme_and_methods_are_up_to_date(committed_report):
+  expected = {name: [text] for name, text in committed_report.regions.items()}
+  assert expected and len(expected) == len(pt.STATUS)
+  for doc in ("REPRODUCTION.md", *reproduction.STATUS_DOCS):
+    assert _regions(REPO_ROOT / doc) == expected, (
+        f"{doc}: a status sentence differs from results/paper_tables.json's `status` and "
+        f"the results: edit the entry there (not the file) and run `{reproduction.COMMAND}`")
+
+
+def test_the_command_writes_the_status_sentences_into_readme_and_methods(tmp_path):
+  reproduction.main([f"--out={tmp_path / 'REPRODUCTION.md'}", "--no-write_plots"])
+  for doc in reproduction.STATUS_DOCS:
+    written = (tmp_path / doc).read_text(encoding="utf-8")
+    committed = _committed(doc)
+    assert reproduction.generated_regions(written) == reproduction.generated_regions(
+        committed), f"{doc} is stale: run `{reproduction.COMMAND}` and commit the result"
+    # Only the marked regions are the generator's: the rest is the hand-written file.
+    assert reproduction._REGION.sub("", written) == reproduction._REGION.sub("", committed)  # pylint: disable=protected-access
+
+
+def test_readme_methods_and_report_carry_the_same_sentence_per_method():
+  files = {doc: _regions(REPO_ROOT / doc)
+           for doc in ("REPRODUCTION.md", *reproduction.STATUS_DOCS)}
+  for status in pt.STATUS:
+    name = reproduction.status_name(status)
+    sentences = {doc: regions.get(name) for doc, regions in files.items()}
+    assert all(s is not None and len(s) == 1 for s in sentences.values()), (name, sentences)
+    assert len({s[0] for s in sentences.values()}) == 1, (name, sentences)
+  for doc, regions in files.items():  # no marker that nothing writes
+    assert set(regions) == {reproduction.status_name(s) for s in pt.STATUS}, doc
+
+
+def test_the_status_sentences_take_their_numbers_from_the_results():
+  sentences = reproduction.status_regions(reproduction.Results(str(RESULTS_DIR)))
+  sequences = sentences["status-sequences"]
+  # The paper's gain is computed from its printed numbers: 89.8 − 88.8 and 85.6 − 84.9.
+  assert "against the +1.0 target" in sequences and "against +0.7" in sequences
+  # Each number of ours is a cell of the report's tables.
+  table = reproduction.render_table(pt.table("infnet_table2"),
+                                    reproduction.Results(str(RESULTS_DIR)))[0]
+  bilstm = re.search(r"BiLSTM-CE (\d+\.\d\d)", sequences)[1]
+  assert f"| {bilstm} ± " in table
+  assert all("{" not in s and "not run" not in s for s in sentences.values())
+
+
+def test_a_results_change_changes_the_sentence(tmp_path):
+  for path in RESULTS_DIR.iterdir():
+    if path.is_file():
+      shutil.copy(path, tmp_path / path.name)
+  rows = json.loads((tmp_path / "horses_seeds.json").read_text())
+  before = reproduction.status_regions(reproduction.Results(str(tmp_path)))
+  assert "not reproduced" in before["status-segmentation"]
+  for row in rows:  # SEAL-dynamic far above the FCN on every seed
+    if row["method"].startswith("seal_dynamic"):
+      for run in row["runs"]:
+        run["test/mean_iou"] = 0.9
+  (tmp_path / "horses_seeds.json").write_text(json.dumps(rows))
+  after = reproduction.status_regions(reproduction.Results(str(tmp_path)))
+  assert after["status-segmentation"].startswith("SEAL's gain over the FCN reproduced")
+  assert "regression 90.00 vs FCN" in after["status-segmentation"]
+  # An empty results directory leaves the sentences without numbers, not an error.
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  sentences = reproduction.status_regions(reproduction.Results(str(empty)))
+  assert "not run" in sentences["status-sequences"]
+
+
+def test_status_values_format_gains_and_verdicts(tmp_path):
+  results = reproduction.Results(str(tmp_path))  # empty: only the paper's numbers
+  pos = ["infnet_table2", "compound, stacked", "POS"]
+  bilstm = ["infnet_table2", "BiLSTM", "POS"]
+  value = lambda ref: reproduction.status_value(ref, "k", results)
+  assert value({"paper": ["spen_table2", "SPEN", "yeast"]}) == "20.0"  # of "20.0 ± .3"
+  assert value({"gain": [{"paper": pos}, {"paper": bilstm}]}) == "+1.0"
+  assert value({"gain": [{"paper": bilstm}, {"paper": pos}]}) == "−1.0"
+  assert value({"verdict": [{"paper": pos}, {"paper": bilstm}], "yes": "met",
+                "no": "not met"}) == "met"
+  assert value({"verdict": [{"paper": pos}, {"paper": bilstm}], "yes": "met",
+                "no": "not met", "smaller_is_better": True}) == "not met"
+  assert value({"ours": pos}) == "not run"
+  with pytest.raises(ValueError, match="status 'k' refers to"):
+    value({"ours": ["infnet_table2", "no such row", "POS"]})
+  with pytest.raises(ValueError, match="unknown value"):
+    value({"median": pos})
+
+
+def test_fill_regions_needs_each_marker_once():
+  regions = {"status-a": "new"}
+  marked = reproduction.marked("status-a", "old")
+  assert reproduction.fill_regions(f"| x | {marked} (link) |", regions, "R.md") == (
+      f"| x | {reproduction.marked('status-a', 'new')} (link) |")
+  with pytest.raises(ValueError, match="R.md.*status-a"):
+    reproduction.fill_regions("no markers", regions, "R.md")
+  with pytest.raises(ValueError, match="R.md.*status-a"):
+    reproduction.fill_regions(marked + marked, regions, "R.md")
+  with pytest.raises(ValueError, match="R.md.*nothing writes: status-gone"):
+    reproduction.fill_regions(marked + reproduction.marked("status-gone", "x"), regions,
+                              "R.md")
+
+
+def test_a_status_sentence_that_cannot_sit_in_a_table_cell_is_an_error(tmp_path):
+  data = _paper_tables([{"label": "MLP", "cells": ["not run"]}])
+  path = tmp_path / "paper_tables.json"
+  data["status"] = [{"key": "a", "methods": "m", "paper": "p", "sentence": "x | y"}]
+  path.write_text(json.dumps(data))
+  with pytest.raises(ValueError, match="paper_tables.json.*'a'"):
+    pt.load_status(str(path))
+  data["status"] = [{"key": "a", "methods": "m", "paper": "p", "sentence": "{n} ok",
+                     "values": {"n": {"paper": ["t", "MLP", "bibtex"]}}}]
+  path.write_text(json.dumps(data))
+  (status,) = pt.load_status(str(path))
+  assert status.values == (("n", {"paper": ["t", "MLP", "bibtex"]}),)
+  del data["status"]
+  path.write_text(json.dumps(data))
+  assert pt.load_status(str(path)) == ()
