@@ -6,7 +6,7 @@ on the training split, refit on all training rows) against scikit-learn's one-vs
 same folds by the same held-out metric, refit on the same rows, thresholded on the same
 validation split:
 
-  python -m benchmarks.br_tuned_vs_sklearn --path=../shared/data/yeast \
+  python -m benchmarks.br_tuned_vs_sklearn --path=DATA/yeast \
       --workdir=/tmp/br_tuned --out=results/br_tuned_vs_sklearn.md
 """
 

@@ -3,7 +3,7 @@ r"""Side-by-side check: our `br` against scikit-learn's one-vs-rest LogisticRegr
 Same dataset, same train/validation/test split, same threshold grid and tuning rule,
 computed in one run:
 
-  python -m benchmarks.br_vs_sklearn --dataset=bibtex --data_dir=../shared/data \
+  python -m benchmarks.br_vs_sklearn --dataset=bibtex --data_dir=DATA \
       --workdir=/tmp/br_vs_sklearn --out=results/br_vs_sklearn.md
 """
 

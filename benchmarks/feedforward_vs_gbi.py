@@ -16,7 +16,7 @@ on each dataset's whole test split:
 Each function is jitted and compiled first; a timing is the median of `--repeats`
 calls (benchmarks.common.median_seconds, the functions called in turn).
 
-  python -m benchmarks.feedforward_vs_gbi --data_dir=../shared/data \
+  python -m benchmarks.feedforward_vs_gbi --data_dir=DATA \
       --out=results/feedforward_vs_gbi.md
 """
 

@@ -29,7 +29,7 @@ config's SPENEnergy unless `--workdir` names a trained run of experiments.main (
 selected state of its last stage is loaded): timings per step do not depend on the
 weights, but the number of steps to convergence and the search error do.
 
-  python -m benchmarks.gbi --dataset=bibtex --data_dir=../shared/data --repeats=5 \
+  python -m benchmarks.gbi --dataset=bibtex --data_dir=DATA --repeats=5 \
       --out=results/gbi_bibtex.md
 """
 

@@ -1,19 +1,24 @@
-r"""The benchmarks to run when an accelerator is lent: the suite and the e2e gradients.
+r"""The benchmarks to run when an accelerator is lent: the suite, the e2e gradients and a
+data-parallel step.
 
 One command, sized to finish in under 10 minutes on one GPU, that writes beside the CPU
 results (`results/suite/`, `results/e2e_gradients.md`):
 
 - `<out_dir>/e2e_gradients.md`: `benchmarks.e2e_gradients` (scan / remat / adjoint
   gradients through T unrolled GBI steps; its default T = 5, 20, 50, 100);
+- `<out_dir>/scaling/summary.md`: `benchmarks.scaling --platform=auto` on one process,
+  the trainer's data-parallel step over a mesh of 1 and of all the local devices;
 - `<out_dir>/summary.md` and its CSVs and PNGs: `benchmarks.suite` (every method, the
-  scaling curves, JAX against eager and `torch.compile`d PyTorch, which the suite puts
-  on the GPU when JAX and PyTorch both see one);
+  bfloat16 rows against float32, the scaling curves, JAX against eager and
+  `torch.compile`d PyTorch, which the suite puts on the GPU when JAX and PyTorch both
+  see one);
 - `<out_dir>/gpu_run.md`: the devices JAX and PyTorch saw, each command, its seconds
   and exit status.
 
-The e2e benchmark runs first (about a minute); the suite gets what is left of
-`--time_limit_s` and writes each section's CSV as it finishes, so a cut-off run still
-leaves the sections it completed.
+The e2e benchmark runs first (about a minute), then the data-parallel step (weak and
+strong scaling of three methods at one or two device counts: a minute or two); the
+suite gets what is left of `--time_limit_s` and writes each section's CSV as it
+finishes, so a cut-off run still leaves the sections it completed.
 
   python -m benchmarks.gpu_run                                  # on the accelerator
   python -m benchmarks.gpu_run --quick --out_dir=/tmp/gpu_run   # CPU smoke test, minutes
@@ -47,29 +52,38 @@ _E2E_QUICK = ["--num_steps=2,5", "--num_features=40", "--num_labels=12",
               "--feature_hidden=16,16", "--batch_size=4", "--repeats=1"]
 
 
-def commands(out_dir: str, quick: bool, suite_args=()) -> list[tuple[str, list[str]]]:
+def commands(out_dir: str, quick: bool, suite_args=(),
+             num_devices: int = 1) -> list[tuple[str, list[str]]]:
   """`[(module, args)]`: the benchmarks this run executes, in order.
 
   Args:
-    out_dir: the directory both write into.
+    out_dir: the directory they write into.
     quick: tiny shapes (a smoke test).
     suite_args: extra flags for `benchmarks.suite`.
+    num_devices: the local devices the data-parallel step spans (besides one device).
 
   Returns:
     The module names (`python -m` targets) and their flags.
   """
   e2e = ["--repeats=5", f"--out={os.path.join(out_dir, 'e2e_gradients.md')}"]
+  counts = ",".join(str(d) for d in sorted({1, num_devices}))
+  scaling = ["--platform=auto", f"--device_counts={counts}",
+             f"--out_dir={os.path.join(out_dir, 'scaling')}"]
   suite = [f"--out_dir={out_dir}", *suite_args]
   if quick:
     e2e = _E2E_QUICK + e2e[1:]
+    scaling = ["--quick", *scaling]
     suite = ["--quick", *suite]
-  return [("benchmarks.e2e_gradients", e2e), ("benchmarks.suite", suite)]
+  return [("benchmarks.e2e_gradients", e2e), ("benchmarks.scaling", scaling),
+          ("benchmarks.suite", suite)]
 
 
 def check_flags(module: str, arg_lists: list[list[str]]) -> subprocess.CompletedProcess:
   """Imports `module` in one subprocess and parses each of `arg_lists` with its absl
   flags (nothing runs); a nonzero exit status names the first list that fails."""
+  # benchmarks.scaling defines its flags only when run as the program (`_define_flags`).
   code = (f"from absl import flags; import {module}\n"
+          f"getattr({module}, '_define_flags', lambda: None)()\n"
           f"for args in {[list(a) for a in arg_lists]!r}:\n"
           f"  flags.FLAGS.unparse_flags()\n"
           f"  flags.FLAGS(['{module}'] + args)")
@@ -88,11 +102,20 @@ def _devices() -> str:
   return (proc.stdout + proc.stderr[-500:] if proc.returncode else proc.stdout).strip()
 
 
+def _local_device_count() -> int:
+  """`jax.local_device_count()`, from a subprocess (this process keeps no device)."""
+  proc = subprocess.run([sys.executable, "-c", "import jax; print(jax.local_device_count())"],
+                        capture_output=True, text=True, timeout=300)
+  if proc.returncode:
+    raise SystemExit(f"cannot count the local devices: {proc.stderr[-1000:]}")
+  return int(proc.stdout.split()[-1])
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   out_dir = _OUT_DIR.value
-  planned = commands(out_dir, _QUICK.value, _SUITE_ARGS.value)
+  planned = commands(out_dir, _QUICK.value, _SUITE_ARGS.value, _local_device_count())
   if _DRY_RUN.value:
     failed = []
     for module, args in planned:

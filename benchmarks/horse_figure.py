@@ -2,7 +2,7 @@ r"""The Weizmann-horse figure: test images with their gold masks and the masks o
 finished segmentation runs, read from each run's `test_predictions.npz`
 (written by `experiments.train.train_and_evaluate`), so nothing is retrained.
 
-  python -m benchmarks.horse_figure --data_dir=../shared/data \
+  python -m benchmarks.horse_figure --data_dir=DATA \
       --runs=FCN=/tmp/horse/runs/weizmann_horse/fcn,SEAL=/tmp/horse/runs/weizmann_horse/seal_dynamic \
       --out=results/horses_masks.png
 

@@ -16,7 +16,7 @@ finished run of `experiments.main` / `experiments.compare`:
   deviation over test examples of the local logits ℓ(x) (mean over labels): what
   x-dependence the energy's local term has left. Both are computed without dropout.
 
-  python -m benchmarks.input_dependence --runs=WORKDIR/cal500 --data_dir=../shared/data \
+  python -m benchmarks.input_dependence --runs=WORKDIR/cal500 --data_dir=DATA \
       --out=results/dvn_cal500_input_blind.md
 
 A `--runs` entry is a finished run directory or a directory holding finished runs

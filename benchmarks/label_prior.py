@@ -13,7 +13,7 @@ A method's example-F1 means little until it clears these floors: on a dataset wi
 dense, skewed labels a constant prediction is already a strong answer (CAL500: 26 of
 174 labels per song).
 
-  python -m benchmarks.label_prior --data_dir=../shared/data \
+  python -m benchmarks.label_prior --data_dir=DATA \
       --out=results/label_prior.md
 
 `--out` also gets a `.json` beside it in `experiments.compare`'s format (methods

@@ -1,6 +1,6 @@
 r"""Small-data behaviour: test example-F1 against training-set size, default and tuned.
 
-  python -m benchmarks.small_data --data_dir=../shared/data --workdir=/tmp/small_data \
+  python -m benchmarks.small_data --data_dir=DATA --workdir=/tmp/small_data \
       --jobs=2 --out=results/small_data.md --plot=results/small_data.png
 
 For every dataset and training size (`data.num_train`: a seeded subset of the training

@@ -23,6 +23,10 @@ labels, 2515 test examples; no data files, and cost does not depend on the value
   `tests/test_benchmark_suite.py`; gradients by autograd eagerly and `torch.func` when
   compiled, never hand-derived); speedup = PyTorch time / JAX time, compile time in
   its own column;
+- bfloat16 (`bf16.csv`): the feed-forward pass, GBI prediction and the SPEN-SSVM and
+  SEAL-dynamic training steps with `train.compute_dtype=bfloat16` against float32,
+  each pair measured one after the other in the same run (speed-up = float32 time /
+  bfloat16 time; peak-memory ratio bfloat16 / float32);
 - profiles (`profile.csv`): which ops take the time in each row, from `jax.profiler`
   (self time of each XLA op, summed over threads) and `torch.profiler` (self CPU time
   of each aten op; compiled code outside aten calls counts as inductor's fused
@@ -77,7 +81,7 @@ from experiments import configuration
 
 DEFAULT_METHODS = ("br", "mlp", "dmf", "spen_ssvm", "spen_gbi", "e2e", "infnet", "dvn",
                    "seal_dynamic", "seal_static", "seal_ranking", "implicit")
-SECTIONS = ("methods", "scaling", "torch")
+SECTIONS = ("methods", "scaling", "torch", "bf16")
 # JAX / eager PyTorch targets (speedup = PyTorch time / JAX time) on CPU: no slower on
 # the GBI loop, 2× on the SEAL-dynamic step; on a GPU 2× on these three.
 CPU_TARGETS = {"gbi20_spen_loop_only": 1.0, "gbi20_seal_loop_only": 1.0,
@@ -257,11 +261,12 @@ def methods_section(sizes: Sizes, specs) -> list[dict]:
 # Section 2: scaling curves.
 
 
-def spen_gbi_fn(num_labels: int, num_steps: int, sizes: Sizes, **options):
+def spen_gbi_fn(num_labels: int, num_steps: int, sizes: Sizes, overrides=(), **options):
   """`(params, x) -> y_T`: the SPEN energy of spen_ssvm's config (bibtex sizes, with
-  `num_labels`) and `num_steps` GBI steps by `gbi_scan` with its test-time options
-  (`options` override them), F(x) once; and its params."""
-  stage, _ = method_config("spen_ssvm", sizes)
+  `num_labels`; `overrides` of its keys, e.g. `train.compute_dtype=bfloat16`) and
+  `num_steps` GBI steps by `gbi_scan` with its test-time options (`options` override
+  them), F(x) once; and its params."""
+  stage, _ = method_config("spen_ssvm", sizes, tuple(overrides))
   energy = builders.spen_energy(stage, common.MultilabelShapes(sizes.num_features, num_labels))
   gbi_options = {k: stage.predict_gbi[k] for k in ("method", "optimizer", "learning_rate",
                                                     "momentum", "entropy_weight")}
@@ -281,8 +286,8 @@ def spen_gbi_fn(num_labels: int, num_steps: int, sizes: Sizes, **options):
   return gbi, params, energy, config
 
 
-def _feed_forward_point(num_labels, batch_size, sizes, repeats):
-  stage, stages = method_config("mlp", sizes)
+def _feed_forward_point(num_labels, batch_size, sizes, repeats, extra=()):
+  stage, stages = method_config("mlp", sizes, extra)
   rs = np.random.RandomState(0)
   data = common.random_multilabel_batch(rs, batch_size, sizes.num_features, num_labels)
   objective, state = common.build_state(stages, common.MultilabelShapes(sizes.num_features,
@@ -290,8 +295,8 @@ def _feed_forward_point(num_labels, batch_size, sizes, repeats):
   return predict_row(objective, state, data["x"], batch_size, repeats)
 
 
-def _gbi_point(num_labels, batch_size, num_steps, sizes, repeats):
-  gbi, params, _, _ = spen_gbi_fn(num_labels, num_steps, sizes)
+def _gbi_point(num_labels, batch_size, num_steps, sizes, repeats, extra=()):
+  gbi, params, _, _ = spen_gbi_fn(num_labels, num_steps, sizes, extra)
   x = common.random_multilabel_batch(np.random.RandomState(0), batch_size,
                                      sizes.num_features, num_labels)["x"]
   compiled = compile_fn(gbi, params, x)
@@ -353,6 +358,40 @@ def scaling_section(sizes: Sizes) -> list[dict]:
     rows.append(dict(curve=curve, value=value, row=row, **result))
     print(f"  {curve}={value} {row}: {result['ms']:.1f} ms ({result['batch']} rows), "
           f"{result['peak_bytes'] / 2**20:.1f} MiB", flush=True)
+  return rows
+
+
+BFLOAT16 = ("train.compute_dtype=bfloat16",)
+
+
+def bf16_section(sizes: Sizes) -> list[dict]:
+  """Rows `row, rows, float32_ms, bfloat16_ms, speedup, float32_peak_bytes,
+  bfloat16_peak_bytes, memory_ratio`: four of the scaling rows at bibtex's shapes, each
+  built and timed with the configs' float32 and then with `train.compute_dtype=bfloat16`
+  (the networks in bfloat16, state, GBI iterates and losses float32)."""
+  labels, test, repeats = sizes.num_labels, sizes.num_test, sizes.repeats
+  t = 20 if not sizes.quick else sizes.gbi_steps[-1]
+  points = [
+      ("feed-forward predict", lambda extra: _feed_forward_point(
+          labels, test, sizes, repeats, extra)),
+      (f"GBI predict (T={t})", lambda extra: _gbi_point(labels, test, t, sizes, repeats,
+                                                        extra)),
+      ("spen_ssvm train step", lambda extra: _train_point(
+          "spen_ssvm", labels, None, sizes, repeats, extra)),
+      ("seal_dynamic train step", lambda extra: _train_point(
+          "seal_dynamic", labels, None, sizes, repeats, extra)),
+  ]
+  rows = []
+  for name, measure in points:
+    full, half = measure(()), measure(BFLOAT16)
+    rows.append(dict(row=name, rows=full["batch"], float32_ms=full["ms"],
+                     bfloat16_ms=half["ms"], speedup=full["ms"] / half["ms"],
+                     float32_peak_bytes=full["peak_bytes"],
+                     bfloat16_peak_bytes=half["peak_bytes"],
+                     memory_ratio=half["peak_bytes"] / full["peak_bytes"]))
+    print(f"  {name}: float32 {full['ms']:.1f} ms, bfloat16 {half['ms']:.1f} ms "
+          f"({rows[-1]['speedup']:.2f}x), peak {_mib(full['peak_bytes'])} -> "
+          f"{_mib(half['peak_bytes'])} MiB", flush=True)
   return rows
 
 
@@ -974,7 +1013,8 @@ def _verdicts(torch_rows: list[dict], profiles: list[dict]) -> list[str]:
   return lines
 
 
-def summary_markdown(sizes, methods, scaling, torch_rows, profiles, torch_version, notes):
+def summary_markdown(sizes, methods, scaling, torch_rows, profiles, torch_version, notes,
+                     bf16=()):
   lines = []
   with_torch = any(r["torch_ms"] is not None for r in torch_rows)
   if torch_rows and not with_torch:
@@ -1068,6 +1108,20 @@ def summary_markdown(sizes, methods, scaling, torch_rows, profiles, torch_versio
             f"{cells[v]['ms']:.1f} / {_mib(cells[v]['peak_bytes'])}" if v in cells else ""
             for v in values) + " |")
       lines += ["", f"![{curve}](scaling_{curve}.png)", ""]
+  if bf16:
+    lines += ["", "## bfloat16 compute against float32", "",
+              "`train.compute_dtype=bfloat16`: the networks' matmuls and activations in "
+              "bfloat16, parameters, optimizer state, GBI iterates and losses float32; "
+              "each row measured in float32, then bfloat16, in this run. Speed-up = "
+              "float32 time / bfloat16 time; memory = bfloat16 peak / float32 peak. "
+              "XLA:CPU computes bfloat16 dots in float32 (with conversions), so on CPU "
+              "this is no speed-up; it is meant for GPUs and TPUs.", "",
+              "| row | rows | float32 ms | bfloat16 ms | speed-up | float32 peak MiB | "
+              "bfloat16 peak MiB | memory |", "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['row']} | {r['rows']} | {r['float32_ms']:.1f} | {r['bfloat16_ms']:.1f} | "
+              f"{r['speedup']:.2f}× | {_mib(r['float32_peak_bytes'])} | "
+              f"{_mib(r['bfloat16_peak_bytes'])} | {r['memory_ratio']:.2f}× |" for r in bf16]
+    lines.append("")
   if profiles:
     lines += ["## Where the time goes (op profiles)", "",
               "Self time per call of each op (JAX: XLA ops from jax.profiler, summed over "
@@ -1111,7 +1165,7 @@ def main(argv):
   os.makedirs(out_dir, exist_ok=True)
   started, load_before = time.perf_counter(), os.getloadavg()
   other_load = common.OtherLoad()
-  methods, scaling, torch_rows, profiles = [], [], [], []
+  methods, scaling, torch_rows, profiles, bf16 = [], [], [], [], []
   notes = []
   torch, ref = _torch()
   if "methods" in _SECTIONS.value:
@@ -1119,6 +1173,10 @@ def main(argv):
     methods = methods_section(sizes, _METHODS.value)
     write_csv(os.path.join(out_dir, "methods.csv"), methods)
     plot_methods(out_dir, methods)
+  if "bf16" in _SECTIONS.value:
+    print("bfloat16 against float32:", flush=True)
+    bf16 = bf16_section(sizes)
+    write_csv(os.path.join(out_dir, "bf16.csv"), bf16)
   if "scaling" in _SECTIONS.value:
     print("scaling:", flush=True)
     scaling = scaling_section(sizes)
@@ -1185,7 +1243,7 @@ def main(argv):
                "or max_steps on a fresh energy; trained energies converge in other step "
                "counts (results/gbi_bibtex.md: mean 34.6 of at most 100).")
   body = summary_markdown(sizes, methods, scaling, torch_rows, profiles,
-                          getattr(torch, "__version__", None), notes)
+                          getattr(torch, "__version__", None), notes, bf16)
   common.write_report(os.path.join(out_dir, "summary.md"), "benchmarks.suite",
                       header + "\n" + body)
   print(f"wrote {out_dir} in {elapsed / 60:.1f} min", flush=True)

@@ -9,6 +9,7 @@ objective builders share, and are public so benchmarks build the same modules.
 from typing import Callable
 
 from absl import logging
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -29,10 +30,43 @@ def load_data(config: ml_collections.ConfigDict):
   return tasks.task_for(config).load(config)
 
 
+# config.train.compute_dtype -> the dtype the networks compute in (their `dtype`);
+# parameters, optimizer state, GBI iterates, energies and losses stay float32.
+COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def compute_dtype(config: ml_collections.ConfigDict):
+  """The networks' compute dtype named by `config.train.compute_dtype`.
+
+  Args:
+    config: an experiment config (one stage's); a missing key means 'float32'.
+
+  Returns:
+    `COMPUTE_DTYPES[name]`, a jnp dtype.
+
+  Raises:
+    ValueError: one line naming the key, the value and the valid names.
+  """
+  name = config.get("train", {}).get("compute_dtype", "float32")
+  if name not in COMPUTE_DTYPES:
+    raise ValueError(f"config.train.compute_dtype={name!r}: expected one of "
+                     f"{sorted(COMPUTE_DTYPES)}")
+  return COMPUTE_DTYPES[name]
+
+
+def _float32_only(config, what: str) -> None:
+  # The denoising energies compute on the image being denoised (the GBI iterate itself,
+  # which stays float32), and the CNN denoiser shares their convolution trunk, which
+  # takes no compute dtype: a bfloat16 request is refused rather than ignored.
+  if compute_dtype(config) != jnp.float32:
+    raise ValueError(f"config.train.compute_dtype={config.train.compute_dtype!r} is not "
+                     f"supported by {what}; use 'float32'")
+
+
 def _mlp(config, dataset) -> nets.MLP:
   return nets.MLP(hidden=tuple(config.model.hidden), num_outputs=dataset.num_labels,
                   activation=config.model.activation, dropout=config.model.dropout,
-                  input_dropout=config.model.input_dropout)
+                  input_dropout=config.model.input_dropout, dtype=compute_dtype(config))
 
 
 def _build_local(config, dataset, optimizer) -> objectives.Objective:
@@ -61,16 +95,18 @@ def tagger(config, dataset) -> nets.PackedTagger:
                  len(source.word_vocab))
     word_init = nets.pretrained_embedding_init(matrix)
   size = lambda vocab: len(vocab) if vocab is not None else 0
+  dtype = compute_dtype(config)
   embedder = nets.TokenEmbedder(
       vocab_size=len(source.word_vocab), word_dim=m.word_dim, word_init=word_init,
       char_vocab_size=len(source.char_vocab) if m.char_filters else 0,
       char_dim=m.char_dim, char_filters=m.char_filters,
       num_pos=size(source.pos_vocab) if m.pos_dim else 0, pos_dim=m.pos_dim,
       num_chunk=size(source.chunk_vocab) if m.chunk_dim else 0, chunk_dim=m.chunk_dim,
-      dropout=m.dropout)
-  encoder = nets.BiLSTM(hidden_size=m.hidden, num_layers=m.num_layers, dropout=m.dropout)
+      dropout=m.dropout, dtype=dtype)
+  encoder = nets.BiLSTM(hidden_size=m.hidden, num_layers=m.num_layers, dropout=m.dropout,
+                        dtype=dtype)
   return nets.PackedTagger(embedder=embedder, encoder=encoder, num_tags=dataset.num_tags,
-                           dropout=m.dropout)
+                           dropout=m.dropout, dtype=dtype)
 
 
 def sequence_energy(config, dataset) -> energies.SequenceEnergy:
@@ -97,7 +133,7 @@ def fcn(config) -> nets.FCN:
   m = config.model
   return nets.FCN(features=tuple(m.features), strides=tuple(m.strides),
                   kernel_size=m.kernel_size, activation=m.activation, dropout=m.dropout,
-                  skip_connections=m.skip_connections)
+                  skip_connections=m.skip_connections, dtype=compute_dtype(config))
 
 
 def segmentation_energy(config) -> energies.SegmentationEnergy:
@@ -144,6 +180,7 @@ def denoising_input_statistics(section, dataset) -> dict[str, float]:
 
 
 def _build_local_squared_error(config, dataset, optimizer) -> objectives.Objective:
+  _float32_only(config, "the CNN denoiser")
   c = config.cnn
   net = nets.CNNDenoiser(features=tuple(c.features), kernel_size=c.kernel_size,
                          activation=c.activation, padding=c.padding,
@@ -158,12 +195,13 @@ def spen_energy(config, dataset) -> energies.SPENEnergy:
       num_labels=dataset.num_labels, feature_hidden=tuple(e.feature_hidden),
       feature_activation=e.feature_activation, num_measurements=e.num_measurements,
       activation=e.activation, num_conditional=e.num_conditional, dropout=e.dropout,
-      input_dropout=e.input_dropout)
+      input_dropout=e.input_dropout, dtype=compute_dtype(config))
 
 
 def image_energy(config, dataset):
   """The denoising energy of `config.energy` (`kind`: 'deep_prior' or 'foe'; only the
   DeepPrior's trunk reads `normalize_input`, see `denoising_input_statistics`)."""
+  _float32_only(config, "the denoising energies")
   e = config.energy
   common = dict(noise_variance=e.noise_variance, learn_noise_variance=e.learn_noise_variance,
                 padding=e.padding, conv_impl=e.conv_impl)
@@ -355,14 +393,16 @@ def method_builder(method: str) -> Callable[..., objectives.Objective]:
 
 
 def check_builders(config: ml_collections.ConfigDict) -> None:
-  """Resolves every stage's `method` and `energy.module` now, so that a misspelled
-  method or an import path that does not import fails before anything trains.
+  """Resolves every stage's `method`, `energy.module` and `train.compute_dtype` now, so
+  that a misspelled method or dtype or an import path that does not import fails before
+  anything trains.
 
   Raises:
-    ValueError: one line naming the method or path and why it does not resolve.
+    ValueError: one line naming the method, dtype or path and why it does not resolve.
   """
   for _, stage in configuration.stage_configs(config):
     method_builder(stage.method)
+    compute_dtype(stage)
     outside = stage.get("energy", {}).get("module", "")
     if outside:
       run_lib.import_path(outside, "config.energy.module")

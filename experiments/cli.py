@@ -4,9 +4,15 @@
 flag, a misspelled config key, a value of the wrong type, a config file that does not
 load) or an error the run raises about its input (`UserError`, a missing or malformed
 dataset, a diverged loss, a workdir without a run or one that the processes of a
-multi-process run do not share) is printed as one line, `<program>: error: <message>`,
-on stderr, and the command exits with status 2. Any other exception keeps its
-traceback: it is a bug, not a mistake.
+multi-process run do not share, a path on storage this installation cannot reach) is
+printed as one line, `<program>: error: <message>`, on stderr, and the command exits
+with status 2. Any other exception keeps its traceback: it is a bug, not a mistake.
+
+Exit statuses: 0 done; 2 a user's mistake; 1 any other failure; 75 (`EXIT_PREEMPTED`)
+stopped by a preemption notice (SIGTERM) after saving a checkpoint: the same command
+resumes. In a multi-process run one process's failure ends every process at once,
+each with the failed process's status and the line `<program>: error: process P
+failed: <reason>` (`stop_run`, `stop_for_peer`).
 """
 
 import ast
@@ -14,6 +20,8 @@ import difflib
 import os
 import re
 import sys
+import threading
+import traceback
 from typing import Any, Callable, NoReturn
 
 from absl import app
@@ -22,6 +30,14 @@ import ml_collections
 from ml_collections.config_flags import config_flags as _config_flags
 
 EXIT_USER_ERROR = 2
+# An exception that is not a user error: a bug, or a failure of the machine.
+EXIT_FAILURE = 1
+# A run stopped by a preemption notice (SIGTERM) after saving its checkpoint:
+# `energynets.train.faults.EXIT_PREEMPTED` (sysexits.h's EX_TEMPFAIL); rerun to resume.
+EXIT_PREEMPTED = 75
+# How long a failing process of a multi-process run looks for another's announced
+# failure first: an error in a collective is most often a peer that failed.
+PEER_FAILURE_WAIT_S = 3.0
 
 
 class UserError(ValueError):
@@ -100,7 +116,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
   from energynets.train import storage  # pylint: disable=g-import-not-at-top
   return (UserError, app.UsageError, DataError, loop.TrainingDivergedError,
           run_lib.RunNotFoundError, run_lib.RunFormatError, run_lib.BuilderError,
-          storage.WorkdirNotSharedError)
+          storage.WorkdirNotSharedError, storage.StorageUnavailableError)
 
 
 def user_error_message(error: BaseException, data_dir_flag: str = "--data_dir") -> str:
@@ -244,8 +260,87 @@ def parse_flags(argv: list[str]) -> list[str]:
   return remaining
 
 
+# Held by the thread that ends a process of a multi-process run (the main thread or the
+# peer watch), so that one line, not two, says why.
+_ending = threading.Lock()
+
+
+def _multiprocess() -> bool:
+  """Whether this process has joined a multi-process run (`jax.distributed`)."""
+  if "jax" not in sys.modules:  # no JAX yet: nothing to join, and nothing to load
+    return False
+  from energynets.train import faults  # pylint: disable=g-import-not-at-top
+  return faults.joined()
+
+
+def _exit_now(status: int) -> NoReturn:
+  """Flushes the logs and ends the process without the interpreter's exit handlers:
+  JAX's shutdown barrier would wait for processes that are waiting for this one."""
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  logging.flush()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(status)  # pylint: disable=protected-access
+
+
+def stop_run(status: int, message: Any) -> NoReturn:
+  """Ends the command with `<program>: error: <message>` (one line) and `status`.
+
+  A process of a multi-process run first records the status and the message for the
+  others (`faults.announce_failure`, which `stop_for_peer` answers on each of them)
+  and exits at once.
+  """
+  line = one_line(message)
+  if not _multiprocess():
+    print(f"{program_name()}: error: {line}", file=sys.stderr, flush=True)
+    sys.exit(status)
+  from energynets.train import faults  # pylint: disable=g-import-not-at-top
+  with _ending:
+    faults.announce_failure(status, line[:2000])
+    print(f"{program_name()}: error: {line}", file=sys.stderr, flush=True)
+    faults.end_after_failure()
+    _exit_now(status)
+
+
+def stop_for_peer(process: int, status: int, reason: str) -> NoReturn:
+  """Ends this process of a multi-process run because process `process` failed with
+  `status` and one-line `reason`: `<program>: error: process P failed: <reason>`, the
+  failed process's status (`faults.watch_peers` calls it)."""
+  from energynets.train import faults  # pylint: disable=g-import-not-at-top
+  with _ending:
+    print(f"{program_name()}: error: process {process} failed: {reason}", file=sys.stderr,
+          flush=True)
+    faults.end_after_failure()
+    _exit_now(status)
+
+
+def exception_line(error: BaseException, limit: int = 600) -> str:
+  """`<type>: <message>` in one line; a message that carries a traceback (an error
+  raised in a host callback) keeps its first line and the exception it ends with."""
+  lines = [l.strip() for l in str(error).splitlines() if l.strip()]
+  if not lines:
+    return type(error).__name__
+  first = lines[0].replace("Traceback (most recent call last):", "").strip()
+  text = first if len(lines) == 1 else f"{first} ... {lines[-1]}"
+  text = f"{type(error).__name__}: {text}"
+  return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _preempted_type() -> type[BaseException]:
+  from energynets.train import faults  # pylint: disable=g-import-not-at-top
+  return faults.Preempted
+
+
 def run(main: Callable[[list[str]], Any], *, data_dir_flag: str = "--data_dir") -> None:
   """`absl.app.run(main)` with the user's mistakes as one line and exit status 2.
+
+  A run stopped by a preemption (`faults.Preempted`) prints `<program>: preempted at
+  step S: ...; rerun to resume` and exits with `EXIT_PREEMPTED`. In a multi-process
+  run every failure ends the process at once and all the others with it
+  (`stop_run`); an exception that is not a user error prints its traceback, then one
+  line, and exits with `EXIT_FAILURE`, or, when another process failed first (the
+  error is then most often a collective that lost it), with that process's status
+  and reason.
 
   Args:
     main: the binary's `main(argv)`.
@@ -256,7 +351,19 @@ def run(main: Callable[[list[str]], Any], *, data_dir_flag: str = "--data_dir") 
   def guarded(argv):
     try:
       return main(argv)
+    except _preempted_type() as e:  # pylint: disable=catching-non-exception
+      print(f"{program_name()}: {one_line(e)}", file=sys.stderr, flush=True)
+      sys.exit(EXIT_PREEMPTED)
     except _user_error_types() as e:  # pylint: disable=catching-non-exception
-      fail(user_error_message(e, data_dir_flag))
+      stop_run(EXIT_USER_ERROR, user_error_message(e, data_dir_flag))
+    except Exception as e:  # pylint: disable=broad-except
+      if not _multiprocess():
+        raise
+      from energynets.train import faults  # pylint: disable=g-import-not-at-top
+      traceback.print_exc()
+      peer = faults.peer_failure(wait_s=PEER_FAILURE_WAIT_S)
+      if peer is not None:
+        stop_for_peer(*peer)
+      stop_run(EXIT_FAILURE, exception_line(e))
 
   app.run(guarded, flags_parser=parse_flags)

@@ -9,15 +9,23 @@ the learned measurement matrix (`<workdir>/synthetic/spen_ssvm/measurement_matri
   python -m experiments.compare --workdir=/tmp/energynets_demo
   python -m experiments.compare --methods=br,mlp \
       --datasets=bibtex,delicious,yeast,genbase,cal500,expr_fun,spo_fun \
-      --data_dir=../shared/data --workdir=/tmp/baselines --out=results/baselines.md
+      --data_dir=DATA --workdir=/tmp/baselines --out=/tmp/baselines.md
 
 Each run writes `<workdir>/<dataset>[-fold<k>]/<method>/results.json`; the table is
 generated from those files. Yeast follows SPEN's 10-fold protocol: `--yeast_folds`
 folds are run and reported as mean ± standard deviation.
 
+--workdir and --out may be local paths, `file://` URLs or object-store URLs
+(`gs://bucket/compare`, with `pip install 'energynets[gcs]'`).
+
 A run directory that already holds a run resumes it (`--allow_config_change`: also with
 a config that trains differently). A mistake in the flags, a config or the data ends the
 command with one line on stderr and exit status 2.
+
+Output: the table (and any figure's path) on stdout; on stderr, progress bars when it is
+a terminal (run k/N with method:dataset, and each run's training; `--progress`), else
+a line as each run starts; the INFO log in `<workdir>/logs/compare.log` (`--verbose`:
+on stderr too); warnings and errors on stderr.
 """
 
 import json
@@ -41,7 +49,9 @@ from energynets.train import storage
 from experiments import builders
 from experiments import cli
 from experiments import configuration
+from experiments import console
 from experiments import train
+from experiments import workdirs
 from experiments.specs import parse_spec, rejoin_tuples, run_name
 
 _METHODS = flags.DEFINE_list(
@@ -58,7 +68,8 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "root directory of all runs")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "data directory (else $ENERGYNETS_DATA_DIR)")
 _YEAST_FOLDS = flags.DEFINE_integer("yeast_folds", 10, "folds of the yeast protocol to run")
 _SET = flags.DEFINE_multi_string("set", [], "config override for every run, e.g. train.steps=100")
-_OUT = flags.DEFINE_string("out", "", "write the markdown table here as well")
+_OUT = flags.DEFINE_string("out", "", "write the markdown table here as well (and a "
+                           "summary of every run next to it, as .json)")
 _PIVOT = flags.DEFINE_list(
     "pivot", [], "results keys (e.g. test/example_f1@0.5) to also show as method x dataset "
     "tables, the layout of SEAL's Table 1")
@@ -77,6 +88,7 @@ _JOBS = flags.DEFINE_integer(
 _ALLOW_CONFIG_CHANGE = flags.DEFINE_bool(
     "allow_config_change", False, "resume runs whose directory holds a run trained with "
     "a config that differs in what it trains (optimizer, model, method, data, ...)")
+_VERBOSE, _PROGRESS = console.define_flags()
 _RUN_INDEX = flags.DEFINE_integer(
     "run_index", -1, "internal (--jobs): train only this entry of the plan, write nothing "
     "else")
@@ -304,6 +316,15 @@ def train_in_workers(run_dirs: list[str | os.PathLike], phases: list[list[int]],
   Each worker's output goes to `<run_dir>/worker.log`; a worker of a non-local run_dir
   (`gs://...`) writes it to a local temporary file, copied there when it ends.
   """
+  progress = console.Items(sum(len(phase) for phase in phases), "run")
+  try:
+    _train_phases(run_dirs, phases, jobs, progress)
+  finally:
+    progress.close()
+
+
+def _train_phases(run_dirs, phases, jobs, progress: console.Items) -> None:
+  """`train_in_workers`' loop; `progress` advances as each worker ends."""
   for phase in phases:
     pending, running, failed = list(phase), {}, []
     while pending or running:
@@ -326,6 +347,8 @@ def train_in_workers(run_dirs: list[str | os.PathLike], phases: list[list[int]],
             local_log.copy(log_path, overwrite=True)
             shutil.rmtree(local_log.parent, ignore_errors=True)
           logging.info("worker finished (exit %d): %s", proc.returncode, run_dirs[index])
+          progress.done(f"run {progress.count + 1}/{progress.total} trained (exit "
+                        f"{proc.returncode}): {run_dirs[index]}")
           if proc.returncode:
             failed.append(f"{run_dirs[index]} (exit {proc.returncode}; log {log_path})")
     if failed:
@@ -374,11 +397,28 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_library_logs()
+  if _RUN_INDEX.value >= 0:
+    # A --jobs worker: what it prints is its run's worker.log, the INFO log included.
+    console.configure("off")
+    _compare()
+    return
+  console.configure(_PROGRESS.value)
+  workdir = storage.workdir_path(_WORKDIR.value)
+  # A comparison refused at its start (a bad flag) leaves no workdir behind.
+  with workdirs.removed_if_failed(workdir, console.log_path(workdir, "compare")):
+    with console.log_to_workdir(workdir, "compare", verbose=_VERBOSE.value):
+      _compare()
+
+
+def _compare():
+  """Trains the plan (or, with --run_index, one entry of it), prints the table."""
   stage, _, source = _REUSE_STAGE.value.partition("=")
   if _REUSE_STAGE.value and not (stage and source):
     raise app.UsageError(f"--reuse_stage must be STAGE=METHOD, got {_REUSE_STAGE.value!r}")
   try:
     plan, methods = _plan()
+    # Checked before anything trains: e.g. a gs:// --out without gcsfs installed.
+    out = storage.path(_OUT.value) if _OUT.value else None
   except ValueError as e:  # a bad spec, config name, override or method: the flags' mistake
     raise cli.UserError(e) from None
   listed = set(methods)
@@ -396,13 +436,19 @@ def main(argv):
                      worker_phases([entry[1] for entry in plan], source), _JOBS.value)
   # Sequentially: trains every run; after --jobs, resumes each finished run (evaluates).
   rows, figures = [], []
-  for entry in plan:
-    dataset, method, _, _, run_dir, _ = entry
-    if not rows or rows[-1][:2] != (dataset, method):
-      rows.append((dataset, method, []))
-    results = _prepare_and_train(entry, stage, source, listed)
-    rows[-1][2].append(results)
-    figures += [run_dir / f for f in results["meta"].get("figures", [])]
+  progress = console.Items(len(plan), "run")
+  try:
+    for entry in plan:
+      dataset, method, _, _, run_dir, column = entry
+      if not rows or rows[-1][:2] != (dataset, method):
+        rows.append((dataset, method, []))
+      progress.start(f"{method}:{column}")
+      results = _prepare_and_train(entry, stage, source, listed)
+      progress.done()
+      rows[-1][2].append(results)
+      figures += [run_dir / f for f in results["meta"].get("figures", [])]
+  finally:
+    progress.close()
   table = format_table(rows)
   for key in _PIVOT.value:
     table += "\n\n" + format_pivot(rows, key)
@@ -410,15 +456,27 @@ def main(argv):
   print(table)
   for figure in figures:
     print(f"figure: {figure}")
-  if _OUT.value:
-    os.makedirs(os.path.dirname(os.path.abspath(_OUT.value)), exist_ok=True)
-    revisions = sorted({r["meta"]["code_revision"] for _, _, runs in rows for r in runs})
-    with open(_OUT.value, "w") as f:
-      f.write(f"Generated by `{command}` (code revision {', '.join(revisions)}).\n\n"
-              + _preamble(table) + "\n\n" + table + "\n")
-    with open(os.path.splitext(_OUT.value)[0] + ".json", "w") as f:
-      json.dump([{"dataset": d, "method": m, "runs": [_summary(r) for r in runs]}
-                 for d, m, runs in rows], f, indent=1, default=str)
+  if out is not None:
+    write_outputs(out, command, table, rows)
+
+
+def write_outputs(out: epath.Path, command: str, table: str,
+                  rows: list[tuple[str, str, list[dict]]]) -> None:
+  """Writes the table to `out` (markdown) and every run's summary next to it, as `.json`.
+
+  Args:
+    out: the markdown file (local or an object-store URL; its folder is created).
+    command: the command line that generated the table.
+    table: the markdown table(s).
+    rows: `(dataset, method, results of each fold)`, as `format_table` takes them.
+  """
+  out.parent.mkdir(parents=True, exist_ok=True)
+  revisions = sorted({r["meta"]["code_revision"] for _, _, runs in rows for r in runs})
+  out.write_text(f"Generated by `{command}` (code revision {', '.join(revisions)}).\n\n"
+                 + _preamble(table) + "\n\n" + table + "\n")
+  summary = [{"dataset": d, "method": m, "runs": [_summary(r) for r in runs]}
+             for d, m, runs in rows]
+  out.with_suffix(".json").write_text(json.dumps(summary, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 import os
 from typing import Any
 
-from etils import epath
 import numpy as np
+
+from energynets.train import storage
 
 
 def pyplot():
@@ -17,15 +18,19 @@ def pyplot():
 
 
 def save_figure(fig: Any, path: str | os.PathLike, dpi: int = 100) -> None:
-  """Writes `fig` to `path` (local or an `etils.epath` URL such as `gs://bucket/f.png`)
-  in the format its suffix names, and closes it.
+  """Writes `fig` to `path` (local, a `file://` URL or an `etils.epath` URL such as
+  `gs://bucket/f.png`) in the format its suffix names, and closes it.
 
   Args:
     fig: the figure.
     path: the file to write; `.png`, `.pdf`, `.svg`, ...
     dpi: resolution of raster formats.
+
+  Raises:
+    storage.StorageUnavailableError: a URL this installation cannot write (`gs://`
+      without gcsfs).
   """
-  path = epath.Path(path)
+  path = storage.path(path)
   # matplotlib writes to a file object when given one, never to the path itself.
   with path.open("wb") as f:
     fig.savefig(f, format=path.suffix.lstrip(".") or "png", dpi=dpi)

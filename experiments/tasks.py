@@ -3,7 +3,7 @@
 `experiments/train.py` trains any objective on any task through one loop; a `Task` is
 the rest: how a config's `data` becomes a dataset with `train`/`validation`/`test`
 splits of `(x, y)` arrays, which validation metrics select checkpoints, and which
-`"<split>/<metric>"` results a finished run reports (the DESIGN.md results contract).
+`"<split>/<metric>"` results a finished run reports (the results contract of docs/design.md).
 
 - `multilabel`: the registry's MULAN/CLUS/synthetic datasets; example-F1 (tuned
   threshold and 0.5), micro/macro-F1, Hamming.

@@ -30,7 +30,9 @@ from energynets import train as train_lib
 from energynets.train import storage
 from energynets.train import process_rows as process_rows_lib
 from experiments import builders
+from experiments import cli
 from experiments import configuration
+from experiments import console
 from experiments import diagnostics
 from experiments import runs
 from experiments import tasks
@@ -44,9 +46,19 @@ __all__ = ["PREDICTIONS_FILE", "initialize_distributed", "matmul_precision",
            "objective_from_run", "train_and_evaluate"]
 
 
+# How long a multi-process run's processes wait for a silent peer (one killed, or
+# hung: JAX's heartbeats) and, at the end, for the others to reach JAX's shutdown
+# barrier. JAX's own defaults (100 s, 300 s) leave the survivors of a lost process
+# blocked for minutes.
+HEARTBEAT_TIMEOUT_S = 20
+SHUTDOWN_TIMEOUT_S = 60
+
+
 def initialize_distributed(coordinator_address: str | None = None,
                            num_processes: int | None = None,
-                           process_id: int | None = None) -> None:
+                           process_id: int | None = None, *,
+                           heartbeat_timeout_s: int = HEARTBEAT_TIMEOUT_S,
+                           shutdown_timeout_s: int = SHUTDOWN_TIMEOUT_S) -> None:
   """Joins this process to a multi-process (multi-host) run; call before any JAX work.
 
   `jax.distributed.initialize`: with all three arguments the process joins the
@@ -57,9 +69,24 @@ def initialize_distributed(coordinator_address: str | None = None,
   `shard_batch`). Every task keeps only each process's rows of every split
   (`config.data.num_shards`; evaluation gathers the predictions). Orbax writes each
   checkpoint once and only process 0 writes metrics and results.json.
+
+  Args:
+    coordinator_address: `host:port` of process 0 (None: detected).
+    num_processes: the number of processes (None: detected).
+    process_id: this process's index (None: detected).
+    heartbeat_timeout_s: a process silent for this long (killed, hung) is lost, and
+      JAX ends every other process.
+    shutdown_timeout_s: how long a process that ends waits for the others at JAX's
+      shutdown barrier.
   """
+  for name, value in (("heartbeat_timeout_s", heartbeat_timeout_s),
+                      ("shutdown_timeout_s", shutdown_timeout_s)):
+    if not (isinstance(value, int) and value >= 1):
+      raise ValueError(f"{name} must be a whole number of seconds, 1 or more; got {value!r}")
   jax.distributed.initialize(coordinator_address=coordinator_address,
-                             num_processes=num_processes, process_id=process_id)
+                             num_processes=num_processes, process_id=process_id,
+                             heartbeat_timeout_seconds=heartbeat_timeout_s,
+                             shutdown_timeout_seconds=shutdown_timeout_s)
   logging.info("process %d of %d: %d local and %d global devices", jax.process_index(),
                jax.process_count(), jax.local_device_count(), jax.device_count())
 
@@ -100,18 +127,40 @@ def matmul_precision(config: ml_collections.ConfigDict):
   return jax.default_matmul_precision(name)
 
 
+def _loop_options(train_config: ml_collections.ConfigDict) -> train_lib.LoopOptions:
+  """`LoopOptions.from_config(train_config)`, a bad value (an unknown key, a malformed
+  `profile_steps`) raised as the command line's mistake: `cli.UserError`, one line."""
+  try:
+    return train_lib.LoopOptions.from_config(train_config)
+  except ValueError as e:
+    raise cli.UserError(f"config.train: {e}") from None
+
+
+def _training_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
+  """`make_mesh` of `config.train`'s `num_devices` and `model_parallelism`; a count the
+  devices (of every process) cannot take is the command line's mistake, `cli.UserError`."""
+  try:
+    return train_lib.make_mesh(config.train.num_devices or None,
+                               config.train.get("model_parallelism", 1))
+  except ValueError as e:
+    raise cli.UserError(f"config.train: {e}") from None
+
+
 def _train_and_evaluate(config: ml_collections.ConfigDict,
                         workdir: str | os.PathLike) -> dict[str, Any]:
   started = time.time()
   workdir = storage.workdir_path(workdir)
   builders.check_builders(config)
+  for _, stage_config in configuration.stage_configs(config):
+    _loop_options(stage_config.train)  # a bad train option stops the run before the data loads
+  # Before the data and any collective: a mesh the processes cannot share is refused
+  # by every process alike.
+  mesh = _training_mesh(config)
   task = tasks.task_for(config)
   dataset, num_shards = _load_process_data(task, config)
   sharded = num_shards is not None
   logging.info("%s dataset %s: train %s, validation %s, test %s", task.name, dataset.name,
                dataset.train.x.shape, dataset.validation.x.shape, dataset.test.x.shape)
-  mesh = train_lib.make_mesh(config.train.num_devices or None,
-                             config.train.get("model_parallelism", 1))
   eval_bs = config.train.eval_batch_size
   stages = configuration.stage_configs(config)
   state, stage_meta = None, []
@@ -128,6 +177,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict,
                       full)
       stage_config = ml_collections.ConfigDict(stage_config.to_dict())
       stage_config.train.batch_size = full
+    try:
+      train_lib.check_batch_size(stage_config.train.batch_size, mesh)
+    except ValueError as e:
+      raise cli.UserError(f"config.train.batch_size: {e}") from None
     objective = builders.build_objective(stage_config, dataset)
     predict = train_lib.build_predict(objective, mesh)
     evaluate = _validation_evaluator(task, config, predict, dataset.validation, eval_bs, mesh,
@@ -140,10 +193,14 @@ def _train_and_evaluate(config: ml_collections.ConfigDict,
     if task.train_batches is not None:
       train_batch = task.train_batches(config, dataset, stage_config.train.batch_size,
                                        stage_config.train.seed, num_shards)
-    result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
-                           train_lib.LoopOptions.from_config(stage_config.train), stage_dir,
-                           evaluate=evaluate, mesh=mesh, previous_state=state,
-                           train_batch=train_batch, num_shards=num_shards)
+    options = _loop_options(stage_config.train)
+    with console.training_progress(options.steps, desc=name or "train",
+                                   select_metric=options.select_metric,
+                                   select_mode=options.select_mode) as progress:
+      result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
+                             options, stage_dir, evaluate=evaluate, mesh=mesh,
+                             previous_state=state, train_batch=train_batch,
+                             num_shards=num_shards, progress=progress)
     state, last_stage, last_result = result.state, (name, stage_config), result
     stage_meta.append({"stage": name, "method": stage_config.method,
                        "batch_size": stage_config.train.batch_size,

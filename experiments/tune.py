@@ -27,7 +27,12 @@ only the refit, after every trial is written, evaluates test (once). Feature sca
 fit on each trial's training rows. Writes, in --workdir: `trials.jsonl` (every trial:
 settings, per-fold held-out metric and best step, selected step), `chosen.json` (the
 chosen overrides and the evidence), `refit/` (the final run) and `results.json` (the
-refit's results, test included, with the selection under `meta.tuning`).
+refit's results, test included, with the selection under `meta.tuning`). --workdir
+may be a local path, a `file://` URL or an object-store URL (`gs://bucket/tune`, with
+`pip install 'energynets[gcs]'`); every file goes there, trials.jsonl rewritten whole
+after each trial (object stores cannot append). The trials' own runs train in local
+temporary folders, removed when each ends; the XLA compilation cache stays local (kept
+in a local --workdir only).
 
 `experiments.main` runs the same search on a folder given by path (`run_experiment`,
 within the config's `tune` block) and writes the final run at the workdir's root.
@@ -39,10 +44,10 @@ import dataclasses
 import json
 import multiprocessing
 import os
-import pathlib
+import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, TextIO
 
 from absl import flags
 from absl import logging
@@ -53,9 +58,11 @@ import numpy as np
 from energynets import train as train_lib
 from energynets.data import splits
 from energynets.train import quiet_library_logs
+from energynets.train import storage
 from experiments import builders
 from experiments import cli
 from experiments import configuration
+from experiments import console
 from experiments import search_spaces
 from experiments import tasks
 from experiments import train
@@ -96,12 +103,14 @@ def tune(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
          space: dict[str, tuple], trials: int = 0, folds: int | None = None, jobs: int = 1,
          seed: int = 0, small_folds: int = DEFAULT_FOLDS,
          refit_dir: str | os.PathLike | None = None, resume: bool = False,
-         trial_overrides: dict[str, Any] | None = None) -> TuneResult:
+         trial_overrides: dict[str, Any] | None = None,
+         echo: TextIO | None = None) -> TuneResult:
   """Selects `config`'s settings from `space` on held-out training rows, refits, tests once.
 
   Args:
     config: a multi-label config (e.g. `experiments/configs/br.py:mulan`).
-    workdir: where trials.jsonl, chosen.json, refit/ and results.json go.
+    workdir: where trials.jsonl, chosen.json, refit/ and results.json go: a local path,
+      a `file://` URL or an object-store URL (`gs://bucket/tune`).
     space: config key -> candidate values (`search_spaces.for_config`).
     trials: how many settings to try: 0 or at least the grid's size: every grid point;
       fewer: that many distinct grid points drawn with `seed`.
@@ -117,6 +126,8 @@ def tune(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
     trial_overrides: config overrides of the trials only, not of the final run (e.g.
       a denser `train.eval_every` and a shorter `train.early_stopping_patience`, so
       that a trial stops soon after its held-out best).
+    echo: a stream that gets each trial's line as it ends (`trial_line`); progress shows
+      on stderr either way (`console.Items`).
 
   Returns:
     The `TuneResult`.
@@ -124,10 +135,13 @@ def tune(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
   Raises:
     cli.UserError: a non-multi-label config, a key the config lacks, a bad fold count,
       a chosen.json from another config (with `resume`).
+    storage.StorageUnavailableError: a `gs://` workdir without gcsfs installed (before
+      any data loads).
   """
   started = time.time()
-  workdir = pathlib.Path(workdir)
-  refit_dir = workdir / REFIT_DIR if refit_dir is None else refit_dir
+  workdir = storage.workdir_path(workdir)
+  refit_dir = (workdir / REFIT_DIR if refit_dir is None
+               else storage.workdir_path(refit_dir))
   _check_tunable(config, space)
   if tasks.task_for(config) is not tasks.MULTILABEL:
     raise cli.UserError(f"the tuner selects multi-label configs; {config.data.name!r} is "
@@ -150,15 +164,21 @@ def tune(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
   workdir.mkdir(parents=True, exist_ok=True)
   trials_path = workdir / TRIALS_FILE
   trials_path.write_text("")
-  records = []
+  records, lines = [], []
   trial_config = _with(config, trial_overrides or {})
-  for record in _run_trials(trial_config, dataset, held_out, settings, jobs):
-    records.append(record)
-    with trials_path.open("a") as f:
-      f.write(json.dumps(record, default=configuration.json_default) + "\n")
-    logging.info("trial %d/%d: %s %s %.4f (best step %d) | %.0f s elapsed", len(records),
-                 len(settings), record["params"], record["metric"], record["value"],
-                 record["selected_step"], time.time() - started)
+  progress = console.Items(len(settings), "trial", echo=echo)
+  try:
+    for record in _run_trials(trial_config, dataset, held_out, settings, jobs):
+      records.append(record)
+      lines.append(json.dumps(record, default=configuration.json_default) + "\n")
+      # Whole, not appended: an object store cannot append, and a trial takes far longer
+      # than writing every record so far.
+      trials_path.write_text("".join(lines))
+      line = trial_line(records, len(settings), time.time() - started)
+      logging.info("%s", line)
+      progress.done(line, postfix=f"best {select(records)['value']:.4f}")
+  finally:
+    progress.close()
   best = select(records)
   chosen = dict(best["params"])
   staged = is_staged(config)
@@ -186,6 +206,17 @@ def tune(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
   return _refit(config, evidence, records, workdir, refit_dir, started)
 
 
+def trial_line(records: list[dict], total: int, elapsed_s: float) -> str:
+  """The report of the last of `records` (trial k of `total`), with the best so far
+  and the time left at the mean time per trial."""
+  record, best = records[-1], select(records)
+  left = elapsed_s / len(records) * (total - len(records))
+  return (f"trial {len(records)}/{total}: {record['params']} {record['metric']} "
+          f"{record['value']:.4f} (best step {record['selected_step']}) | best "
+          f"{best['value']:.4f} (trial {best['trial'] + 1}) | "
+          f"{console.format_seconds(elapsed_s)} elapsed, ETA {console.format_seconds(left)}")
+
+
 def _final_config(config: ml_collections.ConfigDict, evidence: dict
                   ) -> ml_collections.ConfigDict:
   """`config` with the chosen overrides; a k-fold refit of one stage trains for the
@@ -206,7 +237,8 @@ def _refit(config, evidence, records, workdir, refit_dir, started) -> TuneResult
   results["meta"]["tuning"]["seconds"] = seconds
   text = json.dumps(results, indent=2, sort_keys=True, default=configuration.json_default)
   if jax.process_index() == 0:
-    for directory in {pathlib.Path(workdir), pathlib.Path(refit_dir)}:
+    directories = {os.fspath(d): d for d in (workdir, storage.workdir_path(refit_dir))}
+    for directory in directories.values():
       (directory / "results.json").write_text(text)
   return TuneResult(chosen=evidence["overrides"], value=evidence["value"],
                     metric=evidence["metric"], folds=evidence["folds"], trials=records,
@@ -242,7 +274,7 @@ def run_experiment(config: ml_collections.ConfigDict, workdir: str | os.PathLike
 
   Args:
     config: the experiment config; its `tune` block (if any) sets the budget.
-    workdir: the run's directory.
+    workdir: the run's directory (local, `file://` or `gs://...`).
     config_file: the config's file (`path.py[:dataset]`), whose `get_search_space`
       gives the space (`search_spaces.for_config`).
     allow_config_change: as in `train.train_and_evaluate`.
@@ -257,7 +289,8 @@ def run_experiment(config: ml_collections.ConfigDict, workdir: str | os.PathLike
   tuning = config.get("tune")
   if tuning is None or not tuning.enabled:
     return train.train_and_evaluate(config, workdir, allow_config_change=allow_config_change)
-  if jax.process_count() > 1 and not (pathlib.Path(workdir) / CHOSEN_FILE).exists():
+  workdir = storage.workdir_path(workdir)
+  if jax.process_count() > 1 and not (workdir / CHOSEN_FILE).exists():
     raise cli.UserError(
         f"config.tune.enabled: the search runs in one process and this run has "
         f"{jax.process_count()}; tune first on one host with the same --workdir (its "
@@ -428,7 +461,8 @@ def run_trial(base: dict, dataset, held_out: list[np.ndarray] | None, trial: int
       fit_rows, scored_rows = _scaled(scaling, fit_rows, scored_rows)
     data = dataclasses.replace(dataset, train=fit_rows, validation=scored_rows)
     with tempfile.TemporaryDirectory(prefix="trial") as fit_dir:
-      fits = fit_held_out(config, data, fit_dir)
+      with console.titled(f"trial {trial + 1}" + (f" fold {k + 1}" if len(parts) > 1 else "")):
+        fits = fit_held_out(config, data, fit_dir)
     history = fits[-1][1].history
     steps = [int(r["step"]) for r in history]
     values = [float(r[metric]) for r in history]
@@ -492,10 +526,13 @@ def fit_held_out(config: ml_collections.ConfigDict, dataset, workdir: str
         rows = lambda x: train_lib.predict_in_batches(predict, state, x, eval_bs, mesh)
         return task.validation_metrics(held_out, task.predict(config, rows, held_out.x))
 
-      result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
-                             train_lib.LoopOptions.from_config(stage.train),
-                             os.path.join(workdir, name), evaluate=evaluate, mesh=mesh,
-                             previous_state=state)
+      options = train_lib.LoopOptions.from_config(stage.train)
+      with console.training_progress(
+          options.steps, desc=name or "train", select_metric=options.select_metric,
+          select_mode=options.select_mode) as progress:
+        result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
+                               options, os.path.join(workdir, name), evaluate=evaluate,
+                               mesh=mesh, previous_state=state, progress=progress)
       state = result.state
       fits.append((name, result))
   return fits
@@ -529,19 +566,33 @@ def _define_flags() -> dict[str, Any]:
       "only_search_flags": flags.DEFINE_bool("only_search_flags", False, "search only the "
                                              "--search keys, not the config's space"),
   }
+  defined["verbose"], defined["progress"] = console.define_flags()
   flags.mark_flags_as_required(["config", "workdir"])
   return defined
 
 
 def main(argv, flag_values: dict[str, Any]):
-  """Tunes `--config`, prints the chosen overrides and the refit's test metrics."""
-  from experiments import tune as tune_lib  # pylint: disable=g-import-not-at-top,import-self
-  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+  """Tunes `--config`; prints each trial, the chosen overrides and the refit's test
+  metrics on stdout."""
   if len(argv) > 1:
     raise cli.UserError(f"unexpected arguments: {' '.join(argv[1:])}")
   quiet_library_logs()
   value = lambda name: flag_values[name].value
-  use_compilation_cache(os.path.join(value("workdir"), "xla_cache"))
+  console.configure(value("progress"))
+  workdir = storage.workdir_path(value("workdir"))
+  # A search refused at its start (a bad flag or search key) leaves no workdir behind.
+  with workdirs.removed_if_failed(workdir, console.log_path(workdir, "tune")):
+    with console.log_to_workdir(workdir, "tune", verbose=value("verbose")):
+      _main(value)
+
+
+def _main(value):
+  from experiments import tune as tune_lib  # pylint: disable=g-import-not-at-top,import-self
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+  if storage.is_local(value("workdir")):
+    # The folds of a setting share compiled programs (kept on local disk only: an
+    # object store would be slower than compiling again).
+    use_compilation_cache(storage.workdir_path(value("workdir")) / "xla_cache")
   config = value("config")
   config_file = config_flags.get_config_filename(flags.FLAGS["config"])
   try:
@@ -555,12 +606,14 @@ def main(argv, flag_values: dict[str, Any]):
   result = tune_lib.tune(config, value("workdir"), space=space, trials=value("trials"),
                          folds=value("folds") or None, jobs=value("jobs"),
                          seed=value("seed"), trial_overrides=trial_overrides(
-                             value("trial_eval_every"), value("trial_patience")))
-  test = {k: v for k, v in result.results.items() if k.startswith("test/")}
-  print(json.dumps({"chosen": result.chosen, "held_out": {result.metric: result.value},
-                    "folds": result.folds, "trials": len(result.trials),
-                    "seconds": round(result.seconds, 1), **test},
-                   indent=2, default=configuration.json_default))
+                             value("trial_eval_every"), value("trial_patience")),
+                         echo=sys.stdout)
+  held_out = f"{result.folds}-fold" if result.folds > 1 else "validation split"
+  print(f"chosen: {' '.join(f'{k}={v}' for k, v in result.chosen.items())} "
+        f"({result.metric} {result.value:.4f}, {held_out}; {len(result.trials)} trials, "
+        f"{console.format_seconds(result.seconds)})")
+  print(console.results_table(result.results,
+                              storage.workdir_path(value("workdir")) / "results.json"))
 
 
 if __name__ == "__main__":

@@ -83,9 +83,134 @@ def workdir_lock(workdir: str | os.PathLike):
 # Non-empty once this process has warned that a non-local workdir is not locked.
 _warned_unlocked: list[epath.Path] = []
 
+# Folders a launcher may create in a workdir before the run starts (its worker logs).
+_LAUNCHER_FOLDERS = ("logs",)
+
+
+def _tree(path: epath.Path) -> tuple[set[str], set[str]]:
+  """The files and the folders under `path`, as paths relative to it."""
+  files, folders = set(), set()
+  pending = [path]
+  while pending:
+    folder = pending.pop()
+    for child in folder.iterdir():
+      name = os.fspath(child.relative_to(path))
+      if child.is_dir():
+        folders.add(name)
+        pending.append(child)
+      else:
+        files.add(name)
+  return files, folders
+
+
+def has_checkpoint(workdir: str | os.PathLike) -> bool:
+  """Whether `workdir` holds a saved step of a run (`checkpoints/` or `best/`, its
+  stages' too)."""
+  workdir = storage.workdir_path(workdir)
+  dirs = [workdir / "checkpoints", workdir / "best"]
+  stages = workdir / "stages"
+  if stages.is_dir():
+    dirs += [stage / sub for stage in stages.iterdir() for sub in ("checkpoints", "best")]
+  return any(d.is_dir() and any(p.name.isdigit() for p in d.iterdir()) for d in dirs)
+
+
+@contextlib.contextmanager
+def removed_if_failed(workdir: str | os.PathLike, log_file: str | os.PathLike | None = None):
+  """Undoes the start of a run that fails before its first checkpoint in a fresh workdir.
+
+  (Also the start of a comparison or a search, in their root workdir.) A workdir is
+  fresh when it does not exist or holds nothing but a launcher's `logs/`.
+  If the block raises while such a workdir has no checkpoint (`has_checkpoint`), the
+  `STARTUP_FILES` the run created are removed, then the run's log (`log_file`) unless
+  something else the run wrote (e.g. the metrics of a diverged run) stays beside it, then
+  the folders the run created that are left empty. A workdir that held anything else
+  before (an earlier run, to resume) is never touched, nor one whose lock another
+  process holds; in a multi-process run process 0 cleans up, and each other process
+  removes only its own log.
+
+  Args:
+    workdir: the run's directory (local, `file://` or `gs://...`).
+    log_file: the run's log in the workdir (`console.log_to_workdir`).
+  """
+  path = storage.workdir_path(workdir)
+  before = None
+  if not path.exists():
+    before = (set(), set())
+  elif all(child.name in _LAUNCHER_FOLDERS for child in path.iterdir()):
+    before = _tree(path)
+    before[1].add(".")
+  try:
+    yield
+  except BaseException:
+    if before is not None:
+      if jax.process_index() == 0:
+        _remove_started(path, before, log_file)
+      else:
+        _remove_own_log(path, before, log_file)
+    raise
+
+
+def _remove_own_log(path: epath.Path, before: tuple[set[str], set[str]],
+                    log_file: str | os.PathLike | None) -> None:
+  """`removed_if_failed` on a process other than 0: its own log (`main.<p>.log`), and
+  then the folders left empty that were not there before. Process 0 may be removing the
+  same folders meanwhile, so a folder already gone or not yet empty is left to it."""
+  if log_file is None or not path.exists() or has_checkpoint(path):
+    return
+  log = epath.Path(log_file)
+  try:
+    if os.fspath(log.relative_to(path)) not in before[0] and log.exists():
+      log.unlink()
+    for folder in (log.parent, path):
+      if os.fspath(folder.relative_to(path)) not in before[1] and not any(folder.iterdir()):
+        folder.rmdir()
+  except OSError:
+    pass
+
+
+def _remove_started(path: epath.Path, before: tuple[set[str], set[str]],
+                    log_file: str | os.PathLike | None) -> None:
+  """`removed_if_failed`'s cleanup of `path`, which held the files and folders `before`."""
+  if not path.exists() or has_checkpoint(path):
+    return
+  handle = None
+  if storage.is_local(path) and (path / LOCK_FILE).exists():
+    handle = (path / LOCK_FILE).open("a")
+    try:
+      fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # another run started in it meanwhile: its files now
+      handle.close()
+      return
+  try:
+    for name in STARTUP_FILES:
+      target = path / name
+      if name in before[0] or name in before[1] or not target.exists():
+        continue
+      if target.is_dir():
+        target.rmtree()
+      else:
+        target.unlink()
+    files, _ = _tree(path)
+    log = os.fspath(epath.Path(log_file).relative_to(path)) if log_file else None
+    if log in files and log not in before[0] and not files - before[0] - {log}:
+      (path / log).unlink()
+    _, folders = _tree(path)
+    for name in sorted(folders - before[1], key=lambda n: -n.count(os.sep)):
+      if not any((path / name).iterdir()):
+        (path / name).rmdir()
+    if "." not in before[1] and not any(path.iterdir()):
+      path.rmdir()
+  finally:
+    if handle is not None:
+      handle.close()
+
 
 # The config a workdir's run trains with, written at each start (`check_resumed_config`).
 CONFIG_FILE = "config.json"
+
+# What a run writes in a fresh workdir before its first checkpoint (the XLA cache of a
+# search too), removed again when it fails by then (`removed_if_failed`).
+STARTUP_FILES = (LOCK_FILE, CONFIG_FILE, CONFIG_FILE + ".partial", "xla_cache")
 
 # Keys (the last two parts of a dotted key, a stage's too) that a resumed run may change:
 # how it logs, evaluates and checkpoints, on how many devices and how they split the
@@ -95,17 +220,26 @@ CONFIG_FILE = "config.json"
 # batches still to come, not what the checkpoints hold. The early-stopping keys only
 # decide when training ends (a run from before them resumes with them). The `tune` keys
 # set the search that chose the run's settings (the settings themselves are compared).
+# The throughput keys (prefetch, asynchronous saves, profiling) change how fast a run
+# trains, not what.
 RESUMABLE_CHANGES = ("train.log_every", "train.eval_every", "train.checkpoint_every",
                      "train.tensorboard", "train.eval_batch_size", "train.num_devices",
                      "train.model_parallelism", "data.data_dir", "data.num_shards",
                      "train.early_stopping", "train.early_stopping_patience",
                      "train.early_stopping_min_delta", "tune.enabled", "tune.trials",
-                     "tune.folds", "tune.jobs", "tune.seed")
+                     "tune.folds", "tune.jobs", "tune.seed", "train.prefetch",
+                     "train.async_checkpoint", "train.profile_steps")
+
+
+# Keys added to the configs after runs were recorded, with the value every run recorded
+# without them trained with: such a run resumes under that value as unchanged.
+ADDED_KEY_DEFAULTS = {"train.compute_dtype": "float32"}
 
 
 def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
   """`key (old -> new)` for every key where config dict `new` trains differently from
-  `old`: any changed key but `RESUMABLE_CHANGES` and a raised `train.steps`."""
+  `old`: any changed key but `RESUMABLE_CHANGES` and a raised `train.steps` (a key of
+  `ADDED_KEY_DEFAULTS` that one side lacks has its default there)."""
   # Through JSON as the config is recorded (tuples become lists).
   before = configuration.flatten_dict(
       json.loads(json.dumps(old, default=configuration.json_default)))
@@ -113,8 +247,9 @@ def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
       json.loads(json.dumps(new, default=configuration.json_default)))
   changes = []
   for key in sorted(set(before) | set(after)):
-    a, b = before.get(key, "<missing>"), after.get(key, "<missing>")
     tail = ".".join(key.split(".")[-2:])
+    missing = ADDED_KEY_DEFAULTS.get(tail, "<missing>")
+    a, b = before.get(key, missing), after.get(key, missing)
     if a == b or tail in RESUMABLE_CHANGES:
       continue
     if tail == "train.steps" and isinstance(a, int) and isinstance(b, int) and b >= a:

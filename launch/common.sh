@@ -1,5 +1,9 @@
 # Shared by launch/tpu_pod.sh and launch/slurm_submit.sh (sourced, not run).
 
+# The jax version energynets is tested with: tpu_pod.sh's setup installs jax[tpu] at it
+# (--jax_version=V or TPU_JAX_VERSION=V installs another).
+ENERGYNETS_JAX_VERSION=0.10.2
+
 # quote ARG: ARG as one shell word (single-quoted unless it is plain), the quoting of
 # Python's shlex.quote, so that a printed command can be pasted and tests can parse it.
 quote() {

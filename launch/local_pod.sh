@@ -8,17 +8,24 @@
 #
 # Worker I runs `launch/worker.sh FLAGS --coordinator_address=127.0.0.1:PORT
 # --num_processes=N --process_id=I` with JAX_PLATFORMS=cpu; its log is
-# LOG_DIR/worker_I.log (LOG_DIR: ENERGYNETS_LOG_DIR, default WORKDIR/logs). As soon as
-# one worker exits with a non-zero status, the others are stopped (TERM, then KILL after
-# LOCAL_POD_GRACE_S seconds, default 3: a process of a JAX distributed run takes TERM as
-# a preemption notice and goes on, and one blocked in a collective whose peer died does
-# not end by itself), one line names the failed worker, its status and its log, and the
-# launcher exits with that status. Ctrl-C (INT), TERM or HUP stop all workers.
+# LOG_DIR/worker_I.log (LOG_DIR: ENERGYNETS_LOG_DIR, default WORKDIR/logs).
+#
+# A failure: a process that fails tells the others, which end within seconds with its
+# status. As soon as one worker exits with a non-zero status (other than 75), the others
+# still running are stopped (TERM, then KILL after LOCAL_POD_GRACE_S seconds, default
+# 3), one line names the failed worker, its status and its log, the next gives the
+# reason the process printed last (its `experiments.main: error: ...` line), and the
+# launcher exits with that status.
+# A preemption: SIGTERM to the workers' processes (or to this launcher, which passes it
+# on) makes every process save a checkpoint at the same step and exit with status 75;
+# the launcher waits for all of them (LOCAL_POD_PREEMPT_WAIT_S, default 120), prints
+# `local_pod: preempted at step S: rerun the same command to resume` and exits with 75.
+# Ctrl-C (INT) or HUP stop all workers (status 130).
 # Rerun the same command on the same workdir to resume from the last checkpoint.
 #
 # Environment: ENERGYNETS_DEVICES_PER_PROCESS (CPU devices per process, default 1),
 # LOCAL_POD_PORT (the coordinator's port, default: a free one), and worker.sh's
-# (ENERGYNETS_VENV, ENERGYNETS_ENV_ACTIVATE, ENERGYNETS_LOG_DIR).
+# (ENERGYNETS_PYTHON, ENERGYNETS_VENV, ENERGYNETS_ENV_ACTIVATE, ENERGYNETS_LOG_DIR).
 #
 # example:
 #   bash launch/local_pod.sh 2 --config=experiments/configs/mlp.py:synthetic \
@@ -48,6 +55,11 @@ integer, got '$devices'"
 grace="${LOCAL_POD_GRACE_S:-3}"
 [[ "$grace" =~ ^[0-9]+$ ]] || die "LOCAL_POD_GRACE_S must be a whole number of seconds, \
 got '$grace'"
+preempt_wait="${LOCAL_POD_PREEMPT_WAIT_S:-120}"
+[[ "$preempt_wait" =~ ^[0-9]+$ ]] || die "LOCAL_POD_PREEMPT_WAIT_S must be a whole number \
+of seconds, got '$preempt_wait'"
+# experiments.main's status after saving a checkpoint at a preemption notice.
+EXIT_PREEMPTED=75
 workdir="$(flag_value workdir "$@")"
 if [[ "$workdir" == *://* ]]; then
   log_dir="${ENERGYNETS_LOG_DIR:-$HOME/energynets_logs}"
@@ -100,7 +112,24 @@ on_signal() {
   stop_all
   exit 130
 }
-trap on_signal INT TERM HUP
+# reason LOG: the last line the process wrote about why it ended (experiments.main's
+# `<program>: error: ...` or `<program>: preempted at step S: ...`).
+reason() {
+  grep -aE '^[A-Za-z0-9_.]+: (error|preempted)' "$1" 2>/dev/null | tail -n 1
+}
+# TERM to the launcher is a preemption notice: passed on to every worker, which save
+# and exit with EXIT_PREEMPTED (the loop below reports it).
+on_term() {
+  local pid
+  trap - TERM
+  echo "local_pod: TERM: passing it on to the $n workers (they save a checkpoint and \
+exit)" >&2
+  for pid in "${pids[@]}"; do
+    kill -TERM -- "-$pid" 2>/dev/null
+  done
+}
+trap on_signal INT HUP
+trap on_term TERM
 
 mkdir -p "$log_dir" || die "cannot create the log directory $log_dir: set ENERGYNETS_LOG_DIR"
 echo "local_pod: $n worker(s) of $devices CPU device(s) each, coordinator 127.0.0.1:$port, \
@@ -116,6 +145,8 @@ done
 # Poll rather than `wait -n`: that needs bash >= 4.3 (macOS ships 3.2).
 remaining="$n"
 declare -a done_=()
+preempted=""  # the first worker that exited with EXIT_PREEMPTED
+deadline=""
 while (( remaining > 0 )); do
   for (( i = 0; i < n; i++ )); do
     [[ -n "${done_[$i]:-}" ]] && continue
@@ -124,16 +155,38 @@ while (( remaining > 0 )); do
     wait "${pids[$i]}" || status=$?
     done_[$i]=1
     remaining=$(( remaining - 1 ))
-    if (( status != 0 )); then
+    log="$log_dir/worker_$i.log"
+    if (( status == EXIT_PREEMPTED )); then
+      # The others save the same step: wait for them, not stop them.
+      if [[ -z "$preempted" ]]; then
+        preempted="$i"
+        deadline=$(( SECONDS + preempt_wait ))
+      fi
+    elif (( status != 0 )); then
       how="exited with status $status"
       (( status > 128 )) && how+=" (killed by SIG$(kill -l $(( status - 128 )) 2>/dev/null))"
       trap - INT TERM HUP
-      echo "local_pod: error: worker $i $how, log $log_dir/worker_$i.log; stopping the \
-other workers" >&2
+      echo "local_pod: error: worker $i $how, log $log; stopping the other workers" >&2
+      why="$(reason "$log")"
+      echo "local_pod: worker $i: ${why:-no reason in its log (killed, or it crashed)}" >&2
       stop_all
       exit "$status"
     fi
   done
+  if [[ -n "$preempted" && "$remaining" -gt 0 ]] && (( SECONDS > deadline )); then
+    trap - INT TERM HUP
+    echo "local_pod: error: worker $preempted was preempted, but not every worker ended \
+within $preempt_wait s (LOCAL_POD_PREEMPT_WAIT_S); stopping them" >&2
+    stop_all
+    exit 1
+  fi
   (( remaining > 0 )) && sleep 0.2
 done
+if [[ -n "$preempted" ]]; then
+  step="$(reason "$log_dir/worker_$preempted.log" | \
+    sed -n 's/.*preempted at step \([0-9]*\).*/\1/p')"
+  echo "local_pod: preempted at step ${step:-?}: rerun the same command to resume; logs \
+in $log_dir" >&2
+  exit "$EXIT_PREEMPTED"
+fi
 echo "local_pod: all $n workers finished; logs in $log_dir" >&2

@@ -26,9 +26,9 @@
 #
 # example:
 #   bash launch/slurm_submit.sh --nodes=4 --gpus_per_node=8 --partition=gpu \
-#     --venv=/shared/venvs/energynets \
-#     --config=experiments/configs/seal_dynamic.py:bibtex --workdir=/shared/runs/seal \
-#     --config.data.data_dir=/shared/data
+#     --venv=/nfs/venvs/energynets \
+#     --config=experiments/configs/seal_dynamic.py:bibtex --workdir=/nfs/runs/seal \
+#     --config.data.data_dir=/nfs/data
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 REPO_ROOT="$(cd "$(dirname "$0")/.." && pwd)"

@@ -10,13 +10,18 @@
 #   setup   on every worker: uv (pip --user, else its standalone installer), a fresh
 #           virtual environment --venv with Python --python (uv fetches that Python:
 #           tpu-ubuntu2204-base's own is older than the 3.11 energynets needs), and in it
-#           `uv pip install -e REMOTE_DIR 'jax[tpu]'`
+#           `uv pip install -e 'REMOTE_DIR[gcs]' 'jax[tpu]==VERSION'` (the gcs extra:
+#           gcsfs, which gs:// workdirs need; VERSION: --jax_version)
 #   run     on every worker at once (--worker=all): kill stale experiments.main
 #           processes and remove /tmp/libtpu_lockfile (a killed run leaves both and the
 #           TPU stays taken), then `ENERGYNETS_VENV=VENV bash launch/worker.sh FLAGS
 #           --multihost` (the entrypoint local_pod.sh runs; jax.distributed.initialize()
-#           finds the other workers by itself), one log per worker. If any worker fails
-#           (gcloud's ssh exits non-zero) or the launcher is interrupted, stop runs.
+#           finds the other workers by itself), one log per worker. A failed worker
+#           ends the others within seconds, and each worker that ends with a non-zero
+#           status prints its reason (`worker I: exit status S: ...`). If any worker
+#           fails (gcloud's ssh exits non-zero) or the launcher is interrupted, stop
+#           runs; a preempted run (status 75: every worker saved the same step) exits
+#           with 75, and run again resumes it.
 #   stop    kill experiments.main on every worker, and copy the workers' logs into a
 #           gs:// --workdir (if one is given)
 #   fetch   copy --workdir (with the workers' logs under logs/) to --results_dir here:
@@ -38,6 +43,9 @@
 #   --venv=DIR                  [TPU_VENV] the workers' virtual environment (relative to
 #                               the home directory), default energynets-venv
 #   --python=VERSION            [TPU_PYTHON] its Python, default 3.11
+#   --jax_version=VERSION       [TPU_JAX_VERSION] the jax[tpu] setup installs, default
+#                               the version energynets is tested with
+#                               (ENERGYNETS_JAX_VERSION in launch/common.sh)
 #   --ship_data=DIR             [TPU_SHIP_DATA] ship also copies this local data
 #                               directory to REMOTE_DIR/data on every worker (then pass
 #                               --config.data.data_dir=data)
@@ -69,6 +77,7 @@ ship_data="${TPU_SHIP_DATA:-}"
 spot="${TPU_SPOT:-0}"
 venv="${TPU_VENV:-energynets-venv}"
 python_version="${TPU_PYTHON:-3.11}"
+jax_version="${TPU_JAX_VERSION:-$ENERGYNETS_JAX_VERSION}"
 # What experiments.main needs to start jax.distributed on every worker (auto-detected).
 distributed_flags=(--multihost)
 
@@ -92,6 +101,7 @@ while [[ $# -gt 0 ]]; do
     --ship_data=*) ship_data="${1#*=}" ;;
     --venv=*) venv="${1#*=}" ;;
     --python=*) python_version="${1#*=}" ;;
+    --jax_version=*) jax_version="${1#*=}" ;;
     --spot) spot=1 ;;
     --dry_run) DRY_RUN=1 ;;
     *) experiment_args+=("$1") ;;
@@ -110,6 +120,8 @@ or all)" ;;
 done
 [[ -n "$name" ]] || die "missing --name=... (or TPU_NAME): the TPU slice's name"
 [[ -n "$zone" ]] || die "missing --zone=... (or TPU_ZONE): the TPU slice's zone"
+[[ "$jax_version" =~ ^[0-9][0-9A-Za-z.+-]*$ ]] || die "--jax_version=$jax_version (or \
+TPU_JAX_VERSION): give a jax release, e.g. $ENERGYNETS_JAX_VERSION"
 results_dir="${results_dir:-tpu_results/${name}}"
 for action in "${action_list[@]}"; do
   if [[ "$action" == run || "$action" == fetch ]]; then
@@ -172,12 +184,13 @@ for action in "${action_list[@]}"; do
       ;;
     setup)
       # The system Python of the TPU VM images is older than energynets supports: uv
-      # makes an isolated environment with its own Python (downloaded if missing).
+      # makes an isolated environment with its own Python (downloaded if missing). jax
+      # is pinned: a newer jax[tpu] than the tested one can change what the runs compute.
       on_all_workers "export PATH=\"\$HOME/.local/bin:\$PATH\" && { command -v uv >/dev/null \
 || python3 -m pip install --user --quiet uv || curl -LsSf https://astral.sh/uv/install.sh | sh; } \
 && rm -rf $venv_dir && uv venv --python $(quote "$python_version") $venv_dir \
-&& uv pip install --python $venv_dir/bin/python -e $(remote_path "$remote_dir") 'jax[tpu]' \
-&& $venv_dir/bin/python --version"
+&& uv pip install --python $venv_dir/bin/python -e $(remote_path "${remote_dir}[gcs]") \
+$(quote "jax[tpu]==$jax_version") && $venv_dir/bin/python --version"
       ;;
     run)
       main_args="$(quote_all "${experiment_args[@]}" "${distributed_flags[@]}")"
@@ -187,11 +200,21 @@ for action in "${action_list[@]}"; do
       on_all_workers "$remote_cd && { $kill_stale; rm -f /tmp/libtpu_lockfile; true; } && \
 ENERGYNETS_VENV=$venv_dir bash launch/worker.sh $main_args" || status=$?
       trap - INT TERM HUP
+      if [[ "$status" == 75 && "$interrupted" == 0 ]]; then
+        # experiments.main's status after a preemption notice: every worker saved the
+        # same step.
+        echo "preempted: every worker saved a checkpoint at the step named in its \
+'worker <I>: exit status 75: ... preempted at step S' line above; run the run action \
+again to resume" >&2
+        stop_workers
+        exit 75
+      fi
       if [[ "$status" != 0 || "$interrupted" == 1 ]]; then
         why="the run failed on a worker (gcloud ssh exit status $status)"
         [[ "$interrupted" == 1 ]] && why="the launcher was interrupted"
         echo "error: $why: stopping every worker; each one's log is worker_<I>.log in \
-WORKDIR/logs (the fetch action copies them)" >&2
+WORKDIR/logs (the fetch action copies them), and a failed worker's reason is its \
+'worker <I>: exit status' line above" >&2
         stop_workers
         exit $(( status ? status : 130 ))
       fi

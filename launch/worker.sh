@@ -8,7 +8,10 @@
 # 1. Activates the environment: ENERGYNETS_VENV=DIR sources DIR/bin/activate (a venv,
 #    e.g. the one tpu_pod.sh's setup creates with uv); ENERGYNETS_ENV_ACTIVATE='CMD' runs
 #    CMD in this shell first (e.g. 'module load cuda/12.4; conda activate energynets').
-#    Neither: the python on PATH. That python must be 3.11 or newer (pyproject.toml).
+#    The interpreter is ENERGYNETS_PYTHON (a path or a command name) when it is set:
+#    the one a launcher or a test was started with, so that no other python on PATH is
+#    picked by accident; else the python the activated environment puts on PATH, else
+#    the python on PATH. It must be Python 3.11 or newer (pyproject.toml).
 # 2. Appends everything the process prints to one log per worker,
 #    LOG_DIR/worker_<I>.log, where I is this process's index: --process_id=I, else
 #    SLURM_PROCID, else the TPU VM's worker number, else 0. LOG_DIR is
@@ -20,7 +23,11 @@
 #    --workdir is relative to it). The distributed flags are among FLAGS:
 #    --coordinator_address=HOST:PORT --num_processes=N --process_id=I (local_pod.sh) or
 #    --multihost (TPU pods, SLURM: JAX detects the cluster).
-# 4. Exits with experiments.main's status. TERM, INT and HUP are passed on to it.
+# 4. Exits with experiments.main's status: 0 done, 2 a mistake in the command or the
+#    data, 1 another failure, 75 preempted (a checkpoint saved: rerun to resume). A
+#    status other than 0 also prints `worker I: exit status S: <the log's reason line>`
+#    on stderr.
+#    TERM, INT and HUP are passed on to it (TERM is a preemption notice).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source launch/common.sh
@@ -36,8 +43,13 @@ a virtual environment (no bin/activate): create it (launch/README.md) or fix the
   # shellcheck disable=SC1091
   source "$ENERGYNETS_VENV/bin/activate"
 fi
-python=$(command -v python || command -v python3) || die "no python on PATH: set \
-ENERGYNETS_VENV to an environment with Python >= 3.11"
+if [[ -n "${ENERGYNETS_PYTHON:-}" ]]; then
+  python=$(command -v "$ENERGYNETS_PYTHON") || die "ENERGYNETS_PYTHON=$ENERGYNETS_PYTHON is \
+not an interpreter this shell can run: give the path of a python with energynets installed"
+else
+  python=$(command -v python || command -v python3) || die "no python on PATH: set \
+ENERGYNETS_PYTHON to an interpreter, or ENERGYNETS_VENV to an environment, with Python >= 3.11"
+fi
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "$python is Python \
 $("$python" -c 'import platform; print(platform.python_version())'), energynets needs \
 >= 3.11: set ENERGYNETS_VENV to an environment with Python >= 3.11"
@@ -87,6 +99,12 @@ while kill -0 "$child" 2>/dev/null; do
   wait "$child" 2>/dev/null || status=$?
 done
 echo "=== worker $worker: exit status $status" >>"$log"
+if [[ "$status" != 0 ]]; then
+  # Why, in one line, where the launcher shows it (a terminal, gcloud's ssh, srun's
+  # output): the last line experiments.main wrote about how it ended.
+  why="$(grep -aE '^[A-Za-z0-9_.]+: (error|preempted)' "$log" | tail -n 1)"
+  echo "worker $worker: exit status $status: ${why:-no reason in $log (killed?)}" >&2
+fi
 if [[ "$remote" == 1 ]] && command -v gcloud >/dev/null; then
   gcloud storage cp "$log" "${workdir%/}/logs/worker_${worker}.log" >/dev/null 2>&1 || \
     echo "worker $worker: could not copy $log to ${workdir%/}/logs/" >&2

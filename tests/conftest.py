@@ -1,4 +1,10 @@
-"""Shared test set-up: data directory discovery and the `slow` marker."""
+"""Shared test set-up: data directory discovery, missing data, and the `slow` marker.
+
+Tests that need the real datasets take the `data_dir` fixture. Where the data directory
+lacks a registered dataset they are skipped, and one line at the end of the run counts
+them and names the fetch command; in CI ($CI set) missing data fails them instead.
+Tests never download: $ENERGYNETS_AUTO_FETCH is off for the whole run.
+"""
 
 import os
 import pathlib
@@ -15,6 +21,8 @@ _SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 if "ENERGYNETS_DATA_DIR" not in os.environ and _SHARED_DATA.is_dir():
   os.environ["ENERGYNETS_DATA_DIR"] = str(_SHARED_DATA)
+# A test that reads a missing dataset must skip or fail, never reach the network.
+os.environ["ENERGYNETS_AUTO_FETCH"] = "0"
 
 # The suite compiles hundreds of small programs and runs each a few times, so most of
 # its time is XLA:CPU compilation. JAX's `jax_disable_most_optimizations` (XLA backend
@@ -43,6 +51,21 @@ for _flag, _value in _TEST_XLA_FLAGS.items():
 import jax  # pylint: disable=g-import-not-at-top  (after XLA_FLAGS is set)
 
 jax.config.update("jax_default_matmul_precision", "highest")
+
+from energynets.data import datadir  # pylint: disable=g-import-not-at-top
+from energynets.data import fetch as fetch_lib  # pylint: disable=g-import-not-at-top
+from energynets.data.errors import DataError  # pylint: disable=g-import-not-at-top
+from energynets.data.errors import MissingDataError  # pylint: disable=g-import-not-at-top
+
+# Skip reasons that count as missing data in the end-of-run line (the second is the
+# wording of tests that check the data directory themselves).
+MISSING_DATA = "missing data"
+_MISSING_DATA_REASONS = (MISSING_DATA, "real data not found")
+
+
+def in_ci() -> bool:
+  """Whether the run is CI's ($CI set and not false), where missing data is a failure."""
+  return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def pytest_addoption(parser):
@@ -84,11 +107,59 @@ def _xla_optimizations(request, monkeypatch):
     jax.config.update("jax_disable_most_optimizations", before)
 
 
+def _missing_data(reason: str):
+  if in_ci():
+    pytest.fail(f"{reason} (CI runs every test on the real data)", pytrace=False)
+  pytest.skip(f"{MISSING_DATA}: {reason}")
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> pathlib.Path:
-  """The real-data directory; a missing one is an error, never a silent skip."""
-  path = os.environ.get("ENERGYNETS_DATA_DIR")
-  if not path or not pathlib.Path(path).is_dir():
-    pytest.fail("real data not found: set ENERGYNETS_DATA_DIR or place shared/data "
-                "beside the repository")
-  return pathlib.Path(path)
+  """The real-data directory, holding every registered dataset's files.
+
+  Where a dataset's files are missing the test is skipped (counted at the end of the
+  run), or fails in CI.
+  """
+  try:
+    root = datadir.resolve_data_dir()
+  except DataError as e:
+    _missing_data(f"{e}")
+  absent = sorted({name for name, source in fetch_lib.sources().items()
+                   for f in source.files if not (root / source.subdir / f.name).is_file()})
+  if absent:
+    _missing_data(f"{', '.join(absent)} not in {root}")
+  return root
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+  """Reports a test that loaded a missing dataset as skipped (not in CI)."""
+  outcome = yield
+  report = outcome.get_result()
+  if call.excinfo is None or not call.excinfo.errisinstance(MissingDataError) or in_ci():
+    return
+  error = call.excinfo.value
+  report.outcome = "skipped"
+  report.longrepr = (str(item.path), item.location[1] or 0,
+                     f"Skipped: {MISSING_DATA}: {error.dataset} not in {error.path}")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter):
+  """One line counting the tests skipped for missing data, with the fetch command.
+
+  A wrapper run first, so the line comes after pytest's short test summary.
+  """
+  yield
+  count = 0
+  for report in terminalreporter.stats.get("skipped", []):
+    longrepr = report.longrepr
+    if isinstance(longrepr, (tuple, list)) and len(longrepr) == 3 and any(
+        reason in str(longrepr[2]) for reason in _MISSING_DATA_REASONS):
+      count += 1
+  if count:
+    root = datadir.resolve_data_dir(must_exist=False)
+    terminalreporter.write_line(
+        f"{count} test{'s' * (count != 1)} skipped for missing data (data directory "
+        f"{root}); get it with "
+        f"`{datadir.fetch_command('all')}` (or set ENERGYNETS_DATA_DIR)")

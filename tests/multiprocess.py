@@ -1,15 +1,17 @@
 """Helpers of the multi-process tests: experiment runs as separate processes on this
 machine, joined by a loopback coordinator (`experiments.main --coordinator_address`).
 
-`_subprocess_env(n)` gives a process n forced CPU devices, `_free_port` a coordinator
-port, `_run_all` starts runs together and fails the test, with their logs, on the first
-that fails; `MULTIHOST_FLAGS` is a tiny multi-label run (the mlp on 64 synthetic rows).
+`_subprocess_env(n)` gives a process n forced CPU devices (and launch/worker.sh this
+interpreter), `_free_port` a coordinator port, `_run_all` starts runs together and fails
+the test, with their logs, on the first that fails; `MULTIHOST_FLAGS` is a tiny
+multi-label run (the mlp on 64 synthetic rows).
 """
 
 import os
 import pathlib
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -32,7 +34,9 @@ def _subprocess_env(num_devices: int, *xla_flags: str) -> dict[str, str]:
   env = {k: v for k, v in os.environ.items()
          # A proxy would be asked for the loopback coordinator.
          if not k.lower().endswith("_proxy")}
-  env.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
+  # ENERGYNETS_PYTHON: launch/worker.sh runs this interpreter, not the python on PATH
+  # (which need not have energynets' dependencies when the suite runs from a venv).
+  env.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT), ENERGYNETS_PYTHON=sys.executable,
              # The inherited flags (conftest's) first, so that the device count wins.
              XLA_FLAGS=" ".join([os.environ.get("XLA_FLAGS", ""),
                                  f"--xla_force_host_platform_device_count={num_devices}",

@@ -10,6 +10,7 @@ import pytest
 
 from energynets import data
 from energynets.data import registry
+from energynets.data.errors import MissingDataError
 
 TESTDATA = pathlib.Path(__file__).parent / "testdata"
 
@@ -316,13 +317,21 @@ def test_synthetic_kwargs_and_nesting():
 # ------------------------------------------------------------------ errors
 
 
-def test_missing_data_dir_names_the_variable(monkeypatch):
+def test_default_data_dir_is_the_per_user_cache(monkeypatch, tmp_path):
   monkeypatch.delenv(registry.DATA_DIR_ENV, raising=False)
-  with pytest.raises(data.DataError, match="ENERGYNETS_DATA_DIR") as info:
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+  assert data.resolve_data_dir() == tmp_path / "xdg" / "energynets" / "data"
+  monkeypatch.delenv("XDG_CACHE_HOME")
+  monkeypatch.setenv("HOME", str(tmp_path / "home"))
+  default = tmp_path / "home" / ".cache" / "energynets" / "data"
+  assert data.resolve_data_dir() == default  # need not exist: fetching creates it
+  with pytest.raises(MissingDataError) as info:
     data.load_dataset("bibtex")
-  assert "data_dir" in str(info.value)
-  with pytest.raises(data.DataError, match="ENERGYNETS_DATA_DIR"):
-    data.resolve_data_dir()
+  message = str(info.value)
+  assert "\n" not in message and str(default / "bibtex" / "bibtex.xml") in message
+  # The default directory is where the command fetches to: no --data_dir needed.
+  assert "`python -m energynets.data.fetch bibtex`" in message
+  assert "ENERGYNETS_AUTO_FETCH=0" in message
 
 
 def test_resolve_data_dir_precedence(monkeypatch, tmp_path):
@@ -331,21 +340,46 @@ def test_resolve_data_dir_precedence(monkeypatch, tmp_path):
   other = tmp_path / "other"
   other.mkdir()
   assert data.resolve_data_dir(str(other)) == other
-  with pytest.raises(data.DataError, match="does not exist"):
+  with pytest.raises(data.DataError, match="does not exist") as info:
     data.resolve_data_dir(str(tmp_path / "absent"))
+  assert f"python -m energynets.data.fetch all --data_dir={tmp_path / 'absent'}" in str(
+      info.value)
   monkeypatch.setenv(registry.DATA_DIR_ENV, str(tmp_path / "absent"))
   with pytest.raises(data.DataError, match=r"\$ENERGYNETS_DATA_DIR.*does not exist|does not "
                                             r"exist.*ENERGYNETS_DATA_DIR"):
     data.resolve_data_dir()
 
 
-def test_missing_dataset_folder_and_file(tmp_path):
-  with pytest.raises(data.DataError, match="bibtex"):
+def test_missing_files_are_listed_in_one_error_with_the_fetch_command(tmp_path):
+  with pytest.raises(MissingDataError, match="bibtex"):
     data.load_dataset("bibtex", data_dir=tmp_path)
   (tmp_path / "yeast").mkdir()
   (tmp_path / "yeast" / "yeast-train.arff").write_text("@relation x\n")
-  with pytest.raises(data.DataError, match=r"yeast-test\.arff: file not found"):
+  with pytest.raises(MissingDataError) as info:
     data.load_dataset("yeast", data_dir=tmp_path)
+  message, spec = str(info.value), registry.REGISTRY["yeast"]
+  assert "\n" not in message and "2 files of dataset 'yeast' not found" in message
+  for role in ("test", "xml"):
+    name = spec.files[role]
+    for part in (str(tmp_path / "yeast" / name), spec.file_url(role), spec.sha256[name],
+                 f"{spec.sizes[name]} bytes"):
+      assert part in message
+  assert "yeast-train.arff (" not in message  # present: not listed
+  assert f"`python -m energynets.data.fetch yeast --data_dir={tmp_path}`" in message
+  assert info.value.dataset == "yeast" and len(info.value.missing) == 2
+
+
+@pytest.mark.parametrize("name, load", [
+    ("twitter_pos", lambda d: data.load_sequence_dataset("twitter_pos", data_dir=d)),
+    ("conll2003", lambda d: data.load_sequence_dataset("conll2003", data_dir=d)),
+    ("weizmann_horse", lambda d: data.load_segmentation("weizmann_horse", data_dir=d))])
+def test_sequence_and_segmentation_errors_name_the_fetch_command(name, load, tmp_path):
+  with pytest.raises(MissingDataError) as info:
+    load(tmp_path)
+  message = str(info.value)
+  assert f"python -m energynets.data.fetch {name} --data_dir={tmp_path}" in message
+  assert "https://raw.githubusercontent.com/" in message and "sha256" in message
+  assert list(tmp_path.iterdir()) == []  # nothing was downloaded or created
 
 
 def test_checksum_mismatch_is_an_error(tmp_path, data_dir):

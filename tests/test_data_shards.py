@@ -191,7 +191,8 @@ def _held(log: str) -> str:
 
 @pytest.mark.slow
 def test_four_processes_hold_a_quarter_of_the_rows_and_train_like_one(tmp_path):
-  main = [sys.executable, "-m", "experiments.main", *MULTIHOST_FLAGS]
+  # --verbose: the INFO log (what each process holds) on stderr, in its captured log.
+  main = [sys.executable, "-m", "experiments.main", *MULTIHOST_FLAGS, "--verbose"]
   coordinator = f"127.0.0.1:{_free_port()}"
   runs = {f"process_{i}": ([*main, f"--workdir={tmp_path / 'four'}",
                             f"--coordinator_address={coordinator}",

@@ -36,7 +36,8 @@ def test_main_writes_results_contract(tmp_path):
     assert key in meta, key
   assert meta["dataset"] == "synthetic"
   assert meta["config"]["train"]["steps"] == 60
-  assert "steps/s" in proc.stderr and "ETA" in proc.stderr  # the progress line
+  log = (tmp_path / "logs" / "main.log").read_text()
+  assert "steps/s" in log and "ETA" in log  # the progress line, in the run's log
   records = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert {r["step"] for r in records} == {30, 60}
   assert list((tmp_path / "tensorboard").iterdir())
@@ -105,7 +106,8 @@ def test_compare_jobs_gives_the_table_of_one_process(tmp_path):
   assert jobs.returncode == 0, jobs.stderr[-3000:]
   rows = lambda stdout: [l for l in stdout.splitlines() if l.startswith("| synthetic |")]
   assert rows(jobs.stdout) == rows(proc.stdout)[:2]
-  assert jobs.stderr.count("worker finished (exit 0)") == 2
+  log = (tmp_path / "jobs" / "logs" / "compare.log").read_text()
+  assert log.count("worker finished (exit 0)") == 2
   for method in ("br", "mlp__train.steps-30"):
     assert "steps/s" in (tmp_path / "jobs" / "synthetic" / method / "worker.log").read_text()
 

@@ -1,4 +1,4 @@
-"""Scale-out checks (DESIGN.md, "Training loop and scale").
+"""Scale-out checks (docs/design.md, "Training loop and scale").
 
 1. Every objective, built the way the experiments build it (an `experiments/configs`
    config, shrunk, -> `experiments.builders.build_objective`), takes two steps through

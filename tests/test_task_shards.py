@@ -310,7 +310,8 @@ TWO_PROCESS_RUNS = {
 def test_two_processes_train_like_one_with_two_shards(tmp_path, data_dir, task):
   run = TWO_PROCESS_RUNS[task]
   data = [f"--config.data.data_dir={data_dir}"] if task != "denoising" else []  # generated
-  main = [sys.executable, "-m", "experiments.main",
+  # --verbose: the INFO log (what each process holds) on stderr, in its captured log.
+  main = [sys.executable, "-m", "experiments.main", "--verbose",
           f"--config=experiments/configs/{run.config}", *data, *_COMMON, *run.overrides]
   coordinator = f"127.0.0.1:{_free_port()}"
   runs = {f"process_{i}": ([*main, f"--workdir={tmp_path / 'two'}",

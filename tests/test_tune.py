@@ -224,7 +224,7 @@ def test_command_line_tunes_and_reports_user_errors_in_one_line(toy, tmp_path):
   chosen = json.loads((tmp_path / "ok" / "chosen.json").read_text())
   assert set(chosen["overrides"]) == {"loss.l2_c", "data.feature_scaling", "train.steps"}
   assert chosen["budget"]["trial_overrides"] == {"train.eval_every": 10}
-  assert chosen["num_trials"] == 2 and '"test/example_f1"' in done.stdout
+  assert chosen["num_trials"] == 2 and "\ntest/example_f1 " in done.stdout
   bad = subprocess.run([*base, f"--workdir={tmp_path / 'bad'}", "--search=loss.l2cc=1"],
                        cwd=root, capture_output=True, text=True)
   assert bad.returncode == 2

@@ -54,13 +54,28 @@ def test_a_value_of_the_wrong_type_names_the_flag(tmp_path):
 
 
 def test_missing_data_names_the_flag_of_this_command(tmp_path):
+  # No data directory set: the per-user default, here empty, with downloads off.
   env = {k: v for k, v in os.environ.items() if k != "ENERGYNETS_DATA_DIR"}
+  env.update(JAX_PLATFORMS="cpu", XDG_CACHE_HOME=str(tmp_path / "cache"),
+             ENERGYNETS_AUTO_FETCH="0")
   proc = subprocess.run(
       [sys.executable, "-m", "experiments.main", "--config=experiments/configs/br.py:bibtex",
-       f"--workdir={tmp_path}", "--config.train.tensorboard=False"], cwd=REPO_ROOT,
-      capture_output=True, text=True, timeout=300, env={**env, "JAX_PLATFORMS": "cpu"})
-  assert _error(proc) == ("no data directory: pass --config.data.data_dir=DIR or set the "
-                          "environment variable ENERGYNETS_DATA_DIR")
+       f"--workdir={tmp_path / 'work'}", "--config.train.tensorboard=False"], cwd=REPO_ROOT,
+      capture_output=True, text=True, timeout=300, env=env)
+  message = _error(proc)
+  folder = tmp_path / "cache" / "energynets" / "data" / "bibtex"
+  assert message.startswith(f"{folder}: dataset folder of 'bibtex' not found")
+  assert "`python -m energynets.data.fetch bibtex`" in message
+  assert message.endswith("or point --config.data.data_dir=DIR or $ENERGYNETS_DATA_DIR at a "
+                          "folder that holds them")
+
+
+def test_a_mulan_path_that_does_not_exist_is_one_line(tmp_path):
+  missing = tmp_path / "no_such_folder"
+  message = _error(_run("experiments.main", "--config=experiments/configs/br.py:mulan",
+                        f"--config.data.path={missing}", f"--workdir={tmp_path / 'work'}"))
+  assert message.startswith(f"unknown dataset '{missing}': not a registered name")
+  assert not (tmp_path / "work").exists()
 
 
 def test_compare_names_an_unknown_method(tmp_path):
@@ -178,4 +193,5 @@ def test_the_data_directory_hint_names_the_command_line_flag():
   message = cli.user_error_message(excinfo.value, "--config.data.data_dir")
   assert message == ("/nonexistent/energynets-data: data directory (from "
                      "--config.data.data_dir) does not exist; pass --config.data.data_dir=DIR "
-                     "or set ENERGYNETS_DATA_DIR")
+                     "or set ENERGYNETS_DATA_DIR, or fetch the data into it with `python -m "
+                     "energynets.data.fetch all --data_dir=/nonexistent/energynets-data`")

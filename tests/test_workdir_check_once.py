@@ -10,6 +10,7 @@ import types
 
 import pytest
 
+from energynets import testing
 from energynets.train import storage
 
 
@@ -32,8 +33,9 @@ def test_a_workdir_and_the_folders_in_it_are_checked_once(tmp_path, handshakes):
   assert handshakes == [run]
   # A sibling whose name starts with the checked one's is another folder.
   storage.check_shared_workdir(tmp_path / "run_2")
-  storage.check_shared_workdir("gs://bucket/run")
-  storage.check_shared_workdir("gs://bucket/run/stages/a")
+  with testing.fake_gcs(tmp_path / "buckets"):  # gs:// paths need a file system
+    storage.check_shared_workdir("gs://bucket/run")
+    storage.check_shared_workdir("gs://bucket/run/stages/a")
   assert handshakes == [run, tmp_path / "run_2", "gs://bucket/run"]
 
 

@@ -1,8 +1,9 @@
 """The registered multi-label datasets: one `DatasetSpec` per name in `REGISTRY`.
 
 Each entry says where a dataset's files are (folder under the data directory, public
-URL, sha256 of each file), how many features and labels it has after preprocessing,
-its split rule and expected split sizes, and where the data comes from.
+URL pinned to a commit, sha256 and size of each file), how many features and labels it
+has after preprocessing, its split rule and expected split sizes, where the data comes
+from and under what licence.
 """
 
 import dataclasses
@@ -18,6 +19,10 @@ _HICLASS_URL = ("https://raw.githubusercontent.com/tondach01/hiclass/"
                 "b4d65a1918626db564994884816f6dc2c9bb8ff6/datasets_FUN/{}/")
 _CHMCNN_URL = ("https://raw.githubusercontent.com/EGiunchiglia/C-HMCNN/"
                "e887855ab4b3b8f22e4fafc80a0a33c1d1ac0041/HMC_data/datasets_FUN/{}/")
+_MULAN_LICENSE = ("No data licence stated by the source (the Mulan software is GPL); "
+                  "cite the dataset's paper.")
+_FUNCAT_LICENSE = ("No licence stated by the source repository; the CLUS HMC benchmark "
+                   "data of Vens et al. (2008), cite it and Clare & King (2003).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,10 +42,14 @@ class DatasetSpec:
     resplit_counts: sizes of the optional `resplit=True` split (empty: not offered).
     url: public folder the files come from (append the file name; '' if none).
     sha256: file name -> sha256 of the public copy (checked on load).
+    sizes: file name -> size in bytes of the public copy.
+    zipped: the public copies are zip archives `<file name>.zip` holding the file
+      (sha256 and size are the unzipped file's).
     drop_attributes: attributes left out of the features.
     standardize: whether features are standardized with train mean/std.
     citation: where the data comes from.
     notes: caveats.
+    license: the data's licence, as far as its source states one, and caveats of use.
   """
   name: str
   kind: str
@@ -58,9 +67,15 @@ class DatasetSpec:
   standardize: bool = False
   citation: str = ""
   notes: str = ""
+  sizes: Mapping[str, int] = dataclasses.field(default_factory=dict)
+  license: str = ""
+  zipped: bool = False
 
   def file_url(self, role: str) -> str:
-    return self.url + self.files[role] if self.url else ""
+    """The public URL of the file of `role` ('' where the dataset has no public source)."""
+    if not self.url:
+      return ""
+    return self.url + self.files[role] + (".zip" if self.zipped else "")
 
 
 def _counts(train: int, validation: int, test: int) -> dict[str, int]:
@@ -77,6 +92,9 @@ REGISTRY: dict[str, DatasetSpec] = {
         split=splits.SPLIT_RULES["shipped_train_test+holdout_validation"],
         counts=_counts(4392, 488, 2515), resplit_counts=_counts(4407, 1491, 1497),
         url=_MULAN_URL.format("bibtex"),
+        sizes={"bibtex-train.arff": 2292961, "bibtex-test.arff": 1215637,
+               "bibtex.xml": 5880},
+        license=_MULAN_LICENSE,
         sha256={
             "bibtex-train.arff":
                 "8dcc9de6e0b2cebaec8c1f4fac78431adeeb73cfd3ab879b530a66d366e59174",
@@ -99,6 +117,9 @@ REGISTRY: dict[str, DatasetSpec] = {
         split=splits.SPLIT_RULES["shipped_train_test+holdout_validation"],
         counts=_counts(11628, 1292, 3185), resplit_counts=_counts(9690, 3207, 3194),
         url=_MULAN_URL.format("delicious"),
+        sizes={"delicious-train.arff": 3056590, "delicious-test.arff": 757565,
+               "delicious.xml": 34303},
+        license=_MULAN_LICENSE,
         sha256={
             "delicious-train.arff":
                 "030186cdb542ebdd32052fcdbb1ebe30115b3a22518c1b4b198c45eb827aebe1",
@@ -120,6 +141,8 @@ REGISTRY: dict[str, DatasetSpec] = {
         split_rule="cv10", split=splits.SPLIT_RULES["cv10"],
         counts=_counts(1957, 218, 242),
         url=_MULAN_URL.format("yeast"),
+        sizes={"yeast-train.arff": 1501117, "yeast-test.arff": 918515, "yeast.xml": 526},
+        license=_MULAN_LICENSE,
         sha256={
             "yeast-train.arff":
                 "e759dc991ff54694a4ff9c4314f3be0d6fd2b1994a4b563f57e416394c6aebbd",
@@ -142,6 +165,9 @@ REGISTRY: dict[str, DatasetSpec] = {
         split=splits.SPLIT_RULES["shipped_train_test+holdout_validation"],
         counts=_counts(417, 46, 199),
         url=_MULAN_URL.format("genbase"),
+        sizes={"genbase-train.arff": 1714007, "genbase-test.arff": 758739,
+               "genbase.xml": 992},
+        license=_MULAN_LICENSE,
         sha256={
             "genbase-train.arff":
                 "37670db2c2b308a1c163d05501819526f1d65d659638ddfb76812d4ce384b5c6",
@@ -163,6 +189,8 @@ REGISTRY: dict[str, DatasetSpec] = {
         split_rule="random_60_20_20", split=splits.SPLIT_RULES["random_60_20_20"],
         counts=_counts(302, 100, 100),
         url=_MULAN_URL.format("cal500"),
+        sizes={"cal500.arff": 492857, "cal500.xml": 7901},
+        license=_MULAN_LICENSE,
         sha256={
             "cal500.arff":
                 "cfe6097ba5fd6e8584e54911ab9783dcab34e898446b7c9370c71d477eae56d3",
@@ -183,7 +211,10 @@ REGISTRY: dict[str, DatasetSpec] = {
         split_rule="shipped_train_valid_test",
         split=splits.SPLIT_RULES["shipped_train_valid_test"],
         counts=_counts(1639, 849, 1291),
-        url=_HICLASS_URL.format("expr_FUN"),
+        url=_HICLASS_URL.format("expr_FUN"), zipped=True,
+        sizes={"expr_FUN.train.arff": 4494464, "expr_FUN.valid.arff": 2351441,
+               "expr_FUN.test.arff": 3552821},
+        license=_FUNCAT_LICENSE,
         sha256={
             "expr_FUN.train.arff":
                 "100314a68323f03a5fa348d57fbf08b62ddff414a0d4c28881157024750b8134",
@@ -210,6 +241,9 @@ REGISTRY: dict[str, DatasetSpec] = {
         split=splits.SPLIT_RULES["shipped_train_valid_test"],
         counts=_counts(1600, 837, 1266),
         url=_CHMCNN_URL.format("spo_FUN"),
+        sizes={"spo_FUN.train.arff": 648397, "spo_FUN.valid.arff": 343575,
+               "spo_FUN.test.arff": 515774},
+        license=_FUNCAT_LICENSE,
         sha256={
             "spo_FUN.train.arff":
                 "8049c3a620b8fcbbbe3f195ccca7dafb36372fce418d9bfe49d6ffadd4bcf6ca",
@@ -228,6 +262,7 @@ REGISTRY: dict[str, DatasetSpec] = {
         name="synthetic", kind="synthetic", subdir="", files={},
         num_features=64, num_labels=16,
         split_rule="generated", split=splits.SPLIT_RULES["generated"],
+        license="Generated in-process from split_seed; no third-party data.",
         counts=_counts(synthetic.DEFAULT_NUM_TRAIN, synthetic.DEFAULT_NUM_VALIDATION,
                        synthetic.DEFAULT_NUM_TEST),
         citation="Belanger, McCallum. Structured Prediction Energy Networks. ICML 2016, "

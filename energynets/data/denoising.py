@@ -1,8 +1,8 @@
 """Image denoising data: procedural depth-like scenes and scikit-image's natural images.
 
 The end-to-end SPEN paper (Belanger, Yang & McCallum 2017, §6.1) denoises Kinect depth
-maps of 7-Scenes (Newcombe et al. 2011), which are not obtainable here. DESIGN.md's
-substitute is generated in-process:
+maps of 7-Scenes (Newcombe et al. 2011), which are not obtainable here. The substitute
+(docs/design.md, "Data") is generated in-process:
 
 * `depth_scenes`: piecewise planar depth maps with occlusion edges (`depth_scene`):
   a back wall, sometimes a floor, and a few planar objects in front, composited with a

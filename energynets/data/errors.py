@@ -22,3 +22,23 @@ class DataError(ValueError):
     if line is not None:
       where += f", line {line}"
     super().__init__(f"{where}: {problem}")
+
+
+class MissingDataError(DataError):
+  """A registered dataset's files are not in the data directory and were not downloaded.
+
+  The message lists every missing file (URL, size, sha256, destination) and the
+  `python -m energynets.data.fetch` command that gets them.
+
+  Attributes:
+    dataset: the registered name.
+    missing: the missing files' destination paths.
+    command: the fetch command to run.
+  """
+
+  def __init__(self, folder: PathLike, dataset: str, missing: list[str], command: str,
+               problem: str):
+    self.dataset = dataset
+    self.missing = list(missing)
+    self.command = command
+    super().__init__(folder, None, problem)

@@ -387,7 +387,9 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
       `<name>-train.arff`, `<name>-test.arff` and `<name>.xml` (validation: seeded 10%
       of train), or `<name>.arff` and `<name>.xml` (seeded 60/20/20).
     data_dir: folder holding the registered datasets' folders; default
-      $ENERGYNETS_DATA_DIR.
+      $ENERGYNETS_DATA_DIR, else the per-user `datadir.default_data_dir()`. A registered
+      dataset's missing files are downloaded into it on first use
+      (`energynets.data.fetch`; $ENERGYNETS_AUTO_FETCH=0 turns that off).
     split_seed: seed of every random split rule (and of the synthetic generator).
     fold: the cross-validation test fold, 0..9 (yeast only).
     resplit: bibtex/delicious only: the implicit-energy paper's re-split sizes.
@@ -418,7 +420,9 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
     preprocessing and counts.
 
   Raises:
-    DataError: missing data directory or file, checksum mismatch, malformed file.
+    MissingDataError (a DataError): files missing and not downloaded; it lists them
+      and names the fetch command.
+    DataError: a missing data directory, checksum mismatch, malformed file.
     ValueError: an unknown name or an option the dataset does not offer.
     TooFewTrainingRows (a ValueError): `num_train` negative or above the training rows.
   """
@@ -458,5 +462,6 @@ def load_dataset(name_or_path: str | os.PathLike, *, data_dir: str | None = None
     if process_rows and "process_rows" not in ds.meta:
       ds = select_process_rows(ds, *process_rows)
     return ds
-  raise ValueError(f"unknown dataset {key!r}: not a registered name ({sorted(REGISTRY)}) "
-                   f"and not an existing path")
+  # A DataError (a ValueError): the binaries print it as the one line it is.
+  raise DataError(None, None, f"unknown dataset {key!r}: not a registered name "
+                  f"({sorted(REGISTRY)}) and not an existing path")

@@ -1,11 +1,12 @@
 """Binary image segmentation data: the Weizmann horses at 32×32 (the DVN / SEAL split).
 
 The file is `<data_dir>/weizmann_horse/weizmann_horse_32x32_splits.npz` (see
-shared/data/SOURCES.md): plain uint8 arrays `train_images (160, 32, 32, 3)`,
+docs/datasets.md): plain uint8 arrays `train_images (160, 32, 32, 3)`,
 `train_masks (160, 32, 32)`, and likewise `val_*` (40) and `test_*` (128), masks in
 {0, 1} (1 = horse). It is the split of Gygli et al. (2017) and SEAL (Lee et al. 2022):
 200 train+validation images, 128 test. The data directory is found as for every other
-dataset (`data_dir`, else $ENERGYNETS_DATA_DIR: `registry.resolve_data_dir`), and the
+dataset (`data_dir`, else $ENERGYNETS_DATA_DIR, else the per-user default:
+`registry.resolve_data_dir`; `energynets.data.fetch` downloads and builds it), and the
 file's sha256 must be the registered one (`load_segmentation_file` loads another file
 of the same layout without that check).
 
@@ -54,7 +55,12 @@ SEAL_CROP_OFFSETS = (0, 2, 3, 4, 6, 8)
 
 @dataclasses.dataclass(frozen=True)
 class SegmentationSpec:
-  """What the loader knows about a registered segmentation dataset."""
+  """What the loader knows about a registered segmentation dataset.
+
+  `file` (sha256 `sha256`, `size` bytes) is not published as such: `energynets.data.fetch`
+  downloads `sources` (file name -> sha256, sizes in `source_sizes`) from the public
+  folder `url` (pinned to a commit) and builds it from them.
+  """
   subdir: str
   file: str
   sha256: str
@@ -63,6 +69,10 @@ class SegmentationSpec:
   split: str
   url: str
   citation: str
+  sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  source_sizes: Mapping[str, int] = dataclasses.field(default_factory=dict)
+  size: int | None = None
+  license: str = ""
 
 
 SEGMENTATION_DATASETS: dict[str, SegmentationSpec] = {
@@ -71,11 +81,24 @@ SEGMENTATION_DATASETS: dict[str, SegmentationSpec] = {
         sha256="8aaf784cbc4ddaad59f8badb578beab4c69a2ffb2cc4ee27e05553db1599cd41",
         counts={"train": 160, "validation": 40, "test": 128}, image_shape=(32, 32, 3),
         split="shipped DVN/SEAL split: train 160, validation 40, test 128 (made here from "
-              "the three .npy files of iesl/structured_prediction_baselines; SOURCES.md)",
-        url="https://github.com/iesl/structured_prediction_baselines/tree/"
-            "8336a0bcef1807227e6023b2d548b8323d5c36ff/data/weizmann_horse_seg",
+              "the three .npy files of iesl/structured_prediction_baselines; docs/datasets.md)",
+        url="https://raw.githubusercontent.com/iesl/structured_prediction_baselines/"
+            "8336a0bcef1807227e6023b2d548b8323d5c36ff/data/weizmann_horse_seg/",
         citation="Borenstein & Ullman. Class-specific, top-down segmentation. ECCV 2002; "
-                 "split of Gygli, Norouzi & Angelova, Deep Value Networks, ICML 2017."),
+                 "split of Gygli, Norouzi & Angelova, Deep Value Networks, ICML 2017.",
+        sources={
+            "weizmann_horse_train.npy":
+                "aab5b0f9cbe1a4ede9711ea645e99903136ab0006efcaf45917753c486bb3e5c",
+            "weizmann_horse_val.npy":
+                "9d9a2be4c9e49950e4f6e028fa041043ab40cf409c5c78a0a8a18b17de2b1214",
+            "weizmann_horse_test.npy":
+                "1093ca5b440273dcb46c3e17b7f0443f66bbd67160855e398f3e7932d8fc25df",
+        },
+        source_sizes={"weizmann_horse_train.npy": 674256, "weizmann_horse_val.npy": 168334,
+                      "weizmann_horse_test.npy": 539343},
+        size=979067,
+        license="No licence stated by the source; the Weizmann Horse images are for "
+                "research use, cite Borenstein & Ullman (2002)."),
 }
 
 
@@ -222,7 +245,9 @@ def load_segmentation(name: str = "weizmann_horse",
 
   Args:
     name: 'weizmann_horse'.
-    data_dir: the data directory; None: $ENERGYNETS_DATA_DIR (`resolve_data_dir`).
+    data_dir: the data directory; None: $ENERGYNETS_DATA_DIR, else the per-user default
+      (`resolve_data_dir`). A missing file is downloaded and built on first use
+      (`energynets.data.fetch`).
 
   Raises:
     DataError: a missing folder or file, a checksum that differs from the registered

@@ -1,6 +1,6 @@
 """Readers of the sequence-labeling files: CoNLL-2003 NER and Twitter POS.
 
-Files (shared/data/SOURCES.md): CoNLL-2003 has 4 space-separated columns
+Files (docs/datasets.md): CoNLL-2003 has 4 space-separated columns
 `token POS chunk NER`, `-DOCSTART-` lines between documents and IOB2 NER tags;
 Twitter POS (Gimpel et al. 2011; Owoputi et al. 2013) has 2 tab-separated columns
 `token tag` with a fixed set of 25 tags. A blank line ends a sentence (tweet).
@@ -17,7 +17,7 @@ from typing import Callable
 from energynets.data.errors import DataError
 from energynets.data.errors import PathLike
 
-# Owoputi et al. (2013) coarse tag set, in the order of SOURCES.md (= tag ids).
+# Owoputi et al. (2013) coarse tag set, in the order of docs/datasets.md (= tag ids).
 TWITTER_POS_TAGS = tuple("! # $ & , @ A D E G L M N O P R S T U V X Y Z ^ ~".split())
 
 

@@ -43,6 +43,11 @@ from energynets.tokens import unpack_tokens  # re-exported
 
 @dataclasses.dataclass(frozen=True)
 class _Spec:
+  """A registered sequence dataset: its files, reader, tag schemes and public source.
+
+  `url` is the public folder (pinned to a commit); a file's URL is `url` followed by
+  `remote_paths.get(file, file)`. `sha256` and `sizes` are of the public copies.
+  """
   subdir: str
   files: Mapping[str, str]
   parse: Callable[[PathLike], list[Sentence]]
@@ -51,6 +56,13 @@ class _Spec:
   split: str
   url: str
   sha256: Mapping[str, str]
+  sizes: Mapping[str, int] = dataclasses.field(default_factory=dict)
+  remote_paths: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  license: str = ""
+
+  def file_url(self, file: str) -> str:
+    """The public URL of `file` (a name in `files`)."""
+    return self.url + self.remote_paths.get(file, file)
 
 
 SEQUENCE_DATASETS: dict[str, _Spec] = {
@@ -66,7 +78,11 @@ SEQUENCE_DATASETS: dict[str, _Spec] = {
             "train.txt": "213953b5522fb7924802d883e50f027b2c6ffb5d4d0e63368ed82909f9b60423",
             "valid.txt": "c02eb19809eafb83998326a0481942eb37d96f31826ae387cfe8773699969f5b",
             "test.txt": "dc4ac7f3d6d01a6bec59261814561da3b287b6b493b97d1f69c580b52ec1831b",
-        }),
+        },
+        sizes={"train.txt": 3283420, "valid.txt": 827443, "test.txt": 748095},
+        license="Reuters RCV1 text, not openly licensed (research use only; the original "
+                "CoNLL-2003 terms apply); the copy is IOB2-converted from the IOB1 "
+                "originals; its repository's AGPL-3.0 covers only its code."),
     "twitter_pos": _Spec(
         subdir="twitter_pos",
         files={"train": "oct27.traindev", "validation": "oct27.test",
@@ -82,7 +98,12 @@ SEQUENCE_DATASETS: dict[str, _Spec] = {
             "oct27.test": "77f868fcd300d0acdd7bb8db28c961fcbe50d9cd0d48046e8fbec4b9f86bf814",
             "daily547.conll":
                 "581862c4a7a05b62cb5c4d44119f11fc1fe55489862c9470120628cca8e4b080",
-        }),
+        },
+        sizes={"oct27.traindev": 147733, "oct27.test": 53792, "daily547.conll": 57192},
+        remote_paths={"oct27.traindev": "oct27.splits/oct27.traindev",
+                      "oct27.test": "oct27.splits/oct27.test"},
+        license="CC-BY 3.0 (stated in the data's README.txt); cite Gimpel et al. 2011 and "
+                "Owoputi et al. 2013."),
 }
 
 
@@ -94,7 +115,9 @@ def load_sequence_dataset(name: str, data_dir: PathLike | None = None,
 
   Args:
     name: 'conll2003' or 'twitter_pos'.
-    data_dir: the data directory; None: $ENERGYNETS_DATA_DIR (`resolve_data_dir`).
+    data_dir: the data directory; None: $ENERGYNETS_DATA_DIR, else the per-user default
+      (`resolve_data_dir`). Missing files are downloaded on first use
+      (`energynets.data.fetch`).
     scheme: CoNLL 'iob2' (default) or 'bioes'; Twitter 'pos' (default).
     lowercase: look words up lower-cased.
     min_count: train count a word needs to get its own id.

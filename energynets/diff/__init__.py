@@ -1,5 +1,5 @@
 """Differentiation tools: Hessian-vector products and implicit differentiation (see
-DESIGN.md, "Differentiation strategies")."""
+docs/design.md, "Differentiation strategies")."""
 
 from energynets.diff.hvp import cross_hvp
 from energynets.diff.hvp import finite_difference_hvp

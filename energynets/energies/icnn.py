@@ -35,7 +35,7 @@ differentiable in ȳ, as unrolled GBI training needs.
 """
 
 import math
-from typing import Sequence
+from typing import Any, Optional, Sequence
 
 import flax.linen as nn
 import jax
@@ -112,6 +112,8 @@ class ICNNEnergy(LocalNetEnergy):
       gives an x-independent global term, like `SPENEnergy`'s label energy.
     enforce_convexity: the non-negativity parameterization (True); False is the
       unconstrained negative control.
+    dtype: the compute dtype of F and the local head (`SPENEnergy.dtype`); the convex
+      ȳ-path stays float32.
   """
   num_labels: int
   feature_hidden: Sequence[int] = (150, 150)
@@ -121,6 +123,7 @@ class ICNNEnergy(LocalNetEnergy):
   enforce_convexity: bool = True
   dropout: DropoutRates = 0.0
   input_dropout: float = 0.0
+  dtype: Optional[Any] = None
 
   def setup(self):
     if self.num_labels < 1 or not self.hidden or min(self.hidden) < 1:
@@ -128,7 +131,7 @@ class ICNNEnergy(LocalNetEnergy):
                        f"hidden={tuple(self.hidden)}")
     self.local_net = MLP(hidden=tuple(self.feature_hidden), num_outputs=self.num_labels,
                          activation=self.feature_activation, dropout=self.dropout,
-                         input_dropout=self.input_dropout)
+                         input_dropout=self.input_dropout, dtype=self.dtype)
     self.global_energy = InputConvexNet(tuple(self.hidden), self.enforce_convexity,
                                         name="global")
 

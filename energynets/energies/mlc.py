@@ -33,7 +33,7 @@ F(x) is computed once per input (`encode`) and reused by every GBI step
 F(x)").
 """
 
-from typing import NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import flax
 import flax.linen as nn
@@ -146,6 +146,10 @@ class SPENEnergy(LocalNetEnergy):
     dropout: dropout on F's hidden layers, including F(x) itself (`MLP.dropout`: one
       rate, or one per layer).
     input_dropout: dropout on x (`MLP.input_dropout`).
+    dtype: the compute dtype of F and the local head (`MLP.dtype`, e.g. `jnp.bfloat16`;
+      None: float32). The label terms stay float32 whatever it is: they are evaluated
+      at every GBI step on the float32 iterate ȳ, and their gradient in ȳ drives
+      inference; the local logits come back float32, so the energy sums in float32.
   """
   num_labels: int
   feature_hidden: Sequence[int] = (150, 150)
@@ -155,6 +159,7 @@ class SPENEnergy(LocalNetEnergy):
   num_conditional: int = 0
   dropout: DropoutRates = 0.0
   input_dropout: float = 0.0
+  dtype: Optional[Any] = None
 
   def setup(self):
     if self.num_labels < 1 or self.num_measurements < 1 or self.num_conditional < 0:
@@ -164,7 +169,7 @@ class SPENEnergy(LocalNetEnergy):
     activation_by_name(self.activation)  # fail early on an unknown name
     self.local_net = MLP(hidden=tuple(self.feature_hidden), num_outputs=self.num_labels,
                          activation=self.feature_activation, dropout=self.dropout,
-                         input_dropout=self.input_dropout)
+                         input_dropout=self.input_dropout, dtype=self.dtype)
     self.label_energy = MeasurementEnergy(self.num_measurements, self.activation,
                                           name="global")
     if self.num_conditional:

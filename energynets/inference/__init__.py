@@ -1,4 +1,4 @@
-"""Inference engines over relaxed outputs (see DESIGN.md, "Output domains and inference")."""
+"""Inference engines over relaxed outputs (see docs/design.md, "Output domains and inference")."""
 
 from energynets.inference.crf import crf_log_likelihood
 from energynets.inference.crf import crf_log_partition

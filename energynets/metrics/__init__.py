@@ -6,7 +6,7 @@ Four families live here, one module each:
   example-F1, micro-F1, macro-F1 and Hamming loss, threshold tuning on the validation
   split, and `evaluate_multilabel`, which builds the flat `"<split>/<metric>"` results
   map of the design's results contract. They follow the project's metric protocol
-  (DESIGN.md, "Metric protocol").
+  (docs/datasets.md, "Metric protocol").
 * Image metrics (`images`; numpy): `psnr`, the mean over images of per-image PSNR in
   dB, and for segmentation `mean_iou` (mean over images of foreground IoU),
   `dataset_iou` (total intersection / total union) and `per_image_iou`.

@@ -6,8 +6,8 @@ over images of foreground IoU), `dataset_iou` (total intersection / total union)
 
 A mask is [N, ...] (N images, usually [N, H, W]); every non-batch axis is a pixel axis.
 Foreground is predicted where `prob >= threshold` (as in `binarize`). The IoU of one
-image is |pred ∧ gold| / |pred ∨ gold|. Convention (DESIGN.md: "mean over test images
-of foreground IoU at 0.5"): an image with empty gold and empty prediction scores 1 (the
+image is |pred ∧ gold| / |pred ∨ gold|. Convention (docs/datasets.md: the mean over test images
+of the foreground IoU at 0.5): an image with empty gold and empty prediction scores 1 (the
 prediction is exactly right; sklearn's `jaccard_score(..., zero_division=1.0)`), empty
 gold with a non-empty prediction scores 0. The Weizmann horse splits have no empty gold
 mask, so on them the convention never applies; it is fixed here so that crops or other

@@ -16,13 +16,13 @@ inference from network capacity.
 """
 
 import math
-from typing import Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from energynets.nets.mlp import activation_by_name
+from energynets.nets.mlp import activation_by_name, float32_outputs
 
 PADDINGS = ("VALID", "SAME", "REFLECT")
 # How a stride-1 k×k convolution is computed (`conv2d`). 'lax' is XLA's convolution;
@@ -249,6 +249,8 @@ class FCN(nn.Module):
       depend on it).
     dropout: dropout rate on every encoder level's features before they are scored.
     skip_connections: add the finer levels' scores on the way up (FCN-8s style).
+    dtype: the compute dtype of the convolutions (`MLP.dtype`: e.g. `jnp.bfloat16`,
+      parameters float32, logits returned float32; None: the inputs' dtype).
   """
   features: Sequence[int] = (64, 128, 128)
   strides: Sequence[int] = (1, 2, 2)
@@ -256,6 +258,7 @@ class FCN(nn.Module):
   activation: str = "relu"
   dropout: float = 0.0
   skip_connections: bool = True
+  dtype: Optional[Any] = None
 
   @nn.compact
   def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
@@ -273,11 +276,12 @@ class FCN(nn.Module):
     k = (self.kernel_size, self.kernel_size)
     h, levels = x, []
     for i, (width, stride) in enumerate(zip(self.features, strides)):
-      h = act(nn.Conv(width, k, strides=(stride, stride), padding="SAME", name=f"conv_{i}")(h))
+      h = act(nn.Conv(width, k, strides=(stride, stride), padding="SAME", dtype=self.dtype,
+                      name=f"conv_{i}")(h))
       levels.append(nn.Dropout(self.dropout, deterministic=not train)(h))
 
     def score(i):
-      return nn.Conv(1, (1, 1), name=f"score_{i}")(levels[i])
+      return nn.Conv(1, (1, 1), dtype=self.dtype, name=f"score_{i}")(levels[i])
 
     last = len(levels) - 1
     logits = score(last)
@@ -285,7 +289,7 @@ class FCN(nn.Module):
       s = strides[i + 1]
       if s > 1:
         logits = nn.ConvTranspose(1, (2 * s, 2 * s), strides=(s, s), padding="SAME",
-                                  use_bias=False, name=f"up_{i}")(logits)
+                                  use_bias=False, dtype=self.dtype, name=f"up_{i}")(logits)
       if self.skip_connections:
         logits = logits + score(i)
-    return logits[..., 0]
+    return float32_outputs(logits[..., 0], self.dtype)

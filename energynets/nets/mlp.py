@@ -1,6 +1,6 @@
 """Multi-layer perceptrons: the SPEN feature network and the local (BR / MLP) heads."""
 
-from typing import Callable, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import flax.linen as nn
 import jax
@@ -47,6 +47,20 @@ def activation_by_name(name: str) -> Callable[[jax.Array], jax.Array]:
 DropoutRates = Union[float, Sequence[float]]
 
 
+def float32_outputs(outputs: jax.Array, dtype: Optional[Any]) -> jax.Array:
+  """A net's outputs computed in the compute dtype `dtype`, returned in float32.
+
+  Args:
+    outputs: the last layer's values.
+    dtype: the net's compute dtype; None (the inputs' dtype) returns `outputs` as they are.
+
+  Returns:
+    `outputs` as float32 when `dtype` is given: the losses, energies and GBI starts
+    built on a net's logits then reduce and iterate in float32 whatever it computed in.
+  """
+  return outputs if dtype is None else outputs.astype(jnp.float32)
+
+
 def hidden_dropout_rates(dropout: DropoutRates, num_hidden: int) -> tuple[float, ...]:
   """One dropout rate per hidden layer: a float applies to every layer; a sequence gives
   each layer its own (AllenNLP's `FeedForward` form, e.g. SEAL's public `(0.5, 0.0)`)."""
@@ -75,12 +89,18 @@ class MLP(nn.Module):
   after its dropout; the possibly dropped-out input when `hidden=()`). A SPEN energy
   needs both: the logits for its local term and the features for its conditional
   global term, from one pass and with the same parameter names as a plain MLP.
+
+  With `dtype` set (e.g. `jnp.bfloat16`) the layers compute in that dtype (Flax's
+  `dtype`; the parameters stay float32, `param_dtype`), the features come back in it,
+  and the outputs come back float32, since losses and energies sum them over labels.
+  `dtype=None` computes in the dtype of the inputs and parameters.
   """
   hidden: Sequence[int]
   num_outputs: int
   activation: str = "relu"
   dropout: DropoutRates = 0.0
   input_dropout: float = 0.0
+  dtype: Optional[Any] = None
 
   @nn.compact
   def __call__(self, x: jax.Array, *, train: bool = False,
@@ -90,8 +110,9 @@ class MLP(nn.Module):
       x = nn.Dropout(self.input_dropout, deterministic=not train)(x)
     rates = hidden_dropout_rates(self.dropout, len(self.hidden))
     for i, (width, rate) in enumerate(zip(self.hidden, rates)):
-      x = act(nn.Dense(width, name=f"hidden_{i}")(x))
+      x = act(nn.Dense(width, dtype=self.dtype, name=f"hidden_{i}")(x))
       if rate:
         x = nn.Dropout(rate, deterministic=not train)(x)
-    outputs = nn.Dense(self.num_outputs, name="head")(x)
+    outputs = float32_outputs(nn.Dense(self.num_outputs, dtype=self.dtype, name="head")(x),
+                              self.dtype)
     return (outputs, x) if return_features else outputs

@@ -24,6 +24,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from energynets.nets.mlp import float32_outputs
 from energynets.tokens import unpack_tokens
 
 Batch = dict[str, jax.Array]
@@ -67,21 +68,24 @@ class CharCNN(nn.Module):
   conv's own zero padding ('SAME'), and the max runs over real characters only; a
   word's vector therefore does not depend on how many padding characters follow it.
   A word with no characters (a padding token) gets zeros. No nonlinearity after the
-  pool, as in Ma & Hovy (2016): the max is already one.
+  pool, as in Ma & Hovy (2016): the max is already one. `dtype`: the compute dtype
+  (`TokenEmbedder.dtype`).
   """
   vocab_size: int
   char_dim: int = 30
   num_filters: int = 50
   kernel_size: int = 3
+  dtype: Optional[Any] = None
 
   @nn.compact
   def __call__(self, chars: jax.Array) -> jax.Array:
     real = chars > 0
-    emb = nn.Embed(self.vocab_size, self.char_dim, name="embed")(chars)
+    emb = nn.Embed(self.vocab_size, self.char_dim, dtype=self.dtype, name="embed")(chars)
     emb = emb * real[..., None]
     lead, num_chars = chars.shape[:-1], chars.shape[-1]
     flat = emb.reshape((-1, num_chars, self.char_dim))
-    conv = nn.Conv(self.num_filters, (self.kernel_size,), padding="SAME", name="conv")(flat)
+    conv = nn.Conv(self.num_filters, (self.kernel_size,), padding="SAME", dtype=self.dtype,
+                   name="conv")(flat)
     conv = conv.reshape(lead + (num_chars, self.num_filters))
     pooled = jnp.max(jnp.where(real[..., None], conv, -jnp.inf), axis=-2)
     return jnp.where(real.any(-1)[..., None], pooled, 0.0)
@@ -93,6 +97,8 @@ class TokenEmbedder(nn.Module):
   Word embedding always; character CNN if `char_vocab_size > 0`; POS and chunk
   embeddings (the NER+ setting) if `num_pos` / `num_chunk > 0`. Pass
   `word_init=pretrained_embedding_init(glove)` to start from pretrained vectors.
+  `dtype` (e.g. `jnp.bfloat16`) is the dtype of the embedded tokens (the tables stay
+  float32); None keeps the tables' float32.
   """
   vocab_size: int
   word_dim: int = 100
@@ -106,22 +112,24 @@ class TokenEmbedder(nn.Module):
   num_chunk: int = 0
   chunk_dim: int = 25
   dropout: float = 0.0
+  dtype: Optional[Any] = None
 
   @nn.compact
   def __call__(self, batch: Batch, *, train: bool = False) -> jax.Array:
     mask = _require(batch, "mask", "every sequence model")
     words = _require(batch, "words", "the word embedding")
     init = self.word_init or nn.linear.default_embed_init
-    parts = [nn.Embed(self.vocab_size, self.word_dim, embedding_init=init, name="words")(words)]
+    parts = [nn.Embed(self.vocab_size, self.word_dim, embedding_init=init, dtype=self.dtype,
+                      name="words")(words)]
     if self.char_vocab_size:
       chars = _require(batch, "chars", "the character CNN (char_vocab_size > 0)")
       parts.append(CharCNN(self.char_vocab_size, self.char_dim, self.char_filters,
-                           self.char_kernel, name="chars")(chars))
+                           self.char_kernel, dtype=self.dtype, name="chars")(chars))
     for key, size, dim in (("pos", self.num_pos, self.pos_dim),
                            ("chunk", self.num_chunk, self.chunk_dim)):
       if size:
         ids = _require(batch, key, f"the {key} embedding (num_{key} > 0)")
-        parts.append(nn.Embed(size, dim, name=key)(ids))
+        parts.append(nn.Embed(size, dim, dtype=self.dtype, name=key)(ids))
     x = jnp.concatenate(parts, axis=-1)
     if self.dropout:
       x = nn.Dropout(self.dropout, deterministic=not train)(x)
@@ -134,11 +142,16 @@ class BiLSTM(nn.Module):
   `seq_lengths` makes the backward direction start at each row's last real token
   instead of reading padding first. Dropout is applied between layers (not after
   the last; the caller decides what its head sees).
+
+  `dtype` (e.g. `jnp.bfloat16`) is the compute dtype of the cells' matmuls; their
+  parameters and carried cell state stay float32 (Flax's cells start the carry in
+  `param_dtype`), so the states they return are float32.
   """
   hidden_size: int
   num_layers: int = 1
   dropout: float = 0.0
   cell: str = "optimized_lstm"
+  dtype: Optional[Any] = None
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array, *, train: bool = False) -> jax.Array:
@@ -155,9 +168,9 @@ class BiLSTM(nn.Module):
         x = nn.Dropout(self.dropout, deterministic=not train)(x)
       # The cells are created here, so their parameters live in this module under
       # these names (the RNN / Bidirectional wrappers hold none).
-      x = nn.Bidirectional(nn.RNN(cell(self.hidden_size, name=f"forward_{i}")),
-                           nn.RNN(cell(self.hidden_size, name=f"backward_{i}")))(
-                               x, seq_lengths=lengths)
+      forward = cell(self.hidden_size, dtype=self.dtype, name=f"forward_{i}")
+      backward = cell(self.hidden_size, dtype=self.dtype, name=f"backward_{i}")
+      x = nn.Bidirectional(nn.RNN(forward), nn.RNN(backward))(x, seq_lengths=lengths)
       x = x * mask[..., None]
     return x
 
@@ -175,12 +188,16 @@ class BiLSTMTagger(nn.Module):
   `x [B, T, 3 + C]` of `energynets.data.pack_tokens` (word id 0 = padding), which is
   what the trainer, the objectives and the energies move; it is unpacked here, so the
   parameters are exactly those of the dict-input tagger.
+
+  `dtype` is the compute dtype of the head (`MLP.dtype`; logits returned float32); give
+  the embedder and encoder the same one.
   """
   embedder: TokenEmbedder
   encoder: BiLSTM
   num_tags: int
   dropout: float = 0.0
   packed: bool = False
+  dtype: Optional[Any] = None
 
   @nn.compact
   def __call__(self, batch: Batch | jax.Array, *, train: bool = False,
@@ -195,7 +212,8 @@ class BiLSTMTagger(nn.Module):
     x = self.encoder(x, mask, train=train)
     if self.dropout:
       x = nn.Dropout(self.dropout, deterministic=not train)(x)
-    logits = nn.Dense(self.num_tags, name="head")(x)
+    logits = float32_outputs(nn.Dense(self.num_tags, dtype=self.dtype, name="head")(x),
+                             self.dtype)
     return (logits, x) if return_features else logits
 
 

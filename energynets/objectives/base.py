@@ -1,4 +1,4 @@
-"""The objective interface every method implements (see DESIGN.md, "The objective interface").
+"""The objective interface every method implements (see docs/design.md, "The objective interface").
 
 An `Objective` is a NamedTuple of pure functions, in the spirit of optax's
 `GradientTransformation`. The trainer knows nothing about a method beyond it:

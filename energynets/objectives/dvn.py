@@ -2,7 +2,7 @@
 
 A DVN learns an energy whose value `σ(−E(x, ȳ))` predicts the task score `s(ȳ, y)` of
 any relaxed output ȳ ∈ [0,1]^L (here the soft F1 of `scores.soft_f1`), by the
-cross-entropy of SEAL Eq. 7 / DESIGN.md:
+cross-entropy of SEAL Eq. 7 / docs/design.md:
 
     ℓ(ȳ) = −s log σ(−E(x, ȳ)) − (1 − s) log(1 − σ(−E(x, ȳ))),   s = s(ȳ, y) held fixed
 

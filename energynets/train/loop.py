@@ -24,6 +24,9 @@ from energynets.data.batching import (process_rows, process_shards, sharded_batc
                                        train_batch_indices)
 from energynets.objectives.base import Objective
 from energynets.train import early_stopping as early_stopping_lib
+from energynets.train import faults
+from energynets.train import prefetch as prefetch_lib
+from energynets.train import profiling
 from energynets.train import run as run_lib
 from energynets.train.process_rows import (gather_process_rows, predict_in_batches,
                                            predict_process_rows, process_row_counts)
@@ -95,6 +98,19 @@ class LoopOptions:
       step (docs/tuning.md).
     early_stopping_min_delta: the smallest gain of `select_metric` over the best value
       so far that counts as an improvement.
+    prefetch: how many steps ahead a background thread builds the batches (gathers
+      the rows, `shard_batch`es them to the devices), so that building one overlaps the
+      steps before it (`prefetch.Prefetcher`); 0 builds each in the loop. The batches
+      are the same either way.
+    async_checkpoint: checkpoints are written in the background: `save` waits only for
+      the copy of the state to host memory, and the next save, a restore and the end
+      of `fit` wait for the write. A process killed at any moment still leaves its
+      previous complete checkpoint or the new complete one (`Checkpointer`). False:
+      training waits for each write.
+    profile_steps: `"start:stop"` or `(start, stop)`: write a `jax.profiler` trace of
+      the updates from step `start` to step `stop` into `workdir/profile`
+      (`profiling.StepProfiler`; `tensorboard --logdir=workdir/profile`). `""` or
+      None: no trace. Stored as `(start, stop)` or None.
   """
   steps: int
   batch_size: int
@@ -110,15 +126,24 @@ class LoopOptions:
   early_stopping: bool = True
   early_stopping_patience: int = 20
   early_stopping_min_delta: float = 0.0
+  prefetch: int = 1
+  async_checkpoint: bool = True
+  profile_steps: str | tuple[int, int] | None = None
+
+  def __post_init__(self):
+    if not isinstance(self.prefetch, int) or self.prefetch < 0:
+      raise ValueError(f"prefetch must be an integer 0 or more, got {self.prefetch!r}")
+    # Parsed here, so that a bad value stops the run before anything loads.
+    object.__setattr__(self, "profile_steps", profiling.parse_profile_steps(self.profile_steps))
 
   @classmethod
   def from_config(cls, cfg: Mapping[str, Any]) -> "LoopOptions":
     """From a mapping of these fields (unknown keys are an error; `eval_batch_size`,
-    `num_devices`, `model_parallelism` and `matmul_precision`, read by the experiment
-    runner, are ignored)."""
+    `num_devices`, `model_parallelism`, `matmul_precision` and `compute_dtype`, read by
+    the experiment runner, are ignored)."""
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(cfg) - names - {"eval_batch_size", "num_devices", "model_parallelism",
-                                  "matmul_precision"}
+                                  "matmul_precision", "compute_dtype"}
     if unknown:
       raise ValueError(f"unknown train options {sorted(unknown)}; known: {sorted(names)}")
     return cls(**{k: v for k, v in cfg.items() if k in names})
@@ -146,7 +171,8 @@ def fit(objective: Objective,
         validation: Mapping[str, np.ndarray] | None = None,
         builder: str | tuple[str, Mapping[str, Any]] | None = None,
         label_dim: int | None = None,
-        num_shards: int | None = None) -> FitResult:
+        num_shards: int | None = None,
+        progress: Callable[[int, Mapping[str, float]], None] | None = None) -> FitResult:
   """Trains `objective` on `train_arrays` (`{"x": [N, ...], "y": [N, ...]}`) for `options.steps`.
 
   Each step is `objective.update` on a batch of `options.batch_size` rows (`[B, ...]`),
@@ -191,6 +217,12 @@ def fit(objective: Objective,
   `num_shards=1`). With both `num_shards` and `train_batch`, `train_batch(step)` is this
   process's part of the global batch, drawn shard by shard from the rows it holds (a
   task's own batches: `batching.length_bucketed_batch`, `segmentation.augmented_batch`).
+
+  `progress(step, scalars)`, e.g. a progress bar's update, is called with the step
+  training starts from (a resumed run's last one) and then after every step, with the
+  scalars written at that step: the training ones (`train/loss`, ...) every `log_every`
+  steps, the evaluation record every `eval_every`, none otherwise. It reads values
+  already on the host, so it costs the loop no device synchronization.
   """
   builder_entry = run_lib.builder_record(builder)
   mesh = mesh or step_lib.make_mesh()
@@ -233,8 +265,8 @@ def fit(objective: Objective,
 
   workdir = storage.workdir_path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  latest = Checkpointer(workdir / "checkpoints")
-  best = Checkpointer(workdir / "best")
+  latest = Checkpointer(workdir / "checkpoints", async_save=options.async_checkpoint)
+  best = Checkpointer(workdir / "best", async_save=options.async_checkpoint)
   writer = MetricWriter(workdir, tensorboard=options.tensorboard)
   better = (lambda a, b: a > b) if options.select_mode == "max" else (lambda a, b: a < b)
 
@@ -291,12 +323,12 @@ def fit(objective: Objective,
           f"{over_since}; training stopped, {last_good()}. The learning rate is likely "
           "too high: lower it, or clip gradients.")
 
-  def run_eval(step: int) -> None:
+  def run_eval(step: int) -> dict[str, float]:
     record = {k: float(v) for k, v in evaluate(state).items()}
     writer.write(step, record)
     meta["history"].append({"step": step, **record})
     if options.select_metric is None:
-      return
+      return record
     if options.select_metric not in record:
       raise KeyError(f"select_metric {options.select_metric!r} not among the evaluation "
                      f"metrics {sorted(record)}")
@@ -306,14 +338,23 @@ def fit(objective: Objective,
       best.save(step, state, {"value": value})
     logging.info("step %d | %s", step,
                  " ".join(f"{k}={v:.4f}" for k, v in sorted(record.items())))
+    return record
 
   window_start, window_step = time.perf_counter(), start
   metrics = None
-  for step in range(start, options.steps if stop_reason is None else start):
-    state, metrics = train_step(state, batch_at(step), jax.random.fold_in(step_key, step))
+  end = options.steps if stop_reason is None else start
+  batches = prefetch_lib.Prefetcher(batch_at, start, end, options.prefetch)
+  profiler = profiling.StepProfiler(options.profile_steps, workdir)
+  if progress is not None:
+    progress(start, {})
+  for step in range(start, end):
+    profiler.before(step)
+    state, metrics = train_step(state, batches(step), jax.random.fold_in(step_key, step))
     first_bad = _first_nonfinite(first_bad, metrics["loss"], jnp.asarray(step, jnp.int32))
     done = step + 1
+    profiler.after(done, metrics)
     is_last = done == options.steps
+    written = {}
     if done % options.log_every == 0 or is_last:
       check_finite(done, metrics)
       now = time.perf_counter()
@@ -325,19 +366,29 @@ def fit(objective: Objective,
       logging.info("step %d/%d | loss %.4f | %.1f steps/s | ETA %s", done, options.steps,
                    scalars["train/loss"], rate, _format_eta((options.steps - done) / rate))
       check_bounded(done, scalars["train/loss"])
+      written.update(scalars)
     if evaluate is not None and (done % options.eval_every == 0 or is_last):
       check_finite(done, metrics)
-      run_eval(done)
+      written.update(run_eval(done))
       stop_reason = None if is_last else early_stop()
+    if progress is not None:
+      progress(done, written)
     trained_to = done
-    if done % options.checkpoint_every == 0 or is_last or stop_reason is not None:
+    # Asked at every step on every process: all of them save the same step.
+    preempted = faults.preemption_reached(done)
+    if done % options.checkpoint_every == 0 or is_last or stop_reason is not None or preempted:
       check_finite(done, metrics)
       latest.save(done, state, meta)
       if not over_count:  # a state saved while the loss is above max_loss is no fallback
         last_good_step = done
+    if preempted:
+      _close_all(batches, profiler, writer, latest, best)
+      raise faults.Preempted(done, os.fspath(latest.directory))
     if stop_reason is not None:
       logging.info("step %d/%d | %s", done, options.steps, stop_reason)
       break
+  batches.close()
+  profiler.close()
   writer.close()
 
   final_step = trained_to if stop_reason is not None else max(start, options.steps)
@@ -354,6 +405,13 @@ def fit(objective: Objective,
              label_dim=label_dim)
   return FitResult(state, final_step, selected_step, selected_value, list(meta["history"]),
                    stop_reason)
+
+
+def _close_all(*resources: Any) -> None:
+  """Closes each of `resources` (a stopped `fit`'s prefetcher, profiler, writer and
+  checkpointers: an asynchronous save finishes before the process ends)."""
+  for resource in resources:
+    resource.close()
 
 
 def _process_batches(train_arrays: Mapping[str, np.ndarray], num_held: int, num_shards: int,

@@ -34,6 +34,7 @@ import numpy as np
 
 from energynets.objectives.base import Objective
 from energynets.train import step as step_lib
+from energynets.train import storage
 from energynets.train.checkpoint import Checkpointer
 
 RUN_FILE = "run.json"
@@ -211,7 +212,7 @@ def write_run(workdir: str | epath.PathLike, *, arrays: Mapping[str, Mapping[str
       "metadata": dict(metadata or {}),
   }
   text = json.dumps(record, indent=2, sort_keys=True, default=_json_default)
-  directory = epath.Path(workdir)
+  directory = storage.workdir_path(workdir)
   directory.mkdir(parents=True, exist_ok=True)
   # Written beside and renamed over, so a reader never sees half a file.
   partial = directory / (RUN_FILE + ".partial")
@@ -237,7 +238,7 @@ def read_run(workdir: str | epath.PathLike) -> dict[str, Any]:
     RunNotFoundError: no run.json in `workdir`.
     RunFormatError: not valid JSON, not a run description, or another format version.
   """
-  path = epath.Path(workdir) / RUN_FILE
+  path = storage.workdir_path(workdir) / RUN_FILE
   if not path.exists():
     raise RunNotFoundError(f"no run in {workdir}: expected {RUN_FILE} written by "
                            "energynets.fit or experiments.main")
@@ -355,7 +356,7 @@ def load_run(workdir: str | epath.PathLike, objective: Objective | None = None,
   """
   record = read_run(workdir)
   checkpoint = record["checkpoint"]
-  directory = epath.Path(workdir) / checkpoint["directory"]
+  directory = storage.workdir_path(workdir) / checkpoint["directory"]
   step = int(checkpoint["step"])
   if not (directory / str(step)).exists():
     raise RunNotFoundError(f"run in {workdir}: checkpoint step {step} is missing from "

@@ -28,7 +28,8 @@ def make_mesh(num_devices: int | None = None, model_parallelism: int = 1) -> Mes
   """The training mesh over the first `num_devices` devices (all by default).
 
   Args:
-    num_devices: how many of `jax.devices()` to use (None: all).
+    num_devices: how many of `jax.devices()` to use (None: all); in a multi-process
+      run all of them, since each process feeds its own devices.
     model_parallelism: M, the devices that share one copy of the model by splitting
       its label dimension. 1 gives the 1-D `('data',)` mesh; M > 1 a
       `('data', 'model')` mesh of shape `(num_devices / M, M)`, whose model groups
@@ -42,6 +43,13 @@ def make_mesh(num_devices: int | None = None, model_parallelism: int = 1) -> Mes
   if num_devices is not None:
     if not 1 <= num_devices <= len(devices):
       raise ValueError(f"num_devices={num_devices} but {len(devices)} device(s) are visible")
+    if jax.process_count() > 1 and num_devices != len(devices):
+      # Every process feeds its rows of each batch to its own devices: a mesh without
+      # some process's devices has nowhere to put them.
+      raise ValueError(
+          f"num_devices={num_devices} leaves out devices of the {jax.process_count()} "
+          f"processes ({len(devices)} devices in all): a multi-process run trains on every "
+          f"device; use num_devices={len(devices)} or all (None, 0 in a config)")
     devices = devices[:num_devices]
   if model_parallelism == 1:
     return Mesh(np.asarray(devices), (DATA_AXIS,))

@@ -7,6 +7,12 @@ Object stores cannot append to or lock a file; the writers that need either
 (`MetricWriter`, `experiments.workdirs.workdir_lock`) ask `is_local` and say in their
 docstrings what they do instead.
 
+`path` (and `workdir_path`) is where a path given by the user enters: a `file://` URL
+becomes the local path it names, and a URL whose storage this installation cannot
+reach (a `gs://` path without gcsfs: `pip install 'energynets[gcs]'`) is a
+`StorageUnavailableError` with one line that says what to install, raised before
+anything is read or written.
+
 A multi-process run needs one workdir that every process reads and writes: orbax
 writes each checkpoint from all of them and waits for the others' parts, so processes
 with a folder each (per-worker local disks) would wait at the first save until orbax's
@@ -57,22 +63,131 @@ class WorkdirNotSharedError(RuntimeError):
   shared workdir."""
 
 
+class StorageUnavailableError(ValueError):
+  """A path this installation cannot read or write: a URL scheme `etils.epath` does not
+  support, a `file://` URL naming another machine, or an object-store URL whose fsspec
+  package is not installed (`gs://` without gcsfs). The message is one line that says
+  what to give or install instead."""
+
+
+FILE_URL_PREFIX = "file://"
+
+# The URL schemes `etils.epath` supports, each with the fsspec protocol it reads them
+# through and how to install the package fsspec needs for it.
+_SCHEMES = {
+    "gs": ("gcs", "gcsfs", "pip install 'energynets[gcs]'"),
+    "s3": ("s3", "s3fs", "pip install s3fs"),
+    "az": ("az", "adlfs", "pip install adlfs"),
+    "hf": ("hf", "huggingface_hub", "pip install huggingface_hub"),
+}
+
+
+def normalize(path: str | os.PathLike) -> str:
+  """`path` as the string `etils.epath` takes: a `file://` URL as the local path it
+  names (`file:///data/run` -> `/data/run`, `file://localhost/x` -> `/x`, taken as
+  written: no percent-decoding), anything else unchanged.
+
+  Args:
+    path: a local path or a URL.
+
+  Returns:
+    The path as a string.
+
+  Raises:
+    StorageUnavailableError: a `file://` URL naming another host, or no absolute path.
+  """
+  text = os.fspath(path)
+  if not text.startswith(FILE_URL_PREFIX):
+    return text
+  rest = text[len(FILE_URL_PREFIX):]
+  if rest.startswith("localhost/"):
+    rest = rest[len("localhost"):]
+  if not rest.startswith("/"):
+    raise StorageUnavailableError(
+        f"{text}: a file:// URL names an absolute path on this machine, as in "
+        "file:///data/run")
+  return rest
+
+
 def is_local(path: str | os.PathLike) -> bool:
-  """Whether `path` is a local (or mounted) path rather than a URL such as `gs://b/run`."""
-  return "://" not in os.fspath(path)
+  """Whether `path` is a local (or mounted) path or a `file://` URL rather than a URL
+  such as `gs://b/run`."""
+  return "://" not in normalize(path)
+
+
+def check_available(path: str | os.PathLike) -> None:
+  """Stops, with one line, a path whose storage this installation cannot reach.
+
+  Local paths and `file://` URLs always pass. A URL passes when `etils.epath` supports
+  its scheme and the file system it reads it through is installed (or registered, as
+  `energynets.testing.fake_gcs` registers one for `gs://`). Cheap: nothing is read.
+
+  Args:
+    path: a local path or a URL.
+
+  Raises:
+    StorageUnavailableError: an unsupported scheme, or a `gs://` path without gcsfs
+      (`pip install 'energynets[gcs]'`), an `s3://` one without s3fs, ...
+  """
+  text = normalize(path)
+  if "://" not in text:
+    return
+  scheme = text.split("://", 1)[0]
+  if scheme not in _SCHEMES:
+    raise StorageUnavailableError(
+        f"{text}: unsupported URL scheme {scheme}://; give a local path, a file:// URL "
+        f"or one of {', '.join(f'{s}://' for s in _SCHEMES)}")
+  protocol, package, install = _SCHEMES[scheme]
+  if not _reads_through_fsspec(text):
+    return  # epath's TensorFlow backend (TensorFlow installed) needs no fsspec package
+  import fsspec  # pylint: disable=g-import-not-at-top
+  try:
+    fsspec.get_filesystem_class(protocol)
+  except ImportError:
+    raise StorageUnavailableError(
+        f"{text}: {scheme}:// paths need {package}, which is not installed: "
+        f"{install}") from None
+
+
+def _reads_through_fsspec(url: str) -> bool:
+  """Whether `etils.epath` reads `url` through fsspec (rather than TensorFlow's gfile)."""
+  from etils.epath import backend  # pylint: disable=g-import-not-at-top
+  chosen = getattr(epath.Path(url), "_backend", backend.fsspec_backend)
+  return chosen is backend.fsspec_backend
+
+
+def path(name: str | os.PathLike) -> epath.Path:
+  """The `epath.Path` of a file or folder the user named (a flag's value), checked.
+
+  Args:
+    name: a local path, a `file://` URL (made the local path) or a URL epath supports
+      (`gs://bucket/f.npz`, ...).
+
+  Returns:
+    The path; a relative local path stays relative.
+
+  Raises:
+    StorageUnavailableError: as `check_available`.
+  """
+  check_available(name)
+  return epath.Path(normalize(name))
 
 
 def workdir_path(workdir: str | os.PathLike) -> epath.Path:
   """`workdir` as an `epath.Path`: a URL unchanged, a relative local path made absolute.
 
   Args:
-    workdir: a local path or a URL epath supports (`gs://bucket/run`, ...).
+    workdir: a local path, a `file://` URL or a URL epath supports
+      (`gs://bucket/run`, ...).
 
   Returns:
     The path, absolute (orbax requires absolute checkpoint directories).
+
+  Raises:
+    StorageUnavailableError: as `check_available` (e.g. `gs://` without gcsfs).
   """
-  path = epath.Path(workdir)
-  return path if path.is_absolute() else path.absolute()
+  result = path(workdir)
+  return result if result.is_absolute() else result.absolute()
 
 
 def copy_tree(source: str | os.PathLike, target: str | os.PathLike) -> None:
@@ -86,7 +201,7 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike) -> None:
   Raises:
     FileExistsError: `target` exists.
   """
-  source, target = epath.Path(source), epath.Path(target)
+  source, target = path(source), path(target)
   if target.exists():
     raise FileExistsError(f"cannot copy {source} to {target}: {target} exists")
   target.mkdir(parents=True)
@@ -139,28 +254,28 @@ def _handshake(workdir: str | os.PathLike) -> bool:
   _checks_done += 1
   key = f"{_KEY_PREFIX}/{_checks_done}"
   me, count = jax.process_index(), jax.process_count()
-  path = workdir_path(workdir)
+  directory = workdir_path(workdir)
   if me == 0:
     token_id = uuid.uuid4().hex
     try:
-      path.mkdir(parents=True, exist_ok=True)
-      (path / (TOKEN_PREFIX + token_id)).write_text(token_id)
+      directory.mkdir(parents=True, exist_ok=True)
+      (directory / (TOKEN_PREFIX + token_id)).write_text(token_id)
       problem = ""
     except OSError as e:
       problem = _one_line(e)
     # Sent after the token is written (and even when writing failed).
-    client.key_value_set(f"{key}/token", "\n".join([token_id, os.fspath(path), problem]))
-  token_id, shared, problem = _wait_for(client, [f"{key}/token"], path)[0].split("\n", 2)
-  token = path / (TOKEN_PREFIX + token_id)
+    client.key_value_set(f"{key}/token", "\n".join([token_id, os.fspath(directory), problem]))
+  token_id, shared, problem = _wait_for(client, [f"{key}/token"], directory)[0].split("\n", 2)
+  token = directory / (TOKEN_PREFIX + token_id)
   finding = ""
   if not problem:
     deadline = time.monotonic() + VISIBILITY_TIMEOUT_S
     while not _holds(token, token_id) and time.monotonic() < deadline:
       time.sleep(_POLL_S)
     if not _holds(token, token_id):
-      finding = f"process {me} (its workdir: {path})"
+      finding = f"process {me} (its workdir: {directory})"
   client.key_value_set(f"{key}/finding/{me}", finding)
-  findings = _wait_for(client, [f"{key}/finding/{i}" for i in range(count)], path)
+  findings = _wait_for(client, [f"{key}/finding/{i}" for i in range(count)], directory)
   if me == 0 and not problem:
     try:
       token.unlink()

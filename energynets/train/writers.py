@@ -7,6 +7,7 @@ import shutil
 import tempfile
 import time
 from typing import Mapping
+import weakref
 
 from etils import epath
 import jax
@@ -24,7 +25,8 @@ class MetricWriter:
   `write` (a record is in the workdir when `write` returns, as locally). TensorBoard
   writes with local file APIs, so for a non-local workdir its events go to a local
   temporary folder, copied to `workdir/tensorboard` at most every `sync_every_s`
-  seconds and at `close`.
+  seconds and at `close`. `close` removes that folder; for a run that raised before
+  `close`, so does the writer's garbage collection or the interpreter's exit.
 
   Args:
     workdir: the run's directory (created if missing).
@@ -55,6 +57,8 @@ class MetricWriter:
       if not self._local:
         self._tb_remote = events
         self._tb_local = tempfile.mkdtemp(prefix="energynets_tensorboard_")
+        self._remove_local = weakref.finalize(self, shutil.rmtree, self._tb_local,
+                                              ignore_errors=True)
         events = self._tb_local
       self._tb = SummaryWriter(os.fspath(events))
 
@@ -111,7 +115,7 @@ class MetricWriter:
     self._tb.close()
     self._tb = None
     if self._tb_local is not None:
-      shutil.rmtree(self._tb_local, ignore_errors=True)
+      self._remove_local()
 
 
 class _DropVerboseLibraryInfo(logging_std.Filter):

@@ -22,6 +22,12 @@ DATASETS = ("synthetic", "bibtex", "delicious", "yeast", "genbase", "cal500", "e
 # setting (e.g. $JAX_DEFAULT_MATMUL_PRECISION) alone.
 MATMUL_PRECISION = "highest"
 
+# train.compute_dtype of every config: the dtype the networks compute in
+# (experiments/builders.py:COMPUTE_DTYPES). 'bfloat16' runs their matmuls, convolutions
+# and activations in bfloat16 on accelerators; parameters, optimizer state, GBI
+# iterates, energies and losses stay float32 either way (docs/scaling.md).
+COMPUTE_DTYPE = "float32"
+
 
 # Early stopping of every config's train block (`LoopOptions`): training ends once
 # train.select_metric has not improved (by more than `early_stopping_min_delta`) for
@@ -30,6 +36,14 @@ MATMUL_PRECISION = "highest"
 # step (docs/tuning.md, "Early stopping"). `early_stopping=False` trains every step.
 EARLY_STOPPING = dict(early_stopping=True, early_stopping_patience=20,
                       early_stopping_min_delta=0.0)
+
+
+# Throughput options of every config's train block (`LoopOptions`); none changes what
+# a run computes. `prefetch`: batches built ahead on a background thread (0: none);
+# `async_checkpoint`: checkpoints are written while training goes on (a killed run
+# still resumes from its last complete one); `profile_steps`: 'start:stop' writes a
+# jax.profiler trace of those steps into WORKDIR/profile ('': none). docs/scaling.md.
+THROUGHPUT = dict(prefetch=1, async_checkpoint=True, profile_steps="")
 
 
 # `config.tune` of the `mulan` variant (a MULAN folder given by path): experiments.main
@@ -92,7 +106,8 @@ def get_base_config(dataset: str) -> ml_collections.ConfigDict:
       steps=2000, batch_size=128, eval_batch_size=1024, seed=0, log_every=100,
       eval_every=250, checkpoint_every=1000, select_metric="validation/example_f1",
       select_mode="max", tensorboard=True, num_devices=0, model_parallelism=1,
-      matmul_precision=MATMUL_PRECISION, **EARLY_STOPPING))
+      matmul_precision=MATMUL_PRECISION, compute_dtype=COMPUTE_DTYPE, **EARLY_STOPPING,
+      **THROUGHPUT))
   # Staged training (see experiments/configuration.py:stage_configs): stage_order "a,b" runs
   # config.stages.a then config.stages.b, each overriding keys of this config and
   # continuing from the previous stage's selected state. Empty: one stage.
@@ -154,7 +169,8 @@ def get_denoising_base_config(dataset: str = "depth_scenes") -> ml_collections.C
       steps=2000, batch_size=32, eval_batch_size=100, seed=0, log_every=100,
       eval_every=250, checkpoint_every=1000, select_metric="validation/psnr",
       select_mode="max", tensorboard=True, num_devices=0, model_parallelism=1,
-      matmul_precision=MATMUL_PRECISION, **EARLY_STOPPING))
+      matmul_precision=MATMUL_PRECISION, compute_dtype=COMPUTE_DTYPE, **EARLY_STOPPING,
+      **THROUGHPUT))
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
   return config
@@ -240,7 +256,8 @@ def get_sequence_base_config(dataset: str = "twitter_pos") -> ml_collections.Con
       log_every=100, eval_every=500 if ner else 250, checkpoint_every=1000,
       select_metric="validation/span_f1" if ner else "validation/token_acc",
       select_mode="max", tensorboard=True, num_devices=0, model_parallelism=1,
-      matmul_precision=MATMUL_PRECISION, **EARLY_STOPPING))
+      matmul_precision=MATMUL_PRECISION, compute_dtype=COMPUTE_DTYPE, **EARLY_STOPPING,
+      **THROUGHPUT))
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
   return config
@@ -365,7 +382,8 @@ def get_segmentation_base_config(dataset: str = "weizmann_horse") -> ml_collecti
       steps=6000, batch_size=16, eval_batch_size=128, seed=0, log_every=100,
       eval_every=100, checkpoint_every=1000, select_metric="validation/mean_iou",
       select_mode="max", tensorboard=True, num_devices=0, model_parallelism=1,
-      matmul_precision=MATMUL_PRECISION, **EARLY_STOPPING))
+      matmul_precision=MATMUL_PRECISION, compute_dtype=COMPUTE_DTYPE, **EARLY_STOPPING,
+      **THROUGHPUT))
   config.stage_order = ""
   config.stages = ml_collections.ConfigDict()
   return config

@@ -1,6 +1,6 @@
 """End-to-end SPEN (Belanger, Yang & McCallum 2017) on multi-label data, in 3 stages.
 
---config=experiments/configs/e2e.py:<dataset> --workdir=DIR [--config.data.data_dir=../shared/data]
+--config=experiments/configs/e2e.py:<dataset> --workdir=DIR [--config.data.data_dir=DATA]
 --config=experiments/configs/e2e.py:depth_scenes   (denoising, E2E-SPEN §6.1; see below)
 
 The SPEN energy of spen_ssvm.py (same feature network, local head and label-measurement

@@ -23,7 +23,7 @@ Stages:
    σ(A_Ψ(x)), one forward pass.
 
 Choices (the paper's experiments are sequence labeling; its multi-label predecessor,
-Tu & Gimpel 2018, is not in shared/papers):
+Tu & Gimpel 2018, is not among the five papers):
 - energy: the SPEN energy (local + label-measurement term, 15 softplus measurements, 5
   for delicious, as spen_ssvm.py); synthetic: 16 (an assumption, as seal_dynamic.py);
 - the paper's best setting: compound objective (λ = 1), stacked networks, local CE of

@@ -11,7 +11,7 @@ cross-entropy differ only in the loss; prediction is its forward pass, and selec
 the headline number follow SEAL's protocol: example-F1 at threshold 0.5.
 
 Choices the paper leaves open (its appendix with hyper-parameters is not in
-shared/papers), taken from SEAL's public configs where they exist, else assumptions:
+the text we follow), taken from SEAL's public configs where they exist, else assumptions:
 - loss-net: a `SPENEnergy` whose feature network has the task-net's shape (SEAL: "the
   same feature network structures"), 200 softplus label measurements (public bibtex
   configs: 200); synthetic: a linear local term and 16 measurements;
