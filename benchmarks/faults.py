@@ -42,10 +42,13 @@ import tempfile
 import time
 from typing import Callable
 
+from energynets.data import datadir
+from energynets.train import faults as faults_lib
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LOCAL_POD = REPO_ROOT / "launch" / "local_pod.sh"
-# experiments.main's status after saving at a preemption notice (`cli.EXIT_PREEMPTED`).
-EXIT_PREEMPTED = 75
+# experiments.main's status after saving at a preemption notice.
+EXIT_PREEMPTED = faults_lib.EXIT_PREEMPTED
 
 CONFIG = "--config=benchmarks/faulty_run.py"
 # A run long enough to be signalled mid-run: metrics every 10 steps, a checkpoint every 100.
@@ -54,8 +57,9 @@ LONG_FLAGS = ("--config.train.steps=3000", "--config.train.log_every=10",
 
 
 def default_data_dir() -> str:
-  """$ENERGYNETS_DATA_DIR, else ../shared/data beside the repository (the tests')."""
-  return os.environ.get("ENERGYNETS_DATA_DIR") or str(REPO_ROOT.parent / "shared" / "data")
+  """The data directory the runs read when none is given: the library's
+  (`$ENERGYNETS_DATA_DIR`, else the per-user default)."""
+  return str(datadir.resolve_data_dir(must_exist=False))
 
 
 def pod_env(**extra: str) -> dict[str, str]:
@@ -363,5 +367,5 @@ if __name__ == "__main__":
   flags.DEFINE_string("out", "results/faults/faults.md", "the table (and its .json beside it)")
   flags.DEFINE_string("only", "", "comma-separated fault names (default: all)")
   flags.DEFINE_string("data_dir", "", "the data directory (default: $ENERGYNETS_DATA_DIR, "
-                      "else ../shared/data beside the repository)")
+                      "else the per-user default of energynets.data.datadir)")
   app.run(main)

@@ -51,7 +51,6 @@ from experiments import cli
 from experiments import configuration
 from experiments import console
 from experiments import train
-from experiments import workdirs
 from experiments.specs import parse_spec, rejoin_tuples, run_name
 
 _METHODS = flags.DEFINE_list(
@@ -405,9 +404,8 @@ def main(argv):
   console.configure(_PROGRESS.value)
   workdir = storage.workdir_path(_WORKDIR.value)
   # A comparison refused at its start (a bad flag) leaves no workdir behind.
-  with workdirs.removed_if_failed(workdir, console.log_path(workdir, "compare")):
-    with console.log_to_workdir(workdir, "compare", verbose=_VERBOSE.value):
-      _compare()
+  with console.logged_run(workdir, "compare", verbose=_VERBOSE.value):
+    _compare()
 
 
 def _compare():

@@ -29,9 +29,11 @@ from etils import epath
 import jax
 import tqdm
 
+from energynets.train import LoopOptions
 from energynets.train import faults
 from energynets.train import quiet_library_logs
 from energynets.train import storage
+from experiments import workdirs
 
 PROGRESS_CHOICES = ("auto", "on", "off")
 LOG_DIR = "logs"
@@ -138,17 +140,16 @@ def titled(title: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def training_progress(total: int, *, desc: str = "", select_metric: str | None = None,
-                      select_mode: str = "max"
+def training_progress(options: LoopOptions, desc: str = ""
                       ) -> Iterator[Callable[[int, Mapping[str, float]], None] | None]:
-  """The progress callback of one `fit` (`fit(..., progress=...)`): a bar of `total`
-  steps titled `desc`, or None where no bar is drawn (`_mode`).
+  """The progress callback of one `fit` (`fit(..., progress=...)`): a bar of
+  `options.steps` steps titled `desc` that shows the best `options.select_metric` so
+  far, or None where no bar is drawn (`_mode`).
 
   Args:
-    total: the stage's steps (`LoopOptions.steps`).
-    desc: the bar's title, e.g. the stage's name (after those of `titled`).
-    select_metric: the validation metric whose best value the bar shows.
-    select_mode: `'max'` or `'min'` of `select_metric`.
+    options: the `fit`'s options.
+    desc: the bar's title, e.g. the stage's name (after those of `titled`); empty:
+      `train`.
 
   Yields:
     The callback, or None.
@@ -156,8 +157,8 @@ def training_progress(total: int, *, desc: str = "", select_metric: str | None =
   if _mode() != "bars":
     yield None
     return
-  bar = _TrainingBar(total, " ".join([*_titles, desc or "train"]), select_metric,
-                     select_mode)
+  bar = _TrainingBar(options.steps, " ".join([*_titles, desc or "train"]),
+                     options.select_metric, options.select_mode)
   try:
     yield bar
   finally:
@@ -234,9 +235,7 @@ class _StderrHandler(logging_std.Handler):
   def __init__(self, level: int):
     super().__init__(level)
     self.setFormatter(logging.PythonFormatter())
-
-  def filter(self, record) -> bool:
-    return _DropPlatformReports().filter(record) and super().filter(record)
+    self.addFilter(_DropPlatformReports())
 
   def emit(self, record) -> None:
     try:
@@ -323,6 +322,24 @@ def log_to_workdir(workdir: str | os.PathLike, name: str, *, verbose: bool = Fal
       directory.mkdir(parents=True, exist_ok=True)
       written.copy(target, overwrite=True)
       shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def logged_run(workdir: str | os.PathLike, name: str, *, verbose: bool = False
+               ) -> Iterator[None]:
+  """A binary's work in `workdir`: absl's log in `workdir/logs/<name>.log`
+  (`log_to_workdir`), and what the work created there removed if it fails at its start
+  (`workdirs.removed_if_failed`).
+
+  Args:
+    workdir: the run's directory (local, `file://` or `gs://...`).
+    name: the log's name, the program's (`main`, `tune`, `compare`).
+    verbose: also print the INFO records on stderr.
+  """
+  # The log inside: closed (and copied to a gs:// workdir) before it may be removed.
+  with workdirs.removed_if_failed(workdir, log_path(workdir, name)):
+    with log_to_workdir(workdir, name, verbose=verbose):
+      yield
 
 
 def results_table(results: Mapping[str, Any], results_file: str | os.PathLike | None = None

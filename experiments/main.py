@@ -42,7 +42,6 @@ from experiments import cli
 from experiments import console
 from experiments import train
 from experiments import tune
-from experiments import workdirs
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", "experiments/configs/mlp.py", "experiment config file[:dataset]",
@@ -88,12 +87,9 @@ def main(argv):
     # Another process's failure ends this one at once, wherever it is blocked.
     faults.watch_peers(cli.stop_for_peer)
   workdir = storage.workdir_path(_WORKDIR.value)
-  log = console.log_path(workdir, "main")
-  # The log inside: closed (and copied to a gs:// workdir) before it may be removed.
-  with workdirs.removed_if_failed(workdir, log):
-    with console.log_to_workdir(workdir, "main", verbose=_VERBOSE.value):
-      with faults.preempt_on_sigterm():
-        results = _run(_CONFIG.value)
+  with console.logged_run(workdir, "main", verbose=_VERBOSE.value):
+    with faults.preempt_on_sigterm():
+      results = _run(_CONFIG.value)
   if jax.process_index() == 0:
     print(console.results_table(results, workdir / "results.json"), flush=True)
   # The processes end together, so that JAX's shutdown barrier waits for no one.

@@ -194,9 +194,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict,
       train_batch = task.train_batches(config, dataset, stage_config.train.batch_size,
                                        stage_config.train.seed, num_shards)
     options = _loop_options(stage_config.train)
-    with console.training_progress(options.steps, desc=name or "train",
-                                   select_metric=options.select_metric,
-                                   select_mode=options.select_mode) as progress:
+    with console.training_progress(options, name) as progress:
       result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
                              options, stage_dir, evaluate=evaluate, mesh=mesh,
                              previous_state=state, train_batch=train_batch,

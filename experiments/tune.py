@@ -51,6 +51,7 @@ from typing import Any, TextIO
 
 from absl import flags
 from absl import logging
+from etils import epath
 import jax
 import ml_collections
 import numpy as np
@@ -527,9 +528,7 @@ def fit_held_out(config: ml_collections.ConfigDict, dataset, workdir: str
         return task.validation_metrics(held_out, task.predict(config, rows, held_out.x))
 
       options = train_lib.LoopOptions.from_config(stage.train)
-      with console.training_progress(
-          options.steps, desc=name or "train", select_metric=options.select_metric,
-          select_mode=options.select_mode) as progress:
+      with console.training_progress(options, name) as progress:
         result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
                                options, os.path.join(workdir, name), evaluate=evaluate,
                                mesh=mesh, previous_state=state, progress=progress)
@@ -581,18 +580,17 @@ def main(argv, flag_values: dict[str, Any]):
   console.configure(value("progress"))
   workdir = storage.workdir_path(value("workdir"))
   # A search refused at its start (a bad flag or search key) leaves no workdir behind.
-  with workdirs.removed_if_failed(workdir, console.log_path(workdir, "tune")):
-    with console.log_to_workdir(workdir, "tune", verbose=value("verbose")):
-      _main(value)
+  with console.logged_run(workdir, "tune", verbose=value("verbose")):
+    _main(value, workdir)
 
 
-def _main(value):
+def _main(value, workdir: epath.Path):
   from experiments import tune as tune_lib  # pylint: disable=g-import-not-at-top,import-self
   from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
-  if storage.is_local(value("workdir")):
+  if storage.is_local(workdir):
     # The folds of a setting share compiled programs (kept on local disk only: an
     # object store would be slower than compiling again).
-    use_compilation_cache(storage.workdir_path(value("workdir")) / "xla_cache")
+    use_compilation_cache(workdir / "xla_cache")
   config = value("config")
   config_file = config_flags.get_config_filename(flags.FLAGS["config"])
   try:
@@ -612,8 +610,7 @@ def _main(value):
   print(f"chosen: {' '.join(f'{k}={v}' for k, v in result.chosen.items())} "
         f"({result.metric} {result.value:.4f}, {held_out}; {len(result.trials)} trials, "
         f"{console.format_seconds(result.seconds)})")
-  print(console.results_table(result.results,
-                              storage.workdir_path(value("workdir")) / "results.json"))
+  print(console.results_table(result.results, workdir / "results.json"))
 
 
 if __name__ == "__main__":

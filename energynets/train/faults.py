@@ -53,14 +53,16 @@ class Preempted(Exception):
     self.step = step
 
 
-def _client():
+def coordination_client():
+  """JAX's coordination-service client of a multi-process run (its key-value store and
+  barriers), or None before `jax.distributed.initialize` and in a single process."""
   from jax._src import distributed  # pylint: disable=g-import-not-at-top
   return distributed.global_state.client
 
 
 def joined() -> bool:
   """Whether this process has joined a multi-process run (`jax.distributed.initialize`)."""
-  return _client() is not None
+  return coordination_client() is not None
 
 
 @contextlib.contextmanager
@@ -71,7 +73,7 @@ def preempt_on_sigterm() -> Iterator[None]:
   In a multi-process run JAX's preemption notifier already takes SIGTERM, and off the
   main thread Python cannot install a handler: there it does nothing.
   """
-  if _client() is not None or threading.current_thread() is not threading.main_thread():
+  if joined() or threading.current_thread() is not threading.main_thread():
     yield
     return
   previous = signal.signal(signal.SIGTERM, lambda *_: _sigterm.set())
@@ -99,7 +101,7 @@ def preemption_reached(step: int) -> bool:
   Returns:
     True once: at the step every process saves.
   """
-  if _client() is not None:
+  if joined():
     try:
       return multihost_utils.reached_preemption_sync_point(step)
     except RuntimeError:  # JAX's preemption service is switched off
@@ -113,7 +115,7 @@ def preemption_reached(step: int) -> bool:
 def announce_failure(status: int, reason: str) -> None:
   """Records that this process fails with exit `status` and one-line `reason`, for the
   other processes of a multi-process run (`watch_peers`); a single process: nothing."""
-  client = _client()
+  client = coordination_client()
   if client is None:
     return
   try:
@@ -129,7 +131,7 @@ def peer_failure(wait_s: float = 0.0) -> tuple[int, int, str] | None:
     `(process, exit status, reason)` of the lowest-numbered process that announced a
     failure, or None (none did, or this is a single process).
   """
-  client = _client()
+  client = coordination_client()
   if client is None:
     return None
   me = jax.process_index()
@@ -165,7 +167,7 @@ def end_after_failure(timeout_s: float = COORDINATOR_WAIT_S) -> None:
   a process that loses it aborts at once (status 134, JAX's fatal message), before it
   can print why the run ended or exit with the failed process's status.
   """
-  client = _client()
+  client = coordination_client()
   if client is None:
     return
   me, count = jax.process_index(), jax.process_count()
@@ -208,7 +210,7 @@ def watch_peers(on_failure: Callable[[int, int, str], None], interval_s: float =
     interval_s: how often to look.
     grace_s: how long this process may still end by itself.
   """
-  if _client() is None or _watching.is_set():
+  if not joined() or _watching.is_set():
     return
   _watching.set()
 
@@ -232,6 +234,6 @@ def finish_together(timeout_s: float = 24 * 3600) -> None:
   """Waits until every process of a multi-process run gets here, so that they end
   together: JAX's shutdown barrier then waits for no one (its timeout can stay short).
   A process that fails meanwhile ends the wait (`watch_peers`, JAX's heartbeats)."""
-  client = _client()
+  client = coordination_client()
   if client is not None:
     client.wait_at_barrier("energynets/finished", int(timeout_s * 1000))

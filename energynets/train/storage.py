@@ -28,6 +28,8 @@ from absl import logging
 from etils import epath
 import jax
 
+from energynets.train import faults
+
 # The token `check_shared_workdir` writes, `<prefix><random id>`, removed afterwards. A
 # name never used before: no file system can answer from a cached lookup of it.
 TOKEN_PREFIX = ".shared_workdir_token_"
@@ -245,8 +247,7 @@ def _handshake(workdir: str | os.PathLike) -> bool:
   """The exchange of `check_shared_workdir`; True once every process saw the token,
   False when there is no coordination service to exchange through."""
   global _checks_done
-  from jax._src import distributed  # pylint: disable=g-import-not-at-top
-  client = distributed.global_state.client
+  client = faults.coordination_client()
   if client is None:
     logging.warning("no JAX coordination service (jax.distributed.initialize was not "
                     "called): cannot check that the processes share %s", workdir)
@@ -335,8 +336,7 @@ def _announce_exit() -> None:
   after JAX registered its own exit handler, so it runs before JAX disconnects (exit
   handlers run last registered first)."""
   try:
-    from jax._src import distributed  # pylint: disable=g-import-not-at-top
-    client = distributed.global_state.client
+    client = faults.coordination_client()
     if client is not None:
       client.key_value_set(f"{_EXITED}{jax.process_index()}", "1")
   except Exception:  # pylint: disable=broad-except  (the service may be gone already)
