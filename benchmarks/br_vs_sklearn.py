@@ -4,7 +4,7 @@ Same dataset, same train/validation/test split, same threshold grid and tuning r
 computed in one run:
 
   python -m benchmarks.br_vs_sklearn --dataset=bibtex --data_dir=DATA \
-      --workdir=/tmp/br_vs_sklearn --out=results/br_vs_sklearn.md
+      --workdir=/tmp/br_vs_sklearn --out=results/spen/br_vs_sklearn.md
 """
 
 import os
@@ -27,8 +27,14 @@ _SET = flags.DEFINE_multi_string("set", [], "override for our br config, e.g. tr
 _OUT = flags.DEFINE_string("out", "", "also write the markdown table here")
 flags.mark_flags_as_required(["workdir"])
 
-KEYS = ("test/example_f1@0.5", "test/example_f1", "threshold", "test/micro_f1", "test/macro_f1",
-        "test/hamming")
+KEYS = (
+  "test/example_f1@0.5",
+  "test/example_f1",
+  "threshold",
+  "test/micro_f1",
+  "test/macro_f1",
+  "test/hamming",
+)
 
 
 def main(argv):
@@ -46,22 +52,28 @@ def main(argv):
   sk_seconds = time.time() - started
 
   lines = ["| | " + " | ".join(KEYS) + " | train s |", "|---" * (len(KEYS) + 2) + "|"]
-  for name, res, secs in (("energynets br", ours, ours["meta"]["train_seconds"]),
-                          ("scikit-learn OvR LogisticRegression", theirs, sk_seconds)):
+  for name, res, secs in (
+    ("energynets br", ours, ours["meta"]["train_seconds"]),
+    ("scikit-learn OvR LogisticRegression", theirs, sk_seconds),
+  ):
     cells = [f"{res[k]:.2f}" if k == "threshold" else f"{100 * res[k]:.2f}" for k in KEYS]
     lines.append(f"| {name} | " + " | ".join(cells) + f" | {secs:.0f} |")
   diff = {k: 100 * (ours[k] - theirs[k]) for k in ("test/example_f1@0.5", "test/example_f1")}
   lines.append("")
-  lines.append("difference (ours − scikit-learn), example-F1 points: " +
-               ", ".join(f"{k}: {v:+.2f}" for k, v in diff.items()))
+  lines.append(
+    "difference (ours − scikit-learn), example-F1 points: "
+    + ", ".join(f"{k}: {v:+.2f}" for k, v in diff.items())
+  )
   table = "\n".join(lines)
   print(table)
   if _OUT.value:
     common.write_report(
-        _OUT.value, "benchmarks.br_vs_sklearn",
-        f"Dataset {dataset.name}, split: {dataset.meta.get('split_rule')}; C={_C.value}; "
-        f"rates in percent; threshold tuned on validation.\n\n{table}",
-        revision=ours["meta"]["code_revision"])
+      _OUT.value,
+      "benchmarks.br_vs_sklearn",
+      f"Dataset {dataset.name}, split: {dataset.meta.get('split_rule')}; C={_C.value}; "
+      f"rates in percent; threshold tuned on validation.\n\n{table}",
+      revision=ours["meta"]["code_revision"],
+    )
 
 
 if __name__ == "__main__":

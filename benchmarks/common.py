@@ -1,5 +1,6 @@
 """Shared by the benchmarks: median timing of compiled calls, and the report file."""
 
+from collections.abc import Callable
 import json
 import os
 import platform
@@ -8,7 +9,8 @@ import statistics
 import sys
 import time
 import types
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,7 +28,7 @@ def median_seconds(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str,
   """Median wall seconds per call; the functions are called in turn, `repeats` rounds."""
   for fn in fns.values():
     jax.block_until_ready(fn())  # compile (and one warm-up call)
-  times = {name: [] for name in fns}
+  times: dict[str, list[float]] = {name: [] for name in fns}
   for _ in range(repeats):
     for name, fn in fns.items():
       started = time.perf_counter()
@@ -35,7 +37,7 @@ def median_seconds(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str,
   return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def _busy_cpu_seconds() -> Optional[float]:
+def _busy_cpu_seconds() -> float | None:
   """CPU seconds every process has spent so far (all CPUs, /proc/stat); None where there
   is no /proc/stat."""
   try:
@@ -63,7 +65,7 @@ class OtherLoad:
   def __init__(self):
     self._start = (time.perf_counter(), _busy_cpu_seconds(), _own_cpu_seconds())
 
-  def other_cpu_seconds(self) -> Optional[float]:
+  def other_cpu_seconds(self) -> float | None:
     """CPU seconds other processes have used since creation; None without /proc/stat."""
     _, busy0, own0 = self._start
     busy = _busy_cpu_seconds()
@@ -71,7 +73,7 @@ class OtherLoad:
       return None
     return max(0.0, (busy - busy0) - (_own_cpu_seconds() - own0))
 
-  def fraction(self) -> Optional[float]:
+  def fraction(self) -> float | None:
     """Other processes' share of all CPUs since creation; None without /proc/stat."""
     other = self.other_cpu_seconds()
     if other is None:
@@ -82,8 +84,9 @@ class OtherLoad:
   def describe(self) -> str:
     """'other processes used N% of the CPUs meanwhile', or '' without /proc/stat."""
     share = self.fraction()
-    return "" if share is None else (f"other processes used {100 * share:.0f}% of the "
-                                     "CPUs meanwhile")
+    return (
+      "" if share is None else (f"other processes used {100 * share:.0f}% of the CPUs meanwhile")
+    )
 
 
 class MultilabelShapes:
@@ -97,12 +100,15 @@ class MultilabelShapes:
     self.train = types.SimpleNamespace(x=np.empty((num_train, 0), np.float32))
 
 
-def random_multilabel_batch(rs: np.random.RandomState, size: int, num_features: int,
-                            num_labels: int) -> dict[str, jax.Array]:
+def random_multilabel_batch(
+  rs: np.random.RandomState, size: int, num_features: int, num_labels: int
+) -> dict[str, jax.Array]:
   """`{"x", "y"}` of `size` random rows: binary features (5% on, bag-of-words like
   bibtex) and labels (2% on, bibtex's 2.4 of 159); cost does not depend on the values."""
-  return {"x": jnp.asarray(rs.uniform(size=(size, num_features)) < 0.05, jnp.float32),
-          "y": jnp.asarray(rs.uniform(size=(size, num_labels)) < 0.02, jnp.float32)}
+  return {
+    "x": jnp.asarray(rs.uniform(size=(size, num_features)) < 0.05, jnp.float32),
+    "y": jnp.asarray(rs.uniform(size=(size, num_labels)) < 0.02, jnp.float32),
+  }
 
 
 def shrink_networks(config: ml_collections.ConfigDict) -> None:
@@ -123,18 +129,21 @@ def peak_bytes(compiled) -> int:
   """The memory a compiled function holds at its peak, from XLA's `memory_analysis()`:
   arguments + outputs + temporaries − outputs aliased to (donated) arguments."""
   m = compiled.memory_analysis()
-  return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
-             - m.alias_size_in_bytes)
+  return int(
+    m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes
+  )
 
 
 def machine_description() -> str:
   """What timed the benchmark: jax version, backend, device kind, CPUs, processor."""
   device = jax.devices()[0]
-  return (f"jax {jax.__version__} on {device.platform} ({device.device_kind}, "
-          f"{os.cpu_count()} CPUs visible, {platform.processor() or platform.machine()})")
+  return (
+    f"jax {jax.__version__} on {device.platform} ({device.device_kind}, "
+    f"{os.cpu_count()} CPUs visible, {platform.processor() or platform.machine()})"
+  )
 
 
-def write_report(path: str, module: str, body: str, revision: Optional[str] = None) -> None:
+def write_report(path: str, module: str, body: str, revision: str | None = None) -> None:
   """Writes `body` to `path` under a line naming the command that produced it.
 
   The command is `python -m <module>` with this process's arguments; `revision`
@@ -171,8 +180,9 @@ def restore_spen_params(config, dataset, workdir: str) -> tuple[Any, str]:
   stage_dir = os.path.join(workdir, "stages", name) if name else workdir
   objective = builders.build_objective(stage, dataset)
   x0 = jnp.asarray(dataset.train.x[:1], jnp.float32)
-  target = objective.init(jax.random.PRNGKey(0),
-                          {"x": x0, "y": jnp.asarray(dataset.train.y[:1], jnp.float32)})
+  target = objective.init(
+    jax.random.PRNGKey(0), {"x": x0, "y": jnp.asarray(dataset.train.y[:1], jnp.float32)}
+  )
   if "energy" not in target:
     raise NotASpenStage(f"{stage_dir}: the last stage ({stage.method}) is not a SPEN stage")
   for sub in ("best", "checkpoints"):
@@ -191,12 +201,13 @@ def restore_spen_params(config, dataset, workdir: str) -> tuple[Any, str]:
 
 class SpenRun(NamedTuple):
   """A finished SPEN run, restored: what the run-reading benchmarks start from."""
+
   config: ml_collections.ConfigDict  # as the run recorded it
   dataset: Any
-  energy: Any                         # the SPENEnergy module
-  params: Any                         # its last stage's selected parameters
-  source: str                         # where they were restored from
-  last: ml_collections.ConfigDict     # the last stage's config (predict_gbi, loss.init)
+  energy: Any  # the SPENEnergy module
+  params: Any  # its last stage's selected parameters
+  source: str  # where they were restored from
+  last: ml_collections.ConfigDict  # the last stage's config (predict_gbi, loss.init)
 
 
 def restore_spen_run(run_dir: str, data_dir: str = "") -> SpenRun:
@@ -216,6 +227,7 @@ def sklearn_br_results(dataset, c: float) -> dict[str, float]:
   br_vs_sklearn binary, so tests can import it next to other binaries)."""
   from sklearn.linear_model import LogisticRegression  # pylint: disable=g-import-not-at-top
   from sklearn.multiclass import OneVsRestClassifier  # pylint: disable=g-import-not-at-top
+
   y = dataset.train.y
   # A label with no positive train example cannot be fit; it is predicted 0 (its prior).
   fit_cols = np.flatnonzero(y.max(0) > 0)
@@ -227,8 +239,10 @@ def sklearn_br_results(dataset, c: float) -> dict[str, float]:
     p[:, fit_cols] = clf.predict_proba(split.x)
     return p
 
-  return metrics.evaluate_multilabel(val=(dataset.validation.y, probs(dataset.validation)),
-                                     test=(dataset.test.y, probs(dataset.test)))
+  return metrics.evaluate_multilabel(
+    val=(dataset.validation.y, probs(dataset.validation)),
+    test=(dataset.test.y, probs(dataset.test)),
+  )
 
 
 def build_state(stages, shapes, batch) -> tuple[Any, Any]:

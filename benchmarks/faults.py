@@ -3,8 +3,8 @@ r"""The fault table: how a 2-process pod ends when one process fails or is preem
   python -m benchmarks.faults                          # results/faults/faults.md and .json
   python -m benchmarks.faults --out=/tmp/faults.md --only=sigterm
 
-(In a folder of its own, like results/scaling/: the files directly in results/ are the
-papers' results, which the reproduction report embeds.)
+(In a folder of its own, like results/scaling/: the papers' folders of results/ hold
+the results that the reproduction report embeds.)
 
 Every row runs `bash launch/local_pod.sh 2 ...` (each process started through
 launch/worker.sh, as tpu_pod.sh and slurm.sbatch start them on many hosts) on a tiny run
@@ -30,6 +30,7 @@ The runner (`start_pod`, `watch`, `run_fault`) is what tests/test_faults.py asse
 It reads /proc to see when each worker's python process ends (Linux).
 """
 
+from collections.abc import Callable
 import dataclasses
 import json
 import os
@@ -40,7 +41,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable
 
 from energynets.data import datadir
 from energynets.train import faults as faults_lib
@@ -52,8 +52,12 @@ EXIT_PREEMPTED = faults_lib.EXIT_PREEMPTED
 
 CONFIG = "--config=benchmarks/faulty_run.py"
 # A run long enough to be signalled mid-run: metrics every 10 steps, a checkpoint every 100.
-LONG_FLAGS = ("--config.train.steps=3000", "--config.train.log_every=10",
-              "--config.train.eval_every=500", "--config.train.checkpoint_every=100")
+LONG_FLAGS = (
+  "--config.train.steps=3000",
+  "--config.train.log_every=10",
+  "--config.train.eval_every=500",
+  "--config.train.checkpoint_every=100",
+)
 
 
 def default_data_dir() -> str:
@@ -83,6 +87,7 @@ def _running(pid: int) -> bool:
 @dataclasses.dataclass
 class Pod:
   """`launch/local_pod.sh N FLAGS --workdir=WORKDIR`, running in the background."""
+
   n: int
   workdir: pathlib.Path
   proc: subprocess.Popen
@@ -106,8 +111,9 @@ class Pod:
 
   def checkpoints(self) -> list[int]:
     folder = self.workdir / "checkpoints"
-    return sorted(int(p.name) for p in folder.glob("*") if p.name.isdigit()) if \
-        folder.is_dir() else []
+    return (
+      sorted(int(p.name) for p in folder.glob("*") if p.name.isdigit()) if folder.is_dir() else []
+    )
 
   def trained(self) -> int:
     """The last step in metrics.jsonl (0: none yet)."""
@@ -138,6 +144,7 @@ class Outcome:
     checkpoints: the steps of the checkpoints left.
     logs: each worker's log.
   """
+
   status: int
   stderr: str
   statuses: list[int | None]
@@ -150,32 +157,43 @@ class Outcome:
   @property
   def messages(self) -> list[str]:
     """The launcher's lines about how the run ended (after its start-up lines)."""
-    return [l for l in self.stderr.splitlines()
-            if l.startswith("local_pod: ") and " worker(s) of " not in l]
+    return [
+      l
+      for l in self.stderr.splitlines()
+      if l.startswith("local_pod: ") and " worker(s) of " not in l
+    ]
 
   @property
   def steps_lost(self) -> int:
     return max(self.trained - max(self.checkpoints, default=0), 0)
 
   def report(self) -> str:
-    return "\n".join([f"--- launcher (exit {self.status})\n{self.stderr}",
-                      *(f"--- worker {i}\n{log[-4000:]}" for i, log in enumerate(self.logs))])
+    return "\n".join(
+      [
+        f"--- launcher (exit {self.status})\n{self.stderr}",
+        *(f"--- worker {i}\n{log[-4000:]}" for i, log in enumerate(self.logs)),
+      ]
+    )
 
 
-def start_pod(n: int, flags: tuple[str, ...], workdir: pathlib.Path,
-              env: dict[str, str] | None = None) -> Pod:
+def start_pod(
+  n: int, flags: tuple[str, ...], workdir: pathlib.Path, env: dict[str, str] | None = None
+) -> Pod:
   """Starts `launch/local_pod.sh n FLAGS --workdir=workdir` in the background."""
   workdir.parent.mkdir(parents=True, exist_ok=True)
   stderr_path = workdir.parent / f"{workdir.name}.launcher.err"
   with open(stderr_path, "w") as err:
-    proc = subprocess.Popen(["bash", str(LOCAL_POD), str(n), *flags, f"--workdir={workdir}"],
-                            cwd=REPO_ROOT, env=env or pod_env(), stdout=subprocess.DEVNULL,
-                            stderr=err)
+    proc = subprocess.Popen(
+      ["bash", str(LOCAL_POD), str(n), *flags, f"--workdir={workdir}"],
+      cwd=REPO_ROOT,
+      env=env or pod_env(),
+      stdout=subprocess.DEVNULL,
+      stderr=err,
+    )
   return Pod(n, workdir, proc, stderr_path, time.monotonic())
 
 
-def watch(pod: Pod, fault: Callable[[Pod], bool] | None = None,
-          timeout_s: float = 600) -> Outcome:
+def watch(pod: Pod, fault: Callable[[Pod], bool] | None = None, timeout_s: float = 600) -> Outcome:
   """Waits for `pod` to end, timing each worker's python process.
 
   Args:
@@ -187,7 +205,8 @@ def watch(pod: Pod, fault: Callable[[Pod], bool] | None = None,
   Returns:
     The `Outcome`, times measured from the fault.
   """
-  fault_at, ended = None, {}
+  fault_at: float | None = None
+  ended: dict[int, float | None] = {}  # worker -> when it ended (None: still running)
   deadline = pod.started + timeout_s
   while True:
     now = time.monotonic()
@@ -213,7 +232,11 @@ def watch(pod: Pod, fault: Callable[[Pod], bool] | None = None,
   for i, pid in pod.python_pids().items():
     ended.setdefault(i, launcher_end if not _running(pid) else None)
   if fault_at is None:
-    fault_at = min(ended.values(), default=launcher_end) if fault is None else launcher_end
+    fault_at = (
+      min((t for t in ended.values() if t is not None), default=launcher_end)
+      if fault is None
+      else launcher_end
+    )
   statuses, logs = [], []
   for i in range(pod.n):
     try:
@@ -224,15 +247,22 @@ def watch(pod: Pod, fault: Callable[[Pod], bool] | None = None,
     footer = re.findall(rf"^=== worker {i}: exit status (\d+)$", text, re.M)
     statuses.append(int(footer[-1]) if footer else None)
   return Outcome(
-      status=pod.proc.returncode, stderr=pod.stderr_path.read_text(), statuses=statuses,
-      exit_s=[None if ended.get(i) is None else round(ended[i] - fault_at, 2)
-              for i in range(pod.n)],
-      launcher_s=round(launcher_end - fault_at, 2), trained=pod.trained(),
-      checkpoints=pod.checkpoints(), logs=logs)
+    status=pod.proc.returncode,
+    stderr=pod.stderr_path.read_text(),
+    statuses=statuses,
+    exit_s=[
+      None if (end := ended.get(i)) is None else round(end - fault_at, 2) for i in range(pod.n)
+    ],
+    launcher_s=round(launcher_end - fault_at, 2),
+    trained=pod.trained(),
+    checkpoints=pod.checkpoints(),
+    logs=logs,
+  )
 
 
-def signal_when(condition: Callable[[Pod], bool], sig: int,
-                workers: tuple[int, ...]) -> Callable[[Pod], bool]:
+def signal_when(
+  condition: Callable[[Pod], bool], sig: int, workers: tuple[int, ...]
+) -> Callable[[Pod], bool]:
   """A `watch` fault: once `condition(pod)` holds, `sig` to the python process of each
   of `workers` (as a preemption or a lost machine signals them, not through the
   launcher)."""
@@ -260,6 +290,7 @@ def checkpointed(pod: Pod) -> bool:
 class Fault:
   """One row of the table: a name, the run's flags, the fault (`watch`'s), the text the
   launcher's output must hold."""
+
   name: str
   description: str
   flags: tuple[str, ...]
@@ -270,24 +301,47 @@ class Fault:
 def faults() -> list[Fault]:
   """The rows: three faults injected on process 1, a SIGKILL, and a preemption."""
   return [
-      Fault("missing_data", "missing data on process 1", (f"{CONFIG}:missing_data",), None,
-            "/nonexistent/energynets_data"),
-      Fault("bad_device_count", "config.train.num_devices=1 on 2 processes",
-            (f"{CONFIG}:none", "--config.train.num_devices=1"), None,
-            "num_devices=1 leaves out devices of the 2 processes"),
-      Fault("step_exception", "exception in step 5 on process 1", (f"{CONFIG}:step",), None,
-            "injected fault in step 5 on process 1"),
-      Fault("sigkill", "SIGKILL of process 1 after its first checkpoint",
-            (f"{CONFIG}:none", *LONG_FLAGS), signal_when(checkpointed, signal.SIGKILL, (1,)),
-            "worker 1 exited with status 137"),
-      Fault("sigterm", "SIGTERM to both processes mid-run (preemption)",
-            (f"{CONFIG}:none", *LONG_FLAGS),
-            signal_when(trained_some, signal.SIGTERM, (0, 1)), "preempted at step"),
+    Fault(
+      "missing_data",
+      "missing data on process 1",
+      (f"{CONFIG}:missing_data",),
+      None,
+      "/nonexistent/energynets_data",
+    ),
+    Fault(
+      "bad_device_count",
+      "config.train.num_devices=1 on 2 processes",
+      (f"{CONFIG}:none", "--config.train.num_devices=1"),
+      None,
+      "num_devices=1 leaves out devices of the 2 processes",
+    ),
+    Fault(
+      "step_exception",
+      "exception in step 5 on process 1",
+      (f"{CONFIG}:step",),
+      None,
+      "injected fault in step 5 on process 1",
+    ),
+    Fault(
+      "sigkill",
+      "SIGKILL of process 1 after its first checkpoint",
+      (f"{CONFIG}:none", *LONG_FLAGS),
+      signal_when(checkpointed, signal.SIGKILL, (1,)),
+      "worker 1 exited with status 137",
+    ),
+    Fault(
+      "sigterm",
+      "SIGTERM to both processes mid-run (preemption)",
+      (f"{CONFIG}:none", *LONG_FLAGS),
+      signal_when(trained_some, signal.SIGTERM, (0, 1)),
+      "preempted at step",
+    ),
   ]
 
 
-def run_fault(fault: Fault, root: pathlib.Path, data_dir: str = "",
-              timeout_s: float = 600) -> Outcome:
+def run_fault(
+  fault: Fault, root: pathlib.Path, data_dir: str = "", timeout_s: float = 600
+) -> Outcome:
   """Runs `fault`'s 2-process pod in `root/<name>` and returns how it ended."""
   env = pod_env(ENERGYNETS_DATA_DIR=data_dir or default_data_dir())
   pod = start_pod(2, fault.flags, root / fault.name, env)
@@ -295,65 +349,81 @@ def run_fault(fault: Fault, root: pathlib.Path, data_dir: str = "",
 
 
 def _row(fault: Fault, outcome: Outcome) -> dict:
-  return {"fault": fault.name, "description": fault.description, "processes": 2,
-          "exit_seconds": outcome.exit_s, "launcher_seconds": outcome.launcher_s,
-          "exit_statuses": outcome.statuses, "launcher_status": outcome.status,
-          "launcher_message": outcome.messages, "steps_trained": outcome.trained,
-          "checkpoints": outcome.checkpoints, "steps_lost": outcome.steps_lost,
-          "expected_in_message": fault.expected,
-          "message_ok": fault.expected in outcome.stderr}
+  return {
+    "fault": fault.name,
+    "description": fault.description,
+    "processes": 2,
+    "exit_seconds": outcome.exit_s,
+    "launcher_seconds": outcome.launcher_s,
+    "exit_statuses": outcome.statuses,
+    "launcher_status": outcome.status,
+    "launcher_message": outcome.messages,
+    "steps_trained": outcome.trained,
+    "checkpoints": outcome.checkpoints,
+    "steps_lost": outcome.steps_lost,
+    "expected_in_message": fault.expected,
+    "message_ok": fault.expected in outcome.stderr,
+  }
 
 
 def _markdown(rows: list[dict], seconds: float) -> str:
   from benchmarks import common  # pylint: disable=g-import-not-at-top
+
   lines = [
-      f"Machine: {common.machine_description()}; load average {os.getloadavg()[0]:.1f} at "
-      f"the end; {seconds:.0f} s in all.",
-      "",
-      "A 2-process `launch/local_pod.sh` pod (one CPU device per process) of the tiny run "
-      "of benchmarks/faulty_run.py, one fault per row. Seconds to exit: each process's "
-      "python (process 0, process 1) and the launcher, from the fault (the first process's "
-      "exit for an injected fault, the signal for SIGKILL and SIGTERM). Exit status `-`: "
-      "killed by the launcher before worker.sh logged one. Steps lost: steps trained past "
-      "the last checkpoint, from metrics.jsonl (every step for the injected faults; every "
-      "10 for the signals, so up to 9 more there). TMP: the run's temporary directory.",
-      "",
-      "| fault | processes | seconds to exit (0, 1; launcher) | exit statuses (0, 1; "
-      "launcher) | the launcher printed | steps lost |",
-      "|---|---|---|---|---|---|",
+    f"Machine: {common.machine_description()}; load average {os.getloadavg()[0]:.1f} at "
+    f"the end; {seconds:.0f} s in all.",
+    "",
+    "A 2-process `launch/local_pod.sh` pod (one CPU device per process) of the tiny run "
+    "of benchmarks/faulty_run.py, one fault per row. Seconds to exit: each process's "
+    "python (process 0, process 1) and the launcher, from the fault (the first process's "
+    "exit for an injected fault, the signal for SIGKILL and SIGTERM). Exit status `-`: "
+    "killed by the launcher before worker.sh logged one. Steps lost: steps trained past "
+    "the last checkpoint, from metrics.jsonl (every step for the injected faults; every "
+    "10 for the signals, so up to 9 more there). TMP: the run's temporary directory.",
+    "",
+    "| fault | processes | seconds to exit (0, 1; launcher) | exit statuses (0, 1; "
+    "launcher) | the launcher printed | steps lost |",
+    "|---|---|---|---|---|---|",
   ]
   for r in rows:
     secs = ", ".join("-" if s is None else f"{s:.1f}" for s in r["exit_seconds"])
     statuses = ", ".join("-" if s is None else str(s) for s in r["exit_statuses"])
     message = "<br>".join(f"`{m}`" for m in r["launcher_message"]).replace("|", "\\|")
-    lines.append(f"| {r['description']} | {r['processes']} | {secs}; "
-                 f"{r['launcher_seconds']:.1f} | {statuses}; {r['launcher_status']} | "
-                 f"{message} | {r['steps_lost']} |")
-  lines += ["", "Exit statuses: 2 a mistake in the command, the config or the data; 1 any "
-            "other failure; 75 preempted after saving a checkpoint (rerun to resume); 137 "
-            "killed by SIGKILL. Every process of a failed run exits with the failed "
-            "process's status."]
+    lines.append(
+      f"| {r['description']} | {r['processes']} | {secs}; "
+      f"{r['launcher_seconds']:.1f} | {statuses}; {r['launcher_status']} | "
+      f"{message} | {r['steps_lost']} |"
+    )
+  lines += [
+    "",
+    "Exit statuses: 2 a mistake in the command, the config or the data; 1 any "
+    "other failure; 75 preempted after saving a checkpoint (rerun to resume); 137 "
+    "killed by SIGKILL. Every process of a failed run exits with the failed "
+    "process's status.",
+  ]
   return "\n".join(lines)
 
 
 def main(argv: list[str]) -> None:
   from absl import flags  # pylint: disable=g-import-not-at-top
+
   from benchmarks import common  # pylint: disable=g-import-not-at-top
+
   del argv
   out = flags.FLAGS.out
   only = [n for n in flags.FLAGS.only.split(",") if n]
   chosen = [f for f in faults() if not only or f.name in only]
   if only and len(chosen) != len(only):
-    raise SystemExit(f"--only: unknown fault in {only}; known: "
-                     f"{', '.join(f.name for f in faults())}")
+    raise SystemExit(
+      f"--only: unknown fault in {only}; known: {', '.join(f.name for f in faults())}"
+    )
   started = time.monotonic()
   rows = []
   with tempfile.TemporaryDirectory(prefix="energynets_faults_") as root:
     for fault in chosen:
       outcome = run_fault(fault, pathlib.Path(root), flags.FLAGS.data_dir)
       rows.append(_row(fault, outcome))
-      rows[-1]["launcher_message"] = [m.replace(root, "TMP")
-                                      for m in rows[-1]["launcher_message"]]
+      rows[-1]["launcher_message"] = [m.replace(root, "TMP") for m in rows[-1]["launcher_message"]]
       print(json.dumps(rows[-1]), flush=True)
   seconds = time.monotonic() - started
   common.write_report(out, "benchmarks.faults", _markdown(rows, seconds))
@@ -364,8 +434,13 @@ def main(argv: list[str]) -> None:
 if __name__ == "__main__":
   from absl import app  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
+
   flags.DEFINE_string("out", "results/faults/faults.md", "the table (and its .json beside it)")
   flags.DEFINE_string("only", "", "comma-separated fault names (default: all)")
-  flags.DEFINE_string("data_dir", "", "the data directory (default: $ENERGYNETS_DATA_DIR, "
-                      "else the per-user default of energynets.data.datadir)")
+  flags.DEFINE_string(
+    "data_dir",
+    "",
+    "the data directory (default: $ENERGYNETS_DATA_DIR, "
+    "else the per-user default of energynets.data.datadir)",
+  )
   app.run(main)

@@ -86,8 +86,9 @@ def failing_local(config, dataset, optimizer):
 
   def update(state, batch, rng):
     state, metrics = objective.update(state, batch, rng)
-    checked = io_callback(check, jax.ShapeDtypeStruct((), jnp.float32), metrics["loss"],
-                          sharding=device)
+    checked = io_callback(
+      check, jax.ShapeDtypeStruct((), jnp.float32), metrics["loss"], sharding=device
+    )
     return state, {**metrics, "loss": checked}
 
   return objective._replace(update=update)

@@ -25,24 +25,35 @@ from energynets import metrics
 from energynets.inference import GBIConfig
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
+from experiments.choices import gbi as gbi_choices
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "a trained SPEN run of experiments.main")
-_DATA_DIR = flags.DEFINE_string("data_dir", "", "data directory (else the run's / "
-                                "$ENERGYNETS_DATA_DIR)")
-_GRID = flags.DEFINE_multi_string("grid", [], "KEY=V1,V2,...: values of one GBIConfig "
-                                  "option; every combination of the flags is evaluated")
-_SET = flags.DEFINE_multi_string("set", [], "KEY=VALUE: a GBIConfig option fixed for every "
-                                 "grid row (not for the run's own row)")
+_DATA_DIR = flags.DEFINE_string(
+  "data_dir", "", "data directory (else the run's / $ENERGYNETS_DATA_DIR)"
+)
+_GRID = flags.DEFINE_multi_string(
+  "grid",
+  [],
+  "KEY=V1,V2,...: values of one GBIConfig option; every combination of the flags is evaluated",
+)
+_SET = flags.DEFINE_multi_string(
+  "set", [], "KEY=VALUE: a GBIConfig option fixed for every grid row (not for the run's own row)"
+)
 _OUT = flags.DEFINE_string("out", "", "also write the markdown table here")
 flags.mark_flags_as_required(["run_dir"])
 
 
 def _value(key: str, text: str):
-  """A GBIConfig option's value from text, typed like the field's default."""
-  default = GBIConfig._field_defaults.get(key)  # pylint: disable=protected-access
-  if key not in GBIConfig._fields or key == "step_sizes":
-    raise app.UsageError(f"{key!r} is not a GBI option; expected one of "
-                         f"{[f for f in GBIConfig._fields if f != 'step_sizes']}")
+  """A GBI option's value from text (a config's GBI block key), typed like its default."""
+  if key not in gbi_choices.KEYS or key == "step_sizes":
+    raise app.UsageError(
+      f"{key!r} is not a GBI option; expected one of "
+      f"{[k for k in gbi_choices.KEYS if k != 'step_sizes']}"
+    )
+  # The names (method, optimizer, pick) are text; the numbers are typed like their default.
+  defaults = dict(GBIConfig._field_defaults)  # pylint: disable=protected-access
+  defaults.update(gbi_choices.DIRECTION_OPTIONS)
+  default = defaults.get(key, "")
   if isinstance(default, str):
     return text
   if isinstance(default, bool):
@@ -76,38 +87,47 @@ def main(argv):
   quiet_library_logs()
   grid = parse_options(_GRID.value, multi=True)
   fixed = parse_options(_SET.value, multi=False)
-  _, dataset, energy, params, source, last = common.restore_spen_run(_RUN_DIR.value,
-                                                                     _DATA_DIR.value)
+  _, dataset, energy, params, source, last = common.restore_spen_run(
+    _RUN_DIR.value, _DATA_DIR.value
+  )
   own = dict(last.predict_gbi.to_dict())
   x = jnp.asarray(dataset.validation.x, jnp.float32)
   gold = np.asarray(dataset.validation.y)
 
   def evaluate(options: dict) -> tuple[float, float, float]:
-    result = ssvm_lib.infer(energy, params, x, GBIConfig(**options), init=last.loss.init)
+    result = ssvm_lib.infer(energy, params, x, gbi_choices.gbi_config(options), init=last.loss.init)
     y = np.asarray(result.y)
     threshold = metrics.tune_threshold(gold, y)
-    return (100 * metrics.example_f1(gold, metrics.binarize(y, threshold)),
-            100 * metrics.example_f1(gold, metrics.binarize(y)),
-            float(np.mean(np.asarray(result.steps))))
+    return (
+      100 * metrics.example_f1(gold, metrics.binarize(y, threshold)),
+      100 * metrics.example_f1(gold, metrics.binarize(y)),
+      float(np.mean(np.asarray(result.steps))),
+    )
 
   keys = sorted(grid)
   width = max(len(keys), 1)
-  lines = ["| " + " | ".join(keys or ["options"]) + " | val ex-F1 (tuned) | val ex-F1 @0.5 "
-           "| mean GBI steps |", "|" + "---|" * (width + 3)]
+  lines = [
+    "| " + " | ".join(keys or ["options"]) + " | val ex-F1 (tuned) | val ex-F1 @0.5 "
+    "| mean GBI steps |",
+    "|" + "---|" * (width + 3),
+  ]
   rows = [(["the run's predict_gbi"] + [""] * (width - 1), own)]
   for values in itertools.product(*(grid[k] for k in keys)):
-    rows.append(([str(v) for v in values] or ["--set options"],
-                 {**own, **fixed, **dict(zip(keys, values))}))
+    rows.append(
+      ([str(v) for v in values] or ["--set options"], {**own, **fixed, **dict(zip(keys, values))})
+    )
   for cells, options in rows:
     tuned, at_half, steps = evaluate(options)
     lines.append(f"| {' | '.join(cells)} | {tuned:.2f} | {at_half:.2f} | {steps:.1f} |")
     print(lines[-1], flush=True)
   own_text = ", ".join(f"{k} {v}" for k, v in sorted(own.items()))
-  header = (f"Run {_RUN_DIR.value} (parameters: {source}), {dataset.name}: validation "
-            f"split, {len(gold)} examples; GBI starts from {last.loss.init!r}. The run's "
-            f"own test-time options: {own_text}; grid rows change them by "
-            f"{', '.join(f'{k}={v}' for k, v in sorted(fixed.items())) or 'nothing else'} "
-            f"and the row's values. Tuned threshold: the validation-best of 0.05..0.95.\n")
+  header = (
+    f"Run {_RUN_DIR.value} (parameters: {source}), {dataset.name}: validation "
+    f"split, {len(gold)} examples; GBI starts from {last.loss.init!r}. The run's "
+    f"own test-time options: {own_text}; grid rows change them by "
+    f"{', '.join(f'{k}={v}' for k, v in sorted(fixed.items())) or 'nothing else'} "
+    f"and the row's values. Tuned threshold: the validation-best of 0.05..0.95.\n"
+  )
   if _OUT.value:
     common.write_report(_OUT.value, "benchmarks.gbi_options", header + "\n" + "\n".join(lines))
 

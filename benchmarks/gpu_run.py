@@ -2,7 +2,7 @@ r"""The benchmarks to run when an accelerator is lent: the suite, the e2e gradie
 data-parallel step.
 
 One command, sized to finish in under 10 minutes on one GPU, that writes beside the CPU
-results (`results/suite/`, `results/e2e_gradients.md`):
+results (`results/suite/`, `results/e2e/e2e_gradients.md`):
 
 - `<out_dir>/e2e_gradients.md`: `benchmarks.e2e_gradients` (scan / remat / adjoint
   gradients through T unrolled GBI steps; its default T = 5, 20, 50, 100);
@@ -36,24 +36,38 @@ from absl import flags
 from benchmarks import RESULTS_DIR
 from benchmarks import common
 
-_OUT_DIR = flags.DEFINE_string("out_dir", os.path.join(RESULTS_DIR, "suite_gpu"),
-                               "where both benchmarks write (beside results/suite)")
-_QUICK = flags.DEFINE_bool("quick", False, "tiny shapes: a smoke test of the same "
-                           "commands (numbers meaningless)")
-_DRY_RUN = flags.DEFINE_bool("dry_run", False, "print the commands and check that their "
-                             "flags parse; run nothing")
-_TIME_LIMIT_S = flags.DEFINE_integer("time_limit_s", 570, "wall-clock budget of the whole "
-                                     "run; each command is stopped at what is left")
-_SUITE_ARGS = flags.DEFINE_list("suite_args", [], "extra flags for benchmarks.suite "
-                                "(e.g. --torch_compile_mode=max-autotune)")
+_OUT_DIR = flags.DEFINE_string(
+  "out_dir",
+  os.path.join(RESULTS_DIR, "suite_gpu"),
+  "where both benchmarks write (beside results/suite)",
+)
+_QUICK = flags.DEFINE_bool(
+  "quick", False, "tiny shapes: a smoke test of the same commands (numbers meaningless)"
+)
+_DRY_RUN = flags.DEFINE_bool(
+  "dry_run", False, "print the commands and check that their flags parse; run nothing"
+)
+_TIME_LIMIT_S = flags.DEFINE_integer(
+  "time_limit_s", 570, "wall-clock budget of the whole run; each command is stopped at what is left"
+)
+_SUITE_ARGS = flags.DEFINE_list(
+  "suite_args", [], "extra flags for benchmarks.suite (e.g. --torch_compile_mode=max-autotune)"
+)
 
 # --quick: the e2e benchmark at tiny sizes (the suite has its own --quick).
-_E2E_QUICK = ["--num_steps=2,5", "--num_features=40", "--num_labels=12",
-              "--feature_hidden=16,16", "--batch_size=4", "--repeats=1"]
+_E2E_QUICK = [
+  "--num_steps=2,5",
+  "--num_features=40",
+  "--num_labels=12",
+  "--feature_hidden=16,16",
+  "--batch_size=4",
+  "--repeats=1",
+]
 
 
-def commands(out_dir: str, quick: bool, suite_args=(),
-             num_devices: int = 1) -> list[tuple[str, list[str]]]:
+def commands(
+  out_dir: str, quick: bool, suite_args=(), num_devices: int = 1
+) -> list[tuple[str, list[str]]]:
   """`[(module, args)]`: the benchmarks this run executes, in order.
 
   Args:
@@ -67,45 +81,63 @@ def commands(out_dir: str, quick: bool, suite_args=(),
   """
   e2e = ["--repeats=5", f"--out={os.path.join(out_dir, 'e2e_gradients.md')}"]
   counts = ",".join(str(d) for d in sorted({1, num_devices}))
-  scaling = ["--platform=auto", f"--device_counts={counts}",
-             f"--out_dir={os.path.join(out_dir, 'scaling')}"]
+  scaling = [
+    "--platform=auto",
+    f"--device_counts={counts}",
+    f"--out_dir={os.path.join(out_dir, 'scaling')}",
+  ]
   suite = [f"--out_dir={out_dir}", *suite_args]
   if quick:
     e2e = _E2E_QUICK + e2e[1:]
     scaling = ["--quick", *scaling]
     suite = ["--quick", *suite]
-  return [("benchmarks.e2e_gradients", e2e), ("benchmarks.scaling", scaling),
-          ("benchmarks.suite", suite)]
+  return [
+    ("benchmarks.e2e_gradients", e2e),
+    ("benchmarks.scaling", scaling),
+    ("benchmarks.suite", suite),
+  ]
 
 
 def check_flags(module: str, arg_lists: list[list[str]]) -> subprocess.CompletedProcess:
   """Imports `module` in one subprocess and parses each of `arg_lists` with its absl
   flags (nothing runs); a nonzero exit status names the first list that fails."""
   # benchmarks.scaling defines its flags only when run as the program (`_define_flags`).
-  code = (f"from absl import flags; import {module}\n"
-          f"getattr({module}, '_define_flags', lambda: None)()\n"
-          f"for args in {[list(a) for a in arg_lists]!r}:\n"
-          f"  flags.FLAGS.unparse_flags()\n"
-          f"  flags.FLAGS(['{module}'] + args)")
-  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                        timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+  code = (
+    f"from absl import flags; import {module}\n"
+    f"getattr({module}, '_define_flags', lambda: None)()\n"
+    f"for args in {[list(a) for a in arg_lists]!r}:\n"
+    f"  flags.FLAGS.unparse_flags()\n"
+    f"  flags.FLAGS(['{module}'] + args)"
+  )
+  return subprocess.run(
+    [sys.executable, "-c", code],
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env=dict(os.environ, JAX_PLATFORMS="cpu"),
+  )
 
 
 def _devices() -> str:
   """What JAX and PyTorch see, from a subprocess (this process keeps no device)."""
-  code = ("import jax; print('JAX', jax.__version__, jax.devices())\n"
-          "try:\n  import torch\n  print('PyTorch', torch.__version__, 'cuda' if "
-          "torch.cuda.is_available() else 'no cuda', torch.cuda.get_device_name(0) if "
-          "torch.cuda.is_available() else '')\nexcept ImportError:\n  print('no PyTorch')")
-  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                        timeout=300)
+  code = (
+    "import jax; print('JAX', jax.__version__, jax.devices())\n"
+    "try:\n  import torch\n  print('PyTorch', torch.__version__, 'cuda' if "
+    "torch.cuda.is_available() else 'no cuda', torch.cuda.get_device_name(0) if "
+    "torch.cuda.is_available() else '')\nexcept ImportError:\n  print('no PyTorch')"
+  )
+  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
   return (proc.stdout + proc.stderr[-500:] if proc.returncode else proc.stdout).strip()
 
 
 def _local_device_count() -> int:
   """`jax.local_device_count()`, from a subprocess (this process keeps no device)."""
-  proc = subprocess.run([sys.executable, "-c", "import jax; print(jax.local_device_count())"],
-                        capture_output=True, text=True, timeout=300)
+  proc = subprocess.run(
+    [sys.executable, "-c", "import jax; print(jax.local_device_count())"],
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   if proc.returncode:
     raise SystemExit(f"cannot count the local devices: {proc.stderr[-1000:]}")
   return int(proc.stdout.split()[-1])
@@ -120,8 +152,11 @@ def main(argv):
     failed = []
     for module, args in planned:
       proc = check_flags(module, [args])
-      print(f"python -m {module} {' '.join(args)}: "
-            f"{'flags parse' if proc.returncode == 0 else 'FLAGS FAIL'}", flush=True)
+      print(
+        f"python -m {module} {' '.join(args)}: "
+        f"{'flags parse' if proc.returncode == 0 else 'FLAGS FAIL'}",
+        flush=True,
+      )
       if proc.returncode:
         failed.append(f"{module}: {proc.stderr[-1000:]}")
     if failed:
@@ -129,8 +164,7 @@ def main(argv):
     return
   os.makedirs(out_dir, exist_ok=True)
   started = time.perf_counter()
-  lines = ["Devices: " + _devices(), "", "| command | seconds | exit status |",
-           "|---|---|---|"]
+  lines = ["Devices: " + _devices(), "", "| command | seconds | exit status |", "|---|---|---|"]
   print(lines[0], flush=True)
   status = 0
   for module, args in planned:
@@ -145,8 +179,9 @@ def main(argv):
     status = status or (rc != 0)
     lines.append(f"| `python -m {module} {' '.join(args)}` | {seconds:.0f} | {rc} |")
     print(f"{module}: {seconds:.0f} s, exit status {rc}", flush=True)
-  common.write_report(os.path.join(out_dir, "gpu_run.md"), "benchmarks.gpu_run",
-                      "\n".join(lines) + "\n")
+  common.write_report(
+    os.path.join(out_dir, "gpu_run.md"), "benchmarks.gpu_run", "\n".join(lines) + "\n"
+  )
   if status:
     raise SystemExit(1)
 

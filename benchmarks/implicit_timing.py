@@ -28,7 +28,7 @@ does not depend on the values; parameters are the fresh initializations (GBI at 
 runs to its iteration cap or tolerance, which for a fresh energy is representative
 only roughly; the trained runs' `test/gbi_steps_mean` say how many steps they take).
 
-  python -m benchmarks.implicit_timing --repeats=5 --out=results/implicit_timing.md
+  python -m benchmarks.implicit_timing --repeats=5 --out=results/implicit/implicit_timing.md
 """
 
 import math
@@ -47,20 +47,24 @@ from experiments import builders
 from experiments import configuration
 
 DEFAULT_ROWS = (
-    "spen_ssvm", "dvn", "implicit",
-    "implicit:implicit.primary=ssvm", "implicit:implicit.primary=dvn",
-    "implicit:implicit.gradient=explicit",
-    "implicit:implicit.inverse_hvp.num_terms=0",
-    "implicit:implicit.inverse_hvp.num_terms=5",
-    "implicit:implicit.inverse_hvp.num_terms=20",
-    "implicit:implicit.inverse_hvp.num_terms=50",
-    "implicit:implicit.inverse_hvp.method=cg",
-    "implicit:implicit.inner_steps=1",
-    "implicit:implicit.inner_steps=10",
-    "implicit:implicit.inner_steps=20",
+  "spen_ssvm",
+  "dvn",
+  "implicit",
+  "implicit:implicit.primary=ssvm",
+  "implicit:implicit.primary=dvn",
+  "implicit:implicit.gradient=explicit",
+  "implicit:implicit.inverse_hvp.num_terms=0",
+  "implicit:implicit.inverse_hvp.num_terms=5",
+  "implicit:implicit.inverse_hvp.num_terms=20",
+  "implicit:implicit.inverse_hvp.num_terms=50",
+  "implicit:implicit.inverse_hvp.method=cg",
+  "implicit:implicit.inner_steps=1",
+  "implicit:implicit.inner_steps=10",
+  "implicit:implicit.inner_steps=20",
 )
-_ROWS = flags.DEFINE_list("rows", list(DEFAULT_ROWS),
-                          "config[:key=value...] per row (experiments.compare's spec)")
+_ROWS = flags.DEFINE_list(
+  "rows", list(DEFAULT_ROWS), "config[:key=value...] per row (experiments.compare's spec)"
+)
 _NUM_TRAIN = flags.DEFINE_integer("num_train", 4880, "training examples (bibtex MULAN)")
 _NUM_TEST = flags.DEFINE_integer("num_test", 2515, "test examples (bibtex MULAN)")
 _NUM_FEATURES = flags.DEFINE_integer("num_features", 1836, "input features (bibtex)")
@@ -98,14 +102,20 @@ def build_row(spec: str, rs) -> dict:
   predict = jax.jit(objective.predict)
   eval_bs = stage.train.eval_batch_size
   test_x = _batch(rs, _NUM_TEST.value)["x"]
-  chunks = [test_x[i:i + eval_bs] for i in range(0, len(test_x), eval_bs)]
+  chunks = [test_x[i : i + eval_bs] for i in range(0, len(test_x), eval_bs)]
   inner_steps = stage.implicit.inner_steps if stage.method == "implicit" else 0
-  return dict(spec=spec, method=stage.method, batch=stage.train.batch_size,
-              gflop=cost.get("flops", float("nan")) / 1e9,
-              param_updates=inner_steps + 1,
-              updates_per_epoch=math.ceil(_NUM_TRAIN.value / stage.train.batch_size),
-              fns={"update": lambda: update(state, batch, rng)[1]["loss"],
-                   "inference": lambda: [predict(state, c) for c in chunks]})
+  return dict(
+    spec=spec,
+    method=stage.method,
+    batch=stage.train.batch_size,
+    gflop=(cost or {}).get("flops", float("nan")) / 1e9,
+    param_updates=inner_steps + 1,
+    updates_per_epoch=math.ceil(_NUM_TRAIN.value / stage.train.batch_size),
+    fns={
+      "update": lambda: update(state, batch, rng)[1]["loss"],
+      "inference": lambda: [predict(state, c) for c in chunks],
+    },
+  )
 
 
 def time_rows(rows: list[dict], repeats: int) -> None:
@@ -122,7 +132,7 @@ def time_rows(rows: list[dict], repeats: int) -> None:
     for fn in row["fns"].values():
       jax.block_until_ready(fn())  # one warm-up call (compiled already)
   for kind in ("update", "inference"):
-    seconds = [[] for _ in rows]
+    seconds: list[list[float]] = [[] for _ in rows]
     for _ in range(repeats):
       for row, times in zip(rows, seconds):
         started = time.perf_counter()
@@ -143,26 +153,33 @@ def main(argv):
   time_rows(rows, _REPEATS.value)
   load_after = os.getloadavg()
   first = rows[0]
-  lines = ["| row | stage method | batch | GFLOP / update | s / update | train s / epoch | "
-           "ratio | GFLOP ratio | s / parameter update | ratio | inference s (test) | "
-           "ratio |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+  lines = [
+    "| row | stage method | batch | GFLOP / update | s / update | train s / epoch | "
+    "ratio | GFLOP ratio | s / parameter update | ratio | inference s (test) | "
+    "ratio |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
+  ]
   for r in rows:
     per_param = r["update"] / r["param_updates"]
     per_param_ratio = r["update_ratio"] / r["param_updates"] * first["param_updates"]
-    lines.append(f"| {r['spec']} | {r['method']} | {r['batch']} | {r['gflop']:.2f} | "
-                 f"{r['update']:.4f} | {r['update'] * r['updates_per_epoch']:.1f} | "
-                 f"{r['update_ratio'] * r['updates_per_epoch'] / first['updates_per_epoch']:.2f} | "
-                 f"{r['gflop'] / first['gflop']:.2f} | {per_param:.4f} | {per_param_ratio:.2f} | "
-                 f"{r['inference']:.3f} | {r['inference_ratio']:.2f} |")
-  body = (f"Timed on {common.machine_description()}; bibtex shapes ({_NUM_TRAIN.value} "
-          f"train / {_NUM_TEST.value} test, {_NUM_FEATURES.value} features, "
-          f"{_NUM_LABELS.value} labels), random data, fresh parameters, median of "
-          f"{_REPEATS.value} rounds (each round times every row in turn), compile excluded; "
-          f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after (other jobs "
-          f"share the machine when it exceeds the CPU count). Ratios are to the first "
-          f"row: medians over rounds of the same round's time ratio. GFLOP: XLA's cost "
-          f"analysis of the compiled update, which counts a loop body once (a lower bound "
-          f"for CG and for K or T_inner above 16).\n\n" + "\n".join(lines))
+    lines.append(
+      f"| {r['spec']} | {r['method']} | {r['batch']} | {r['gflop']:.2f} | "
+      f"{r['update']:.4f} | {r['update'] * r['updates_per_epoch']:.1f} | "
+      f"{r['update_ratio'] * r['updates_per_epoch'] / first['updates_per_epoch']:.2f} | "
+      f"{r['gflop'] / first['gflop']:.2f} | {per_param:.4f} | {per_param_ratio:.2f} | "
+      f"{r['inference']:.3f} | {r['inference_ratio']:.2f} |"
+    )
+  body = (
+    f"Timed on {common.machine_description()}; bibtex shapes ({_NUM_TRAIN.value} "
+    f"train / {_NUM_TEST.value} test, {_NUM_FEATURES.value} features, "
+    f"{_NUM_LABELS.value} labels), random data, fresh parameters, median of "
+    f"{_REPEATS.value} rounds (each round times every row in turn), compile excluded; "
+    f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after (other jobs "
+    f"share the machine when it exceeds the CPU count). Ratios are to the first "
+    f"row: medians over rounds of the same round's time ratio. GFLOP: XLA's cost "
+    f"analysis of the compiled update, which counts a loop body once (a lower bound "
+    f"for CG and for K or T_inner above 16).\n\n" + "\n".join(lines)
+  )
   print(body)
   if _OUT.value:
     common.write_report(_OUT.value, "benchmarks.implicit_timing", body)

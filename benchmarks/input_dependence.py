@@ -17,7 +17,7 @@ finished run of `experiments.main` / `experiments.compare`:
   x-dependence the energy's local term has left. Both are computed without dropout.
 
   python -m benchmarks.input_dependence --runs=WORKDIR/cal500 --data_dir=DATA \
-      --out=results/dvn_cal500_input_blind.md
+      --out=results/seal/dvn_cal500_input_blind.md
 
 A `--runs` entry is a finished run directory or a directory holding finished runs
 (compare's `<workdir>/<dataset>`: each one directly below it, in name order).
@@ -25,7 +25,7 @@ A `--runs` entry is a finished run directory or a directory holding finished run
 
 import json
 import os
-from typing import Any, Optional
+from typing import Any
 
 from absl import app
 from absl import flags
@@ -60,14 +60,18 @@ def constant_units(features: np.ndarray, tol: float = CONSTANT_TOL) -> int:
   return int(np.sum(features.max(axis=0) - features.min(axis=0) < tol))
 
 
-def prediction_summary(y_true: np.ndarray, probs: np.ndarray,
-                       threshold: float = 0.5) -> dict[str, float]:
+def prediction_summary(
+  y_true: np.ndarray, probs: np.ndarray, threshold: float = 0.5
+) -> dict[str, float]:
   """Example-F1, distinct label sets and set sizes of `probs` binarized at `threshold`."""
   binary = metrics.binarize(np.asarray(probs), threshold)
   sizes = np.asarray(binary).sum(axis=1)
-  return {"example_f1": float(metrics.example_f1(np.asarray(y_true), binary)),
-          "distinct_sets": float(distinct_rows(binary)),
-          "labels_mean": float(sizes.mean()), "labels_std": float(sizes.std())}
+  return {
+    "example_f1": float(metrics.example_f1(np.asarray(y_true), binary)),
+    "distinct_sets": float(distinct_rows(binary)),
+    "labels_mean": float(sizes.mean()),
+    "labels_std": float(sizes.std()),
+  }
 
 
 def finished_runs(paths) -> list[str]:
@@ -79,16 +83,20 @@ def finished_runs(paths) -> list[str]:
       continue
     if not os.path.isdir(path):
       raise FileNotFoundError(f"{path} does not exist")
-    below = sorted(os.path.join(path, d) for d in os.listdir(path)
-                   if os.path.isfile(os.path.join(path, d, RESULTS)))
+    below = sorted(
+      os.path.join(path, d)
+      for d in os.listdir(path)
+      if os.path.isfile(os.path.join(path, d, RESULTS))
+    )
     if not below:
-      raise FileNotFoundError(f"{path} is neither a finished run (no {RESULTS}) nor a "
-                              "directory of finished runs")
+      raise FileNotFoundError(
+        f"{path} is neither a finished run (no {RESULTS}) nor a directory of finished runs"
+      )
     runs.extend(below)
   return runs
 
 
-def local_term_summary(run_dir: str, config, dataset) -> Optional[dict[str, float]]:
+def local_term_summary(run_dir: str, config, dataset) -> dict[str, float] | None:
   """Constant F(x) units and local-logit std of a SPEN-energy run (`config` as it
   recorded it, `dataset` its data); None for other runs (the last stage keeps no
   energy, or F has no hidden layer)."""
@@ -105,9 +113,11 @@ def local_term_summary(run_dir: str, config, dataset) -> Optional[dict[str, floa
   encode = lambda x: protocol.as_energy(energy).encode(params, jnp.asarray(x, jnp.float32))
   train_features = np.asarray(encode(dataset.train.x).features)
   test_logits = np.asarray(encode(dataset.test.x).logits)
-  return {"constant_units": float(constant_units(train_features)),
-          "units": float(train_features.shape[1]),
-          "local_logit_std": float(test_logits.std(axis=0).mean())}
+  return {
+    "constant_units": float(constant_units(train_features)),
+    "units": float(train_features.shape[1]),
+    "local_logit_std": float(test_logits.std(axis=0).mean()),
+  }
 
 
 def run_summary(run_dir: str, data_dir: str = "") -> dict[str, Any]:
@@ -122,26 +132,37 @@ def run_summary(run_dir: str, data_dir: str = "") -> dict[str, Any]:
   dataset = builders.load_data(config)
   y_test = np.asarray(dataset.test.y)
   if probs.shape != y_test.shape:
-    raise ValueError(f"{path}: predictions of shape {probs.shape} for test labels of "
-                     f"shape {y_test.shape}")
+    raise ValueError(
+      f"{path}: predictions of shape {probs.shape} for test labels of shape {y_test.shape}"
+    )
   summary = prediction_summary(y_test, probs)
   recorded = results["test/example_f1@0.5"]
   if abs(summary["example_f1"] - recorded) > 1e-6:
-    raise ValueError(f"{run_dir}: its saved predictions give test example-F1@0.5 "
-                     f"{summary['example_f1']:.6f}, its results.json {recorded:.6f}")
-  return dict(summary, run=os.path.basename(os.path.normpath(run_dir)),
-              local=local_term_summary(run_dir, config, dataset))
+    raise ValueError(
+      f"{run_dir}: its saved predictions give test example-F1@0.5 "
+      f"{summary['example_f1']:.6f}, its results.json {recorded:.6f}"
+    )
+  return dict(
+    summary,
+    run=os.path.basename(os.path.normpath(run_dir)),
+    local=local_term_summary(run_dir, config, dataset),
+  )
 
 
 def table(rows) -> str:
-  lines = ["| run | test ex-F1 @0.5 | distinct sets | labels per example | "
-           "constant F(x) units | local logit std |", "|---|---|---|---|---|---|"]
+  lines = [
+    "| run | test ex-F1 @0.5 | distinct sets | labels per example | "
+    "constant F(x) units | local logit std |",
+    "|---|---|---|---|---|---|",
+  ]
   for r in rows:
     local = r["local"]
-    units = (f"{local['constant_units']:.0f} of {local['units']:.0f}" if local else "—")
+    units = f"{local['constant_units']:.0f} of {local['units']:.0f}" if local else "—"
     std = f"{local['local_logit_std']:.2g}" if local else "—"
-    lines.append(f"| {r['run']} | {100 * r['example_f1']:.2f} | {r['distinct_sets']:.0f} | "
-                 f"{r['labels_mean']:.1f} ± {r['labels_std']:.1f} | {units} | {std} |")
+    lines.append(
+      f"| {r['run']} | {100 * r['example_f1']:.2f} | {r['distinct_sets']:.0f} | "
+      f"{r['labels_mean']:.1f} ± {r['labels_std']:.1f} | {units} | {std} |"
+    )
   return "\n".join(lines)
 
 
@@ -163,11 +184,12 @@ def main(argv):
   print(text)
   if f.out:
     common.write_report(
-        f.out, "benchmarks.input_dependence",
-        "Test predictions at 0.5 of finished runs: distinct label sets over the test "
-        "examples, and what x-dependence the energy's local term has (constant units of "
-        "F(x) on the training inputs; std of the local logits over test examples).\n\n"
-        + text)
+      f.out,
+      "benchmarks.input_dependence",
+      "Test predictions at 0.5 of finished runs: distinct label sets over the test "
+      "examples, and what x-dependence the energy's local term has (constant units of "
+      "F(x) on the training inputs; std of the local logits over test examples).\n\n" + text,
+    )
     with open(os.path.splitext(f.out)[0] + ".json", "w") as handle:
       json.dump(rows, handle, indent=1)
 

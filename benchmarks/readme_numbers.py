@@ -40,10 +40,13 @@ def _define_flags() -> None:
   """The program's flags, defined when it runs (not on import: the test suite imports it
   beside other benchmarks whose flags have the same names)."""
   flags.DEFINE_enum("only", None, ["demo", "suite"], "measure one command only")
-  flags.DEFINE_string("readme", os.path.join(REPO_ROOT, "README.md"),
-                      "the README to write the numbers into")
-  flags.DEFINE_string("out_dir", os.path.join(RESULTS_DIR, "readme"),
-                      "where numbers.json and numbers.md go")
+  flags.DEFINE_string(
+    "readme", os.path.join(REPO_ROOT, "README.md"), "the README to write the numbers into"
+  )
+  flags.DEFINE_string(
+    "out_dir", os.path.join(RESULTS_DIR, "readme"), "where numbers.json and numbers.md go"
+  )
+
 
 DEMO_COMMAND = ["python", "-m", "experiments.compare"]
 SUITE_COMMAND = ["python", "-m", "pytest", "-n", "2", "--dist", "worksteal", "tests"]
@@ -69,8 +72,14 @@ def processor() -> str:
 def machine() -> dict:
   """What the numbers were measured on."""
   import jax  # pylint: disable=g-import-not-at-top
-  return {"processor": processor(), "cpus": os.cpu_count(), "python": platform.python_version(),
-          "jax": jax.__version__, "system": platform.system()}
+
+  return {
+    "processor": processor(),
+    "cpus": os.cpu_count(),
+    "python": platform.python_version(),
+    "jax": jax.__version__,
+    "system": platform.system(),
+  }
 
 
 def parse_closing_line(output: str) -> dict:
@@ -102,9 +111,15 @@ def _run(command: list[str], env: dict | None = None) -> tuple[str, float, float
   """Runs `command` from the repository root; `(output, wall seconds, other CPU share)`."""
   load = common.OtherLoad()
   start = time.perf_counter()
-  proc = subprocess.run([sys.executable, *command[1:]], cwd=REPO_ROOT, env=env,
-                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                        check=False)
+  proc = subprocess.run(
+    [sys.executable, *command[1:]],
+    cwd=REPO_ROOT,
+    env=env,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    text=True,
+    check=False,
+  )
   seconds = time.perf_counter() - start
   if proc.returncode != 0:
     tail = "\n".join(proc.stdout.splitlines()[-30:])
@@ -119,11 +134,15 @@ def measure_demo() -> dict:
     _, seconds, other = _run(DEMO_COMMAND + [f"--workdir={tmp}/runs", f"--out={out}"])
     with open(os.path.splitext(out)[0] + ".json") as f:
       rows = json.load(f)
-  scores = {row["method"]: 100 * sum(r[DEMO_METRIC] for r in row["runs"]) / len(row["runs"])
-            for row in rows}
-  return {"command": " ".join(DEMO_COMMAND) + " --workdir=/tmp/energynets_demo",
-          "seconds": round(seconds, 1), "other_cpu_share": other,
-          "example_f1": {m: round(v, 2) for m, v in scores.items()}}
+  scores = {
+    row["method"]: 100 * sum(r[DEMO_METRIC] for r in row["runs"]) / len(row["runs"]) for row in rows
+  }
+  return {
+    "command": " ".join(DEMO_COMMAND) + " --workdir=/tmp/energynets_demo",
+    "seconds": round(seconds, 1),
+    "other_cpu_share": other,
+    "example_f1": {m: round(v, 2) for m, v in scores.items()},
+  }
 
 
 def measure_suite() -> dict:
@@ -135,8 +154,13 @@ def measure_suite() -> dict:
     f.write(output)
   print(f"the suite's output: {log}", file=sys.stderr)
   counts = parse_closing_line(output)
-  return {"command": " ".join(SUITE_COMMAND), "seconds": round(seconds, 1),
-          "pytest_seconds": counts.pop("seconds"), "counts": counts, "other_cpu_share": other}
+  return {
+    "command": " ".join(SUITE_COMMAND),
+    "seconds": round(seconds, 1),
+    "pytest_seconds": counts.pop("seconds"),
+    "counts": counts,
+    "other_cpu_share": other,
+  }
 
 
 def _share(value: float | None) -> str:
@@ -145,15 +169,21 @@ def _share(value: float | None) -> str:
 
 def describe(name: str, entry: dict, where: dict) -> str:
   """The README's sentence for one measurement."""
-  on = (f"{where['processor']}, {where['cpus']} CPUs, jax {where['jax']}, "
-        f"{entry['date']}{_share(entry.get('other_cpu_share'))}")
+  on = (
+    f"{where['processor']}, {where['cpus']} CPUs, jax {where['jax']}, "
+    f"{entry['date']}{_share(entry.get('other_cpu_share'))}"
+  )
   if name == "demo":
     table = ", ".join(f"{m} {v:.2f}" for m, v in entry["example_f1"].items())
-    return (f"Its table (test example F1 at the tuned threshold): {table}; "
-            f"{entry['seconds'] / 60:.1f} min ({on}; `python -m benchmarks.readme_numbers`).")
+    return (
+      f"Its table (test example F1 at the tuned threshold): {table}; "
+      f"{entry['seconds'] / 60:.1f} min ({on}; `python -m benchmarks.readme_numbers`)."
+    )
   counts = ", ".join(f"{v} {k}" for k, v in entry["counts"].items())
-  return (f"Measured: {entry['seconds'] / 60:.1f} min, {counts} (pytest's closing line, with "
-          f"`CI=true`; {on}; `python -m benchmarks.readme_numbers`).")
+  return (
+    f"Measured: {entry['seconds'] / 60:.1f} min, {counts} (pytest's closing line, with "
+    f"`CI=true`; {on}; `python -m benchmarks.readme_numbers`)."
+  )
 
 
 def write_into(readme: str, name: str, text: str) -> str:
@@ -164,8 +194,9 @@ def write_into(readme: str, name: str, text: str) -> str:
   """
   pattern = re.compile(rf"(<!-- numbers:{name} -->\n).*?(\n<!-- /numbers:{name} -->)", re.S)
   if not pattern.search(readme):
-    raise ValueError(f"the README has no <!-- numbers:{name} --> ... <!-- /numbers:{name} --> "
-                     "markers")
+    raise ValueError(
+      f"the README has no <!-- numbers:{name} --> ... <!-- /numbers:{name} --> markers"
+    )
   return pattern.sub(lambda m: m[1] + text + m[2], readme)
 
 
@@ -190,9 +221,11 @@ def main(argv):
   with open(path, "w") as f:
     json.dump(numbers, f, indent=1)
   sentences = {name: describe(name, entry, entry["machine"]) for name, entry in numbers.items()}
-  common.write_report(os.path.join(out_dir, "numbers.md"), "benchmarks.readme_numbers",
-                      "\n\n".join(f"- {name}: `{e['command']}`. {sentences[name]}"
-                                  for name, e in numbers.items()))
+  common.write_report(
+    os.path.join(out_dir, "numbers.md"),
+    "benchmarks.readme_numbers",
+    "\n\n".join(f"- {name}: `{e['command']}`. {sentences[name]}" for name, e in numbers.items()),
+  )
   with open(readme_path) as f:
     readme = f.read()
   for name, text in sentences.items():

@@ -7,9 +7,11 @@ trained them. `extract_curves` reads the validation records of a compare workdir
 small JSON that is committed, so the report can be regenerated anywhere.
 """
 
+from collections.abc import Sequence
 import json
 import os
-from typing import Any, Optional, Sequence
+from typing import Any
+from typing import cast
 
 import matplotlib
 
@@ -39,8 +41,9 @@ def _axis_scale(metric: str) -> tuple[float, str]:
 
 def run_dir(workdir: str, dataset: str, method: str, folds: int) -> str:
   """Where experiments.compare put a row's run; fold 0 of a cross-validated row."""
-  return os.path.join(workdir, run_name(dataset) + ("-fold0" if folds > 1 else ""),
-                      run_name(method))
+  return os.path.join(
+    workdir, run_name(dataset) + ("-fold0" if folds > 1 else ""), run_name(method)
+  )
 
 
 def read_metrics_jsonl(path: str) -> list[dict[str, float]]:
@@ -51,8 +54,9 @@ def read_metrics_jsonl(path: str) -> list[dict[str, float]]:
     return [json.loads(line) for line in f if line.strip()]
 
 
-def record_means(records: Sequence[dict[str, float]], keys: Sequence[str]
-                 ) -> dict[str, tuple[float, int]]:
+def record_means(
+  records: Sequence[dict[str, float]], keys: Sequence[str]
+) -> dict[str, tuple[float, int]]:
   """`{key: (mean over the records that log it, how many do)}`; a key no record logs is an
   error naming the keys that are logged (benchmarks.train_records prints these)."""
   means = {}
@@ -69,7 +73,7 @@ def _validation_records(path: str) -> list[dict[str, float]]:
   return [r for r in read_metrics_jsonl(path) if any(k.startswith("validation/") for k in r)]
 
 
-def run_curve(directory: str) -> Optional[dict[str, Any]]:
+def run_curve(directory: str) -> dict[str, Any] | None:
   """The selection metric of one run against its training step, stage after stage.
 
   A stage starts from the previous stage's selected state, so its steps are offset by
@@ -112,17 +116,30 @@ def plot_learning_curves(curves: dict[str, Any], path: str, title: str) -> None:
   (rates in %, PSNR in dB)."""
   datasets = sorted({key.split("/", 1)[0] for key in curves})
   fig, axes = plt.subplots(len(datasets), 1, figsize=(10, 3.6 * len(datasets)), squeeze=False)
-  colors = plt.get_cmap("tab20").colors  # up to 20 methods per panel stay distinguishable
+  palette = plt.get_cmap("tab20")
+  assert isinstance(palette, matplotlib.colors.ListedColormap), "tab20 lists its colors"
+  # Up to 20 methods per panel stay distinguishable.
+  colors = cast(Sequence[Any], palette.colors)
   for ax, dataset in zip(axes[:, 0], datasets):
     keys = sorted(k for k in curves if k.split("/", 1)[0] == dataset)
     for i, key in enumerate(keys):
       curve = curves[key]
       scale, ylabel = _axis_scale(curve["metric"])
       steps, values = np.array(curve["points"], dtype=float).T
-      ax.plot(steps, scale * values, marker=".", lw=1, color=colors[i % len(colors)],
-              ls=("-", "--", ":")[i // len(colors) % 3], label=key.split("/", 1)[1])
-    ax.set(xlabel="training step (stages offset by the selected steps before them)",
-           ylabel=ylabel, title=f"{title}: {dataset}")
+      ax.plot(
+        steps,
+        scale * values,
+        marker=".",
+        lw=1,
+        color=colors[i % len(colors)],
+        ls=("-", "--", ":")[i // len(colors) % 3],
+        label=key.split("/", 1)[1],
+      )
+    ax.set(
+      xlabel="training step (stages offset by the selected steps before them)",
+      ylabel=ylabel,
+      title=f"{title}: {dataset}",
+    )
     ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(alpha=0.3)
   fig.tight_layout()
@@ -138,27 +155,51 @@ def plot_gbi_steps(rows: list[dict[str, Any]], path: str, title: str) -> None:
   `meta.kind` (feed_forward, gbi_scan or gbi_while).
   """
   runs = [(row["method"], row["runs"][0]) for row in rows]
-  fixed = sorted((r for _, r in runs if r["meta"]["kind"] == "gbi_scan"),
-                 key=lambda r: r["gbi_steps"])
+  fixed = sorted(
+    (r for _, r in runs if r["meta"]["kind"] == "gbi_scan"), key=lambda r: r["gbi_steps"]
+  )
   fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-  for key, label, style in (("test/example_f1", "tuned threshold", "o-"),
-                            ("test/example_f1@0.5", "threshold 0.5", "s--")):
+  for key, label, style in (
+    ("test/example_f1", "tuned threshold", "o-"),
+    ("test/example_f1@0.5", "threshold 0.5", "s--"),
+  ):
     steps = [r["gbi_steps"] for r in fixed]
     left.plot(steps, [100 * r[key] for r in fixed], style, label=f"GBI, T steps, {label}")
-    right.plot([1e3 * r["seconds"] for r in fixed], [100 * r[key] for r in fixed], style,
-               label=f"GBI, T steps, {label}")
+    right.plot(
+      [1e3 * r["seconds"] for r in fixed],
+      [100 * r[key] for r in fixed],
+      style,
+      label=f"GBI, T steps, {label}",
+    )
     for name, r in runs:
       if r["meta"]["kind"] == "gbi_scan":
         continue
       marker = "*" if r["meta"]["kind"] == "gbi_while" else "D"
-      left.scatter([max(r["gbi_steps"], 1)], [100 * r[key]], marker=marker, s=80, zorder=3,
-                   label=f"{name}, {label}")
-      right.scatter([1e3 * r["seconds"]], [100 * r[key]], marker=marker, s=80, zorder=3,
-                    label=f"{name}, {label}")
-  left.set(xscale="log", xlabel="GBI steps T (feed-forward drawn at 1)",
-           ylabel="test example-F1 (%)", title=title)
-  right.set(xlabel="ms to predict the test split", ylabel="test example-F1 (%)",
-            title="speed / accuracy")
+      left.scatter(
+        [max(r["gbi_steps"], 1)],
+        [100 * r[key]],
+        marker=marker,
+        s=80,
+        zorder=3,
+        label=f"{name}, {label}",
+      )
+      right.scatter(
+        [1e3 * r["seconds"]],
+        [100 * r[key]],
+        marker=marker,
+        s=80,
+        zorder=3,
+        label=f"{name}, {label}",
+      )
+  left.set(
+    xscale="log",
+    xlabel="GBI steps T (feed-forward drawn at 1)",
+    ylabel="test example-F1 (%)",
+    title=title,
+  )
+  right.set(
+    xlabel="ms to predict the test split", ylabel="test example-F1 (%)", title="speed / accuracy"
+  )
   for ax in (left, right):
     ax.grid(alpha=0.3)
   right.legend(fontsize=6, loc="lower right")

@@ -50,11 +50,12 @@ import json
 import math
 import os
 import re
+import shlex
 import statistics
 import sys
-import shlex
 import time
-from typing import Any, NamedTuple
+from typing import Any
+from typing import NamedTuple
 
 from absl import app
 from absl import flags
@@ -75,15 +76,21 @@ def _define_flags() -> None:
   """The command line's flags, defined only when this module runs as the program, so
   that importing it (tests do) adds no flags to the importer's, e.g. a `--methods`
   of its own."""
-  flags.DEFINE_string("out_dir", os.path.join(RESULTS_DIR, "scaling"),
-                      "where summary.md and summary.json go")
-  flags.DEFINE_list("methods", ["mlp", "spen_ssvm", "seal_dynamic"],
-                    "experiments/configs names, run on bibtex's shapes")
-  flags.DEFINE_list("device_counts", ["1", "2", "4", "8"],
-                    "mesh sizes D (the first D devices)")
+  flags.DEFINE_string(
+    "out_dir", os.path.join(RESULTS_DIR, "scaling"), "where summary.md and summary.json go"
+  )
+  flags.DEFINE_list(
+    "methods",
+    ["mlp", "spen_ssvm", "seal_dynamic"],
+    "experiments/configs names, run on bibtex's shapes",
+  )
+  flags.DEFINE_list("device_counts", ["1", "2", "4", "8"], "mesh sizes D (the first D devices)")
   flags.DEFINE_enum(
-      "platform", "cpu", ["cpu", "auto"],
-      "cpu: max(device_counts) forced host devices; auto: the devices JAX finds (GPU/TPU)")
+    "platform",
+    "cpu",
+    ["cpu", "auto"],
+    "cpu: max(device_counts) forced host devices; auto: the devices JAX finds (GPU/TPU)",
+  )
   flags.DEFINE_integer("strong_batch", 128, "global batch, strong scaling")
   flags.DEFINE_integer("weak_batch", 32, "per-device batch, weak scaling")
   flags.DEFINE_list("modes", ["strong", "weak"], "which scalings to run")
@@ -93,12 +100,17 @@ def _define_flags() -> None:
   flags.DEFINE_integer("num_features", 1836, "input features (bibtex)")
   flags.DEFINE_integer("num_labels", 159, "labels (bibtex)")
   flags.DEFINE_list("pod_sizes", ["8", "64", "256"], "P of the predictions")
-  flags.DEFINE_bool("quick", False, "tiny shapes and networks, one block of one "
-                    "step: a smoke test in seconds (timings meaningless)")
+  flags.DEFINE_bool(
+    "quick",
+    False,
+    "tiny shapes and networks, one block of one "
+    "step: a smoke test in seconds (timings meaningless)",
+  )
 
 
 class Link(NamedTuple):
   """An interconnect of the model: per-device all-reduce bandwidth and per-hop latency."""
+
   name: str
   bandwidth_bytes_per_s: float
   latency_s: float
@@ -108,29 +120,68 @@ class Link(NamedTuple):
 
 # Assumed numbers, not measured here.
 LINKS = (
-    Link("TPU v4 pod ICI", 1.1e15 / 4096, 10e-6, 4096,
-         "all-reduce bandwidth per pod 1.1 PB/s over 4096 chips (Cloud TPU v4 docs) = "
-         "269 GB/s per chip; latency assumed"),
-    Link("GPU node NVLink", 450e9, 10e-6, 8,
-         "H100 NVLink 900 GB/s bidirectional = 450 GB/s per direction; latency assumed; "
-         "a node holds 8 GPUs"),
-    Link("100 Gb/s Ethernet", 12.5e9, 50e-6, 1 << 30,
-         "100 Gb/s = 12.5 GB/s per host link; latency assumed"),
+  Link(
+    "TPU v4 pod ICI",
+    1.1e15 / 4096,
+    10e-6,
+    4096,
+    "all-reduce bandwidth per pod 1.1 PB/s over 4096 chips (Cloud TPU v4 docs) = "
+    "269 GB/s per chip; latency assumed",
+  ),
+  Link(
+    "GPU node NVLink",
+    450e9,
+    10e-6,
+    8,
+    "H100 NVLink 900 GB/s bidirectional = 450 GB/s per direction; latency assumed; "
+    "a node holds 8 GPUs",
+  ),
+  Link(
+    "100 Gb/s Ethernet",
+    12.5e9,
+    50e-6,
+    1 << 30,
+    "100 Gb/s = 12.5 GB/s per host link; latency assumed",
+  ),
 )
 
 
 # ---------------------------------------------------------------------------------------
 # Bytes moved by the collectives of a compiled program.
 
-COLLECTIVE_OPS = ("all-reduce", "all-reduce-start", "reduce-scatter", "all-gather",
-                  "all-gather-start", "all-to-all", "collective-permute",
-                  "collective-permute-start")
-_DTYPE_BYTES = {"pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2,
-                "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8,
-                "u64": 8, "c64": 8, "c128": 16}
+COLLECTIVE_OPS = (
+  "all-reduce",
+  "all-reduce-start",
+  "reduce-scatter",
+  "all-gather",
+  "all-gather-start",
+  "all-to-all",
+  "collective-permute",
+  "collective-permute-start",
+)
+_DTYPE_BYTES = {
+  "pred": 1,
+  "s4": 1,
+  "u4": 1,
+  "s8": 1,
+  "u8": 1,
+  "bf16": 2,
+  "f16": 2,
+  "s16": 2,
+  "u16": 2,
+  "f32": 4,
+  "s32": 4,
+  "u32": 4,
+  "f64": 8,
+  "s64": 8,
+  "u64": 8,
+  "c64": 8,
+  "c128": 16,
+}
 _ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]")
 _INSTRUCTION = re.compile(
-    r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.*?)\s+(?P<op>[\w\-]+)\((?P<rest>.*)$")
+  r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.*?)\s+(?P<op>[\w\-]+)\((?P<rest>.*)$"
+)
 _COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s*[({].*\{\s*$")
 
 
@@ -151,7 +202,9 @@ def shape_bytes(shape: str) -> tuple[int, int]:
 
 def _operands(rest: str) -> list[str]:
   """The top-level comma-separated operands of `op(...)`, given the text after `(`."""
-  depth, current, out = 0, [], []
+  depth = 0
+  current: list[str] = []
+  out: list[str] = []
   for ch in rest:
     if ch in "([{":
       depth += 1
@@ -193,7 +246,7 @@ def collective_bytes(hlo_text: str) -> dict[str, Any]:
         loop_bodies.add(body.group(1))
     if m.group("op") in COLLECTIVE_OPS:
       lines.append((computation, m.group("op"), m.group("rest")))
-  result = {"bytes": 0, "scalar_bytes": 0, "ops": 0, "by_op": {}, "in_loop_ops": 0}
+  result: dict[str, Any] = {"bytes": 0, "scalar_bytes": 0, "ops": 0, "by_op": {}, "in_loop_ops": 0}
   for comp, op, rest in lines:
     total = scalars = 0
     for operand in _operands(rest):
@@ -215,8 +268,9 @@ def param_bytes(state) -> int:
   """Bytes of the trained parameters: every `ParamGroup.params` in `state`."""
   is_group = lambda x: isinstance(x, objectives_base.ParamGroup)
   groups = [g for g in jax.tree.leaves(state, is_leaf=is_group) if is_group(g)]
-  return sum(int(np.prod(a.shape)) * a.dtype.itemsize
-             for g in groups for a in jax.tree.leaves(g.params))
+  return sum(
+    int(np.prod(a.shape)) * a.dtype.itemsize for g in groups for a in jax.tree.leaves(g.params)
+  )
 
 
 # ---------------------------------------------------------------------------------------
@@ -228,18 +282,27 @@ def ring_allreduce_seconds(nbytes: float, devices: int, link: Link, ops: int = 1
   `ops` collectives' latency log2(P) each; 0 on one device."""
   if devices <= 1:
     return 0.0
-  return (nbytes * 2 * (devices - 1) / devices / link.bandwidth_bytes_per_s
-          + ops * link.latency_s * math.log2(devices))
+  return nbytes * 2 * (
+    devices - 1
+  ) / devices / link.bandwidth_bytes_per_s + ops * link.latency_s * math.log2(devices)
 
 
-def ring_step_seconds(c0: float, c1: float, per_device_batch: float, nbytes: float,
-                      devices: int, link: Link, ops: int = 1) -> float:
+def ring_step_seconds(
+  c0: float,
+  c1: float,
+  per_device_batch: float,
+  nbytes: float,
+  devices: int,
+  link: Link,
+  ops: int = 1,
+) -> float:
   """Predicted step time: compute c0 + c1 * per-device batch, then the all-reduce."""
   return c0 + c1 * per_device_batch + ring_allreduce_seconds(nbytes, devices, link, ops)
 
 
-def fit_compute(batch_a: int, seconds_a: float, batch_b: int, seconds_b: float
-                ) -> tuple[float, float]:
+def fit_compute(
+  batch_a: int, seconds_a: float, batch_b: int, seconds_b: float
+) -> tuple[float, float]:
   """`(c0, c1)` through two one-device step times; through the origin (c0 = 0) when the
   batches are equal or the slope is not positive (timing noise)."""
   if batch_a != batch_b:
@@ -258,14 +321,26 @@ def predictions(c0, c1, nbytes, ops, weak_batch, strong_batch, pod_sizes) -> lis
   for link in LINKS:
     for p in pod_sizes:
       fits = p <= link.max_devices
-      weak = ((c0 + c1 * weak_batch)
-              / ring_step_seconds(c0, c1, weak_batch, nbytes, p, link, ops)) if fits else None
-      strong = ((c0 + c1 * strong_batch)
-                / (p * ring_step_seconds(c0, c1, strong_batch / p, nbytes, p, link, ops))
-                if fits and strong_batch >= p else None)
-      rows.append(dict(link=link.name, devices=p,
-                       allreduce_ms=1e3 * ring_allreduce_seconds(nbytes, p, link, ops)
-                       if fits else None, weak_efficiency=weak, strong_efficiency=strong))
+      weak = (
+        ((c0 + c1 * weak_batch) / ring_step_seconds(c0, c1, weak_batch, nbytes, p, link, ops))
+        if fits
+        else None
+      )
+      strong = (
+        (c0 + c1 * strong_batch)
+        / (p * ring_step_seconds(c0, c1, strong_batch / p, nbytes, p, link, ops))
+        if fits and strong_batch >= p
+        else None
+      )
+      rows.append(
+        dict(
+          link=link.name,
+          devices=p,
+          allreduce_ms=1e3 * ring_allreduce_seconds(nbytes, p, link, ops) if fits else None,
+          weak_efficiency=weak,
+          strong_efficiency=strong,
+        )
+      )
   return rows
 
 
@@ -309,7 +384,7 @@ def measure(name: str, device_counts, settings: dict) -> dict:
   nf, nl = settings["num_features"], settings["num_labels"]
   init_batch = common.random_multilabel_batch(rs, 8, nf, nl)
   objective, state = build_method(name, nf, nl, settings["quick"], init_batch)
-  out = dict(param_bytes=param_bytes(state), rows=[])
+  out: dict[str, Any] = dict(param_bytes=param_bytes(state), rows=[])
   for mode in settings["modes"]:
     runs = {}
     for d in device_counts:
@@ -319,16 +394,27 @@ def measure(name: str, device_counts, settings: dict) -> dict:
       run(settings["warmup"])
       comm = collective_bytes(compiled.as_text())
       runs[d] = run
-      out["rows"].append(dict(mode=mode, devices=d, global_batch=batch_size,
-                              per_device_batch=batch_size // d, compile_s=compile_s,
-                              collectives=comm))
-      print(f"  {name} {mode} D={d}: batch {batch_size}, compiled in {compile_s:.1f} s, "
-            f"{comm['ops']} collective op(s), {comm['bytes']} bytes", flush=True)
-    times = {d: [] for d in device_counts}
+      out["rows"].append(
+        dict(
+          mode=mode,
+          devices=d,
+          global_batch=batch_size,
+          per_device_batch=batch_size // d,
+          compile_s=compile_s,
+          collectives=comm,
+        )
+      )
+      print(
+        f"  {name} {mode} D={d}: batch {batch_size}, compiled in {compile_s:.1f} s, "
+        f"{comm['ops']} collective op(s), {comm['bytes']} bytes",
+        flush=True,
+      )
+    times: dict[int, list[float]] = {d: [] for d in device_counts}
     n = settings["steps_per_block"]
     for block in range(settings["blocks"]):
-      order = list(device_counts[block % len(device_counts):]) + list(
-          device_counts[:block % len(device_counts)])
+      order = list(device_counts[block % len(device_counts) :]) + list(
+        device_counts[: block % len(device_counts)]
+      )
       for d in order:
         started = time.perf_counter()
         runs[d](n)
@@ -346,14 +432,26 @@ def measure(name: str, device_counts, settings: dict) -> dict:
     row["efficiency"] = row["speedup"] / (row["devices"] / b["devices"])
   if device_counts[0] == 1:
     weak, strong = base.get("weak", base.get("strong")), base.get("strong", base.get("weak"))
-    c0, c1 = fit_compute(weak["global_batch"], weak["step_s"], strong["global_batch"],
-                         strong["step_s"])
+    assert weak is not None and strong is not None, "every measured mode has a base row"
+    c0, c1 = fit_compute(
+      weak["global_batch"], weak["step_s"], strong["global_batch"], strong["step_s"]
+    )
     largest = max(out["rows"], key=lambda r: r["devices"])["collectives"]
-    out["model"] = dict(c0_s=c0, c1_s_per_example=c1, bytes=largest["bytes"],
-                        ops=largest["ops"], predictions=predictions(
-                            c0, c1, largest["bytes"], largest["ops"],
-                            settings["weak_batch"], settings["strong_batch"],
-                            settings["pod_sizes"]))
+    out["model"] = dict(
+      c0_s=c0,
+      c1_s_per_example=c1,
+      bytes=largest["bytes"],
+      ops=largest["ops"],
+      predictions=predictions(
+        c0,
+        c1,
+        largest["bytes"],
+        largest["ops"],
+        settings["weak_batch"],
+        settings["strong_batch"],
+        settings["pod_sizes"],
+      ),
+    )
   return out
 
 
@@ -369,77 +467,107 @@ def render(data: dict) -> str:
   """The body of summary.md from summary.json's contents."""
   s = data["settings"]
   lines = [
-      f"Machine: {data['machine']}; {data['devices_visible']} device(s) visible "
-      f"({data['platform']}); 1-minute load average {data['load_average'][0]:.1f} at the "
-      f"start, {data['load_average'][1]:.1f} at the end (other jobs shared the machine "
-      f"when it exceeds the CPU count); {data['seconds']:.0f} s.", "",
-      f"Methods: `experiments/configs/<method>.py:bibtex` (last stage), random rows of "
-      f"{s['num_features']} features and {s['num_labels']} labels. Strong scaling: global "
-      f"batch {s['strong_batch']}; weak scaling: {s['weak_batch']} per device. Step time: "
-      f"median of {s['blocks']} interleaved blocks of {s['steps_per_block']} steps "
-      f"({s['warmup']} warm-up steps after compiling), all device counts in one process.",
-      "",
+    f"Machine: {data['machine']}; {data['devices_visible']} device(s) visible "
+    f"({data['platform']}); 1-minute load average {data['load_average'][0]:.1f} at the "
+    f"start, {data['load_average'][1]:.1f} at the end (other jobs shared the machine "
+    f"when it exceeds the CPU count); {data['seconds']:.0f} s.",
+    "",
+    f"Methods: `experiments/configs/<method>.py:bibtex` (last stage), random rows of "
+    f"{s['num_features']} features and {s['num_labels']} labels. Strong scaling: global "
+    f"batch {s['strong_batch']}; weak scaling: {s['weak_batch']} per device. Step time: "
+    f"median of {s['blocks']} interleaved blocks of {s['steps_per_block']} steps "
+    f"({s['warmup']} warm-up steps after compiling), all device counts in one process.",
+    "",
   ]
   if data["platform"] == "cpu":
     lines += [
-        f"The devices are forced host devices sharing this machine's "
-        f"{data['cpu_count']} CPUs: strong scaling does the same work on the same "
-        "cores (ideal speed-up 1, so its efficiency column is 1/D at best and the step "
-        "time ratio is the partitioning overhead), weak scaling D times the work. These "
-        "timings are not an accelerator's speed-up; the all-reduce bytes and the model "
-        "inputs are what carry over.", ""]
-  lines += ["## Step time against device count", "",
-            "| method | scaling | D | global batch | per device | step ms | examples/s | "
-            "speed-up | efficiency | step ms / D=1 |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+      f"The devices are forced host devices sharing this machine's "
+      f"{data['cpu_count']} CPUs: strong scaling does the same work on the same "
+      "cores (ideal speed-up 1, so its efficiency column is 1/D at best and the step "
+      "time ratio is the partitioning overhead), weak scaling D times the work. These "
+      "timings are not an accelerator's speed-up; the all-reduce bytes and the model "
+      "inputs are what carry over.",
+      "",
+    ]
+  lines += [
+    "## Step time against device count",
+    "",
+    "| method | scaling | D | global batch | per device | step ms | examples/s | "
+    "speed-up | efficiency | step ms / D=1 |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ]
   for name, m in data["methods"].items():
     base = {r["mode"]: r["step_s"] for r in m["rows"] if r["devices"] == 1}
     for r in m["rows"]:
       ratio = r["step_s"] / base[r["mode"]] if r["mode"] in base else None
       lines.append(
-          f"| {name} | {r['mode']} | {r['devices']} | {r['global_batch']} | "
-          f"{r['per_device_batch']} | {1e3 * r['step_s']:.1f} | {r['examples_per_s']:.0f} | "
-          f"{r['speedup']:.2f} | {r['efficiency']:.2f} | {_fmt(ratio, '.2f')} |")
-  lines += ["", "## Bytes all-reduced per step", "",
-            "From the compiled step (`compiled.as_text()`), at the largest D; the same at "
-            "every D > 1 and for both scalings (one device has no collectives).", "",
-            "| method | collective ops | bytes all-reduced | of which scalars | "
-            "parameter bytes | non-scalar / parameter bytes | ops in a loop body |",
-            "|---|---|---|---|---|---|---|"]
+        f"| {name} | {r['mode']} | {r['devices']} | {r['global_batch']} | "
+        f"{r['per_device_batch']} | {1e3 * r['step_s']:.1f} | {r['examples_per_s']:.0f} | "
+        f"{r['speedup']:.2f} | {r['efficiency']:.2f} | {_fmt(ratio, '.2f')} |"
+      )
+  lines += [
+    "",
+    "## Bytes all-reduced per step",
+    "",
+    "From the compiled step (`compiled.as_text()`), at the largest D; the same at "
+    "every D > 1 and for both scalings (one device has no collectives).",
+    "",
+    "| method | collective ops | bytes all-reduced | of which scalars | "
+    "parameter bytes | non-scalar / parameter bytes | ops in a loop body |",
+    "|---|---|---|---|---|---|---|",
+  ]
   for name, m in data["methods"].items():
     c = max(m["rows"], key=lambda r: r["devices"])["collectives"]
     kinds = ", ".join(f"{k} ×{v[0]}" for k, v in sorted(c["by_op"].items())) or "none"
-    lines.append(f"| {name} | {kinds} | {c['bytes']:,} | {c['scalar_bytes']:,} | "
-                 f"{m['param_bytes']:,} | "
-                 f"{(c['bytes'] - c['scalar_bytes']) / m['param_bytes']:.4f} | "
-                 f"{c['in_loop_ops']} |")
-  lines += ["", "## Predicted efficiency on a pod (ring all-reduce model)", "",
-            "T(P, b) = c0 + c1·b + n_ops·latency·log2(P) + bytes·2(P−1)/P / bandwidth. "
-            "c0, c1: fitted to the one-device steps here (weak batch and strong batch), "
-            "so the compute is this machine's; an accelerator's is faster, which lowers "
-            "every efficiency below (the all-reduce ms column does not depend on it).", "",
-            "Links (assumed, not measured):", ""]
+    lines.append(
+      f"| {name} | {kinds} | {c['bytes']:,} | {c['scalar_bytes']:,} | "
+      f"{m['param_bytes']:,} | "
+      f"{(c['bytes'] - c['scalar_bytes']) / m['param_bytes']:.4f} | "
+      f"{c['in_loop_ops']} |"
+    )
+  lines += [
+    "",
+    "## Predicted efficiency on a pod (ring all-reduce model)",
+    "",
+    "T(P, b) = c0 + c1·b + n_ops·latency·log2(P) + bytes·2(P−1)/P / bandwidth. "
+    "c0, c1: fitted to the one-device steps here (weak batch and strong batch), "
+    "so the compute is this machine's; an accelerator's is faster, which lowers "
+    "every efficiency below (the all-reduce ms column does not depend on it).",
+    "",
+    "Links (assumed, not measured):",
+    "",
+  ]
   for link in data["links"]:
-    lines.append(f"- {link['name']}: {link['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s, "
-                 f"latency {1e6 * link['latency_s']:.0f} µs ({link['source']})")
-  lines += ["", "| method | c0 ms | c1 ms/example | bytes | n_ops | link | P | all-reduce ms | "
-            f"weak efficiency ({s['weak_batch']}/device) | "
-            f"strong efficiency (global {s['strong_batch']}) |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    lines.append(
+      f"- {link['name']}: {link['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s, "
+      f"latency {1e6 * link['latency_s']:.0f} µs ({link['source']})"
+    )
+  lines += [
+    "",
+    "| method | c0 ms | c1 ms/example | bytes | n_ops | link | P | all-reduce ms | "
+    f"weak efficiency ({s['weak_batch']}/device) | "
+    f"strong efficiency (global {s['strong_batch']}) |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ]
   for name, m in data["methods"].items():
     if "model" not in m:
       continue
     mo = m["model"]
     for p in mo["predictions"]:
       lines.append(
-          f"| {name} | {1e3 * mo['c0_s']:.2f} | {1e3 * mo['c1_s_per_example']:.3f} | "
-          f"{mo['bytes']:,} | {mo['ops']} | {p['link']} | {p['devices']} | "
-          f"{_fmt(p['allreduce_ms'], '.3f')} | {_fmt(p['weak_efficiency'], '.2f')} | "
-          f"{_fmt(p['strong_efficiency'], '.2f')} |")
-  lines += ["", "— : the link does not connect that many devices (a GPU node holds 8), or "
-            "the global batch has fewer rows than devices.", "",
-            "Same command on an accelerator (real devices, no numbers here): "
-            f"`{data['accelerator_command']}`"]
+        f"| {name} | {1e3 * mo['c0_s']:.2f} | {1e3 * mo['c1_s_per_example']:.3f} | "
+        f"{mo['bytes']:,} | {mo['ops']} | {p['link']} | {p['devices']} | "
+        f"{_fmt(p['allreduce_ms'], '.3f')} | {_fmt(p['weak_efficiency'], '.2f')} | "
+        f"{_fmt(p['strong_efficiency'], '.2f')} |"
+      )
+  lines += [
+    "",
+    "— : the link does not connect that many devices (a GPU node holds 8), or "
+    "the global batch has fewer rows than devices.",
+    "",
+    "Same command on an accelerator (real devices, no numbers here): "
+    f"`{data['accelerator_command']}`",
+  ]
   return "\n".join(lines)
 
 
@@ -457,25 +585,35 @@ def main(argv):
     print(f"skipping device counts {skipped}: {visible} device(s) visible")
   quick = flags.FLAGS.quick
   settings = dict(
-      num_features=40 if quick else flags.FLAGS.num_features,
-      num_labels=12 if quick else flags.FLAGS.num_labels,
-      strong_batch=flags.FLAGS.strong_batch if not quick else 8 * max(device_counts),
-      weak_batch=flags.FLAGS.weak_batch if not quick else 4,
-      blocks=1 if quick else flags.FLAGS.blocks,
-      steps_per_block=1 if quick else flags.FLAGS.steps_per_block,
-      warmup=1 if quick else flags.FLAGS.warmup,
-      pod_sizes=[int(p) for p in flags.FLAGS.pod_sizes], quick=quick,
-      modes=[m for m in ("strong", "weak") if m in flags.FLAGS.modes])
+    num_features=40 if quick else flags.FLAGS.num_features,
+    num_labels=12 if quick else flags.FLAGS.num_labels,
+    strong_batch=flags.FLAGS.strong_batch if not quick else 8 * max(device_counts),
+    weak_batch=flags.FLAGS.weak_batch if not quick else 4,
+    blocks=1 if quick else flags.FLAGS.blocks,
+    steps_per_block=1 if quick else flags.FLAGS.steps_per_block,
+    warmup=1 if quick else flags.FLAGS.warmup,
+    pod_sizes=[int(p) for p in flags.FLAGS.pod_sizes],
+    quick=quick,
+    modes=[m for m in ("strong", "weak") if m in flags.FLAGS.modes],
+  )
   for d in device_counts:
     step_lib.check_batch_size(settings["strong_batch"], step_lib.make_mesh(d))
   command = "python -m benchmarks.scaling " + " ".join(shlex.quote(a) for a in sys.argv[1:])
   accelerator_args = [a for a in sys.argv[1:] if not a.startswith("--platform")]
-  data = dict(command=command, revision=workdirs.code_revision(),
-              machine=common.machine_description(), platform=jax.default_backend(),
-              devices_visible=visible, cpu_count=os.cpu_count(), settings=settings,
-              links=[l._asdict() for l in LINKS], methods={},
-              accelerator_command=" ".join(["python -m benchmarks.scaling --platform=auto",
-                                            *map(shlex.quote, accelerator_args)]))
+  data = dict(
+    command=command,
+    revision=workdirs.code_revision(),
+    machine=common.machine_description(),
+    platform=jax.default_backend(),
+    devices_visible=visible,
+    cpu_count=os.cpu_count(),
+    settings=settings,
+    links=[l._asdict() for l in LINKS],
+    methods={},
+    accelerator_command=" ".join(
+      ["python -m benchmarks.scaling --platform=auto", *map(shlex.quote, accelerator_args)]
+    ),
+  )
   started, load_before = time.perf_counter(), os.getloadavg()[0]
   for name in flags.FLAGS.methods:
     data["methods"][name] = measure(name, device_counts, settings)
@@ -486,8 +624,12 @@ def main(argv):
   os.makedirs(flags.FLAGS.out_dir, exist_ok=True)
   with open(os.path.join(flags.FLAGS.out_dir, "summary.json"), "w") as f:
     json.dump(data, f, indent=1)
-  common.write_report(os.path.join(flags.FLAGS.out_dir, "summary.md"), "benchmarks.scaling", body,
-                      revision=data["revision"])
+  common.write_report(
+    os.path.join(flags.FLAGS.out_dir, "summary.md"),
+    "benchmarks.scaling",
+    body,
+    revision=data["revision"],
+  )
   print(f"wrote {flags.FLAGS.out_dir}/summary.md and summary.json ({data['seconds']:.0f} s)")
 
 

@@ -1,4 +1,4 @@
-r"""The gains table of results/sequences.md: each sequence row's test score and its
+r"""The gains table of results/infnet/sequences.md: each sequence row's test score and its
 difference from BiLSTM-CE on the same inputs.
 
   python -m benchmarks.sequence_table
@@ -13,7 +13,7 @@ where nothing has run.
 tests/test_sequence_table.py checks that sequences.md holds the table as printed.
 """
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from absl import app
 
@@ -23,8 +23,7 @@ from benchmarks import reproduction
 BASELINE = "bilstm"
 
 
-def cell_value(cell: pt.Cell, metric: pt.Metric, results: reproduction.Results
-               ) -> Optional[float]:
+def cell_value(cell: pt.Cell, metric: pt.Metric, results: reproduction.Results) -> float | None:
   """Mean over the runs of the cell's row, in the metric's scale; None where not run."""
   if not isinstance(cell, pt.Json):
     return None
@@ -39,8 +38,7 @@ def _signed(delta: float) -> str:
   return f"{'+' if delta >= 0 else '−'}{abs(delta):.2f}"
 
 
-def gains_table(results: reproduction.Results,
-                table: pt.PaperTable = pt.INFNET_TABLE2) -> str:
+def gains_table(results: reproduction.Results, table: pt.PaperTable = pt.INFNET_TABLE2) -> str:
   """Markdown: one row per row of `table` that has a config of ours, one column per
   paper column, `score (Δ)` against the row whose config is BASELINE."""
   baseline_rows = [r for r in table.rows if r.ours == BASELINE]
@@ -55,10 +53,11 @@ def gains_table(results: reproduction.Results,
       continue
     method, _, overrides = row.ours.partition(":")
     same_inputs = f"{BASELINE}:{overrides}" if overrides and method != BASELINE else None
-    baseline = by_config.get(same_inputs, baseline_rows[0])
+    baseline = (
+      baseline_rows[0] if same_inputs is None else by_config.get(same_inputs, baseline_rows[0])
+    )
     cells = []
-    for column, cell, metric, base_cell in zip(table.columns, row.cells, metrics,
-                                               baseline.cells):
+    for column, cell, metric, base_cell in zip(table.columns, row.cells, metrics, baseline.cells):
       value = cell_value(cell, metric, results)
       b = cell_value(base_cell, metric, results)
       if value is None:
@@ -66,8 +65,10 @@ def gains_table(results: reproduction.Results,
       elif row.ours == BASELINE:
         cells.append(f"{value:.2f}")
       elif b is None:
-        raise ValueError(f"{table.key}: column {column.name} has {row.ours!r} but no "
-                         f"{baseline.ours!r} row to compare it with")
+        raise ValueError(
+          f"{table.key}: column {column.name} has {row.ours!r} but no "
+          f"{baseline.ours!r} row to compare it with"
+        )
       else:
         cells.append(f"{value:.2f} ({_signed(value - b)})")
     body.append([f"{row.label} (`{row.ours}`)"] + cells)

@@ -13,7 +13,7 @@ the inference network's cost does not depend on them, GBI's does through the ste
 takes to converge (at most `predict_gbi.max_steps`; the trained runs' results.json
 report `test/gbi_steps_mean`).
 
-  python -m benchmarks.sequence_throughput --out=results/sequence_throughput.md
+  python -m benchmarks.sequence_throughput --out=results/infnet/sequence_throughput.md
 """
 
 import types
@@ -21,6 +21,7 @@ import types
 from absl import app
 from absl import flags
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from benchmarks import common
@@ -29,11 +30,17 @@ from experiments import builders
 from experiments import configuration
 from experiments import tasks
 
-DEFAULT_ROWS = ("bilstm", "crf", "infnet", "spen_ssvm",
-                "infnet:energy.tlm_variants=forward",
-                "spen_ssvm:energy.tlm_variants=forward")
-_ROWS = flags.DEFINE_list("rows", list(DEFAULT_ROWS),
-                          "config[:key=value...] per row (experiments.compare's spec)")
+DEFAULT_ROWS = (
+  "bilstm",
+  "crf",
+  "infnet",
+  "spen_ssvm",
+  "infnet:energy.tlm_variants=forward",
+  "spen_ssvm:energy.tlm_variants=forward",
+)
+_ROWS = flags.DEFINE_list(
+  "rows", list(DEFAULT_ROWS), "config[:key=value...] per row (experiments.compare's spec)"
+)
 _NUM_TEST = flags.DEFINE_integer("num_test", 547, "test sentences (Twitter POS daily547)")
 _MAX_LENGTH = flags.DEFINE_integer("max_length", 38, "padded length (Twitter POS test)")
 _NUM_TOKENS = flags.DEFINE_integer("num_tokens", 7707, "real test tokens (Twitter POS)")
@@ -60,8 +67,9 @@ def random_split(rs: np.random.RandomState) -> tasks.SequenceSplit:
 
 def shaped_dataset(split: tasks.SequenceSplit) -> tasks.SequenceData:
   """What the objective builders read from a sequence dataset: vocabulary sizes, tags."""
-  source = types.SimpleNamespace(word_vocab=range(_VOCAB.value), char_vocab=range(_CHARS.value),
-                                 pos_vocab=None, chunk_vocab=None)
+  source = types.SimpleNamespace(
+    word_vocab=range(_VOCAB.value), char_vocab=range(_CHARS.value), pos_vocab=None, chunk_vocab=None
+  )
   return tasks.SequenceData("twitter_pos", split, split, split, _TAGS.value, source, {})
 
 
@@ -71,13 +79,20 @@ def time_row(spec: str, split: tasks.SequenceSplit) -> dict:
   _, stage = configuration.stage_configs(config)[-1]
   objective = builders.build_objective(stage, shaped_dataset(split))
   eval_bs = stage.train.eval_batch_size
-  state = objective.init(jax.random.key(0), {"x": split.x[:eval_bs], "y": split.y[:eval_bs]})
+  state = objective.init(
+    jax.random.key(0), {"x": jnp.asarray(split.x[:eval_bs]), "y": jnp.asarray(split.y[:eval_bs])}
+  )
   predict = jax.jit(objective.predict)
-  chunks = [split.x[i:i + eval_bs] for i in range(0, len(split.x), eval_bs)]
-  seconds = common.median_seconds({"predict": lambda: [predict(state, c) for c in chunks]},
-                                  _REPEATS.value)["predict"]
-  return dict(spec=spec, method=stage.method, seconds=seconds,
-              tokens_per_second=float(split.mask.sum()) / seconds)
+  chunks = [split.x[i : i + eval_bs] for i in range(0, len(split.x), eval_bs)]
+  seconds = common.median_seconds(
+    {"predict": lambda: [predict(state, c) for c in chunks]}, _REPEATS.value
+  )["predict"]
+  return dict(
+    spec=spec,
+    method=stage.method,
+    seconds=seconds,
+    tokens_per_second=float(split.mask.sum()) / seconds,
+  )
 
 
 def main(argv):
@@ -89,13 +104,16 @@ def main(argv):
   first = rows[0]
   lines = ["| row | method | test s | tokens / s | ratio |", "|---|---|---|---|---|"]
   for r in rows:
-    lines.append(f"| {r['spec']} | {r['method']} | {r['seconds']:.3f} | "
-                 f"{r['tokens_per_second']:.0f} | {r['tokens_per_second'] / first['tokens_per_second']:.2f} |")
-  body = (f"Timed on {common.machine_description()}; Twitter POS test shapes "
-          f"({_NUM_TEST.value} sentences padded to {_MAX_LENGTH.value}, "
-          f"{int(split.mask.sum())} real tokens), random tokens, fresh parameters, median "
-          f"of {_REPEATS.value} passes. Ratios are to the first row, same run.\n\n"
-          + "\n".join(lines))
+    lines.append(
+      f"| {r['spec']} | {r['method']} | {r['seconds']:.3f} | "
+      f"{r['tokens_per_second']:.0f} | {r['tokens_per_second'] / first['tokens_per_second']:.2f} |"
+    )
+  body = (
+    f"Timed on {common.machine_description()}; Twitter POS test shapes "
+    f"({_NUM_TEST.value} sentences padded to {_MAX_LENGTH.value}, "
+    f"{int(split.mask.sum())} real tokens), random tokens, fresh parameters, median "
+    f"of {_REPEATS.value} passes. Ratios are to the first row, same run.\n\n" + "\n".join(lines)
+  )
   print(body)
   if _OUT.value:
     common.write_report(_OUT.value, "benchmarks.sequence_throughput", body)

@@ -1,7 +1,7 @@
 r"""Small-data behaviour: test example-F1 against training-set size, default and tuned.
 
   python -m benchmarks.small_data --data_dir=DATA --workdir=/tmp/small_data \
-      --jobs=2 --out=results/small_data.md --plot=results/small_data.png
+      --jobs=2 --out=results/spen/small_data.md --plot=results/spen/small_data.png
 
 For every dataset and training size (`data.num_train`: a seeded subset of the training
 split, nested across sizes, feature scaling fit on it; 0: every training row), each
@@ -40,6 +40,7 @@ from energynets.train import quiet_library_logs
 from experiments import configuration
 from experiments import search_spaces
 from experiments import tasks
+from experiments import trials
 from experiments import tune
 
 DATASETS = ("bibtex", "delicious", "genbase", "yeast", "expr_fun")
@@ -53,6 +54,7 @@ METRIC = "test/example_f1"
 @dataclasses.dataclass(frozen=True)
 class Cell:
   """One run: `method` (or `LINEAR`) on `dataset` cut to `size` training rows."""
+
   dataset: str
   size: int
   method: str
@@ -79,9 +81,14 @@ def cell_config(cell: Cell, data_dir: str, overrides=()) -> ml_collections.Confi
   subset, and (tuned) the `tune` block of the method's `:mulan` variant, enabled."""
   budget_overrides = [o for o in overrides if o.startswith("tune.")]
   config = configuration.get_config(
-      cell.method, cell.dataset,
-      [f"data.data_dir={data_dir}", f"data.num_train={cell.size}",
-       *(o for o in overrides if o not in budget_overrides)])
+    cell.method,
+    cell.dataset,
+    [
+      f"data.data_dir={data_dir}",
+      f"data.num_train={cell.size}",
+      *(o for o in overrides if o not in budget_overrides),
+    ],
+  )
   budget = configuration.get_config(cell.method, "mulan").tune.to_dict()
   budget["enabled"] = cell.mode == "tuned"
   with config.unlocked():
@@ -89,8 +96,9 @@ def cell_config(cell: Cell, data_dir: str, overrides=()) -> ml_collections.Confi
   return configuration.apply_overrides(config, budget_overrides)
 
 
-def run_cell(cell: Cell, workdir: str, data_dir: str, overrides=(), linear_jobs: int = 1
-             ) -> dict[str, Any]:
+def run_cell(
+  cell: Cell, workdir: str, data_dir: str, overrides=(), linear_jobs: int = 1
+) -> dict[str, Any]:
   """Runs `cell` (or reads its results.json); its record for the report. The linear
   model's labels are fitted by `linear_jobs` processes."""
   directory = os.path.join(workdir, cell.name)
@@ -112,53 +120,67 @@ def run_cell(cell: Cell, workdir: str, data_dir: str, overrides=(), linear_jobs:
     results = json.load(f)
   meta = results.get("meta", {})
   tuning = meta.get("tuning", {})
-  return {**dataclasses.asdict(cell), METRIC: results[METRIC],
-          "validation/example_f1": results.get("validation/example_f1"),
-          "num_train": (meta.get("dataset_meta", {}).get("num_examples", {}).get("train")
-                        or results.get("num_train")),
-          "chosen": tuning.get("overrides") or results.get("chosen"),
-          "seconds": results.get("seconds")}
+  return {
+    **dataclasses.asdict(cell),
+    METRIC: results[METRIC],
+    "validation/example_f1": results.get("validation/example_f1"),
+    "num_train": (
+      meta.get("dataset_meta", {}).get("num_examples", {}).get("train") or results.get("num_train")
+    ),
+    "chosen": tuning.get("overrides") or results.get("chosen"),
+    "seconds": results.get("seconds"),
+  }
 
 
 def _linear(cell: Cell, data_dir: str, overrides=(), jobs: int = 1) -> dict[str, Any]:
   """scikit-learn's tuned LogisticRegression on the cell's rows: br's space and budget,
   the same folds as br's selection (the validation split from 2,000 rows); its labels
   fitted by `jobs` processes."""
-  config = cell_config(Cell(cell.dataset, cell.size, "br", "tuned"), data_dir,
-                       ["data.feature_scaling=none", *overrides])
+  config = cell_config(
+    Cell(cell.dataset, cell.size, "br", "tuned"),
+    data_dir,
+    ["data.feature_scaling=none", *overrides],
+  )
   dataset = tasks.task_for(config).load(config)
   num_train = dataset.train.num_examples
   folds = config.tune.folds or tune.DEFAULT_FOLDS
-  held_out = (tune.fold_indices(num_train, folds, config.tune.seed)
-              if num_train < tune.SMALL_TRAIN else None)
+  held_out = (
+    tune.fold_indices(num_train, folds, config.tune.seed) if num_train < tune.SMALL_TRAIN else None
+  )
   space = search_spaces.for_config("br", cell.dataset)
   results = br_tuned_vs_sklearn.sklearn_tuned_br(dataset, held_out, space, jobs)
   results["num_train"] = num_train
   return results
 
 
-def run(all_cells: list[Cell], workdir: str, data_dir: str, jobs: int = 1,
-        overrides=(), report_only: bool = False) -> list[dict[str, Any]]:
+def run(
+  all_cells: list[Cell],
+  workdir: str,
+  data_dir: str,
+  jobs: int = 1,
+  overrides=(),
+  report_only: bool = False,
+) -> list[dict[str, Any]]:
   """Every cell's record, in `all_cells`' order (`jobs` cells at once, each process on
   one XLA thread); a size beyond a dataset's training rows is left out, and with
   `report_only` every cell not finished yet (nothing trains)."""
   if report_only:
-    all_cells = [c for c in all_cells
-                 if os.path.exists(os.path.join(workdir, c.name, "results.json"))]
+    all_cells = [
+      c for c in all_cells if os.path.exists(os.path.join(workdir, c.name, "results.json"))
+    ]
   if jobs <= 1:
     # One cell at a time: the linear model's labels are fitted on every CPU.
-    records = [_attempt(c, workdir, data_dir, tuple(overrides), os.cpu_count() or 1)
-               for c in all_cells]
+    records = [
+      _attempt(c, workdir, data_dir, tuple(overrides), os.cpu_count() or 1) for c in all_cells
+    ]
   else:
-    with tune.single_threaded_processes(jobs) as pool:
-      futures = [pool.submit(_attempt, c, workdir, data_dir, tuple(overrides))
-                 for c in all_cells]
+    with trials.single_threaded_processes(jobs) as pool:
+      futures = [pool.submit(_attempt, c, workdir, data_dir, tuple(overrides)) for c in all_cells]
       records = [f.result() for f in futures]
   return [r for r in records if r is not None]
 
 
-def merge(records: list[dict[str, Any]], earlier: list[dict[str, Any]]
-          ) -> list[dict[str, Any]]:
+def merge(records: list[dict[str, Any]], earlier: list[dict[str, Any]]) -> list[dict[str, Any]]:
   """`earlier`'s records of cells that `records` lacks, then `records`: a cell finished
   again replaces its earlier record."""
   key = lambda r: (r["dataset"], r["size"], r["method"], r["mode"])
@@ -173,28 +195,37 @@ def _attempt(cell, workdir, data_dir, overrides, linear_jobs=1):
   except registry.TooFewTrainingRows as e:
     print(f"{cell.name}: skipped ({e})", flush=True)
     return None
-  print(f"{cell.name}: {METRIC} {record[METRIC]:.4f} ({record['seconds'] or 0:.0f} s)",
-        flush=True)
+  print(f"{cell.name}: {METRIC} {record[METRIC]:.4f} ({record['seconds'] or 0:.0f} s)", flush=True)
   return record
 
 
 def table(records: list[dict[str, Any]]) -> str:
   """Markdown: a row per (dataset, size), a column per method and mode."""
   columns = [(LINEAR, "tuned")] + sorted(
-      {(r["method"], r["mode"]) for r in records if r["method"] != LINEAR},
-      key=lambda c: (METHODS.index(c[0]) if c[0] in METHODS else len(METHODS), c[1]))
+    {(r["method"], r["mode"]) for r in records if r["method"] != LINEAR},
+    key=lambda c: (METHODS.index(c[0]) if c[0] in METHODS else len(METHODS), c[1]),
+  )
   by_key = {(r["dataset"], r["size"], r["method"], r["mode"]): r for r in records}
-  rows = sorted({(r["dataset"], r["size"]) for r in records},
-                key=lambda k: (k[0], k[1] or 10**9))
+  rows = sorted({(r["dataset"], r["size"]) for r in records}, key=lambda k: (k[0], k[1] or 10**9))
   head = ["dataset", "train rows"] + [
-      "LR (sklearn, tuned)" if m == LINEAR else f"{m} {mode}" for m, mode in columns]
+    "LR (sklearn, tuned)" if m == LINEAR else f"{m} {mode}" for m, mode in columns
+  ]
   lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
   for dataset, size in rows:
-    num = next((r["num_train"] for r in records
-                if (r["dataset"], r["size"]) == (dataset, size) and r["num_train"]), size)
+    num = next(
+      (
+        r["num_train"]
+        for r in records
+        if (r["dataset"], r["size"]) == (dataset, size) and r["num_train"]
+      ),
+      size,
+    )
     cells_ = [by_key.get((dataset, size, m, mode)) for m, mode in columns]
-    lines.append(f"| {dataset} | {num} | " + " | ".join(
-        "—" if c is None else f"{100 * c[METRIC]:.2f}" for c in cells_) + " |")
+    lines.append(
+      f"| {dataset} | {num} | "
+      + " | ".join("—" if c is None else f"{100 * c[METRIC]:.2f}" for c in cells_)
+      + " |"
+    )
   return "\n".join(lines)
 
 
@@ -206,25 +237,33 @@ def verdicts(records: list[dict[str, Any]]) -> list[str]:
   num_train = {(r["dataset"], r["size"]): r["num_train"] for r in records}
   lines, below, compared = [], [], 0
   for (dataset, size, method, mode), value in sorted(
-      by_key.items(), key=lambda kv: (kv[0][0], kv[0][1] or 10**9, kv[0][2])):
+    by_key.items(), key=lambda kv: (kv[0][0], kv[0][1] or 10**9, kv[0][2])
+  ):
     if mode != "tuned" or method in (LINEAR, "br") or num_train[dataset, size] < 500:
       continue
     linear = by_key.get((dataset, size, LINEAR, "tuned"))
     compared += linear is not None
     if linear is not None and value < linear:
-      below.append(f"{method} on {dataset} n={size or 'all'} "
-                   f"({100 * (value - linear):+.2f})")
-  verdict = (", ".join(below) if below else "none") if compared else (
-      "not measured (no tuned deep method and tuned linear model at the same size)")
-  lines.append("Tuned deep methods below the tuned linear model (from 500 training "
-               "rows): " + verdict + ".")
+      below.append(f"{method} on {dataset} n={size or 'all'} ({100 * (value - linear):+.2f})")
+  verdict = (
+    (", ".join(below) if below else "none")
+    if compared
+    else ("not measured (no tuned deep method and tuned linear model at the same size)")
+  )
+  lines.append(
+    "Tuned deep methods below the tuned linear model (from 500 training rows): " + verdict + "."
+  )
   for method in ENERGY_METHODS:
-    pairs = [(v, by_key[(d, s, "mlp", "tuned")]) for (d, s, m, mode), v in by_key.items()
-             if m == method and mode == "tuned" and (d, s, "mlp", "tuned") in by_key]
+    pairs = [
+      (v, by_key[(d, s, "mlp", "tuned")])
+      for (d, s, m, mode), v in by_key.items()
+      if m == method and mode == "tuned" and (d, s, "mlp", "tuned") in by_key
+    ]
     if pairs:
       gain = 100 * float(np.mean([a - b for a, b in pairs]))
-      lines.append(f"{method} tuned − mlp tuned, mean over {len(pairs)} (dataset, size): "
-                   f"{gain:+.2f} points.")
+      lines.append(
+        f"{method} tuned − mlp tuned, mean over {len(pairs)} (dataset, size): {gain:+.2f} points."
+      )
   return lines
 
 
@@ -232,20 +271,28 @@ def plot(records: list[dict[str, Any]], path: str) -> None:
   """Test example-F1 against training rows, a panel per dataset: tuned solid, default
   dashed, the linear model black."""
   from experiments import plots  # pylint: disable=g-import-not-at-top
+
   plt = plots.pyplot()
   datasets = sorted({r["dataset"] for r in records})
-  fig, axes = plt.subplots(1, len(datasets), figsize=(4 * len(datasets), 3.4),
-                           squeeze=False)
+  fig, axes = plt.subplots(1, len(datasets), figsize=(4 * len(datasets), 3.4), squeeze=False)
   for ax, dataset in zip(axes[0], datasets):
     mine = [r for r in records if r["dataset"] == dataset]
     for method, mode in sorted({(r["method"], r["mode"]) for r in mine}):
-      points = sorted((r["num_train"], 100 * r[METRIC]) for r in mine
-                      if (r["method"], r["mode"]) == (method, mode) and r["num_train"])
+      points = sorted(
+        (r["num_train"], 100 * r[METRIC])
+        for r in mine
+        if (r["method"], r["mode"]) == (method, mode) and r["num_train"]
+      )
       if not points:
         continue
-      style = dict(color="black", lw=2) if method == LINEAR else dict(
+      style = (
+        dict(color="black", lw=2)
+        if method == LINEAR
+        else dict(
           ls="-" if mode == "tuned" else "--",
-          color=f"C{METHODS.index(method) if method in METHODS else 9}")
+          color=f"C{METHODS.index(method) if method in METHODS else 9}",
+        )
+      )
       label = "LR (sklearn, tuned)" if method == LINEAR else f"{method} {mode}"
       ax.plot(*zip(*points), marker="o", ms=3, label=label, **style)
     ax.set_xscale("log")
@@ -264,22 +311,35 @@ def durations(records: list[dict[str, Any]]) -> list[str]:
   """A line per method and mode: the wall seconds of its cells (search and final run)."""
   lines = []
   for method, mode in sorted({(r["method"], r["mode"]) for r in records}):
-    seconds = [r["seconds"] for r in records
-               if (r["method"], r["mode"]) == (method, mode) and r.get("seconds")]
+    seconds = [
+      r["seconds"]
+      for r in records
+      if (r["method"], r["mode"]) == (method, mode) and r.get("seconds")
+    ]
     if seconds:
-      lines.append(f"- {method} {mode}: {len(seconds)} cells, {min(seconds):.0f}–"
-                   f"{max(seconds):.0f} s (median {np.median(seconds):.0f} s)")
+      lines.append(
+        f"- {method} {mode}: {len(seconds)} cells, {min(seconds):.0f}–"
+        f"{max(seconds):.0f} s (median {np.median(seconds):.0f} s)"
+      )
   return lines
 
 
 def report(records: list[dict[str, Any]]) -> str:
-  return "\n".join([
+  return "\n".join(
+    [
       "Test example-F1 (%, threshold tuned on validation) by training-set size (a seeded "
       "nested subset of the training split; validation and test unchanged). "
       "`default`: the committed config; `tuned`: selected within the by-path route's "
-      "budget on held-out training rows. — : not run.", "", table(records), "",
-      *verdicts(records), "", "Wall time of each cell (the search included):",
-      *durations(records)])
+      "budget on held-out training rows. — : not run.",
+      "",
+      table(records),
+      "",
+      *verdicts(records),
+      "",
+      "Wall time of each cell (the search included):",
+      *durations(records),
+    ]
+  )
 
 
 _FLAGS = {}
@@ -287,25 +347,31 @@ _FLAGS = {}
 
 def _define_flags():
   return {
-      "data_dir": flags.DEFINE_string("data_dir", "", "data directory (else "
-                                      "$ENERGYNETS_DATA_DIR)"),
-      "workdir": flags.DEFINE_string("workdir", None, "where every cell's run goes"),
-      "datasets": flags.DEFINE_list("datasets", list(DATASETS), "registered datasets"),
-      "sizes": flags.DEFINE_list("sizes", [str(s) for s in SIZES],
-                                 "training rows (0: all)"),
-      "methods": flags.DEFINE_list("methods", list(METHODS), "experiment configs"),
-      "modes": flags.DEFINE_list("modes", ["default", "tuned"], "default and/or tuned"),
-      "linear": flags.DEFINE_bool("linear", True, "run scikit-learn's tuned "
-                                  "LogisticRegression beside the methods"),
-      "report_only": flags.DEFINE_bool("report_only", False, "train nothing: report "
-                                       "the cells already finished in --workdir"),
-      "jobs": flags.DEFINE_integer("jobs", 1, "cells run at once, each in its own process"),
-      "set": flags.DEFINE_multi_string("set", [], "key=value override of every cell's "
-                                       "config (e.g. a shorter train.steps for a smoke run)"),
-      "records": flags.DEFINE_list("records", [], "earlier reports' .json files: their "
-                                   "cells are reported unless --workdir has them"),
-      "out": flags.DEFINE_string("out", "", "markdown report (and .json beside it)"),
-      "plot": flags.DEFINE_string("plot", "", "figure of F1 against training rows"),
+    "data_dir": flags.DEFINE_string("data_dir", "", "data directory (else $ENERGYNETS_DATA_DIR)"),
+    "workdir": flags.DEFINE_string("workdir", None, "where every cell's run goes"),
+    "datasets": flags.DEFINE_list("datasets", list(DATASETS), "registered datasets"),
+    "sizes": flags.DEFINE_list("sizes", [str(s) for s in SIZES], "training rows (0: all)"),
+    "methods": flags.DEFINE_list("methods", list(METHODS), "experiment configs"),
+    "modes": flags.DEFINE_list("modes", ["default", "tuned"], "default and/or tuned"),
+    "linear": flags.DEFINE_bool(
+      "linear", True, "run scikit-learn's tuned LogisticRegression beside the methods"
+    ),
+    "report_only": flags.DEFINE_bool(
+      "report_only", False, "train nothing: report the cells already finished in --workdir"
+    ),
+    "jobs": flags.DEFINE_integer("jobs", 1, "cells run at once, each in its own process"),
+    "set": flags.DEFINE_multi_string(
+      "set",
+      [],
+      "key=value override of every cell's config (e.g. a shorter train.steps for a smoke run)",
+    ),
+    "records": flags.DEFINE_list(
+      "records",
+      [],
+      "earlier reports' .json files: their cells are reported unless --workdir has them",
+    ),
+    "out": flags.DEFINE_string("out", "", "markdown report (and .json beside it)"),
+    "plot": flags.DEFINE_string("plot", "", "figure of F1 against training rows"),
   }
 
 
@@ -316,10 +382,21 @@ def main(argv):
   bad = [m for m in value("modes") if m not in ("default", "tuned")]
   if bad:
     raise app.UsageError(f"--modes: {bad} (use default, tuned)")
-  all_cells = cells(value("datasets"), [int(s) for s in value("sizes")], value("methods"),
-                    value("modes"), value("linear"))
-  records = run(all_cells, value("workdir"), value("data_dir"), value("jobs"), value("set"),
-                value("report_only"))
+  all_cells = cells(
+    value("datasets"),
+    [int(s) for s in value("sizes")],
+    value("methods"),
+    value("modes"),
+    value("linear"),
+  )
+  records = run(
+    all_cells,
+    value("workdir"),
+    value("data_dir"),
+    value("jobs"),
+    value("set"),
+    value("report_only"),
+  )
   for path in value("records"):
     with open(path) as f:
       records = merge(records, json.load(f))

@@ -21,7 +21,6 @@ labeling and how often its energy is above the argmax labeling's or the gold lab
   python -m benchmarks.spen_synthetic_decoding --run_dir=/tmp/syn/runs/base1500
 """
 
-
 from absl import app
 from absl import flags
 import jax
@@ -31,10 +30,10 @@ import numpy as np
 from benchmarks import common
 from energynets import metrics
 from energynets.energies import SPENEnergy
-from energynets.inference import GBIConfig
 from energynets.energies import protocol
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
+from experiments.choices import gbi as gbi_choices
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "experiments.main run of spen_ssvm:synthetic")
 _FLIP_SWEEPS = flags.DEFINE_integer("flip_sweeps", 20, "most single-bit flips per example")
@@ -71,36 +70,50 @@ def main(argv):
   quiet_library_logs()
   config = common.finished_run_config(_RUN_DIR.value)
   if config.data.name != "synthetic":
-    raise ValueError(f"{_RUN_DIR.value} is a run on {config.data.name!r}; this diagnosis "
-                     "needs the synthetic block-exclusivity task")
+    raise ValueError(
+      f"{_RUN_DIR.value} is a run on {config.data.name!r}; this diagnosis "
+      "needs the synthetic block-exclusivity task"
+    )
   _, dataset, energy, params, source, last = common.restore_spen_run(_RUN_DIR.value)
   energy_fn = protocol.as_energy(energy).energy
   x = jnp.asarray(dataset.test.x)
   gold = np.asarray(dataset.test.y)
   encoding = protocol.as_energy(energy).encode(params, x)
-  gbi = ssvm_lib.infer(energy, params, x, GBIConfig(**last.predict_gbi), init=last.loss.init)
+  gbi = ssvm_lib.infer(
+    energy, params, x, gbi_choices.gbi_config(last.predict_gbi), init=last.loss.init
+  )
   rounded = (np.asarray(gbi.y) >= 0.5).astype(np.float32)
-  argmax = block_argmax(np.asarray(energy.apply({"params": params}, x,
-                                                method=SPENEnergy.local_logits)))
-  polished = np.asarray(jax.jit(greedy_bit_flips, static_argnums=(0, 4))(
-      energy_fn, params, encoding, jnp.asarray(rounded), _FLIP_SWEEPS.value))
+  argmax = block_argmax(
+    np.asarray(energy.apply({"params": params}, x, method=SPENEnergy.local_logits))
+  )
+  polished = np.asarray(
+    jax.jit(greedy_bit_flips, static_argnums=(0, 4))(
+      energy_fn, params, encoding, jnp.asarray(rounded), _FLIP_SWEEPS.value
+    )
+  )
   exact = np.asarray(jax.jit(lambda p, v: ssvm_lib.exact_infer(energy, p, v).y)(params, x))
   e = lambda y: np.asarray(energy_fn(params, encoding, jnp.asarray(y)))
   valid = (rounded.reshape(len(rounded), -1, BLOCK).sum(-1) == 1).all(-1)
   print(f"parameters: {source}")
-  print(f"test example-F1 @0.5: GBI rounded {100 * metrics.example_f1(gold, rounded):.2f}, "
-        f"per-block argmax of local logits {100 * metrics.example_f1(gold, argmax):.2f}, "
-        f"GBI rounded + bit-flip descent {100 * metrics.example_f1(gold, polished):.2f}, "
-        f"exact minimizer over {{0,1}}^{gold.shape[1]} "
-        f"{100 * metrics.example_f1(gold, exact):.2f}")
-  print(f"exact minimizer equal to the argmax labeling: "
-        f"{100 * np.mean(np.all(exact == argmax, axis=-1)):.1f}% of test examples, to the "
-        f"rounded GBI output: {100 * np.mean(np.all(exact == rounded, axis=-1)):.1f}%")
-  print(f"rounded GBI output one-hot in every block: {100 * valid.mean():.1f}% of test "
-        f"examples; its energy above the argmax labeling's: "
-        f"{100 * np.mean(e(argmax) < e(rounded)):.1f}%, above the gold labeling's: "
-        f"{100 * np.mean(e(gold) < e(rounded)):.1f}%; gold below the argmax labeling: "
-        f"{100 * np.mean(e(gold) < e(argmax)):.1f}%")
+  print(
+    f"test example-F1 @0.5: GBI rounded {100 * metrics.example_f1(gold, rounded):.2f}, "
+    f"per-block argmax of local logits {100 * metrics.example_f1(gold, argmax):.2f}, "
+    f"GBI rounded + bit-flip descent {100 * metrics.example_f1(gold, polished):.2f}, "
+    f"exact minimizer over {{0,1}}^{gold.shape[1]} "
+    f"{100 * metrics.example_f1(gold, exact):.2f}"
+  )
+  print(
+    f"exact minimizer equal to the argmax labeling: "
+    f"{100 * np.mean(np.all(exact == argmax, axis=-1)):.1f}% of test examples, to the "
+    f"rounded GBI output: {100 * np.mean(np.all(exact == rounded, axis=-1)):.1f}%"
+  )
+  print(
+    f"rounded GBI output one-hot in every block: {100 * valid.mean():.1f}% of test "
+    f"examples; its energy above the argmax labeling's: "
+    f"{100 * np.mean(e(argmax) < e(rounded)):.1f}%, above the gold labeling's: "
+    f"{100 * np.mean(e(gold) < e(rounded)):.1f}%; gold below the argmax labeling: "
+    f"{100 * np.mean(e(gold) < e(argmax)):.1f}%"
+  )
 
 
 if __name__ == "__main__":

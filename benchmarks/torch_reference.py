@@ -34,18 +34,19 @@ Optional: needs `torch` (the `bench` extra: `pip install -e ".[bench]"`; a CPU-o
 build of torch is enough).
 """
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 ACTIVATIONS = {
-    "relu": torch.relu,
-    "softplus": F.softplus,
-    "tanh": torch.tanh,
-    "sigmoid": torch.sigmoid,
-    "hardtanh": lambda v: torch.clamp(v, -1.0, 1.0),
+  "relu": torch.relu,
+  "softplus": F.softplus,
+  "tanh": torch.tanh,
+  "sigmoid": torch.sigmoid,
+  "hardtanh": lambda v: torch.clamp(v, -1.0, 1.0),
 }
 # energynets.domains.DEFAULT_EPS: the clip of every logarithm of the Box.
 EPS = 1e-6
@@ -54,12 +55,20 @@ EPS = 1e-6
 class MLP(torch.nn.Module):
   """`energynets.nets.MLP`: `x [B, D] -> [B, num_outputs]` (and F(x), the features)."""
 
-  def __init__(self, num_inputs: int, hidden: Sequence[int], num_outputs: int,
-               activation: str = "relu", dropout: float = 0.0, input_dropout: float = 0.0):
+  def __init__(
+    self,
+    num_inputs: int,
+    hidden: Sequence[int],
+    num_outputs: int,
+    activation: str = "relu",
+    dropout: float = 0.0,
+    input_dropout: float = 0.0,
+  ):
     super().__init__()
     sizes = [num_inputs, *hidden]
     self.hidden = torch.nn.ModuleList(
-        [torch.nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:])])
+      [torch.nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:])]
+    )
     self.head = torch.nn.Linear(sizes[-1], num_outputs)
     self.activation = ACTIVATIONS[activation]
     self.dropout, self.input_dropout = dropout, input_dropout
@@ -78,15 +87,23 @@ class MLP(torch.nn.Module):
 class SPENEnergy(torch.nn.Module):
   """`energynets.energies.SPENEnergy` (no conditional term): `E(x, y) -> [B]`."""
 
-  def __init__(self, num_features: int, num_labels: int, feature_hidden: Sequence[int],
-               feature_activation: str = "relu", num_measurements: int = 15,
-               activation: str = "softplus", dropout: float = 0.0,
-               input_dropout: float = 0.0):
+  def __init__(
+    self,
+    num_features: int,
+    num_labels: int,
+    feature_hidden: Sequence[int],
+    feature_activation: str = "relu",
+    num_measurements: int = 15,
+    activation: str = "softplus",
+    dropout: float = 0.0,
+    input_dropout: float = 0.0,
+  ):
     super().__init__()
-    self.local_net = MLP(num_features, feature_hidden, num_labels, feature_activation,
-                         dropout, input_dropout)
+    self.local_net = MLP(
+      num_features, feature_hidden, num_labels, feature_activation, dropout, input_dropout
+    )
     self.measurements = torch.nn.Linear(num_labels, num_measurements)  # C1, c1
-    self.weights = torch.nn.Linear(num_measurements, 1, bias=False)    # c2
+    self.weights = torch.nn.Linear(num_measurements, 1, bias=False)  # c2
     self.activation = ACTIVATIONS[activation]
 
   def encode(self, x: torch.Tensor) -> torch.Tensor:
@@ -146,11 +163,22 @@ def _logit(y: torch.Tensor) -> torch.Tensor:
   return torch.log(y) - torch.log1p(-y)
 
 
-def gbi(energy: SPENEnergy, x: torch.Tensor, num_steps: int = 20, method: str = "mirror",
-        optimizer: str = "momentum", learning_rate: float = 0.1, momentum: float = 0.95,
-        b1: float = 0.9, b2: float = 0.999, adam_eps: float = 1e-8,
-        adam_eps_root: float = 1e-16, init: str = "uniform",
-        logits: Optional[torch.Tensor] = None, gradient: str = "autograd") -> torch.Tensor:
+def gbi(
+  energy: SPENEnergy,
+  x: torch.Tensor,
+  num_steps: int = 20,
+  method: str = "mirror",
+  optimizer: str = "momentum",
+  learning_rate: float = 0.1,
+  momentum: float = 0.95,
+  b1: float = 0.9,
+  b2: float = 0.999,
+  adam_eps: float = 1e-8,
+  adam_eps_root: float = 1e-16,
+  init: str = "uniform",
+  logits: torch.Tensor | None = None,
+  gradient: str = "autograd",
+) -> torch.Tensor:
   """y_T of `num_steps` GBI steps, as `energynets.inference.gbi.gbi_scan` with entropy
   weight 0.
 
@@ -158,7 +186,8 @@ def gbi(energy: SPENEnergy, x: torch.Tensor, num_steps: int = 20, method: str = 
     energy: the SPEN energy (put in eval mode: no dropout).
     x: inputs `[B, D]` (unused when `logits` is given).
     num_steps, method, optimizer, learning_rate, momentum, b1, b2, adam_eps,
-      adam_eps_root: the GBI options of `GBIConfig`.
+      adam_eps_root: the GBI options by the configs' names
+      (`experiments.choices.gbi`).
     init: 'uniform' (0.5) or 'local' (σ(ℓ(x))).
     logits: a precomputed F(x) (the loop alone); None: computed once here.
     gradient: how ∇_y E is taken, both generic: 'autograd' (`torch.autograd.grad`,
@@ -178,7 +207,8 @@ def gbi(energy: SPENEnergy, x: torch.Tensor, num_steps: int = 20, method: str = 
   def grad_at(z):
     if gradient == "func":
       return torch.func.grad(
-          lambda z_: energy.energy_from_encoding(logits, _to_y(z_, method)).sum())(z)
+        lambda z_: energy.energy_from_encoding(logits, _to_y(z_, method)).sum()
+      )(z)
     with torch.enable_grad():  # also when the caller runs under torch.no_grad()
       z = z.detach().requires_grad_(True)
       e = energy.energy_from_encoding(logits, _to_y(z, method))
@@ -198,8 +228,8 @@ def gbi(energy: SPENEnergy, x: torch.Tensor, num_steps: int = 20, method: str = 
       elif optimizer == "adam":
         mu = b1 * mu + (1.0 - b1) * g
         nu = b2 * nu + (1.0 - b2) * g * g
-        mu_hat = mu / (1.0 - b1 ** t)
-        nu_hat = nu / (1.0 - b2 ** t)
+        mu_hat = mu / (1.0 - b1**t)
+        nu_hat = nu / (1.0 - b2**t)
         d = mu_hat / (torch.sqrt(nu_hat + adam_eps_root) + adam_eps)
       else:
         raise ValueError(f"unknown GBI optimizer {optimizer!r}")
@@ -247,13 +277,22 @@ def _adam(params, lr: float, fused: bool) -> torch.optim.Optimizer:
 
 class SealDynamic:
   """One SEAL-dynamic update (`step`), the NCE loss-net objective, as
-  `energynets.objectives.seal.seal_objective(phase='dynamic', objective='nce')`."""
+  `energynets.objectives.seal.seal_objective` with `SealOptions()` (dynamic) and
+  `SealNCE()`."""
 
-  def __init__(self, task_net: MLP, loss_net: SPENEnergy, num_samples: int = 10,
-               energy_weight: float = 1.0, bce_weight: float = 1.0,
-               task_learning_rate: float = 1e-3, loss_learning_rate: float = 1e-3,
-               task_clip_norm: float = 10.0, generator: Optional[torch.Generator] = None,
-               fused_adam: bool = True):
+  def __init__(
+    self,
+    task_net: MLP,
+    loss_net: SPENEnergy,
+    num_samples: int = 10,
+    energy_weight: float = 1.0,
+    bce_weight: float = 1.0,
+    task_learning_rate: float = 1e-3,
+    loss_learning_rate: float = 1e-3,
+    task_clip_norm: float = 10.0,
+    generator: torch.Generator | None = None,
+    fused_adam: bool = True,
+  ):
     self.task_net, self.loss_net = task_net, loss_net
     self.num_samples = num_samples
     self.energy_weight, self.bce_weight = energy_weight, bce_weight
@@ -262,8 +301,9 @@ class SealDynamic:
     self.loss_optimizer = _adam(loss_net.parameters(), loss_learning_rate, fused_adam)
     self.generator = generator
 
-  def nce_loss(self, x: torch.Tensor, y: torch.Tensor, task_logits: torch.Tensor,
-               noise: torch.Tensor) -> torch.Tensor:
+  def nce_loss(
+    self, x: torch.Tensor, y: torch.Tensor, task_logits: torch.Tensor, noise: torch.Tensor
+  ) -> torch.Tensor:
     """L_E on given noise samples `[B, K, L]` of σ(task_logits) (loss-net in its
     current train/eval mode)."""
     ys = torch.cat([y.unsqueeze(1), noise], 1)  # gold first
@@ -322,17 +362,20 @@ class SealDynamic:
 def params_of(*modules: torch.nn.Module, prefixes: Sequence[str] = ()) -> dict:
   """Detached copies of the modules' parameters, keyed `prefix + name`."""
   prefixes = list(prefixes) or [""] * len(modules)
-  return {f"{prefix}{name}": p.detach().clone()
-          for module, prefix in zip(modules, prefixes)
-          for name, p in module.named_parameters()}
+  return {
+    f"{prefix}{name}": p.detach().clone()
+    for module, prefix in zip(modules, prefixes)
+    for name, p in module.named_parameters()
+  }
 
 
 def _linear(params: dict, name: str, x: torch.Tensor) -> torch.Tensor:
   return F.linear(x, params[f"{name}.weight"], params.get(f"{name}.bias"))
 
 
-def mlp_apply(mlp: MLP, params: dict, x: torch.Tensor, train: bool,
-              prefix: str = "") -> torch.Tensor:
+def mlp_apply(
+  mlp: MLP, params: dict, x: torch.Tensor, train: bool, prefix: str = ""
+) -> torch.Tensor:
   """`MLP.forward` on `params` (keys `prefix + 'hidden.i.weight'`...); dropout if `train`."""
   if mlp.input_dropout:
     x = F.dropout(x, mlp.input_dropout, train)
@@ -343,14 +386,16 @@ def mlp_apply(mlp: MLP, params: dict, x: torch.Tensor, train: bool,
   return _linear(params, f"{prefix}head", x)
 
 
-def spen_encode(energy: SPENEnergy, params: dict, x: torch.Tensor, train: bool,
-                prefix: str = "") -> torch.Tensor:
+def spen_encode(
+  energy: SPENEnergy, params: dict, x: torch.Tensor, train: bool, prefix: str = ""
+) -> torch.Tensor:
   """`SPENEnergy.encode` on `params`."""
   return mlp_apply(energy.local_net, params, x, train, f"{prefix}local_net.")
 
 
-def spen_energy_from_encoding(energy: SPENEnergy, params: dict, logits: torch.Tensor,
-                              y: torch.Tensor, prefix: str = "") -> torch.Tensor:
+def spen_energy_from_encoding(
+  energy: SPENEnergy, params: dict, logits: torch.Tensor, y: torch.Tensor, prefix: str = ""
+) -> torch.Tensor:
   """`SPENEnergy.energy_from_encoding` on `params`."""
   if y.dim() > logits.dim():
     logits = logits.unsqueeze(1)
@@ -361,25 +406,35 @@ def spen_energy_from_encoding(energy: SPENEnergy, params: dict, logits: torch.Te
 def adam_init(params: dict) -> dict:
   """Adam's state: zero moments and a step count (a tensor, so that compiled code does
   not specialize on its value)."""
-  return {"m": {k: torch.zeros_like(v) for k, v in params.items()},
-          "v": {k: torch.zeros_like(v) for k, v in params.items()},
-          "count": torch.zeros((), dtype=torch.float32,
-                               device=next(iter(params.values())).device)}
+  return {
+    "m": {k: torch.zeros_like(v) for k, v in params.items()},
+    "v": {k: torch.zeros_like(v) for k, v in params.items()},
+    "count": torch.zeros((), dtype=torch.float32, device=next(iter(params.values())).device),
+  }
 
 
-def adam_update(params: dict, grads: dict, state: dict, lr: float, b1: float = 0.9,
-                b2: float = 0.999, eps: float = 1e-8) -> tuple[dict, dict]:
+def adam_update(
+  params: dict,
+  grads: dict,
+  state: dict,
+  lr: float,
+  b1: float = 0.9,
+  b2: float = 0.999,
+  eps: float = 1e-8,
+) -> tuple[dict, dict]:
   """One step of Adam as `torch.optim.Adam` (and optax.adam) computes it.
 
   Returns:
     (new params, new state).
   """
   count = state["count"] + 1
-  correction1, correction2 = 1 - b1 ** count, 1 - b2 ** count
+  correction1, correction2 = 1 - b1**count, 1 - b2**count
   m = {k: b1 * state["m"][k] + (1 - b1) * g for k, g in grads.items()}
   v = {k: b2 * state["v"][k] + (1 - b2) * g * g for k, g in grads.items()}
-  new = {k: p - lr * (m[k] / correction1) / (torch.sqrt(v[k] / correction2) + eps)
-         for k, p in params.items()}
+  new = {
+    k: p - lr * (m[k] / correction1) / (torch.sqrt(v[k] / correction2) + eps)
+    for k, p in params.items()
+  }
   return new, {"m": m, "v": v, "count": count}
 
 
@@ -398,11 +453,19 @@ class SealDynamicFunctional:
   `compile_options`).
   Initial parameters are copied from the modules, which then only describe the shapes."""
 
-  def __init__(self, task_net: MLP, loss_net: SPENEnergy, num_samples: int = 10,
-               energy_weight: float = 1.0, bce_weight: float = 1.0,
-               task_learning_rate: float = 1e-3, loss_learning_rate: float = 1e-3,
-               task_clip_norm: float = 10.0, compile: bool = False,
-               compile_options: Optional[dict] = None):
+  def __init__(
+    self,
+    task_net: MLP,
+    loss_net: SPENEnergy,
+    num_samples: int = 10,
+    energy_weight: float = 1.0,
+    bce_weight: float = 1.0,
+    task_learning_rate: float = 1e-3,
+    loss_learning_rate: float = 1e-3,
+    task_clip_norm: float = 10.0,
+    compile: bool = False,
+    compile_options: dict | None = None,
+  ):
     self.task_net, self.loss_net = task_net, loss_net
     self.num_samples = num_samples
     self.energy_weight, self.bce_weight = energy_weight, bce_weight
@@ -410,21 +473,24 @@ class SealDynamicFunctional:
     self.task_clip_norm = task_clip_norm
     self.task_params, self.loss_params = params_of(task_net), params_of(loss_net)
     self.task_state, self.loss_state = adam_init(self.task_params), adam_init(self.loss_params)
-    self.update = (torch.compile(self._update, **(compile_options or {})) if compile
-                   else self._update)
+    self.update = (
+      torch.compile(self._update, **(compile_options or {})) if compile else self._update
+    )
 
   def _nce_loss(self, loss_params, x, y, task_logits, noise):
     ys = torch.cat([y.unsqueeze(1), noise], 1)
     log_noise = bernoulli_log_prob(task_logits, ys)
     energies = spen_energy_from_encoding(
-        self.loss_net, loss_params, spen_encode(self.loss_net, loss_params, x, True), ys)
+      self.loss_net, loss_params, spen_encode(self.loss_net, loss_params, x, True), ys
+    )
     return nce_ranking_loss(energies, log_noise).mean()
 
   def _task_loss(self, task_params, loss_params, x, y):
     logits = mlp_apply(self.task_net, task_params, x, True)
     loss_logits = spen_encode(self.loss_net, loss_params, x, False)
-    energy = spen_energy_from_encoding(self.loss_net, loss_params, loss_logits,
-                                       torch.sigmoid(logits))
+    energy = spen_energy_from_encoding(
+      self.loss_net, loss_params, loss_logits, torch.sigmoid(logits)
+    )
     bce = F.binary_cross_entropy_with_logits(logits, y, reduction="none").sum(-1).mean()
     return self.energy_weight * energy.mean() + self.bce_weight * bce
 
@@ -436,23 +502,27 @@ class SealDynamicFunctional:
       probs = torch.sigmoid(task_logits).unsqueeze(1).expand(-1, self.num_samples, -1)
       noise = torch.bernoulli(probs)
     loss_grads, nce = torch.func.grad_and_value(self._nce_loss)(
-        loss_params, x, y, task_logits, noise)
-    loss_params, loss_state = adam_update(loss_params, loss_grads, loss_state,
-                                          self.loss_learning_rate)
+      loss_params, x, y, task_logits, noise
+    )
+    loss_params, loss_state = adam_update(
+      loss_params, loss_grads, loss_state, self.loss_learning_rate
+    )
     loss_net_now = {k: v.detach() for k, v in loss_params.items()}
     task_grads, task_loss = torch.func.grad_and_value(self._task_loss)(
-        task_params, loss_net_now, x, y)
+      task_params, loss_net_now, x, y
+    )
     if self.task_clip_norm:
       task_grads = clip_grad_norm(task_grads, self.task_clip_norm)
-    task_params, task_state = adam_update(task_params, task_grads, task_state,
-                                          self.task_learning_rate)
+    task_params, task_state = adam_update(
+      task_params, task_grads, task_state, self.task_learning_rate
+    )
     return task_params, loss_params, task_state, loss_state, nce, task_loss
 
   def step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One update of the held parameters on the batch; (L_E, L_F) before it."""
-    (self.task_params, self.loss_params, self.task_state, self.loss_state, nce,
-     task_loss) = self.update(self.task_params, self.loss_params, self.task_state,
-                              self.loss_state, x, y)
+    (self.task_params, self.loss_params, self.task_state, self.loss_state, nce, task_loss) = (
+      self.update(self.task_params, self.loss_params, self.task_state, self.loss_state, x, y)
+    )
     return nce, task_loss
 
 
@@ -473,10 +543,18 @@ class E2EStep:
   `torch.compile` with `compile_options`). Initial parameters are copied from `energy`.
   """
 
-  def __init__(self, energy: SPENEnergy, num_steps: int = 20, step_size: float = 1.0,
-               l2: float = 1e-5, learning_rate: float = 1e-4,
-               step_size_learning_rate: float = 1e-2, loss_eps: float = 1e-6,
-               mode: str = "eager", compile_options: Optional[dict] = None):
+  def __init__(
+    self,
+    energy: SPENEnergy,
+    num_steps: int = 20,
+    step_size: float = 1.0,
+    l2: float = 1e-5,
+    learning_rate: float = 1e-4,
+    step_size_learning_rate: float = 1e-2,
+    loss_eps: float = 1e-6,
+    mode: str = "eager",
+    compile_options: dict | None = None,
+  ):
     if mode not in ("eager", "func", "compiled"):
       raise ValueError(f"unknown mode {mode!r}")
     self.energy, self.num_steps, self.mode = energy, num_steps, mode
@@ -491,16 +569,21 @@ class E2EStep:
     if mode == "eager":
       self.params = {k: v.requires_grad_(True) for k, v in self.params.items()}
       energy_params = [v for k, v in self.params.items() if k != "step_sizes"]
-      self.optimizers = [_adam(energy_params, learning_rate, True),
-                         _adam([self.params["step_sizes"]], step_size_learning_rate, True)]
+      self.optimizers = [
+        _adam(energy_params, learning_rate, True),
+        _adam([self.params["step_sizes"]], step_size_learning_rate, True),
+      ]
     else:
       self.state = adam_init(self.params)
-      self.update = (torch.compile(self._update, **(compile_options or {}))
-                     if mode == "compiled"
-                     else self._update)
+      self.update = (
+        torch.compile(self._update, **(compile_options or {}))
+        if mode == "compiled"
+        else self._update
+      )
 
-  def loss(self, params: dict, x: torch.Tensor, y: torch.Tensor, train: bool = True,
-           gradient: str = "func") -> torch.Tensor:
+  def loss(
+    self, params: dict, x: torch.Tensor, y: torch.Tensor, train: bool = True, gradient: str = "func"
+  ) -> torch.Tensor:
     """The e2e training loss at `params` (with 'step_sizes'); `gradient`: how ∇_z E is
     taken inside the unroll, 'func' (`torch.func.grad`) or 'autograd'
     (`torch.autograd.grad(create_graph=True)`); both differentiable again."""
@@ -527,16 +610,21 @@ class E2EStep:
   def _update(self, params, state, x, y):
     """`(params, state, x, y) -> (params, state, loss)`: the functional step."""
     grads, value = torch.func.grad_and_value(self.loss)(params, x, y)
-    step_params, step_state = {"step_sizes": params["step_sizes"]}, _sub_state(
-        state, ("step_sizes",))
+    step_params, step_state = (
+      {"step_sizes": params["step_sizes"]},
+      _sub_state(state, ("step_sizes",)),
+    )
     energy_keys = tuple(k for k in params if k != "step_sizes")
     energy_params, energy_state = adam_update(
-        {k: params[k] for k in energy_keys}, {k: grads[k] for k in energy_keys},
-        _sub_state(state, energy_keys), self.learning_rate)
-    step_params, step_state = adam_update(step_params, {"step_sizes": grads["step_sizes"]},
-                                          step_state, self.step_size_learning_rate)
-    return ({**energy_params, **step_params}, _merge_states(energy_state, step_state),
-            value)
+      {k: params[k] for k in energy_keys},
+      {k: grads[k] for k in energy_keys},
+      _sub_state(state, energy_keys),
+      self.learning_rate,
+    )
+    step_params, step_state = adam_update(
+      step_params, {"step_sizes": grads["step_sizes"]}, step_state, self.step_size_learning_rate
+    )
+    return ({**energy_params, **step_params}, _merge_states(energy_state, step_state), value)
 
   def gradients(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, dict]:
     """(loss, gradients) at the current parameters, by this step's own mode (for tests)."""
@@ -562,8 +650,11 @@ class E2EStep:
 
 
 def _sub_state(state: dict, keys: Sequence[str]) -> dict:
-  return {"m": {k: state["m"][k] for k in keys}, "v": {k: state["v"][k] for k in keys},
-          "count": state["count"]}
+  return {
+    "m": {k: state["m"][k] for k in keys},
+    "v": {k: state["v"][k] for k in keys},
+    "count": state["count"],
+  }
 
 
 def _merge_states(a: dict, b: dict) -> dict:

@@ -14,18 +14,21 @@ import os
 from absl import app
 from absl import flags
 
-from benchmarks.reproduction_plots import read_metrics_jsonl, record_means
+from benchmarks.reproduction_plots import read_metrics_jsonl
+from benchmarks.reproduction_plots import record_means
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "a run directory of experiments.main/compare")
 _STAGE = flags.DEFINE_string("stage", "", "the stage whose records to read (staged runs)")
-_KEYS = flags.DEFINE_list("keys", ["train/active_margin", "train/active_perceptron"],
-                          "logged metrics to average")
+_KEYS = flags.DEFINE_list(
+  "keys", ["train/active_margin", "train/active_perceptron"], "logged metrics to average"
+)
 
 
 def main(argv):
   del argv
-  stage_dir = os.path.join(_RUN_DIR.value, "stages", _STAGE.value) if _STAGE.value \
-      else _RUN_DIR.value
+  stage_dir = (
+    os.path.join(_RUN_DIR.value, "stages", _STAGE.value) if _STAGE.value else _RUN_DIR.value
+  )
   path = os.path.join(stage_dir, "metrics.jsonl")
   records = read_metrics_jsonl(path)
   if not records:

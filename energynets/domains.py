@@ -46,13 +46,16 @@ import jax.numpy as jnp
 DEFAULT_EPS = 1e-6
 """The default clip `eps` of every domain's logarithms (see the module docstring)."""
 
-__all__ = ["DEFAULT_EPS", "Box", "Domain", "Real", "Simplex", "get_domain"]
+__all__ = ["DEFAULT_EPS", "Box", "Domain", "Real", "Simplex"]
 
 
 class Domain(Protocol):
   """The interface shared by `Box`, `Simplex` and `Real`."""
 
-  eps: float
+  # Read-only, so the frozen dataclasses implement it.
+  @property
+  def eps(self) -> float:
+    """The clip of every logarithm's argument (`DEFAULT_EPS` unless given)."""
 
   def project(self, y: jax.Array) -> jax.Array: ...
 
@@ -76,8 +79,10 @@ def _sum_non_batch(v: jax.Array) -> jax.Array:
 
 def _check_batched(y: jax.Array, min_ndim: int = 1) -> None:
   if y.ndim < min_ndim:
-    raise ValueError(f"expected an array with a leading batch axis and at least "
-                     f"{min_ndim} dims; got shape {y.shape}")
+    raise ValueError(
+      f"expected an array with a leading batch axis and at least "
+      f"{min_ndim} dims; got shape {y.shape}"
+    )
 
 
 @jax.tree_util.register_static
@@ -123,8 +128,10 @@ class Box:
     _check_batched(y)
     # Weights are the unclipped y and each log's argument is clipped only from below,
     # so an exact 0/1 point has entropy exactly 0 and a finite gradient.
-    h = -(y * jnp.log(jnp.clip(y, self.eps, 1.0))
-          + (1.0 - y) * jnp.log(jnp.clip(1.0 - y, self.eps, 1.0)))
+    h = -(
+      y * jnp.log(jnp.clip(y, self.eps, 1.0))
+      + (1.0 - y) * jnp.log(jnp.clip(1.0 - y, self.eps, 1.0))
+    )
     return _sum_non_batch(h)
 
   def decode(self, y: jax.Array, threshold: float = 0.5) -> jax.Array:
@@ -210,14 +217,3 @@ class Real:
   def uniform_init(self, shape: tuple[int, ...], dtype=jnp.float32) -> jax.Array:
     """Zeros: Real has no uniform distribution; callers usually pass the noisy input."""
     return jnp.zeros(shape, dtype)
-
-
-_BY_NAME = {"box": Box, "simplex": Simplex, "real": Real}
-
-
-def get_domain(name: str, eps: float = DEFAULT_EPS) -> Domain:
-  """`'box' | 'simplex' | 'real'` -> the domain (for ml_collections configs)."""
-  try:
-    return _BY_NAME[name.lower()](eps=eps)
-  except KeyError:
-    raise ValueError(f"unknown domain {name!r}; expected one of {sorted(_BY_NAME)}") from None

@@ -1,11 +1,14 @@
 """Test oracles shared by the test suite (and by users checking their own energies), and
 `fake_gcs`, a local stand-in for Google Cloud Storage to test `gs://` workdirs offline."""
 
+from collections.abc import Callable
+from collections.abc import Iterator
 import contextlib
 import os
 import pathlib
 import sys
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -18,9 +21,13 @@ from energynets import nets
 from energynets.energies import protocol
 
 
-def directional_derivatives(value_fn: Callable[[Any], jax.Array],
-                            grad_fn: Callable[[Any], Any], params: Any, seed: int,
-                            eps: float = 1e-6) -> tuple[float, float]:
+def directional_derivatives(
+  value_fn: Callable[[Any], jax.Array],
+  grad_fn: Callable[[Any], Any],
+  params: Any,
+  seed: int,
+  eps: float = 1e-6,
+) -> tuple[float, float]:
   """`(⟨grad_fn(params), v⟩, central difference of value_fn along v)` for a random v.
 
   v is a standard-normal pytree shaped like `params` (drawn from
@@ -33,8 +40,7 @@ def directional_derivatives(value_fn: Callable[[Any], jax.Array],
   # Default dtype (float64 under x64): float32 parameters are then shifted in float64 too.
   direction = jax.tree.map(lambda a: jnp.asarray(rs.randn(*jnp.shape(a))), params)
   grads = grad_fn(params)
-  analytic = sum(jnp.vdot(g, v) for g, v in zip(jax.tree.leaves(grads),
-                                                 jax.tree.leaves(direction)))
+  analytic = sum(jnp.vdot(g, v) for g, v in zip(jax.tree.leaves(grads), jax.tree.leaves(direction)))
   step = lambda s: jax.tree.map(lambda p, v: p + s * eps * v, params, direction)
   numeric = (value_fn(step(1.0)) - value_fn(step(-1.0))) / (2 * eps)
   return float(analytic), float(numeric)
@@ -42,16 +48,18 @@ def directional_derivatives(value_fn: Callable[[Any], jax.Array],
 
 class EnergyDerivatives(NamedTuple):
   """What `energy_derivatives` measured on `energy_fn` at y (all float64 numpy)."""
-  analytic: float        # ⟨∇ Σ_b E_b(y), d⟩ along a random direction d
+
+  analytic: float  # ⟨∇ Σ_b E_b(y), d⟩ along a random direction d
   finite_difference: float  # the same by central differences of the value
   grad_at_y: np.ndarray  # ∇_y Σ_b E_b(y)
   grad_other: np.ndarray  # the same with every example but the first changed
-  hvp: np.ndarray        # ∇²_y Σ_b E_b(y) v (jvp of grad)
+  hvp: np.ndarray  # ∇²_y Σ_b E_b(y) v (jvp of grad)
   hvp_finite_difference: np.ndarray  # central differences of the gradient along v
 
 
-def energy_derivatives(energy_fn: Callable[[Any], jax.Array], y: np.ndarray, seed: int,
-                       eps: float = 1e-5) -> EnergyDerivatives:
+def energy_derivatives(
+  energy_fn: Callable[[Any], jax.Array], y: np.ndarray, seed: int, eps: float = 1e-5
+) -> EnergyDerivatives:
   """The checks every energy `energy_fn(y [B, ...]) -> [B]` should pass, in one call.
 
   Gradient against finite differences of the value (`directional_derivatives`),
@@ -79,8 +87,7 @@ def energy_derivatives(energy_fn: Callable[[Any], jax.Array], y: np.ndarray, see
   return EnergyDerivatives(analytic, fd, grad_fn(y), grad_fn(other), hvp, fd_hvp)
 
 
-def fit_one_batch(objective, batch, num_steps: int, seed: int = 0
-                  ) -> tuple[Any, list[float], dict]:
+def fit_one_batch(objective, batch, num_steps: int, seed: int = 0) -> tuple[Any, list[float], dict]:
   """`num_steps` jitted `objective.update`s on one fixed batch, from `objective.init`.
 
   The shared body of the "a few steps reduce the objective's own loss" tests. Returns
@@ -96,12 +103,11 @@ def fit_one_batch(objective, batch, num_steps: int, seed: int = 0
 
 
 def trajectory_best(y0, trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """The oracle of `GBIConfig(pick='best')`: per example, the point of lowest objective
+  """The oracle of `GBIConfig(pick_best=True)`: per example, the point of lowest objective
   among `y0` and the iterates of a `GBITrace`, as `(t [B], y [B, ...], objective [B])`
   with t = 0 for `y0` and t = k for the k-th iterate."""
   ys = np.concatenate([np.asarray(y0)[None], np.asarray(trace.ys)])
-  objectives = np.concatenate([np.asarray(trace.initial_energy)[None],
-                               np.asarray(trace.energies)])
+  objectives = np.concatenate([np.asarray(trace.initial_energy)[None], np.asarray(trace.energies)])
   t = np.argmin(objectives, axis=0)
   examples = np.arange(ys.shape[1])
   return t, ys[t, examples], objectives[t, examples]
@@ -109,8 +115,11 @@ def trajectory_best(y0, trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def assert_trees_equal(tree, reference) -> None:
   """Same structure and exactly equal leaves (what a carried parameter group must be)."""
-  assert jax.tree.structure(tree) == jax.tree.structure(reference), (
-      jax.tree.structure(tree), jax.tree.structure(reference))
+  # jaxlib ships no type stub for PyTreeDef, so mypy cannot see its __eq__.
+  assert jax.tree.structure(tree) == jax.tree.structure(reference), (  # type: ignore[operator]
+    jax.tree.structure(tree),
+    jax.tree.structure(reference),
+  )
   for a, b in zip(jax.tree.leaves(tree), jax.tree.leaves(reference)):
     np.testing.assert_array_equal(a, b)
 
@@ -137,13 +146,17 @@ def tiny_sequence_batch(seed: int = 0) -> tuple[dict, np.ndarray, np.ndarray]:
 def tiny_tagger():
   """A `PackedTagger` for `tiny_sequence_batch` (word + char CNN, BiLSTM of 5)."""
   return nets.PackedTagger(
-      embedder=nets.TokenEmbedder(vocab_size=SEQ_VOCAB, word_dim=6, char_vocab_size=7,
-                                  char_dim=4, char_filters=3),
-      encoder=nets.BiLSTM(hidden_size=5), num_tags=SEQ_TAGS)
+    embedder=nets.TokenEmbedder(
+      vocab_size=SEQ_VOCAB, word_dim=6, char_vocab_size=7, char_dim=4, char_filters=3
+    ),
+    encoder=nets.BiLSTM(hidden_size=5),
+    num_tags=SEQ_TAGS,
+  )
 
 
-def minimize(loss: Callable[[Any], jax.Array], params: Any, steps: int,
-             learning_rate: float = 0.05) -> tuple[Any, list[float]]:
+def minimize(
+  loss: Callable[[Any], jax.Array], params: Any, steps: int, learning_rate: float = 0.05
+) -> tuple[Any, list[float]]:
   """`steps` jitted Adam steps on `loss(params)`; the final params and every step's loss
   (the loss at the params the step started from)."""
   opt = optax.adam(learning_rate)
@@ -170,6 +183,7 @@ class LowRankPairEnergy(nn.Module):
     rank: the rank of U Vᵀ.
     per_label: return the wrong shape, the local terms `[B, L]` instead of `[B]`.
   """
+
   num_labels: int
   rank: int = 2
   per_label: bool = False
@@ -186,11 +200,11 @@ class LowRankPairEnergy(nn.Module):
     return -jnp.sum(local * y, axis=-1) - pair
 
 
-
 def low_rank_pair_function(num_features: int, num_labels: int, rank: int = 2):
   """`LowRankPairEnergy` as a user writes it without Flax: a plain function
   `energy(params, x, y) -> [B]` and its init, wrapped by `energy_from_function` on the
   Box domain of `y [B, num_labels]` for `x [B, num_features]`."""
+
   def low_rank_pair(params, x, y):
     local = x @ params["w"] + params["b"]
     pair = jnp.einsum("bi,ir,jr,bj->b", y, params["u"], params["v"], y)
@@ -199,12 +213,17 @@ def low_rank_pair_function(num_features: int, num_labels: int, rank: int = 2):
   def init(rng, x, y):
     del x, y
     keys = jax.random.split(rng, 3)
-    return {"w": 0.3 * jax.random.normal(keys[0], (num_features, num_labels)),
-            "b": jnp.zeros(num_labels),
-            "u": 0.3 * jax.random.normal(keys[1], (num_labels, rank)),
-            "v": 0.3 * jax.random.normal(keys[2], (num_labels, rank))}
-  return protocol.energy_from_function(low_rank_pair, domain=domains.Box(),
-                                       y_shape=(num_labels,), init=init)
+    return {
+      "w": 0.3 * jax.random.normal(keys[0], (num_features, num_labels)),
+      "b": jnp.zeros(num_labels),
+      "u": 0.3 * jax.random.normal(keys[1], (num_labels, rank)),
+      "v": 0.3 * jax.random.normal(keys[2], (num_labels, rank)),
+    }
+
+  return protocol.energy_from_function(
+    low_rank_pair, domain=domains.Box(), y_shape=(num_labels,), init=init
+  )
+
 
 @contextlib.contextmanager
 def fake_gcs(root: str | os.PathLike) -> Iterator[pathlib.Path]:
@@ -239,12 +258,13 @@ def fake_gcs(root: str | os.PathLike) -> Iterator[pathlib.Path]:
     ...   assert (root / "bucket" / "run" / "results.json").exists()
   """
   # pylint: disable=g-import-not-at-top
-  import fsspec
   from etils.epath import backend as epath_backend
+  import fsspec
   from fsspec.implementations.dirfs import DirFileSystem
   from fsspec.implementations.local import LocalFileSystem
   from orbax.checkpoint._src.path import gcs_utils
   from orbax.checkpoint._src.serialization import tensorstore_utils
+
   # pylint: enable=g-import-not-at-top
   root = pathlib.Path(root).absolute()
   root.mkdir(parents=True, exist_ok=True)
@@ -252,6 +272,7 @@ def fake_gcs(root: str | os.PathLike) -> Iterator[pathlib.Path]:
 
   class FakeGCSFileSystem(DirFileSystem):
     """`gs://bucket/key` as `<root>/bucket/key`."""
+
     protocol = ("gs", "gcs")
 
     def __init__(self, *args, finalize_on_close=None, **kwargs):
@@ -276,7 +297,7 @@ def fake_gcs(root: str | os.PathLike) -> Iterator[pathlib.Path]:
   def local_normalize(path: str) -> str:
     for prefix in prefixes:
       if path.startswith(prefix):
-        path = str(root / path[len(prefix):])
+        path = str(root / path[len(prefix) :])
     return normalize(path)
 
   # The module: `fsspec.registry` is also the name of its read-only view.

@@ -30,6 +30,6 @@ def unpack_tokens(x: Any) -> dict[str, Any]:
   if x.ndim != 3 or x.shape[-1] < len(PACKED_COLUMNS) + 1:
     raise ValueError(f"packed tokens need shape [B, T, 3 + C] with C >= 1; got {x.shape}")
   batch = {name: x[..., i] for i, name in enumerate(PACKED_COLUMNS)}
-  batch["chars"] = x[..., len(PACKED_COLUMNS):]
+  batch["chars"] = x[..., len(PACKED_COLUMNS) :]
   batch["mask"] = x[..., 0] > 0
   return batch

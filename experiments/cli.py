@@ -16,13 +16,15 @@ failed: <reason>` (`stop_run`, `stop_for_peer`).
 """
 
 import ast
+from collections.abc import Callable
 import difflib
 import os
 import re
 import sys
 import threading
 import traceback
-from typing import Any, Callable, NoReturn
+from typing import Any
+from typing import NoReturn
 
 from absl import app
 from absl import flags
@@ -79,12 +81,15 @@ def fail(message: Any) -> NoReturn:
 def unknown_config_key(config: ml_collections.ConfigDict, key: str) -> str | None:
   """Why the dotted `key` is not a key of `config`, with the closest key as a suggestion
   (`unknown config key train.stepz; did you mean train.steps?`); None when it is one."""
-  node, path = config, []
+  node = config
+  path: list[str] = []
   parts = key.split(".")
   for i, part in enumerate(parts):
     if not isinstance(node, ml_collections.ConfigDict):
-      return (f"unknown config key {key}: {'.'.join(path)} is a value of type "
-              f"{type(node).__name__}, not a block of keys")
+      return (
+        f"unknown config key {key}: {'.'.join(path)} is a value of type "
+        f"{type(node).__name__}, not a block of keys"
+      )
     if part in node:
       node = node[part]
       path.append(part)
@@ -92,7 +97,7 @@ def unknown_config_key(config: ml_collections.ConfigDict, key: str) -> str | Non
     message = f"unknown config key {key}"
     close = difflib.get_close_matches(part, [str(k) for k in node.keys()], n=1)
     if close:
-      message += f"; did you mean {'.'.join([*path, close[0], *parts[i + 1:]])}?"
+      message += f"; did you mean {'.'.join([*path, close[0], *parts[i + 1 :]])}?"
     return message
   return None
 
@@ -114,14 +119,24 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
   from energynets.train import loop  # pylint: disable=g-import-not-at-top
   from energynets.train import run as run_lib  # pylint: disable=g-import-not-at-top
   from energynets.train import storage  # pylint: disable=g-import-not-at-top
-  return (UserError, app.UsageError, DataError, loop.TrainingDivergedError,
-          run_lib.RunNotFoundError, run_lib.RunFormatError, run_lib.BuilderError,
-          storage.WorkdirNotSharedError, storage.StorageUnavailableError)
+
+  return (
+    UserError,
+    app.UsageError,
+    DataError,
+    loop.TrainingDivergedError,
+    run_lib.RunNotFoundError,
+    run_lib.RunFormatError,
+    run_lib.BuilderError,
+    storage.WorkdirNotSharedError,
+    storage.StorageUnavailableError,
+  )
 
 
 def user_error_message(error: BaseException, data_dir_flag: str = "--data_dir") -> str:
   """The one-line message of a user error (`_user_error_types`)."""
   from energynets.data import DataError  # pylint: disable=g-import-not-at-top
+
   if isinstance(error, DataError):
     # Without a file, DataError's "<no file>: " prefix says nothing a user can act on.
     text = error.problem if error.path is None and error.line is None else str(error)
@@ -187,17 +202,17 @@ def _flag_error_message(error: flags.Error) -> str:
 
 def _config_path(argv: list[str], flag_name: str) -> str:
   """The file of config flag `flag_name`: its last value in `argv`, else its default."""
-  path = None
+  path: str | None = None
   for i, arg in enumerate(argv[1:], 1):
     if arg == "--":
       break
     for prefix in (f"--{flag_name}=", f"-{flag_name}="):
       if arg.startswith(prefix):
-        path = arg[len(prefix):]
+        path = arg[len(prefix) :]
     if arg in (f"--{flag_name}", f"-{flag_name}") and i + 1 < len(argv):
       path = argv[i + 1]
   if path is None:
-    path = flags.FLAGS[flag_name].default_as_str.strip("'\"")
+    path = (flags.FLAGS[flag_name].default_as_str or "").strip("'\"")
   return path.split(":")[0]
 
 
@@ -217,8 +232,15 @@ def _load_failure_message(error: BaseException, flag_name: str, argv: list[str])
   last = [line for line in text.splitlines() if line.strip()][-1].strip()
   if "No such file or directory" in last:
     folder = os.path.dirname(path) or "."
-    known = sorted(n[:-3] for n in os.listdir(folder) if n.endswith(".py")
-                   and _defines_get_config(os.path.join(folder, n))) if os.path.isdir(folder) else []
+    known = (
+      sorted(
+        n[:-3]
+        for n in os.listdir(folder)
+        if n.endswith(".py") and _defines_get_config(os.path.join(folder, n))
+      )
+      if os.path.isdir(folder)
+      else []
+    )
     message = f"--{flag_name}: config file {path} does not exist"
     if known:
       message += f"; {folder} has {', '.join(known)}"
@@ -227,8 +249,11 @@ def _load_failure_message(error: BaseException, flag_name: str, argv: list[str])
 
 
 def _config_flag_names() -> list[str]:
-  return [name for name, flag in flags.FLAGS._flags().items()  # pylint: disable=protected-access
-          if isinstance(flag.parser, _config_flags.ConfigFileFlagParser) and "." not in name]
+  return [
+    name
+    for name, flag in flags.FLAGS._flags().items()  # pylint: disable=protected-access
+    if isinstance(flag.parser, _config_flags.ConfigFileFlagParser) and "." not in name
+  ]
 
 
 def parse_flags(argv: list[str]) -> list[str]:
@@ -270,6 +295,7 @@ def _multiprocess() -> bool:
   if "jax" not in sys.modules:  # no JAX yet: nothing to join, and nothing to load
     return False
   from energynets.train import faults  # pylint: disable=g-import-not-at-top
+
   return faults.joined()
 
 
@@ -277,6 +303,7 @@ def _exit_now(status: int) -> NoReturn:
   """Flushes the logs and ends the process without the interpreter's exit handlers:
   JAX's shutdown barrier would wait for processes that are waiting for this one."""
   from absl import logging  # pylint: disable=g-import-not-at-top
+
   logging.flush()
   sys.stdout.flush()
   sys.stderr.flush()
@@ -295,6 +322,7 @@ def stop_run(status: int, message: Any) -> NoReturn:
     print(f"{program_name()}: error: {line}", file=sys.stderr, flush=True)
     sys.exit(status)
   from energynets.train import faults  # pylint: disable=g-import-not-at-top
+
   with _ending:
     faults.announce_failure(status, line[:2000])
     print(f"{program_name()}: error: {line}", file=sys.stderr, flush=True)
@@ -307,9 +335,11 @@ def stop_for_peer(process: int, status: int, reason: str) -> NoReturn:
   `status` and one-line `reason`: `<program>: error: process P failed: <reason>`, the
   failed process's status (`faults.watch_peers` calls it)."""
   from energynets.train import faults  # pylint: disable=g-import-not-at-top
+
   with _ending:
-    print(f"{program_name()}: error: process {process} failed: {reason}", file=sys.stderr,
-          flush=True)
+    print(
+      f"{program_name()}: error: process {process} failed: {reason}", file=sys.stderr, flush=True
+    )
     faults.end_after_failure()
     _exit_now(status)
 
@@ -323,11 +353,12 @@ def exception_line(error: BaseException, limit: int = 600) -> str:
   first = lines[0].replace("Traceback (most recent call last):", "").strip()
   text = first if len(lines) == 1 else f"{first} ... {lines[-1]}"
   text = f"{type(error).__name__}: {text}"
-  return text if len(text) <= limit else text[:limit - 3] + "..."
+  return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _preempted_type() -> type[BaseException]:
   from energynets.train import faults  # pylint: disable=g-import-not-at-top
+
   return faults.Preempted
 
 
@@ -360,6 +391,7 @@ def run(main: Callable[[list[str]], Any], *, data_dir_flag: str = "--data_dir") 
       if not _multiprocess():
         raise
       from energynets.train import faults  # pylint: disable=g-import-not-at-top
+
       traceback.print_exc()
       peer = faults.peer_failure(wait_s=PEER_FAILURE_WAIT_S)
       if peer is not None:

@@ -26,11 +26,11 @@ Output: the table (and any figure's path) on stdout; on stderr, progress bars wh
 a terminal (run k/N with method:dataset, and each run's training; `--progress`), else
 a line as each run starts; the INFO log in `<workdir>/logs/compare.log` (`--verbose`:
 on stderr too); warnings and errors on stderr.
+
+The tables are `experiments.comparison_tables`; --reuse_stage is `experiments.stage_reuse`.
 """
 
-import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -42,7 +42,6 @@ from absl import app
 from absl import flags
 from absl import logging
 from etils import epath
-import numpy as np
 
 from energynets.train import quiet_library_logs
 from energynets.train import storage
@@ -51,245 +50,76 @@ from experiments import cli
 from experiments import configuration
 from experiments import console
 from experiments import train
-from experiments.specs import parse_spec, rejoin_tuples, run_name
+from experiments.comparison_tables import format_pivot
+from experiments.comparison_tables import format_table
+from experiments.comparison_tables import write_outputs
+from experiments.specs import parse_spec
+from experiments.specs import rejoin_tuples
+from experiments.specs import run_name
+from experiments.stage_reuse import check_reuse_plan
+from experiments.stage_reuse import is_source
+from experiments.stage_reuse import reuse_stage
+from experiments.stage_reuse import source_spec  # re-exported
 
 _METHODS = flags.DEFINE_list(
-    "methods", ["br", "mlp", "spen_ssvm"],
-    "config names in experiments/configs, or dotted import paths of config modules "
-    "outside it (my_pkg.configs.my_method); a row may add overrides of its own as "
-    "name:key=value[:key=value], e.g. seal_dynamic:seal.objective=regression; a tuple "
-    "value keeps its commas, e.g. mlp:model.hidden=(500,500); a value may be an import "
-    "path, e.g. mlp:method=my_pkg.builders:build")
+  "methods",
+  ["br", "mlp", "spen_ssvm"],
+  "config names in experiments/configs, or dotted import paths of config modules "
+  "outside it (my_pkg.configs.my_method); a row may add overrides of its own as "
+  "name:key=value[:key=value], e.g. seal_dynamic:seal.objective=regression; a tuple "
+  "value keeps its commas, e.g. mlp:model.hidden=(500,500); a value may be an import "
+  "path, e.g. mlp:method=my_pkg.builders:build",
+)
 _DATASETS = flags.DEFINE_list(
-    "datasets", ["synthetic"], "dataset variants of those configs; a column may add "
-    "overrides of its own as name:key=value, e.g. expr_fun:data.root_label=True")
+  "datasets",
+  ["synthetic"],
+  "dataset variants of those configs; a column may add "
+  "overrides of its own as name:key=value, e.g. expr_fun:data.root_label=True",
+)
 _WORKDIR = flags.DEFINE_string("workdir", None, "root directory of all runs")
 _DATA_DIR = flags.DEFINE_string("data_dir", "", "data directory (else $ENERGYNETS_DATA_DIR)")
 _YEAST_FOLDS = flags.DEFINE_integer("yeast_folds", 10, "folds of the yeast protocol to run")
 _SET = flags.DEFINE_multi_string("set", [], "config override for every run, e.g. train.steps=100")
-_OUT = flags.DEFINE_string("out", "", "write the markdown table here as well (and a "
-                           "summary of every run next to it, as .json)")
+_OUT = flags.DEFINE_string(
+  "out",
+  "",
+  "write the markdown table here as well (and a summary of every run next to it, as .json)",
+)
 _PIVOT = flags.DEFINE_list(
-    "pivot", [], "results keys (e.g. test/example_f1@0.5) to also show as method x dataset "
-    "tables, the layout of SEAL's Table 1")
+  "pivot",
+  [],
+  "results keys (e.g. test/example_f1@0.5) to also show as method x dataset "
+  "tables, the layout of SEAL's Table 1",
+)
 _REUSE_STAGE = flags.DEFINE_string(
-    "reuse_stage", "", "STAGE=METHOD: a row's training stage STAGE starts from the "
-    "checkpoints of METHOD's finished run on the same dataset (listed earlier in --methods) "
-    "instead of training again, e.g. pretrain=bilstm for the sequence energy methods, whose "
-    "pretrain stage is the BiLSTM-CE run. Their configs must agree on every key of METHOD's "
-    "config (else an error names the keys). A row trained with train.seed=N reuses "
-    "METHOD:train.seed=N where that row is listed, so seeds pair up.")
+  "reuse_stage",
+  "",
+  "STAGE=METHOD: a row's training stage STAGE starts from the "
+  "checkpoints of METHOD's finished run on the same dataset (listed earlier in --methods) "
+  "instead of training again, e.g. pretrain=bilstm for the sequence energy methods, whose "
+  "pretrain stage is the BiLSTM-CE run. Their configs must agree on every key of METHOD's "
+  "config (else an error names the keys). A row trained with train.seed=N reuses "
+  "METHOD:train.seed=N where that row is listed, so seeds pair up.",
+)
 _JOBS = flags.DEFINE_integer(
-    "jobs", 1, "train up to this many runs at once, each in its own process (log: "
-    "<run dir>/worker.log), then evaluate them all here and write the table. Rows whose "
-    "stage --reuse_stage takes train first. On one GPU, set "
-    "XLA_PYTHON_CLIENT_PREALLOCATE=false so the processes share its memory.")
+  "jobs",
+  1,
+  "train up to this many runs at once, each in its own process (log: "
+  "<run dir>/worker.log), then evaluate them all here and write the table. Rows whose "
+  "stage --reuse_stage takes train first. On one GPU, set "
+  "XLA_PYTHON_CLIENT_PREALLOCATE=false so the processes share its memory.",
+)
 _ALLOW_CONFIG_CHANGE = flags.DEFINE_bool(
-    "allow_config_change", False, "resume runs whose directory holds a run trained with "
-    "a config that differs in what it trains (optimizer, model, method, data, ...)")
+  "allow_config_change",
+  False,
+  "resume runs whose directory holds a run trained with "
+  "a config that differs in what it trains (optimizer, model, method, data, ...)",
+)
 _VERBOSE, _PROGRESS = console.define_flags()
 _RUN_INDEX = flags.DEFINE_integer(
-    "run_index", -1, "internal (--jobs): train only this entry of the plan, write nothing "
-    "else")
+  "run_index", -1, "internal (--jobs): train only this entry of the plan, write nothing else"
+)
 flags.mark_flags_as_required(["workdir"])
-
-# (column title, results key, scale): rates are printed as percentages, PSNR in dB.
-DENOISING_COLUMNS = (
-    ("PSNR val", "validation/psnr", 1.0),
-    ("PSNR test", "test/psnr", 1.0),
-    ("PSNR natural", "natural/psnr", 1.0),
-)
-SEQUENCE_COLUMNS = (
-    ("token acc val", "validation/token_acc", 100.0),
-    ("token acc test", "test/token_acc", 100.0),
-)
-NER_COLUMNS = SEQUENCE_COLUMNS + (
-    ("span F1 val", "validation/span_f1", 100.0),
-    ("span F1 test", "test/span_f1", 100.0),
-    ("span P test", "test/span_precision", 100.0),
-    ("span R test", "test/span_recall", 100.0),
-)
-SEGMENTATION_COLUMNS = (
-    ("mean IoU val", "validation/mean_iou", 100.0),
-    ("mean IoU test", "test/mean_iou", 100.0),
-    ("dataset IoU test", "test/dataset_iou", 100.0),
-)
-COLUMNS = (
-    ("ex-F1 (tuned)", "test/example_f1", 100.0),
-    ("ex-F1 @0.5", "test/example_f1@0.5", 100.0),
-    ("micro-F1", "test/micro_f1", 100.0),
-    ("macro-F1", "test/macro_f1", 100.0),
-    ("Hamming", "test/hamming", 100.0),
-    ("threshold", "threshold", 1.0),
-)
-
-
-def stage_mismatch(stage_config, source_config) -> list[str]:
-  """`key (stage's value vs source's value)` for every key of `source_config` (a run's
-  config dict, its own stages aside) where the stage's config differs: empty when the
-  stage is the source run."""
-  source = {k: v for k, v in source_config.items() if k not in ("stages", "stage_order")}
-  # Through JSON as results.json is written (tuples become lists).
-  have = configuration.flatten_dict(json.loads(json.dumps(stage_config.to_dict(), default=str)))
-  want = configuration.flatten_dict(json.loads(json.dumps(source, default=str)))
-  return [f"{k} ({have.get(k, '<missing>')!r} vs {want[k]!r})"
-          for k in sorted(want) if k not in have or have[k] != want[k]]
-
-
-def reuse_stage(config, run_dir: str | os.PathLike, stage: str,
-                source_dir: str | os.PathLike) -> bool:
-  """Seeds `<run_dir>/stages/<stage>` with the checkpoints of the finished run in
-  `source_dir`, so that the stage resumes at its last step instead of training.
-
-  Allowed only when the stage's config agrees with the source run's config on every key
-  the source defines (its own stages aside): the same method, data, model, optimizer and
-  schedule, so the reused stage is the stage that would have been trained. Returns
-  False (nothing done) for a config without that stage or a stage already present.
-  """
-  stages = dict(configuration.stage_configs(config))
-  run_dir, source_dir = storage.workdir_path(run_dir), storage.workdir_path(source_dir)
-  target = run_dir / "stages" / stage
-  if stage not in stages or target.exists():
-    return False
-  results_file = source_dir / "results.json"
-  if not results_file.exists():
-    raise cli.UserError(f"--reuse_stage: {results_file} does not exist; list the source "
-                        "method before the rows that reuse it, on the same dataset")
-  differ = stage_mismatch(stages[stage], json.loads(results_file.read_text())["meta"]["config"])
-  if differ:
-    raise cli.UserError(f"--reuse_stage: stage {stage!r} of {run_dir} is not the run in "
-                        f"{source_dir}; they differ at " + ", ".join(differ))
-  for sub in ("checkpoints", "best"):
-    if (source_dir / sub).is_dir():
-      storage.copy_tree(source_dir / sub, target / sub)
-  logging.info("stage %r of %s starts from the finished run %s", stage, run_dir, source_dir)
-  return True
-
-
-def is_source(method: str, source: str) -> bool:
-  """Whether `method` is a run other rows reuse: `source`, or `source` with its seed set."""
-  seeded = re.escape(source) + r":train\.seed=-?\d+"
-  return method == source or re.fullmatch(seeded, method) is not None
-
-
-def source_spec(config, source: str, listed) -> str:
-  """The row whose finished run a row reuses: `source` trained with the row's own seed
-  (`source:train.seed=N`) where that row is in `listed`, else `source` itself.
-
-  Pairing seeds lets a multi-seed comparison continue each seed's own baseline run
-  (e.g. fine-tune FCN seed 1 with SEAL) instead of training the baseline again.
-  """
-  seeded = f"{source}:train.seed={config.train.seed}"
-  return seeded if seeded in listed else source
-
-
-def check_reuse_plan(row_configs, stage: str, source: str) -> None:
-  """Fails before anything trains if a row's `stage` cannot start from `source`'s run.
-
-  `row_configs`: `(dataset, method, config)` of every row, in order. The source's config
-  is the one its own row builds, so a row whose stage differs from it (e.g. spen_ssvm's
-  `spen_pretrain` against mlp's `local`) is named now, not after the rows before it have
-  trained. `reuse_stage` checks again against the finished run's results.json.
-  """
-  configs = {(dataset, method): config for dataset, method, config in row_configs}
-  listed = {method for _, method in configs}
-  bad = []
-  for dataset, method, config in row_configs:
-    stages = dict(configuration.stage_configs(config))
-    if is_source(method, source) or stage not in stages:
-      continue
-    spec = source_spec(config, source, listed)
-    if (dataset, spec) not in configs:
-      raise app.UsageError(f"--reuse_stage: {method} on {dataset} reuses {spec!r}, which "
-                           "is not a row on that dataset; list it in --methods first")
-    differ = stage_mismatch(stages[stage], configs[dataset, spec].to_dict())
-    if differ:
-      bad.append(f"{method} on {dataset}: " + ", ".join(differ[:4])
-                 + (f" and {len(differ) - 4} more" if len(differ) > 4 else ""))
-  if bad:
-    raise app.UsageError(
-        f"--reuse_stage={stage}={source}: the {stage!r} stage of these rows is not "
-        f"{source}'s run (run them in a compare without --reuse_stage): " + "; ".join(bad))
-
-
-def _lookup(results: dict, key: str) -> float:
-  return float(results[key])
-
-
-def _unscaled(key: str) -> bool:
-  """Keys printed as they are: the threshold and PSNR (dB); rates become percentages."""
-  return key == "threshold" or key.endswith("psnr")
-
-
-def format_table(rows: list[tuple[str, str, list[dict]]]) -> str:
-  """rows: (dataset, method, results of each fold) -> markdown.
-
-  Multi-label runs get the F1/Hamming columns, denoising runs (results with
-  `test/psnr`) the PSNR columns, sequence runs the token-accuracy columns (and span
-  F1 when every row has it: NER), segmentation runs the mean / dataset IoU columns.
-  """
-  columns = COLUMNS
-  for key, candidate in (("test/psnr", DENOISING_COLUMNS), ("test/token_acc", SEQUENCE_COLUMNS),
-                         ("test/span_f1", NER_COLUMNS), ("test/mean_iou", SEGMENTATION_COLUMNS)):
-    if rows and all(key in runs[0] for _, _, runs in rows):
-      columns = candidate
-  header = "| dataset | method | " + " | ".join(c[0] for c in columns) + " |"
-  lines = [header, "|" + "---|" * (len(columns) + 2)]
-  for dataset, method, runs in rows:
-    cells = []
-    for _, key, scale in columns:
-      values = np.array([_lookup(r, key) * scale for r in runs])
-      cell = f"{values.mean():.2f}"
-      if len(values) > 1:
-        cell += f" ± {values.std(ddof=1):.2f}"
-      cells.append(cell)
-    name = dataset if len(runs) == 1 else f"{dataset} ({len(runs)} folds)"
-    lines.append(f"| {name} | {method} | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
-
-
-def format_pivot(rows: list[tuple[str, str, list[dict]]], key: str) -> str:
-  """One results key as a markdown table: a row per method, a column per dataset.
-
-  A method not run on a dataset (or without that key there) shows "–"; several folds
-  show their mean.
-  """
-  datasets = list(dict.fromkeys(d for d, _, _ in rows))
-  methods = list(dict.fromkeys(m for _, m, _ in rows))
-  cells = {(d, m): np.mean([_lookup(r, key) for r in runs]) for d, m, runs in rows
-           if all(key in r for r in runs)}  # e.g. span F1: NER rows only
-  scale = 1.0 if _unscaled(key) else 100.0
-  lines = [f"| {key} | " + " | ".join(datasets) + " |", "|" + "---|" * (len(datasets) + 1)]
-  for m in methods:
-    values = [f"{cells[d, m] * scale:.2f}" if (d, m) in cells else "–" for d in datasets]
-    lines.append(f"| {m} | " + " | ".join(values) + " |")
-  return "\n".join(lines)
-
-
-# What of each run's meta goes into the committed JSON (not the machine's paths).
-_SUMMARY_META = ("dataset", "split", "split_seed", "fold", "seed", "selected_step",
-                 "final_step", "stop_reason", "train_seconds", "num_devices", "code_revision", "config")
-
-
-def _summary(results: dict) -> dict:
-  summary = {k: v for k, v in results.items() if k != "meta"}
-  summary["meta"] = {k: results["meta"][k] for k in _SUMMARY_META if k in results["meta"]}
-  return summary
-
-
-def _preamble(table: str) -> str:
-  """What the numbers of a generated table are."""
-  if "PSNR test" in table:
-    return ("PSNR in dB, peak 1 on images in [0, 1]; `natural`: crops of scikit-image's "
-            "natural images.")
-  if "mean IoU" in table:
-    return ("Rates are percentages: mean IoU is the mean over images of the foreground IoU "
-            "of the mask thresholded at 0.5; dataset IoU pools every pixel of the split.")
-  if "token acc" in table:
-    return ("Rates are percentages: token accuracy over real tokens; span F1 / P / R over "
-            "entities, exact span and type (conlleval).")
-  return ("All rates are percentages on the test split; thresholds are tuned on validation "
-          "(grid 0.05..0.95).")
 
 
 def worker_phases(methods: list[str], source: str) -> list[list[int]]:
@@ -307,8 +137,7 @@ def _worker_command(index: int) -> list[str]:
   return [sys.executable, "-m", "experiments.compare", *sys.argv[1:], f"--run_index={index}"]
 
 
-def train_in_workers(run_dirs: list[str | os.PathLike], phases: list[list[int]],
-                     jobs: int) -> None:
+def train_in_workers(run_dirs: list[str | os.PathLike], phases: list[list[int]], jobs: int) -> None:
   """Runs `_worker_command(i)` for every planned index, at most `jobs` at once, phase after
   phase; a failed run is a RuntimeError naming its log, once its phase has finished.
 
@@ -325,18 +154,26 @@ def train_in_workers(run_dirs: list[str | os.PathLike], phases: list[list[int]],
 def _train_phases(run_dirs, phases, jobs, progress: console.Items) -> None:
   """`train_in_workers`' loop; `progress` advances as each worker ends."""
   for phase in phases:
-    pending, running, failed = list(phase), {}, []
+    pending, failed = list(phase), []
+    # index -> (worker, its log in the run's workdir, the log it writes to)
+    running: dict[int, tuple[subprocess.Popen, epath.Path, epath.Path]] = {}
     while pending or running:
       while pending and len(running) < jobs:
         index = pending.pop(0)
         run_dir = storage.workdir_path(run_dirs[index])
         run_dir.mkdir(parents=True, exist_ok=True)
         log_path = run_dir / "worker.log"
-        local_log = (log_path if storage.is_local(run_dir) else epath.Path(
-            tempfile.mkdtemp(prefix="energynets_worker_")) / "worker.log")
+        local_log = (
+          log_path
+          if storage.is_local(run_dir)
+          else epath.Path(tempfile.mkdtemp(prefix="energynets_worker_")) / "worker.log"
+        )
         with local_log.open("w") as log:
-          running[index] = (subprocess.Popen(_worker_command(index), stdout=log,
-                                             stderr=subprocess.STDOUT), log_path, local_log)
+          running[index] = (
+            subprocess.Popen(_worker_command(index), stdout=log, stderr=subprocess.STDOUT),
+            log_path,
+            local_log,
+          )
         logging.info("worker started: %s (log %s)", run_dir, log_path)
       time.sleep(0.5)
       for index, (proc, log_path, local_log) in list(running.items()):
@@ -346,8 +183,10 @@ def _train_phases(run_dirs, phases, jobs, progress: console.Items) -> None:
             local_log.copy(log_path, overwrite=True)
             shutil.rmtree(local_log.parent, ignore_errors=True)
           logging.info("worker finished (exit %d): %s", proc.returncode, run_dirs[index])
-          progress.done(f"run {progress.count + 1}/{progress.total} trained (exit "
-                        f"{proc.returncode}): {run_dirs[index]}")
+          progress.done(
+            f"run {progress.count + 1}/{progress.total} trained (exit "
+            f"{proc.returncode}): {run_dirs[index]}"
+          )
           if proc.returncode:
             failed.append(f"{run_dirs[index]} (exit {proc.returncode}; log {log_path})")
     if failed:
@@ -358,11 +197,11 @@ def _prepare_and_train(plan_entry, stage: str, source: str, listed) -> dict:
   """Reuses the source run's stage (with --reuse_stage), then trains and evaluates."""
   dataset, method, fold, config, run_dir, _ = plan_entry
   if _REUSE_STAGE.value and not is_source(method, source):
-    reuse_stage(config, run_dir, stage,
-                run_dir.parent / run_name(source_spec(config, source, listed)))
+    reuse_stage(
+      config, run_dir, stage, run_dir.parent / run_name(source_spec(config, source, listed))
+    )
   logging.info("=== %s on %s (fold %d) -> %s", method, dataset, fold, run_dir)
-  return train.train_and_evaluate(config, run_dir,
-                                  allow_config_change=_ALLOW_CONFIG_CHANGE.value)
+  return train.train_and_evaluate(config, run_dir, allow_config_change=_ALLOW_CONFIG_CHANGE.value)
 
 
 def _plan() -> tuple[list[tuple], list[str]]:
@@ -370,6 +209,8 @@ def _plan() -> tuple[list[tuple], list[str]]:
   built before any trains (`column` is where a reused stage's source run lives: the
   dataset, or one yeast fold), and the --methods rows."""
   plan = []
+  root = _WORKDIR.value
+  assert root is not None, "--workdir is a required flag"
   methods = rejoin_tuples(_METHODS.value)
   for dataset in rejoin_tuples(_DATASETS.value):
     dataset_name, dataset_overrides = parse_spec(dataset)
@@ -377,17 +218,20 @@ def _plan() -> tuple[list[tuple], list[str]]:
     for method in methods:
       name, overrides = parse_spec(method)
       for fold in folds:
-        config = configuration.get_config(name, dataset_name,
-                                          [*_SET.value, *dataset_overrides, *overrides])
+        config = configuration.get_config(
+          name, dataset_name, [*_SET.value, *dataset_overrides, *overrides]
+        )
         if len(folds) > 1:
           config.data.fold = fold
         if _DATA_DIR.value and "data_dir" in config.data:  # generated data has no files
           config.data.data_dir = _DATA_DIR.value
         builders.check_builders(config)  # an import path that does not import fails now
         column = dataset + (f" fold {fold}" if len(folds) > 1 else "")
-        run_dir = (storage.workdir_path(_WORKDIR.value) /
-                   (run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else "")) /
-                   run_name(method))
+        run_dir = (
+          storage.workdir_path(root)
+          / (run_name(dataset) + (f"-fold{fold}" if len(folds) > 1 else ""))
+          / run_name(method)
+        )
         plan.append((dataset, method, fold, config, run_dir, column))
   return plan, methods
 
@@ -430,8 +274,9 @@ def _compare():
   if _JOBS.value < 1:
     raise app.UsageError(f"--jobs must be at least 1, got {_JOBS.value}")
   if _JOBS.value > 1:
-    train_in_workers([entry[4] for entry in plan],
-                     worker_phases([entry[1] for entry in plan], source), _JOBS.value)
+    train_in_workers(
+      [entry[4] for entry in plan], worker_phases([entry[1] for entry in plan], source), _JOBS.value
+    )
   # Sequentially: trains every run; after --jobs, resumes each finished run (evaluates).
   rows, figures = [], []
   progress = console.Items(len(plan), "run")
@@ -456,25 +301,6 @@ def _compare():
     print(f"figure: {figure}")
   if out is not None:
     write_outputs(out, command, table, rows)
-
-
-def write_outputs(out: epath.Path, command: str, table: str,
-                  rows: list[tuple[str, str, list[dict]]]) -> None:
-  """Writes the table to `out` (markdown) and every run's summary next to it, as `.json`.
-
-  Args:
-    out: the markdown file (local or an object-store URL; its folder is created).
-    command: the command line that generated the table.
-    table: the markdown table(s).
-    rows: `(dataset, method, results of each fold)`, as `format_table` takes them.
-  """
-  out.parent.mkdir(parents=True, exist_ok=True)
-  revisions = sorted({r["meta"]["code_revision"] for _, _, runs in rows for r in runs})
-  out.write_text(f"Generated by `{command}` (code revision {', '.join(revisions)}).\n\n"
-                 + _preamble(table) + "\n\n" + table + "\n")
-  summary = [{"dataset": d, "method": m, "runs": [_summary(r) for r in runs]}
-             for d, m, runs in rows]
-  out.with_suffix(".json").write_text(json.dumps(summary, indent=1, default=str))
 
 
 if __name__ == "__main__":

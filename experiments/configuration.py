@@ -17,8 +17,9 @@ import numpy as np
 from experiments import cli
 
 
-def get_config(method: str, dataset: str, overrides: tuple[str, ...] | list[str] = ()
-               ) -> ml_collections.ConfigDict:
+def get_config(
+  method: str, dataset: str, overrides: tuple[str, ...] | list[str] = ()
+) -> ml_collections.ConfigDict:
   """`experiments/configs/<method>.py:<dataset>` with `key=value` overrides applied.
 
   A `method` with a dot is the import path of a config module outside this repository
@@ -36,16 +37,22 @@ def get_config(method: str, dataset: str, overrides: tuple[str, ...] | list[str]
       if e.name != f"experiments.configs.{method}":
         raise  # the config exists but imports something missing: a bug, keep its traceback
       here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
-      known = sorted(n[:-3] for n in os.listdir(here)
-                     if n.endswith(".py") and n not in ("__init__.py", "base.py"))
-      raise cli.UserError(f"unknown config {method!r}; known: {', '.join(known)}, or the "
-                          "import path of a config module (my_pkg.configs.name)") from None
+      known = sorted(
+        n[:-3]
+        for n in os.listdir(here)
+        if n.endswith(".py") and n not in ("__init__.py", "base.py", "blocks.py", "task_bases.py")
+      )
+      raise cli.UserError(
+        f"unknown config {method!r}; known: {', '.join(known)}, or the "
+        "import path of a config module (my_pkg.configs.name)"
+      ) from None
   else:
     try:
       module = importlib.import_module(method)
     except Exception as e:  # any failure while importing user code: name it in one line
-      raise cli.UserError(f"config module {method!r} does not import: {type(e).__name__}: "
-                          f"{' '.join(str(e).split())}") from None
+      raise cli.UserError(
+        f"config module {method!r} does not import: {type(e).__name__}: {' '.join(str(e).split())}"
+      ) from None
   try:
     config = module.get_config(dataset)
   except ValueError as e:  # the config rejects the variant (`unknown dataset variant ...`)
@@ -54,8 +61,9 @@ def get_config(method: str, dataset: str, overrides: tuple[str, ...] | list[str]
   return apply_overrides(config, overrides)
 
 
-def apply_overrides(config: ml_collections.ConfigDict, overrides: tuple[str, ...] | list[str]
-                    ) -> ml_collections.ConfigDict:
+def apply_overrides(
+  config: ml_collections.ConfigDict, overrides: tuple[str, ...] | list[str]
+) -> ml_collections.ConfigDict:
   """`key=value` overrides (values parsed as Python literals, else strings), in place.
 
   Raises:
@@ -80,9 +88,24 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: tuple[str, ...
       field = config
       for part in key.split("."):
         field = field[part]
-      raise cli.UserError(f"config override {item}: {key} takes values of type "
-                          f"{type(field).__name__}, not {value!r}") from None
+      raise cli.UserError(
+        f"config override {item}: {key} takes values of type {type(field).__name__}, not {value!r}"
+      ) from None
   return config
+
+
+def with_overrides(
+  config: ml_collections.ConfigDict, overrides: dict[str, Any]
+) -> ml_collections.ConfigDict:
+  """A locked copy of `config` with `overrides` (`key -> value`) applied; `config` itself
+  is left as it is.
+
+  Raises:
+    cli.ConfigKeyError, cli.UserError: as `apply_overrides`.
+  """
+  copy = ml_collections.ConfigDict(config.to_dict())
+  copy.lock()
+  return apply_overrides(copy, [f"{k}={v!r}" for k, v in overrides.items()])
 
 
 def name_list(text: str) -> tuple[str, ...] | None:
@@ -103,8 +126,7 @@ def flatten_dict(tree: dict, prefix: str = "") -> dict[str, Any]:
   return flat
 
 
-def stage_configs(config: ml_collections.ConfigDict
-                  ) -> list[tuple[str, ml_collections.ConfigDict]]:
+def stage_configs(config: ml_collections.ConfigDict) -> list[tuple[str, ml_collections.ConfigDict]]:
   """The training stages: `[(name, config)]`, one unnamed stage unless `stage_order` is set.
 
   `config.stages.<name>` holds a stage's overrides of the top-level config (same nested
@@ -120,8 +142,10 @@ def stage_configs(config: ml_collections.ConfigDict
   base.pop("stage_order")
   unknown = [n for n in order if n not in stages]
   if unknown:
-    raise ValueError(f"stage_order names {unknown}, which config.stages does not define "
-                     f"(defined: {sorted(stages)})")
+    raise ValueError(
+      f"stage_order names {unknown}, which config.stages does not define "
+      f"(defined: {sorted(stages)})"
+    )
   result = []
   for name in order:
     stage = ml_collections.ConfigDict(base)

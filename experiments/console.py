@@ -13,6 +13,9 @@
 - Results: a few lines on stdout (`results_table`).
 """
 
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
 import contextlib
 import logging as logging_std
 import multiprocessing
@@ -21,7 +24,8 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Iterator, Mapping, TextIO
+from typing import Any
+from typing import TextIO
 
 from absl import flags
 from absl import logging
@@ -52,11 +56,18 @@ _PLATFORM_LOGGERS = ("jax._src.xla_bridge",)
 def define_flags() -> tuple[flags.FlagHolder, flags.FlagHolder]:
   """Defines `--verbose` and `--progress`; returns their holders in that order."""
   verbose = flags.DEFINE_bool(
-      "verbose", False, "also print the INFO log (training steps, evaluations) on stderr; "
-      f"it always goes to WORKDIR/{LOG_DIR}/<program>.log")
+    "verbose",
+    False,
+    "also print the INFO log (training steps, evaluations) on stderr; "
+    f"it always goes to WORKDIR/{LOG_DIR}/<program>.log",
+  )
   progress = flags.DEFINE_enum(
-      "progress", "auto", PROGRESS_CHOICES, "progress bars on stderr: auto (when stderr is "
-      "a terminal; otherwise a line per run or trial), on (always), off")
+    "progress",
+    "auto",
+    PROGRESS_CHOICES,
+    "progress bars on stderr: auto (when stderr is "
+    "a terminal; otherwise a line per run or trial), on (always), off",
+  )
   return verbose, progress
 
 
@@ -112,11 +123,13 @@ class _TrainingBar:
       return
     self._loss = scalars.get("train/loss", self._loss)
     value = scalars.get(self._metric) if self._metric else None
-    if value is not None and (self._best is None or (
-        value > self._best[0] if self._mode == "max" else value < self._best[0])):
+    if value is not None and (
+      self._best is None
+      or (value > self._best[0] if self._mode == "max" else value < self._best[0])
+    ):
       self._best = (value, step)
     postfix = [] if self._loss is None else [f"loss {self._loss:.4g}"]
-    if self._best is not None:
+    if self._best is not None and self._metric:  # a best needs a metric
       name = self._metric.split("/", 1)[-1]
       postfix.append(f"best {name} {self._best[0]:.4f} @{self._best[1]}")
     self._bar.set_postfix_str(", ".join(postfix), refresh=False)
@@ -140,8 +153,9 @@ def titled(title: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def training_progress(options: LoopOptions, desc: str = ""
-                      ) -> Iterator[Callable[[int, Mapping[str, float]], None] | None]:
+def training_progress(
+  options: LoopOptions, desc: str = ""
+) -> Iterator[Callable[[int, Mapping[str, float]], None] | None]:
   """The progress callback of one `fit` (`fit(..., progress=...)`): a bar of
   `options.steps` steps titled `desc` that shows the best `options.select_metric` so
   far, or None where no bar is drawn (`_mode`).
@@ -157,8 +171,9 @@ def training_progress(options: LoopOptions, desc: str = ""
   if _mode() != "bars":
     yield None
     return
-  bar = _TrainingBar(options.steps, " ".join([*_titles, desc or "train"]),
-                     options.select_metric, options.select_mode)
+  bar = _TrainingBar(
+    options.steps, " ".join([*_titles, desc or "train"]), options.select_metric, options.select_mode
+  )
   try:
     yield bar
   finally:
@@ -192,8 +207,7 @@ class Items:
     if self._bar is not None:
       self._bar.set_description_str(f"{self.label} {self.count + 1}/{self.total} {what}")
     elif self._lines and self.echo is None:
-      print(f"{self.label} {self.count + 1}/{self.total}: {what}", file=sys.stderr,
-            flush=True)
+      print(f"{self.label} {self.count + 1}/{self.total}: {what}", file=sys.stderr, flush=True)
 
   def eta(self) -> str:
     """The time left at the mean time per item so far (`?` before the first)."""
@@ -245,7 +259,6 @@ class _StderrHandler(logging_std.Handler):
 
 
 class _DropPlatformReports(logging_std.Filter):
-
   def filter(self, record) -> bool:
     return record.levelno >= logging_std.ERROR or not record.name.startswith(_PLATFORM_LOGGERS)
 
@@ -263,13 +276,17 @@ def log_path(workdir: str | os.PathLike, name: str) -> epath.Path:
   process p > 0 of a multi-process run."""
   # Asked only of a process that joined one: JAX's backends start at the first question.
   index = jax.process_index() if faults.joined() else 0
-  return storage.workdir_path(workdir) / LOG_DIR / (
-      f"{name}.log" if index == 0 else f"{name}.{index}.log")
+  return (
+    storage.workdir_path(workdir)
+    / LOG_DIR
+    / (f"{name}.log" if index == 0 else f"{name}.{index}.log")
+  )
 
 
 @contextlib.contextmanager
-def log_to_workdir(workdir: str | os.PathLike, name: str, *, verbose: bool = False
-                   ) -> Iterator[epath.Path | None]:
+def log_to_workdir(
+  workdir: str | os.PathLike, name: str, *, verbose: bool = False
+) -> Iterator[epath.Path | None]:
   """Sends absl's log to `log_path(workdir, name)` (appended to) for the block.
 
   Warnings and errors also go to stderr (with `verbose`, every record); the platform
@@ -325,8 +342,7 @@ def log_to_workdir(workdir: str | os.PathLike, name: str, *, verbose: bool = Fal
 
 
 @contextlib.contextmanager
-def logged_run(workdir: str | os.PathLike, name: str, *, verbose: bool = False
-               ) -> Iterator[None]:
+def logged_run(workdir: str | os.PathLike, name: str, *, verbose: bool = False) -> Iterator[None]:
   """A binary's work in `workdir`: absl's log in `workdir/logs/<name>.log`
   (`log_to_workdir`), and what the work created there removed if it fails at its start
   (`workdirs.removed_if_failed`).
@@ -342,8 +358,7 @@ def logged_run(workdir: str | os.PathLike, name: str, *, verbose: bool = False
       yield
 
 
-def results_table(results: Mapping[str, Any], results_file: str | os.PathLike | None = None
-                  ) -> str:
+def results_table(results: Mapping[str, Any], results_file: str | os.PathLike | None = None) -> str:
   """The selected model's test metrics in a few lines, for stdout.
 
   A row per test metric (`test/...`, and other evaluated splits but validation) in
@@ -358,13 +373,17 @@ def results_table(results: Mapping[str, Any], results_file: str | os.PathLike | 
   Returns:
     The table, without a final newline.
   """
-  keys = [k for k in results if "/" in k and not k.startswith("validation/")
-          and isinstance(results[k], (int, float))]
+  keys = [
+    k
+    for k in results
+    if "/" in k and not k.startswith("validation/") and isinstance(results[k], (int, float))
+  ]
   base = list(dict.fromkeys(k.split("@")[0] for k in keys))
   width = max([len(k) for k in base] + [len("metric")])
   fixed = any("@0.5" in k for k in keys)
-  lines = [f"{'metric':<{width}}  {'tuned' if fixed else 'value':>8}"
-           + (f"  {'@0.5':>8}" if fixed else "")]
+  lines = [
+    f"{'metric':<{width}}  {'tuned' if fixed else 'value':>8}" + (f"  {'@0.5':>8}" if fixed else "")
+  ]
   for key in base:
     row = f"{key:<{width}}  {results[key]:>8.4f}" if key in results else f"{key:<{width}}  {'':>8}"
     if fixed and f"{key}@0.5" in results:

@@ -44,31 +44,45 @@ from experiments import train
 from experiments import tune
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", "experiments/configs/mlp.py", "experiment config file[:dataset]",
-    lock_config=True)
+  "config", "experiments/configs/mlp.py", "experiment config file[:dataset]", lock_config=True
+)
 _WORKDIR = flags.DEFINE_string("workdir", None, "directory for checkpoints, logs and results")
 flags.mark_flags_as_required(["workdir"])
 _MULTIHOST = flags.DEFINE_bool(
-    "multihost", False, "join a multi-process run by jax.distributed.initialize(), the "
-    "cluster detected by JAX (TPU pods, SLURM, Open MPI; JAX_COORDINATOR_ADDRESS if set); "
-    "implied by --coordinator_address")
+  "multihost",
+  False,
+  "join a multi-process run by jax.distributed.initialize(), the "
+  "cluster detected by JAX (TPU pods, SLURM, Open MPI; JAX_COORDINATOR_ADDRESS if set); "
+  "implied by --coordinator_address",
+)
 _COORDINATOR = flags.DEFINE_string(
-    "coordinator_address", None, "HOST:PORT of process 0, which serves the coordinator of "
-    "a multi-process run (with --num_processes and --process_id)")
+  "coordinator_address",
+  None,
+  "HOST:PORT of process 0, which serves the coordinator of "
+  "a multi-process run (with --num_processes and --process_id)",
+)
 _ALLOW_CONFIG_CHANGE = flags.DEFINE_bool(
-    "allow_config_change", False, "resume the run in --workdir even though the config "
-    "differs from the one it was trained with in what it trains (optimizer, model, "
-    "method, data, ...)")
-_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None,
-                                      "number of processes of a multi-process run")
-_PROCESS_ID = flags.DEFINE_integer("process_id", None,
-                                   "this process's index in 0..num_processes-1")
+  "allow_config_change",
+  False,
+  "resume the run in --workdir even though the config "
+  "differs from the one it was trained with in what it trains (optimizer, model, "
+  "method, data, ...)",
+)
+_NUM_PROCESSES = flags.DEFINE_integer(
+  "num_processes", None, "number of processes of a multi-process run"
+)
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "this process's index in 0..num_processes-1")
 _HEARTBEAT_TIMEOUT = flags.DEFINE_integer(
-    "heartbeat_timeout_s", train.HEARTBEAT_TIMEOUT_S, "multi-process runs: a process "
-    "silent for this many seconds (killed, hung) is lost and JAX ends the others")
+  "heartbeat_timeout_s",
+  train.HEARTBEAT_TIMEOUT_S,
+  "multi-process runs: a process "
+  "silent for this many seconds (killed, hung) is lost and JAX ends the others",
+)
 _SHUTDOWN_TIMEOUT = flags.DEFINE_integer(
-    "shutdown_timeout_s", train.SHUTDOWN_TIMEOUT_S, "multi-process runs: how long a "
-    "process that ends waits for the others at JAX's shutdown barrier")
+  "shutdown_timeout_s",
+  train.SHUTDOWN_TIMEOUT_S,
+  "multi-process runs: how long a process that ends waits for the others at JAX's shutdown barrier",
+)
 _VERBOSE, _PROGRESS = console.define_flags()
 
 
@@ -79,9 +93,12 @@ def main(argv):
   if _MULTIHOST.value or _COORDINATOR.value:
     try:
       train.initialize_distributed(
-          _COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
-          heartbeat_timeout_s=_HEARTBEAT_TIMEOUT.value,
-          shutdown_timeout_s=_SHUTDOWN_TIMEOUT.value)
+        _COORDINATOR.value,
+        _NUM_PROCESSES.value,
+        _PROCESS_ID.value,
+        heartbeat_timeout_s=_HEARTBEAT_TIMEOUT.value,
+        shutdown_timeout_s=_SHUTDOWN_TIMEOUT.value,
+      )
     except ValueError as e:
       raise cli.UserError(e) from None
     # Another process's failure ends this one at once, wherever it is blocked.
@@ -105,14 +122,18 @@ def _run(config) -> dict:
     builders.check_builders(config)
   except ValueError as e:
     raise cli.UserError(e) from None
-  if (config.get("tune") is not None and config.tune.enabled
-      and storage.is_local(_WORKDIR.value)):
+  workdir = _WORKDIR.value
+  assert workdir is not None, "--workdir is a required flag"
+  if config.get("tune") is not None and config.tune.enabled and storage.is_local(workdir):
     # The folds of a setting, and the final run, share compiled programs (kept on local
     # disk only: an object store would be slower than compiling again).
-    tune.use_compilation_cache(storage.workdir_path(_WORKDIR.value) / "xla_cache")
+    tune.use_compilation_cache(storage.workdir_path(workdir) / "xla_cache")
   results = tune.run_experiment(
-      config, _WORKDIR.value, config_file=config_flags.get_config_filename(flags.FLAGS["config"]),
-      allow_config_change=_ALLOW_CONFIG_CHANGE.value)
+    config,
+    workdir,
+    config_file=config_flags.get_config_filename(flags.FLAGS["config"]),
+    allow_config_change=_ALLOW_CONFIG_CHANGE.value,
+  )
   logging.info("results: %s", {k: round(v, 4) for k, v in results.items() if k != "meta"})
   return results
 

@@ -29,11 +29,11 @@ import tempfile
 
 from absl import app
 from absl import flags
+import ml_collections
 import numpy as np
 
-import ml_collections
-
 import energynets as en
+from energynets.train import predictor as predictor_lib
 from energynets.train import quiet_library_logs
 from energynets.train import run as run_lib
 from energynets.train import storage
@@ -48,8 +48,11 @@ _INPUT = flags.DEFINE_string("input", None, "an .npz with an array x, or a MULAN
 _OUTPUT = flags.DEFINE_string("output", None, "the .npz to write (y_soft, y_pred)")
 _NUM_DEVICES = flags.DEFINE_integer("num_devices", 0, "devices to predict on (0: all)")
 _MODEL_PARALLELISM = flags.DEFINE_integer(
-    "model_parallelism", 0, "devices that split the label dimension (0: as the run was "
-    "trained, where the devices allow; energynets.load_run)")
+  "model_parallelism",
+  0,
+  "devices that split the label dimension (0: as the run was "
+  "trained, where the devices allow; energynets.load_run)",
+)
 flags.mark_flags_as_required(["workdir", "input", "output"])
 
 
@@ -88,14 +91,14 @@ def read_inputs(path: str) -> np.ndarray:
     shutil.rmtree(local, ignore_errors=True)
 
 
-def soft_predictions(predictor: run_lib.Predictor, x: np.ndarray) -> np.ndarray:
-  """`predictor.predict_soft(x)`; for a run of `experiments.main`, through its task's split
+def soft_predictions(predictor: en.Predictor, x: np.ndarray) -> np.ndarray:
+  """`predictor.predict(x)`; for a run of `experiments.main`, through its task's split
   prediction, so the outputs are those its results were computed from."""
   builder = predictor.metadata.get("builder") or {}
   if builder.get("path") != runs.RUN_BUILDER:
-    return predictor.predict_soft(x)
+    return predictor.predict(x)
   config = ml_collections.ConfigDict(configuration.json_to_config(builder["kwargs"]["config"]))
-  return tasks.task_for(config).predict(config, predictor.predict_soft, x)
+  return tasks.task_for(config).predict(config, predictor.predict, x)
 
 
 def write_outputs(path: str, **arrays: np.ndarray) -> None:
@@ -114,7 +117,7 @@ def write_outputs(path: str, **arrays: np.ndarray) -> None:
   target = storage.path(path)
   if not storage.is_local(path):
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, allow_pickle=True, **arrays)
     target.write_bytes(buffer.getvalue())
     return
   if not target.parent.is_dir():
@@ -122,7 +125,7 @@ def write_outputs(path: str, **arrays: np.ndarray) -> None:
   handle, partial = tempfile.mkstemp(dir=target.parent, suffix=".partial")
   try:
     with os.fdopen(handle, "wb") as f:
-      np.savez(f, **arrays)
+      np.savez(f, allow_pickle=True, **arrays)
     os.replace(partial, target)
   except BaseException:
     os.unlink(partial)
@@ -140,15 +143,20 @@ def main(argv):
       storage.check_available(path)
     run_lib.read_run(_WORKDIR.value)  # a missing or foreign run fails before any loading
     x = read_inputs(_INPUT.value)
-    predictor = en.load_run(_WORKDIR.value, num_devices=_NUM_DEVICES.value or None,
-                            model_parallelism=_MODEL_PARALLELISM.value or None)
+    predictor = en.load_run(
+      _WORKDIR.value,
+      num_devices=_NUM_DEVICES.value or None,
+      model_parallelism=_MODEL_PARALLELISM.value or None,
+    )
     y_soft = soft_predictions(predictor, x)
-    y_pred = run_lib.decode(y_soft, predictor.decoding, predictor.threshold)
+    y_pred = predictor_lib.decode(y_soft, predictor.decoding, predictor.threshold)
     write_outputs(_OUTPUT.value, y_soft=y_soft, y_pred=y_pred)
   except (ValueError, OSError) as e:  # no run, a bad input or output path: the user's mistake
     raise cli.UserError(e) from None
-  print(f"{_OUTPUT.value}: {len(y_soft)} rows, decoding {predictor.decoding} "
-        f"(threshold {predictor.threshold:g})")
+  print(
+    f"{_OUTPUT.value}: {len(y_soft)} rows, decoding {predictor.decoding} "
+    f"(threshold {predictor.threshold:g})"
+  )
 
 
 if __name__ == "__main__":

@@ -21,18 +21,23 @@ from experiments import builders
 from experiments import configuration
 from experiments import tasks
 
-
 # The builder every experiments.main run records in run.json (`objective_from_run`).
 # Saved runs name it by this path, so `experiments.train` keeps exporting it.
 RUN_BUILDER = "experiments.train:objective_from_run"
 
 # How each task's outputs become labels: (decoding, threshold) of `Predictor.predict`;
 # multi-label runs use the threshold tuned on validation instead.
-_TASK_DECODING = {"multilabel": ("threshold", 0.5), "segmentation": ("threshold", 0.5),
-                  "sequence": ("argmax", 0.5), "denoising": ("identity", 0.5)}
+_TASK_DECODING = {
+  "multilabel": ("threshold", 0.5),
+  "segmentation": ("threshold", 0.5),
+  "sequence": ("argmax", 0.5),
+  "denoising": ("identity", 0.5),
+}
 
 
-def write_run(workdir: str | os.PathLike, task, config, dataset, last_stage, result, results) -> None:
+def write_run(
+  workdir: str | os.PathLike, task, config, dataset, last_stage, result, results
+) -> None:
   """Writes `workdir/run.json` of a finished experiment: the last stage's selected
   checkpoint, the model's input shapes and `objective_from_run` with the run's config.
 
@@ -56,35 +61,58 @@ def write_run(workdir: str | os.PathLike, task, config, dataset, last_stage, res
   as_json = json.dumps(config.to_dict(), default=configuration.json_default)
   kwargs = {"config": json.loads(as_json), "dataset": run_dataset_metadata(task, dataset)}
   run_lib.write_run(
-      workdir, arrays=run_lib.array_specs({"x": x, "y": y}),
-      checkpoint=run_lib.checkpoint_record(result.selected_value, result.selected_step,
-                                           f"stages/{name}" if name else ""),
-      init_batch_size=stage_config.train.batch_size,
-      predict_batch_size=config.train.eval_batch_size, decoding=decoding,
-      decoding_source=f"the {task.name} task", threshold=threshold, threshold_source=source,
-      builder={"path": RUN_BUILDER, "kwargs": kwargs},
-      metadata={"writer": "experiments.main", "task": task.name, "dataset": dataset.name,
-                "method": stage_config.method, "stage": name,
-                "selected_step": result.selected_step, "results": "results.json",
-                "model_parallelism": int(config.train.get("model_parallelism", 1))})
+    workdir,
+    arrays=run_lib.array_specs({"x": x, "y": y}),
+    checkpoint=run_lib.checkpoint_record(
+      result.selected_value, result.selected_step, f"stages/{name}" if name else ""
+    ),
+    init_batch_size=stage_config.train.batch_size,
+    predict_batch_size=config.train.eval_batch_size,
+    decoding=decoding,
+    decoding_source=f"the {task.name} task",
+    threshold=threshold,
+    threshold_source=source,
+    builder={"path": RUN_BUILDER, "kwargs": kwargs},
+    metadata={
+      "writer": "experiments.main",
+      "task": task.name,
+      "dataset": dataset.name,
+      "method": stage_config.method,
+      "stage": name,
+      "selected_step": result.selected_step,
+      "results": "results.json",
+      "model_parallelism": int(config.train.get("model_parallelism", 1)),
+    },
+  )
 
 
 def run_dataset_metadata(task, dataset) -> dict[str, Any]:
   """What the objective builders read from `dataset`, as JSON (`run_dataset` rebuilds a
   stand-in from it): sizes and vocabularies, never the data itself."""
-  meta = {"task": task.name, "name": dataset.name,
-          "num_train": tasks.num_examples(dataset, "train"),
-          "train_shape": list(np.shape(dataset.train.x)[1:])}
+  meta = {
+    "task": task.name,
+    "name": dataset.name,
+    "num_train": tasks.num_examples(dataset, "train"),
+    "train_shape": list(np.shape(dataset.train.x)[1:]),
+  }
   if task.name == "multilabel":
-    meta.update(num_labels=dataset.num_labels, num_features=dataset.num_features,
-                label_names=list(dataset.label_names))
+    meta.update(
+      num_labels=dataset.num_labels,
+      num_features=dataset.num_features,
+      label_names=list(dataset.label_names),
+    )
   elif task.name == "sequence":
     size = lambda vocab: len(vocab) if vocab is not None else None
     source = dataset.source
-    meta.update(num_tags=dataset.num_tags, word_vocab=size(source.word_vocab),
-                char_vocab=size(source.char_vocab), pos_vocab=size(source.pos_vocab),
-                chunk_vocab=size(source.chunk_vocab), tag_names=list(dataset.train.tag_names),
-                scheme=dataset.train.scheme)
+    meta.update(
+      num_tags=dataset.num_tags,
+      word_vocab=size(source.word_vocab),
+      char_vocab=size(source.char_vocab),
+      pos_vocab=size(source.pos_vocab),
+      chunk_vocab=size(source.chunk_vocab),
+      tag_names=list(dataset.train.tag_names),
+      scheme=dataset.train.scheme,
+    )
   elif task.name == "denoising":
     # Where the dataset holds one process's rows it carries all training rows' numbers.
     statistics = getattr(dataset, "input_statistics", None)
@@ -108,26 +136,47 @@ def run_dataset(meta: dict[str, Any]):
   if task == "multilabel":
     split = data_lib.Split(x, zeros(meta["num_train"], meta["num_labels"]))
     return data_lib.MultiLabelDataset(
-        name, split, split, split, label_names=tuple(meta["label_names"]),
-        feature_names=tuple(f"x{i}" for i in range(meta["num_features"])), meta={})
+      name,
+      split,
+      split,
+      split,
+      label_names=tuple(meta["label_names"]),
+      feature_names=tuple(f"x{i}" for i in range(meta["num_features"])),
+      meta={},
+    )
   if task == "segmentation":
-    split = data_lib.SegmentationSplit(x, zeros(*x.shape[:3]))
+    image_split = data_lib.SegmentationSplit(x, zeros(*x.shape[:3]))
     channels = x.shape[-1]
-    return data_lib.SegmentationDataset(name, split, split, split, np.zeros(channels),
-                                        np.ones(channels), meta={})
+    return data_lib.SegmentationDataset(
+      name, image_split, image_split, image_split, np.zeros(channels), np.ones(channels), meta={}
+    )
   if task == "sequence":
     vocab = lambda n: range(n) if n is not None else None
     source = types.SimpleNamespace(
-        word_vocab=vocab(meta["word_vocab"]), char_vocab=vocab(meta["char_vocab"]),
-        pos_vocab=vocab(meta["pos_vocab"]), chunk_vocab=vocab(meta["chunk_vocab"]))
-    split = tasks.SequenceSplit(x, zeros(meta["num_train"], x.shape[1], meta["num_tags"]),
-                                zeros(*x.shape[:2]), tuple(meta["tag_names"]), meta["scheme"])
-    return tasks.SequenceData(name, split, split, split, meta["num_tags"], source, {})
+      word_vocab=vocab(meta["word_vocab"]),
+      char_vocab=vocab(meta["char_vocab"]),
+      pos_vocab=vocab(meta["pos_vocab"]),
+      chunk_vocab=vocab(meta["chunk_vocab"]),
+    )
+    sentences = tasks.SequenceSplit(
+      x,
+      zeros(meta["num_train"], x.shape[1], meta["num_tags"]),
+      zeros(*x.shape[:2]),
+      tuple(meta["tag_names"]),
+      meta["scheme"],
+    )
+    return tasks.SequenceData(name, sentences, sentences, sentences, meta["num_tags"], source, {})
   if task == "denoising":
-    split = types.SimpleNamespace(x=x, y=x)
-    return types.SimpleNamespace(name=name, train=split, validation=split, test=split,
-                                 natural=split, meta={},
-                                 input_statistics=meta["input_statistics"])
+    images = types.SimpleNamespace(x=x, y=x)
+    return types.SimpleNamespace(
+      name=name,
+      train=images,
+      validation=images,
+      test=images,
+      natural=images,
+      meta={},
+      input_statistics=meta["input_statistics"],
+    )
   raise ValueError(f"unknown task {task!r} in a run's dataset record")
 
 
@@ -150,8 +199,9 @@ def objective_from_run(config: dict[str, Any], dataset: dict[str, Any]) -> objec
     # Pretrained embeddings only initialize parameters the checkpoint replaces.
     full.model.glove_path = ""
   stand_in = run_dataset(dataset)
-  built = [builders.build_objective(stage, stand_in)
-           for _, stage in configuration.stage_configs(full)]
+  built = [
+    builders.build_objective(stage, stand_in) for _, stage in configuration.stage_configs(full)
+  ]
   if len(built) == 1:
     return built[0]
 

@@ -22,16 +22,18 @@ FEATURE_SCALINGS = ("none", "zscore", "maxabs")
 # Any single-stage multi-label config without a space of its own: learning rate,
 # L2 (coefficient of ½‖W‖² on the mean loss) and the feature scaling.
 DEFAULT = {
-    "optimizer.learning_rate": (1e-3, 3e-3),
-    "loss.l2": (1e-5, 1e-3),
-    "data.feature_scaling": FEATURE_SCALINGS,
+  "optimizer.learning_rate": (1e-3, 3e-3),
+  "loss.l2": (1e-5, 1e-3),
+  "data.feature_scaling": FEATURE_SCALINGS,
 }
 
 
-def network(learning_rate_key: str = "optimizer.learning_rate",
-            learning_rates: tuple = (1e-3, 3e-3),
-            dropout_key: str = "model.dropout",
-            hidden_layers: bool = True) -> dict[str, tuple]:
+def network(
+  learning_rate_key: str = "optimizer.learning_rate",
+  learning_rates: tuple = (1e-3, 3e-3),
+  dropout_key: str = "model.dropout",
+  hidden_layers: bool = True,
+) -> dict[str, tuple]:
   """The space of a config with a neural network: 2 learning rates × L2 (1e-5, 1e-3) ×
   dropout (0, 0.5) × the feature scalings, 24 settings.
 
@@ -74,6 +76,7 @@ def _config_module(config_name: str):
     if os.path.abspath(os.path.dirname(config_name)) == here:
       return importlib.import_module(f"experiments.configs.{stem}")
     spec = importlib.util.spec_from_file_location(f"_tuned_config_{stem}", config_name)
+    assert spec is not None and spec.loader is not None, "a .py file has a source loader"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -87,6 +90,7 @@ def _config_module(config_name: str):
 def parse(items: list[str] | tuple[str, ...]) -> dict[str, tuple]:
   """`key=v1,v2,...` strings (values Python literals, else strings) as a space."""
   import ast  # pylint: disable=g-import-not-at-top
+
   space = {}
   for item in items:
     key, sep, values = item.partition("=")

@@ -9,7 +9,8 @@ MAX_RUN_NAME = 200
 def rejoin_tuples(items: list[str]) -> list[str]:
   """Undo the list flag's split at commas inside parentheses or brackets:
   `['mlp:model.hidden=(500', '500)', 'br']` -> `['mlp:model.hidden=(500,500)', 'br']`."""
-  joined, depth = [], 0
+  joined: list[str] = []
+  depth = 0
   for item in items:
     if depth:
       joined[-1] += "," + item
@@ -42,7 +43,8 @@ def parse_spec(spec: str) -> tuple[str, list[str]]:
 
 
 def run_name(spec: str) -> str:
-  """The directory name of a spec: `seal_dynamic:seal.objective=nce` -> `seal_dynamic__seal.objective-nce`.
+  """The directory name of a spec (`seal_dynamic:seal.objective=nce` ->
+  `seal_dynamic__seal.objective-nce`).
 
   A name longer than `MAX_RUN_NAME` characters (file systems allow 255 bytes) keeps its
   first `MAX_RUN_NAME - 14` and ends in `__` and 12 hex digits of the spec's SHA-1, so
@@ -52,4 +54,4 @@ def run_name(spec: str) -> str:
   if len(name) <= MAX_RUN_NAME:
     return name
   digest = hashlib.sha1(spec.encode()).hexdigest()[:12]
-  return f"{name[:MAX_RUN_NAME - 14]}__{digest}"
+  return f"{name[: MAX_RUN_NAME - 14]}__{digest}"

@@ -27,9 +27,10 @@ import ml_collections
 import numpy as np
 
 from energynets import train as train_lib
-from energynets.train import storage
 from energynets.train import process_rows as process_rows_lib
+from energynets.train import storage
 from experiments import builders
+from experiments import choices
 from experiments import cli
 from experiments import configuration
 from experiments import console
@@ -37,13 +38,19 @@ from experiments import diagnostics
 from experiments import runs
 from experiments import tasks
 from experiments import workdirs
+
 # Saved run.json files name their builder by the import path
 # "experiments.train:objective_from_run" (`runs.RUN_BUILDER`), so that name has to stay
 # importable from this module; it is the only re-export.
 from experiments.runs import objective_from_run  # pylint: disable=unused-import
 
-__all__ = ["PREDICTIONS_FILE", "initialize_distributed", "matmul_precision",
-           "objective_from_run", "train_and_evaluate"]
+__all__ = [
+  "PREDICTIONS_FILE",
+  "initialize_distributed",
+  "matmul_precision",
+  "objective_from_run",
+  "train_and_evaluate",
+]
 
 
 # How long a multi-process run's processes wait for a silent peer (one killed, or
@@ -54,11 +61,14 @@ HEARTBEAT_TIMEOUT_S = 20
 SHUTDOWN_TIMEOUT_S = 60
 
 
-def initialize_distributed(coordinator_address: str | None = None,
-                           num_processes: int | None = None,
-                           process_id: int | None = None, *,
-                           heartbeat_timeout_s: int = HEARTBEAT_TIMEOUT_S,
-                           shutdown_timeout_s: int = SHUTDOWN_TIMEOUT_S) -> None:
+def initialize_distributed(
+  coordinator_address: str | None = None,
+  num_processes: int | None = None,
+  process_id: int | None = None,
+  *,
+  heartbeat_timeout_s: int = HEARTBEAT_TIMEOUT_S,
+  shutdown_timeout_s: int = SHUTDOWN_TIMEOUT_S,
+) -> None:
   """Joins this process to a multi-process (multi-host) run; call before any JAX work.
 
   `jax.distributed.initialize`: with all three arguments the process joins the
@@ -79,24 +89,38 @@ def initialize_distributed(coordinator_address: str | None = None,
     shutdown_timeout_s: how long a process that ends waits for the others at JAX's
       shutdown barrier.
   """
-  for name, value in (("heartbeat_timeout_s", heartbeat_timeout_s),
-                      ("shutdown_timeout_s", shutdown_timeout_s)):
+  for name, value in (
+    ("heartbeat_timeout_s", heartbeat_timeout_s),
+    ("shutdown_timeout_s", shutdown_timeout_s),
+  ):
     if not (isinstance(value, int) and value >= 1):
       raise ValueError(f"{name} must be a whole number of seconds, 1 or more; got {value!r}")
-  jax.distributed.initialize(coordinator_address=coordinator_address,
-                             num_processes=num_processes, process_id=process_id,
-                             heartbeat_timeout_seconds=heartbeat_timeout_s,
-                             shutdown_timeout_seconds=shutdown_timeout_s)
-  logging.info("process %d of %d: %d local and %d global devices", jax.process_index(),
-               jax.process_count(), jax.local_device_count(), jax.device_count())
+  jax.distributed.initialize(
+    coordinator_address=coordinator_address,
+    num_processes=num_processes,
+    process_id=process_id,
+    heartbeat_timeout_seconds=heartbeat_timeout_s,
+    shutdown_timeout_seconds=shutdown_timeout_s,
+  )
+  logging.info(
+    "process %d of %d: %d local and %d global devices",
+    jax.process_index(),
+    jax.process_count(),
+    jax.local_device_count(),
+    jax.device_count(),
+  )
 
 
 # The selected model's soft test predictions, next to results.json.
 PREDICTIONS_FILE = "test_predictions.npz"
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
-                       allow_config_change: bool = False) -> dict[str, Any]:
+def train_and_evaluate(
+  config: ml_collections.ConfigDict,
+  workdir: str | os.PathLike,
+  *,
+  allow_config_change: bool = False,
+) -> dict[str, Any]:
   """Trains (stage by stage), selects on validation, evaluates on test; writes results.json.
 
   A run in `workdir` resumes at its last step (a finished one only re-evaluates). A
@@ -128,10 +152,10 @@ def matmul_precision(config: ml_collections.ConfigDict):
 
 
 def _loop_options(train_config: ml_collections.ConfigDict) -> train_lib.LoopOptions:
-  """`LoopOptions.from_config(train_config)`, a bad value (an unknown key, a malformed
+  """`choices.loop_options(train_config)`, a bad value (an unknown key, a malformed
   `profile_steps`) raised as the command line's mistake: `cli.UserError`, one line."""
   try:
-    return train_lib.LoopOptions.from_config(train_config)
+    return choices.loop_options(train_config)
   except ValueError as e:
     raise cli.UserError(f"config.train: {e}") from None
 
@@ -140,16 +164,18 @@ def _training_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
   """`make_mesh` of `config.train`'s `num_devices` and `model_parallelism`; a count the
   devices (of every process) cannot take is the command line's mistake, `cli.UserError`."""
   try:
-    return train_lib.make_mesh(config.train.num_devices or None,
-                               config.train.get("model_parallelism", 1))
+    return train_lib.make_mesh(
+      config.train.num_devices or None, config.train.get("model_parallelism", 1)
+    )
   except ValueError as e:
     raise cli.UserError(f"config.train: {e}") from None
 
 
-def _train_and_evaluate(config: ml_collections.ConfigDict,
-                        workdir: str | os.PathLike) -> dict[str, Any]:
+def _train_and_evaluate(
+  config: ml_collections.ConfigDict, workdir: str | os.PathLike
+) -> dict[str, Any]:
   started = time.time()
-  workdir = storage.workdir_path(workdir)
+  run_dir = storage.workdir_path(workdir)
   builders.check_builders(config)
   for _, stage_config in configuration.stage_configs(config):
     _loop_options(stage_config.train)  # a bad train option stops the run before the data loads
@@ -159,8 +185,14 @@ def _train_and_evaluate(config: ml_collections.ConfigDict,
   task = tasks.task_for(config)
   dataset, num_shards = _load_process_data(task, config)
   sharded = num_shards is not None
-  logging.info("%s dataset %s: train %s, validation %s, test %s", task.name, dataset.name,
-               dataset.train.x.shape, dataset.validation.x.shape, dataset.test.x.shape)
+  logging.info(
+    "%s dataset %s: train %s, validation %s, test %s",
+    task.name,
+    dataset.name,
+    dataset.train.x.shape,
+    dataset.validation.x.shape,
+    dataset.test.x.shape,
+  )
   eval_bs = config.train.eval_batch_size
   stages = configuration.stage_configs(config)
   state, stage_meta = None, []
@@ -172,9 +204,13 @@ def _train_and_evaluate(config: ml_collections.ConfigDict,
       shards = num_shards or 1
       full = shards * (num_train // shards)
       full -= full % math.lcm(mesh.size, shards)
-      logging.warning("batch size %d exceeds the %d training examples of %s: using %d "
-                      "(full batch)", stage_config.train.batch_size, num_train, dataset.name,
-                      full)
+      logging.warning(
+        "batch size %d exceeds the %d training examples of %s: using %d (full batch)",
+        stage_config.train.batch_size,
+        num_train,
+        dataset.name,
+        full,
+      )
       stage_config = ml_collections.ConfigDict(stage_config.to_dict())
       stage_config.train.batch_size = full
     try:
@@ -183,34 +219,52 @@ def _train_and_evaluate(config: ml_collections.ConfigDict,
       raise cli.UserError(f"config.train.batch_size: {e}") from None
     objective = builders.build_objective(stage_config, dataset)
     predict = train_lib.build_predict(objective, mesh)
-    evaluate = _validation_evaluator(task, config, predict, dataset.validation, eval_bs, mesh,
-                                     sharded)
-    stage_dir = workdir / "stages" / name if name else workdir
+    validation = _validation(task, config, predict, dataset.validation, eval_bs, mesh, sharded)
+    stage_dir = run_dir / "stages" / name if name else run_dir
     if name:
-      logging.info("=== stage %r: method %s, %d steps", name, stage_config.method,
-                   stage_config.train.steps)
+      logging.info(
+        "=== stage %r: method %s, %d steps", name, stage_config.method, stage_config.train.steps
+      )
     train_batch = None
     if task.train_batches is not None:
-      train_batch = task.train_batches(config, dataset, stage_config.train.batch_size,
-                                       stage_config.train.seed, num_shards)
+      train_batch = task.train_batches(
+        config, dataset, stage_config.train.batch_size, stage_config.train.seed, num_shards
+      )
     options = _loop_options(stage_config.train)
     with console.training_progress(options, name) as progress:
-      result = train_lib.fit(objective, {"x": dataset.train.x, "y": dataset.train.y},
-                             options, stage_dir, evaluate=evaluate, mesh=mesh,
-                             previous_state=state, train_batch=train_batch,
-                             num_shards=num_shards, progress=progress)
+      result = train_lib.fit(
+        objective,
+        {"x": dataset.train.x, "y": dataset.train.y},
+        options,
+        stage_dir,
+        validation=validation,
+        mesh=mesh,
+        previous_state=state,
+        train_batch=train_batch,
+        num_shards=num_shards,
+        progress=progress,
+      )
     state, last_stage, last_result = result.state, (name, stage_config), result
-    stage_meta.append({"stage": name, "method": stage_config.method,
-                       "batch_size": stage_config.train.batch_size,
-                       "selected_step": result.selected_step, "final_step": result.final_step,
-                       "stop_reason": result.stop_reason})
+    stage_meta.append(
+      {
+        "stage": name,
+        "method": stage_config.method,
+        "batch_size": stage_config.train.batch_size,
+        "selected_step": result.selected_step,
+        "final_step": result.final_step,
+        "stop_reason": result.stop_reason,
+      }
+    )
 
   test_outputs = {}
   # The metrics read every row's labels; with sharded data, the gathered ones.
   scored, held = dataset, {}
   if sharded:
-    gathered = {name: task.all_rows(getattr(dataset, name), process_rows_lib.gather_process_rows)
-                for name in task.eval_splits}
+    assert task.all_rows is not None, "every task that shards its data has all_rows"
+    gathered = {
+      name: task.all_rows(getattr(dataset, name), process_rows_lib.gather_process_rows)
+      for name in task.eval_splits
+    }
     held = {id(split): getattr(dataset, name) for name, split in gathered.items()}
     scored = tasks.replaced(dataset, **gathered)
 
@@ -221,40 +275,41 @@ def _train_and_evaluate(config: ml_collections.ConfigDict,
       test_outputs["test"] = outputs
     return outputs
 
-  results = task.results(scored, soft_predictions)
+  results: dict[str, Any] = task.results(scored, soft_predictions)
   results.update(diagnostics.test_diagnostics(stages[-1][1], dataset, state))
   results["meta"] = {
-      "dataset": dataset.name,
-      "split": dataset.meta.get("split_rule"),
-      "split_seed": config.data.split_seed,
-      "fold": config.data.get("fold", 0),
-      "seed": config.train.seed,
-      "selected_step": stage_meta[-1]["selected_step"],
-      "final_step": stage_meta[-1]["final_step"],
-      "stop_reason": stage_meta[-1]["stop_reason"],
-      "stages": stage_meta,
-      # Wall time of this invocation: a resumed run counts only its own part.
-      "train_seconds": time.time() - started,
-      "num_devices": mesh.size,
-      "code_revision": workdirs.code_revision(),
-      "task": task.name,
-      "metric_definitions": task.metric_definitions,
-      "dataset_meta": dataset.meta,
-      "config": config.to_dict(),
+    "dataset": dataset.name,
+    "split": dataset.meta.get("split_rule"),
+    "split_seed": config.data.split_seed,
+    "fold": config.data.get("fold", 0),
+    "seed": config.train.seed,
+    "selected_step": stage_meta[-1]["selected_step"],
+    "final_step": stage_meta[-1]["final_step"],
+    "stop_reason": stage_meta[-1]["stop_reason"],
+    "stages": stage_meta,
+    # Wall time of this invocation: a resumed run counts only its own part.
+    "train_seconds": time.time() - started,
+    "num_devices": mesh.size,
+    "code_revision": workdirs.code_revision(),
+    "task": task.name,
+    "metric_definitions": task.metric_definitions,
+    "dataset_meta": dataset.meta,
+    "config": config.to_dict(),
   }
   if jax.process_index() == 0:
-    figures = diagnostics.write_measurement_figure(config, dataset, state, workdir)
+    figures = diagnostics.write_measurement_figure(config, dataset, state, run_dir)
     if figures:
       results["meta"]["figures"] = figures
     if isinstance(test_outputs.get("test"), np.ndarray):
       # The selected model's soft test outputs, for figures and significance tests
       # without retraining; float32 as computed, since outputs near 0.5 (an untrained
       # DVN's) would cross the threshold when rounded.
-      with (workdir / PREDICTIONS_FILE).open("wb") as f:
+      with (run_dir / PREDICTIONS_FILE).open("wb") as f:
         np.savez_compressed(f, test=np.asarray(test_outputs["test"], np.float32))
-    (workdir / "results.json").write_text(
-        json.dumps(results, indent=2, sort_keys=True, default=configuration.json_default))
-    runs.write_run(workdir, task, config, dataset, last_stage, last_result, results)
+    (run_dir / "results.json").write_text(
+      json.dumps(results, indent=2, sort_keys=True, default=configuration.json_default)
+    )
+    runs.write_run(run_dir, task, config, dataset, last_stage, last_result, results)
   return results
 
 
@@ -269,30 +324,35 @@ def _load_process_data(task, config):
   index, count = jax.process_index(), jax.process_count()
   num_shards = num_shards or count
   if num_shards < 1 or num_shards % count:
-    raise ValueError(f"config.data.num_shards={num_shards} is not a multiple of the {count} "
-                     "processes")
+    raise ValueError(
+      f"config.data.num_shards={num_shards} is not a multiple of the {count} processes"
+    )
   dataset = task.load_process_rows(config, index, count)
-  logging.info("process %d of %d holds %s; the training rows form %d shards", index, count,
-               tasks.held_rows_summary(dataset), num_shards)
+  logging.info(
+    "process %d of %d holds %s; the training rows form %d shards",
+    index,
+    count,
+    tasks.held_rows_summary(dataset),
+    num_shards,
+  )
   return dataset, num_shards
 
 
-def _validation_evaluator(task, config, predict, validation, eval_bs, mesh, sharded):
-  """`evaluate(state)` for the loop: the task's validation metrics (on every row's
-  predictions and labels, gathered where each process holds its rows: `sharded`)."""
+def _validation(task, config, predict, validation, eval_bs, mesh, sharded):
+  """`fit`'s `Validation`: the task's validation metrics (on every row's predictions and
+  labels, gathered where each process holds its rows: `sharded`)."""
 
   def evaluate(state):
-    outputs = _split_predictions(task, config, predict, state, validation.x, eval_bs, mesh,
-                                 sharded)
-    scored = (task.all_rows(validation, process_rows_lib.gather_process_rows) if sharded
-              else validation)
+    outputs = _split_predictions(task, config, predict, state, validation.x, eval_bs, mesh, sharded)
+    scored = (
+      task.all_rows(validation, process_rows_lib.gather_process_rows) if sharded else validation
+    )
     return task.validation_metrics(scored, outputs)
 
-  return evaluate
+  return train_lib.Validation(evaluate)
 
 
-def _split_predictions(task, config, predict, state, x, eval_bs, mesh,
-                       sharded=False) -> np.ndarray:
+def _split_predictions(task, config, predict, state, x, eval_bs, mesh, sharded=False) -> np.ndarray:
   """The task's predictions of a split's rows `x`, the model run in eval batches; with
   `sharded`, `x` is this process's rows and the predictions are all processes'."""
   if not sharded:
@@ -307,15 +367,18 @@ def _split_predictions(task, config, predict, state, x, eval_bs, mesh,
   def own_rows(model_x):
     outputs = process_rows_lib.predict_process_rows(predict, state, model_x, eval_bs, mesh)
     counts = process_rows_lib.process_row_counts(len(model_x))
-    start = sum(counts[:jax.process_index()])
-    return outputs[start:start + len(model_x)]
+    start = sum(counts[: jax.process_index()])
+    return outputs[start : start + len(model_x)]
 
   return process_rows_lib.gather_process_rows(task.predict(config, own_rows, x))
 
 
 if __name__ == "__main__":
   # Flax examples run train.py's caller, main.py; say so rather than exit silently.
-  print("experiments.train: error: this is the importable training library; run "
-        "python -m experiments.main --config=experiments/configs/<method>.py "
-        "--workdir=DIR", file=sys.stderr)
+  print(
+    "experiments.train: error: this is the importable training library; run "
+    "python -m experiments.main --config=experiments/configs/<method>.py "
+    "--workdir=DIR",
+    file=sys.stderr,
+  )
   sys.exit(2)

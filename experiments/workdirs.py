@@ -24,14 +24,27 @@ def code_revision() -> str:
   `unknown` outside a git checkout."""
   here = os.path.dirname(os.path.abspath(__file__))
   try:
-    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                         text=True, check=True).stdout.strip()
+    rev = subprocess.run(
+      ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True
+    ).stdout.strip()
     # Untracked files, committed results (e.g. the table a benchmark is rewriting) and
     # markdown docs do not make the code dirty: none of them changes a number.
     dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-         ":(exclude)results", ":(exclude)*.md"], cwd=os.path.dirname(here),
-        capture_output=True, text=True, check=True).stdout.strip()
+      [
+        "git",
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ".",
+        ":(exclude)results",
+        ":(exclude)*.md",
+      ],
+      cwd=os.path.dirname(here),
+      capture_output=True,
+      text=True,
+      check=True,
+    ).stdout.strip()
     return rev + ("+dirty" if dirty else "")
   except (OSError, subprocess.CalledProcessError):
     return "unknown"
@@ -59,8 +72,11 @@ def workdir_lock(workdir: str | os.PathLike):
   path = storage.workdir_path(workdir)
   if not storage.is_local(path):
     if not _warned_unlocked:
-      logging.warning("%s is not on a local or mounted file system: it cannot be locked, "
-                      "so make sure no other run uses it", path)
+      logging.warning(
+        "%s is not on a local or mounted file system: it cannot be locked, "
+        "so make sure no other run uses it",
+        path,
+      )
       _warned_unlocked.append(path)
     yield
     return
@@ -71,8 +87,10 @@ def workdir_lock(workdir: str | os.PathLike):
     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except BlockingIOError:
     handle.close()
-    raise RuntimeError(f"{workdir} is in use by another process (it holds {lock}): wait "
-                       "for that run to end or pick another workdir") from None
+    raise RuntimeError(
+      f"{workdir} is in use by another process (it holds {lock}): wait "
+      "for that run to end or pick another workdir"
+    ) from None
   try:
     yield
   finally:
@@ -106,9 +124,9 @@ def _tree(path: epath.Path) -> tuple[set[str], set[str]]:
 def has_checkpoint(workdir: str | os.PathLike) -> bool:
   """Whether `workdir` holds a saved step of a run (`checkpoints/` or `best/`, its
   stages' too)."""
-  workdir = storage.workdir_path(workdir)
-  dirs = [workdir / "checkpoints", workdir / "best"]
-  stages = workdir / "stages"
+  run_dir = storage.workdir_path(workdir)
+  dirs = [run_dir / "checkpoints", run_dir / "best"]
+  stages = run_dir / "stages"
   if stages.is_dir():
     dirs += [stage / sub for stage in stages.iterdir() for sub in ("checkpoints", "best")]
   return any(d.is_dir() and any(p.name.isdigit() for p in d.iterdir()) for d in dirs)
@@ -133,7 +151,7 @@ def removed_if_failed(workdir: str | os.PathLike, log_file: str | os.PathLike | 
     log_file: the run's log in the workdir (`console.log_to_workdir`).
   """
   path = storage.workdir_path(workdir)
-  before = None
+  before: tuple[set[str], set[str]] | None = None
   if not path.exists():
     before = (set(), set())
   elif all(child.name in _LAUNCHER_FOLDERS for child in path.iterdir()):
@@ -150,8 +168,9 @@ def removed_if_failed(workdir: str | os.PathLike, log_file: str | os.PathLike | 
     raise
 
 
-def _remove_own_log(path: epath.Path, before: tuple[set[str], set[str]],
-                    log_file: str | os.PathLike | None) -> None:
+def _remove_own_log(
+  path: epath.Path, before: tuple[set[str], set[str]], log_file: str | os.PathLike | None
+) -> None:
   """`removed_if_failed` on a process other than 0: its own log (`main.<p>.log`), and
   then the folders left empty that were not there before. Process 0 may be removing the
   same folders meanwhile, so a folder already gone or not yet empty is left to it."""
@@ -168,8 +187,9 @@ def _remove_own_log(path: epath.Path, before: tuple[set[str], set[str]],
     pass
 
 
-def _remove_started(path: epath.Path, before: tuple[set[str], set[str]],
-                    log_file: str | os.PathLike | None) -> None:
+def _remove_started(
+  path: epath.Path, before: tuple[set[str], set[str]], log_file: str | os.PathLike | None
+) -> None:
   """`removed_if_failed`'s cleanup of `path`, which held the files and folders `before`."""
   if not path.exists() or has_checkpoint(path):
     return
@@ -222,13 +242,28 @@ STARTUP_FILES = (LOCK_FILE, CONFIG_FILE, CONFIG_FILE + ".partial", "xla_cache")
 # set the search that chose the run's settings (the settings themselves are compared).
 # The throughput keys (prefetch, asynchronous saves, profiling) change how fast a run
 # trains, not what.
-RESUMABLE_CHANGES = ("train.log_every", "train.eval_every", "train.checkpoint_every",
-                     "train.tensorboard", "train.eval_batch_size", "train.num_devices",
-                     "train.model_parallelism", "data.data_dir", "data.num_shards",
-                     "train.early_stopping", "train.early_stopping_patience",
-                     "train.early_stopping_min_delta", "tune.enabled", "tune.trials",
-                     "tune.folds", "tune.jobs", "tune.seed", "train.prefetch",
-                     "train.async_checkpoint", "train.profile_steps")
+RESUMABLE_CHANGES = (
+  "train.log_every",
+  "train.eval_every",
+  "train.checkpoint_every",
+  "train.tensorboard",
+  "train.eval_batch_size",
+  "train.num_devices",
+  "train.model_parallelism",
+  "data.data_dir",
+  "data.num_shards",
+  "train.early_stopping",
+  "train.early_stopping_patience",
+  "train.early_stopping_min_delta",
+  "tune.enabled",
+  "tune.trials",
+  "tune.folds",
+  "tune.jobs",
+  "tune.seed",
+  "train.prefetch",
+  "train.async_checkpoint",
+  "train.profile_steps",
+)
 
 
 # Keys added to the configs after runs were recorded, with the value every run recorded
@@ -242,9 +277,11 @@ def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
   `ADDED_KEY_DEFAULTS` that one side lacks has its default there)."""
   # Through JSON as the config is recorded (tuples become lists).
   before = configuration.flatten_dict(
-      json.loads(json.dumps(old, default=configuration.json_default)))
+    json.loads(json.dumps(old, default=configuration.json_default))
+  )
   after = configuration.flatten_dict(
-      json.loads(json.dumps(new, default=configuration.json_default)))
+    json.loads(json.dumps(new, default=configuration.json_default))
+  )
   changes = []
   for key in sorted(set(before) | set(after)):
     tail = ".".join(key.split(".")[-2:])
@@ -262,24 +299,27 @@ def _recorded_config(workdir: str | os.PathLike) -> dict[str, Any] | None:
   """The config of the run in `workdir`: `CONFIG_FILE`, else results.json's (a run from
   before that file), else None; None as well for a workdir without checkpoints, whose
   first attempt failed before saving any and so starts afresh."""
-  workdir = storage.workdir_path(workdir)
-  dirs = [workdir / "checkpoints"]
-  stages = workdir / "stages"
+  run_dir = storage.workdir_path(workdir)
+  dirs = [run_dir / "checkpoints"]
+  stages = run_dir / "stages"
   if stages.is_dir():
     dirs += [stage / "checkpoints" for stage in stages.iterdir()]
   if not any(d.is_dir() and any(p.name.isdigit() for p in d.iterdir()) for d in dirs):
     return None
-  for name, read in ((CONFIG_FILE, lambda record: record),
-                     ("results.json", lambda record: record["meta"]["config"])):
+  for name, read in (
+    (CONFIG_FILE, lambda record: record),
+    ("results.json", lambda record: record["meta"]["config"]),
+  ):
     try:
-      return read(json.loads((workdir / name).read_text()))
+      return read(json.loads((run_dir / name).read_text()))
     except (OSError, ValueError, KeyError, TypeError):
       continue
   return None
 
 
-def check_resumed_config(config: ml_collections.ConfigDict, workdir: str | os.PathLike,
-                         allow_config_change: bool = False) -> None:
+def check_resumed_config(
+  config: ml_collections.ConfigDict, workdir: str | os.PathLike, allow_config_change: bool = False
+) -> None:
   """Refuses to resume the run in `workdir` with a config that trains differently, then
   records `config` as the workdir's (`CONFIG_FILE`).
 
@@ -298,16 +338,19 @@ def check_resumed_config(config: ml_collections.ConfigDict, workdir: str | os.Pa
   if changes and not allow_config_change:
     shown = changes[:8] + ([f"and {len(changes) - 8} more"] if len(changes) > 8 else [])
     raise cli.UserError(
-        f"{workdir} holds a run trained with another config; it differs in "
-        f"{', '.join(shown)}. Use a fresh --workdir, or pass --allow_config_change to "
-        "continue that run with the new config")
+      f"{workdir} holds a run trained with another config; it differs in "
+      f"{', '.join(shown)}. Use a fresh --workdir, or pass --allow_config_change to "
+      "continue that run with the new config"
+    )
   if changes:
-    logging.warning("continuing the run in %s with a changed config: %s", workdir,
-                    ", ".join(changes))
+    logging.warning(
+      "continuing the run in %s with a changed config: %s", workdir, ", ".join(changes)
+    )
   if jax.process_index() == 0:  # the other processes of a multi-process run read it
     directory = storage.workdir_path(workdir)
     directory.mkdir(parents=True, exist_ok=True)
     partial = directory / (CONFIG_FILE + ".partial")
-    partial.write_text(json.dumps(new, indent=2, sort_keys=True,
-                                  default=configuration.json_default))
+    partial.write_text(
+      json.dumps(new, indent=2, sort_keys=True, default=configuration.json_default)
+    )
     partial.replace(directory / CONFIG_FILE)

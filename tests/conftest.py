@@ -9,8 +9,8 @@ Tests never download: $ENERGYNETS_AUTO_FETCH is off for the whole run.
 import os
 import pathlib
 
-import pytest
 from absl import flags
+import pytest
 
 # absltest helpers (create_tempdir, ...) read absl flags; pytest never parses them.
 flags.FLAGS.mark_as_parsed()
@@ -35,18 +35,16 @@ os.environ["ENERGYNETS_AUTO_FETCH"] = "0"
 # with jax 0.10); the computation is the same.
 # Set before any test imports jax; subprocesses inherit them; a value already set wins.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
-_TEST_XLA_FLAGS = {"xla_backend_optimization_level": "1",
-                   "xla_cpu_use_fusion_emitters": "false"}
+_TEST_XLA_FLAGS = {"xla_backend_optimization_level": "1", "xla_cpu_use_fusion_emitters": "false"}
 for _flag, _value in _TEST_XLA_FLAGS.items():
   if _flag not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               f" --{_flag}={_value}").strip()
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --{_flag}={_value}").strip()
 
 
 # The oracle tests compare float32 computations at tolerances near float32's. On GPUs and
 # TPUs JAX's default runs float32 matmuls and convolutions with TF32 / bfloat16 passes:
 # on an H200, 12 of 312 such tests failed at the default and all passed at 'highest'
-# (results/e2e.md). The experiments run at 'highest' too
+# (results/e2e/e2e.md). The experiments run at 'highest' too
 # (train.matmul_precision). On CPU this changes nothing.
 import jax  # pylint: disable=g-import-not-at-top  (after XLA_FLAGS is set)
 
@@ -69,15 +67,21 @@ def in_ci() -> bool:
 
 
 def pytest_addoption(parser):
-  parser.addoption("--runslow", action="store_true", default=False,
-                   help="run tests marked slow (long reproduction runs, full test grids)")
+  parser.addoption(
+    "--runslow",
+    action="store_true",
+    default=False,
+    help="run tests marked slow (long reproduction runs, full test grids)",
+  )
 
 
 # The suite's longest tests (each notebook runs for about 40 s) go first: with two
 # workers, a long test that starts last leaves the other worker idle until it ends.
-_LONGEST_FIRST = ("tests/test_notebooks.py::test_notebook_executes",
-                  "tests/test_launch.py::test_local_pod_killed_worker",
-                  "tests/test_experiments.py::test_compare_prints_table_and_writes_files")
+_LONGEST_FIRST = (
+  "tests/test_notebooks.py::test_notebook_executes",
+  "tests/test_launch.py::test_local_pod_killed_worker",
+  "tests/test_experiments.py::test_compare_prints_table_and_writes_files",
+)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -124,8 +128,14 @@ def data_dir() -> pathlib.Path:
     root = datadir.resolve_data_dir()
   except DataError as e:
     _missing_data(f"{e}")
-  absent = sorted({name for name, source in fetch_lib.sources().items()
-                   for f in source.files if not (root / source.subdir / f.name).is_file()})
+  absent = sorted(
+    {
+      name
+      for name, source in fetch_lib.sources().items()
+      for f in source.files
+      if not (root / source.subdir / f.name).is_file()
+    }
+  )
   if absent:
     _missing_data(f"{', '.join(absent)} not in {root}")
   return root
@@ -140,8 +150,11 @@ def pytest_runtest_makereport(item, call):
     return
   error = call.excinfo.value
   report.outcome = "skipped"
-  report.longrepr = (str(item.path), item.location[1] or 0,
-                     f"Skipped: {MISSING_DATA}: {error.dataset} not in {error.path}")
+  report.longrepr = (
+    str(item.path),
+    item.location[1] or 0,
+    f"Skipped: {MISSING_DATA}: {error.dataset} not in {error.path}",
+  )
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -154,12 +167,16 @@ def pytest_terminal_summary(terminalreporter):
   count = 0
   for report in terminalreporter.stats.get("skipped", []):
     longrepr = report.longrepr
-    if isinstance(longrepr, (tuple, list)) and len(longrepr) == 3 and any(
-        reason in str(longrepr[2]) for reason in _MISSING_DATA_REASONS):
+    if (
+      isinstance(longrepr, (tuple, list))
+      and len(longrepr) == 3
+      and any(reason in str(longrepr[2]) for reason in _MISSING_DATA_REASONS)
+    ):
       count += 1
   if count:
     root = datadir.resolve_data_dir(must_exist=False)
     terminalreporter.write_line(
-        f"{count} test{'s' * (count != 1)} skipped for missing data (data directory "
-        f"{root}); get it with "
-        f"`{datadir.fetch_command('all')}` (or set ENERGYNETS_DATA_DIR)")
+      f"{count} test{'s' * (count != 1)} skipped for missing data (data directory "
+      f"{root}); get it with "
+      f"`{datadir.fetch_command('all')}` (or set ENERGYNETS_DATA_DIR)"
+    )

@@ -20,27 +20,43 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 STEPS = 6
 MULTIHOST_FLAGS = (
-    "--config=experiments/configs/mlp.py:synthetic", "--config.data.num_train=64",
-    f"--config.train.steps={STEPS}", "--config.train.batch_size=16",
-    "--config.train.eval_batch_size=200", "--config.train.eval_every=3",
-    "--config.train.log_every=3", "--config.train.checkpoint_every=3",
-    "--config.train.tensorboard=False",
-    # Dropout: every process must draw the masks of its rows of the global batch.
-    "--config.model.dropout=0.2")
+  "--config=experiments/configs/mlp.py:synthetic",
+  "--config.data.num_train=64",
+  f"--config.train.steps={STEPS}",
+  "--config.train.batch_size=16",
+  "--config.train.eval_batch_size=200",
+  "--config.train.eval_every=3",
+  "--config.train.log_every=3",
+  "--config.train.checkpoint_every=3",
+  "--config.train.tensorboard=False",
+  # Dropout: every process must draw the masks of its rows of the global batch.
+  "--config.model.dropout=0.2",
+)
 MULTIHOST_TIMEOUT_S = 240
 
 
 def _subprocess_env(num_devices: int, *xla_flags: str) -> dict[str, str]:
-  env = {k: v for k, v in os.environ.items()
-         # A proxy would be asked for the loopback coordinator.
-         if not k.lower().endswith("_proxy")}
+  env = {
+    k: v
+    for k, v in os.environ.items()
+    # A proxy would be asked for the loopback coordinator.
+    if not k.lower().endswith("_proxy")
+  }
   # ENERGYNETS_PYTHON: launch/worker.sh runs this interpreter, not the python on PATH
   # (which need not have energynets' dependencies when the suite runs from a venv).
-  env.update(JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT), ENERGYNETS_PYTHON=sys.executable,
-             # The inherited flags (conftest's) first, so that the device count wins.
-             XLA_FLAGS=" ".join([os.environ.get("XLA_FLAGS", ""),
-                                 f"--xla_force_host_platform_device_count={num_devices}",
-                                 *xla_flags]).strip())
+  env.update(
+    JAX_PLATFORMS="cpu",
+    PYTHONPATH=str(REPO_ROOT),
+    ENERGYNETS_PYTHON=sys.executable,
+    # The inherited flags (conftest's) first, so that the device count wins.
+    XLA_FLAGS=" ".join(
+      [
+        os.environ.get("XLA_FLAGS", ""),
+        f"--xla_force_host_platform_device_count={num_devices}",
+        *xla_flags,
+      ]
+    ).strip(),
+  )
   return env
 
 
@@ -57,8 +73,9 @@ def _run_all(runs: dict[str, tuple[list[str], dict]], log_dir: pathlib.Path) -> 
   for name, (argv, env) in runs.items():
     logs[name] = log_dir / f"{name}.log"
     with open(logs[name], "w") as log:
-      procs[name] = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=log,
-                                     stderr=subprocess.STDOUT)
+      procs[name] = subprocess.Popen(
+        argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+      )
   deadline = time.monotonic() + MULTIHOST_TIMEOUT_S
   try:
     while any(p.poll() is None for p in procs.values()):
@@ -73,6 +90,7 @@ def _run_all(runs: dict[str, tuple[list[str], dict]], log_dir: pathlib.Path) -> 
       p.wait()
   bad = {n: p.returncode for n, p in procs.items() if p.returncode != 0}
   if bad:
-    text = "\n".join(f"--- {n} (exit {procs[n].returncode})\n{logs[n].read_text()[-5000:]}"
-                     for n in procs)
+    text = "\n".join(
+      f"--- {n} (exit {procs[n].returncode})\n{logs[n].read_text()[-5000:]}" for n in procs
+    )
     pytest.fail(f"runs {bad} failed or timed out after {MULTIHOST_TIMEOUT_S} s:\n{text}")

@@ -8,8 +8,7 @@ import pytest
 from energynets.nets import ACTIVATIONS
 from energynets.nets.mlp import softplus
 
-POINTS = np.array([-100.0, -30.0, -5.0, -1.0, -1e-3, 0.0, 1e-3, 0.5, 3.0, 20.0, 100.0],
-                  np.float32)
+POINTS = np.array([-100.0, -30.0, -5.0, -1.0, -1e-3, 0.0, 1e-3, 0.5, 3.0, 20.0, 100.0], np.float32)
 
 
 def test_softplus_is_the_named_activation():
@@ -38,8 +37,7 @@ def test_softplus_derivative_against_finite_differences_in_float64():
     fd = (softplus(x + h) - softplus(x - h)) / (2 * h)
     np.testing.assert_allclose(jax.vmap(jax.grad(softplus))(x), fd, rtol=1e-8, atol=1e-10)
     fd2 = (jax.vmap(jax.grad(softplus))(x + h) - jax.vmap(jax.grad(softplus))(x - h)) / (2 * h)
-    np.testing.assert_allclose(jax.vmap(jax.grad(jax.grad(softplus)))(x), fd2, rtol=1e-6,
-                               atol=1e-9)
+    np.testing.assert_allclose(jax.vmap(jax.grad(jax.grad(softplus)))(x), fd2, rtol=1e-6, atol=1e-9)
 
 
 def test_softplus_jvp_and_vjp_agree_through_a_layer():

@@ -26,8 +26,9 @@ def test_api_reference_builds_without_warnings(tmp_path):
   out = tmp_path / "api"
   argv = [sys.executable, "-m", "pdoc", "energynets", "-o", str(out)]
   env = dict(os.environ, PYTHONWARNINGS="default")
-  proc = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                        timeout=300, check=False)
+  proc = subprocess.run(
+    argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+  )
   assert proc.returncode == 0, proc.stderr
   assert not proc.stderr.strip(), f"pdoc warned:\n{proc.stderr}"
   pages = {"energynets": out / "energynets.html"}
@@ -36,12 +37,19 @@ def test_api_reference_builds_without_warnings(tmp_path):
     if inspect.ismodule(obj):
       pages[obj.__name__] = out / "energynets" / f"{name}.html"
   modules = {"energynets": energynets}
-  modules.update({m.__name__: m for m in vars(energynets).values()
-                  if inspect.ismodule(m) and m.__name__ in pages})
+  modules.update(
+    {
+      m.__name__: m
+      for m in vars(energynets).values()
+      if inspect.ismodule(m) and m.__name__ in pages
+    }
+  )
   for module_name, page in pages.items():
     assert page.is_file(), f"no page for {module_name}"
     html = page.read_text()
-    missing = [n for n in modules[module_name].__all__
-               if not inspect.ismodule(getattr(modules[module_name], n))
-               and f'id="{n}"' not in html]
+    missing = [
+      n
+      for n in modules[module_name].__all__
+      if not inspect.ismodule(getattr(modules[module_name], n)) and f'id="{n}"' not in html
+    ]
     assert not missing, f"{page.name} does not document {missing}"

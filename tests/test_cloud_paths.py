@@ -18,26 +18,34 @@ import shutil
 import subprocess
 import sys
 
+from multiprocess import REPO_ROOT
+from multiprocess import _subprocess_env
 import numpy as np
 import pytest
 
-from multiprocess import REPO_ROOT, _subprocess_env
-
 TINY_MULAN = REPO_ROOT / "tests" / "testdata" / "tiny_mulan"
 BR_CONFIG = REPO_ROOT / "experiments" / "configs" / "br.py"
-MISSING_GCSFS = ("gs:// paths need gcsfs, which is not installed: "
-                 "pip install 'energynets[gcs]'")
+MISSING_GCSFS = "gs:// paths need gcsfs, which is not installed: pip install 'energynets[gcs]'"
 # br by path on tiny_mulan (9 training rows): one of two settings drawn, 2 folds, 4 steps.
-TUNED_MAIN = ("--config.train.steps=4", "--config.train.eval_every=2",
-              "--config.train.batch_size=8", "--config.tune.folds=2",
-              "--config.tune.trials=1", f"--config.data.path={TINY_MULAN}")
+TUNED_MAIN = (
+  "--config.train.steps=4",
+  "--config.train.eval_every=2",
+  "--config.train.batch_size=8",
+  "--config.tune.folds=2",
+  "--config.tune.trials=1",
+  f"--config.data.path={TINY_MULAN}",
+)
 # The binaries' programs: inside the fake bucket (`fake_gcs(root)`), or with gcsfs
 # unimportable (what an installation without the gcs extra has).
-_IN_FAKE_GCS = ("import runpy, sys; from energynets.testing import fake_gcs\n"
-                "with fake_gcs(sys.argv.pop(1)):\n"
-                "  runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
-_WITHOUT_GCSFS = ("import runpy, sys; sys.modules['gcsfs'] = None\n"
-                  "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)")
+_IN_FAKE_GCS = (
+  "import runpy, sys; from energynets.testing import fake_gcs\n"
+  "with fake_gcs(sys.argv.pop(1)):\n"
+  "  runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
+)
+_WITHOUT_GCSFS = (
+  "import runpy, sys; sys.modules['gcsfs'] = None\n"
+  "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
+)
 
 
 @pytest.fixture
@@ -48,8 +56,11 @@ def sandbox(tmp_path):
   for folder in folders.values():
     folder.mkdir(parents=True)
   yield folders
-  left = sorted(str(p.relative_to(tmp_path / "local")) for p in (tmp_path / "local").rglob("*")
-                if p not in folders.values())
+  left = sorted(
+    str(p.relative_to(tmp_path / "local"))
+    for p in (tmp_path / "local").rglob("*")
+    if p not in folders.values()
+  )
   assert not left, f"written to local disk outside the bucket: {left}"
 
 
@@ -59,14 +70,20 @@ def _tiny_br_config(folder: pathlib.Path) -> str:
   folder.mkdir(parents=True, exist_ok=True)
   path = folder / "tiny_br.py"
   path.write_text(
-      "from experiments.configs import br\n\n\n"
-      "def get_config(dataset='mulan'):\n  return br.get_config(dataset)\n\n\n"
-      "def get_search_space(dataset='mulan'):\n  return {'loss.l2_c': (0.1, 10.0)}\n")
+    "from experiments.configs import br\n\n\n"
+    "def get_config(dataset='mulan'):\n  return br.get_config(dataset)\n\n\n"
+    "def get_search_space(dataset='mulan'):\n  return {'loss.l2_c': (0.1, 10.0)}\n"
+  )
   return f"--config={path}:mulan"
 
 
-def _run(module: str, *args: str, sandbox: dict, gcs_root: pathlib.Path | None = None,
-         without_gcsfs: bool = False) -> subprocess.CompletedProcess:
+def _run(
+  module: str,
+  *args: str,
+  sandbox: dict,
+  gcs_root: pathlib.Path | None = None,
+  without_gcsfs: bool = False,
+) -> subprocess.CompletedProcess:
   """`python -m module args` in the sandbox: inside `fake_gcs(gcs_root)` if given."""
   if gcs_root is not None:
     program = ["-c", _IN_FAKE_GCS, str(gcs_root), module]
@@ -75,8 +92,14 @@ def _run(module: str, *args: str, sandbox: dict, gcs_root: pathlib.Path | None =
   else:
     program = ["-m", module]
   env = dict(_subprocess_env(1), HOME=str(sandbox["home"]), TMPDIR=str(sandbox["tmp"]))
-  return subprocess.run([sys.executable, *program, *args], cwd=sandbox["cwd"], env=env,
-                        capture_output=True, text=True, timeout=600)
+  return subprocess.run(
+    [sys.executable, *program, *args],
+    cwd=sandbox["cwd"],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
 
 
 def _ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
@@ -98,11 +121,26 @@ def _error_line(proc: subprocess.CompletedProcess, program: str) -> str:
 def test_main_tuned_by_path_then_predict_in_a_gs_bucket(tmp_path, sandbox):
   gcs = tmp_path / "gcs"
   config = _tiny_br_config(tmp_path / "configs")
-  _ok(_run("experiments.main", config, *TUNED_MAIN, "--workdir=gs://bucket/run",
-           sandbox=sandbox, gcs_root=gcs))
+  _ok(
+    _run(
+      "experiments.main",
+      config,
+      *TUNED_MAIN,
+      "--workdir=gs://bucket/run",
+      sandbox=sandbox,
+      gcs_root=gcs,
+    )
+  )
   run = gcs / "bucket" / "run"
-  for name in ("chosen.json", "trials.jsonl", "results.json", "run.json", "config.json",
-               "metrics.jsonl", "test_predictions.npz"):
+  for name in (
+    "chosen.json",
+    "trials.jsonl",
+    "results.json",
+    "run.json",
+    "config.json",
+    "metrics.jsonl",
+    "test_predictions.npz",
+  ):
     assert (run / name).is_file(), name
   # The INFO log, written locally (the sandbox checks it is removed) and copied.
   assert "trial 1/1: " in (run / "logs" / "main.log").read_text()
@@ -117,38 +155,68 @@ def test_main_tuned_by_path_then_predict_in_a_gs_bucket(tmp_path, sandbox):
   # The rows of a MULAN folder in the bucket, predicted into the bucket: the test split
   # the run evaluated, so its saved test outputs.
   shutil.copytree(TINY_MULAN, gcs / "bucket" / "data" / "tiny")
-  proc = _ok(_run("experiments.predict", "--workdir=gs://bucket/run",
-                  "--input=gs://bucket/data/tiny", "--output=gs://bucket/out/pred.npz",
-                  sandbox=sandbox, gcs_root=gcs))
+  proc = _ok(
+    _run(
+      "experiments.predict",
+      "--workdir=gs://bucket/run",
+      "--input=gs://bucket/data/tiny",
+      "--output=gs://bucket/out/pred.npz",
+      sandbox=sandbox,
+      gcs_root=gcs,
+    )
+  )
   assert proc.stdout.startswith("gs://bucket/out/pred.npz: 3 rows")
-  with np.load(gcs / "bucket" / "out" / "pred.npz") as predicted, \
-       np.load(run / "test_predictions.npz") as saved:
+  with (
+    np.load(gcs / "bucket" / "out" / "pred.npz") as predicted,
+    np.load(run / "test_predictions.npz") as saved,
+  ):
     np.testing.assert_allclose(predicted["y_soft"], saved["test"], rtol=1e-5, atol=1e-6)
     assert predicted["y_pred"].shape == saved["test"].shape
 
   # The same rows as an .npz in the bucket.
   np.savez(gcs / "bucket" / "data" / "rows.npz", x=_tiny_test_rows())
-  _ok(_run("experiments.predict", "--workdir=gs://bucket/run",
-           "--input=gs://bucket/data/rows.npz", "--output=gs://bucket/out/rows.npz",
-           sandbox=sandbox, gcs_root=gcs))
-  with np.load(gcs / "bucket" / "out" / "rows.npz") as predicted, \
-       np.load(run / "test_predictions.npz") as saved:
+  _ok(
+    _run(
+      "experiments.predict",
+      "--workdir=gs://bucket/run",
+      "--input=gs://bucket/data/rows.npz",
+      "--output=gs://bucket/out/rows.npz",
+      sandbox=sandbox,
+      gcs_root=gcs,
+    )
+  )
+  with (
+    np.load(gcs / "bucket" / "out" / "rows.npz") as predicted,
+    np.load(run / "test_predictions.npz") as saved,
+  ):
     np.testing.assert_allclose(predicted["y_soft"], saved["test"], rtol=1e-5, atol=1e-6)
 
 
 def _tiny_test_rows() -> np.ndarray:
   """tiny_mulan's test rows as `experiments.predict` reads the folder."""
   from energynets import data  # pylint: disable=g-import-not-at-top
+
   return data.load_dataset(TINY_MULAN).test.x
 
 
 def test_tune_writes_trials_choice_and_refit_into_a_gs_bucket(tmp_path, sandbox):
   gcs = tmp_path / "gcs"
-  proc = _ok(_run("experiments.tune", f"--config={BR_CONFIG}:mulan",
-                  f"--config.data.path={TINY_MULAN}", "--config.train.eval_every=2",
-                  "--config.train.batch_size=8", "--only_search_flags",
-                  "--search=loss.l2_c=0.1,10", "--search=train.steps=4", "--folds=2",
-                  "--workdir=gs://bucket/tune", sandbox=sandbox, gcs_root=gcs))
+  proc = _ok(
+    _run(
+      "experiments.tune",
+      f"--config={BR_CONFIG}:mulan",
+      f"--config.data.path={TINY_MULAN}",
+      "--config.train.eval_every=2",
+      "--config.train.batch_size=8",
+      "--only_search_flags",
+      "--search=loss.l2_c=0.1,10",
+      "--search=train.steps=4",
+      "--folds=2",
+      "--workdir=gs://bucket/tune",
+      sandbox=sandbox,
+      gcs_root=gcs,
+    )
+  )
   # stdout: a line per trial, the choice (`chosen: k=v ... (...)`), the test metrics.
   lines = proc.stdout.splitlines()
   (chosen_line,) = [l for l in lines if l.startswith("chosen: ")]
@@ -170,11 +238,22 @@ def test_tune_writes_trials_choice_and_refit_into_a_gs_bucket(tmp_path, sandbox)
 
 def test_compare_trains_into_and_writes_its_table_to_a_gs_bucket(tmp_path, sandbox):
   gcs = tmp_path / "gcs"
-  proc = _ok(_run("experiments.compare", "--methods=br", "--datasets=synthetic",
-                  "--set=data.num_train=64", "--set=train.steps=4", "--set=train.eval_every=2",
-                  "--set=train.batch_size=16", "--set=train.eval_batch_size=200",
-                  "--workdir=gs://bucket/compare", "--out=gs://bucket/tables/table.md",
-                  sandbox=sandbox, gcs_root=gcs))
+  proc = _ok(
+    _run(
+      "experiments.compare",
+      "--methods=br",
+      "--datasets=synthetic",
+      "--set=data.num_train=64",
+      "--set=train.steps=4",
+      "--set=train.eval_every=2",
+      "--set=train.batch_size=16",
+      "--set=train.eval_batch_size=200",
+      "--workdir=gs://bucket/compare",
+      "--out=gs://bucket/tables/table.md",
+      sandbox=sandbox,
+      gcs_root=gcs,
+    )
+  )
   run = gcs / "bucket" / "compare" / "synthetic" / "br"
   results = json.loads((run / "results.json").read_text())
   table = (gcs / "bucket" / "tables" / "table.md").read_text()
@@ -192,6 +271,7 @@ def test_a_pod_finds_the_chosen_json_in_the_bucket(tmp_path, monkeypatch):
   from experiments import cli
   from experiments import configuration
   from experiments import tune
+
   monkeypatch.chdir(tmp_path)
   config = configuration.get_config("br", "mulan", [f"data.path={TINY_MULAN}"])
   monkeypatch.setattr(tune.jax, "process_count", lambda: 2)
@@ -200,8 +280,9 @@ def test_a_pod_finds_the_chosen_json_in_the_bucket(tmp_path, monkeypatch):
   def rerun_chosen(config, workdir, **kwargs):
     del config
     reran.append((os.fspath(workdir), kwargs["resume"]))
-    return tune.TuneResult(chosen={}, value=0.0, metric="", folds=1, trials=[],
-                           results={"rerun": True}, seconds=0.0)
+    return tune.TuneResult(
+      chosen={}, value=0.0, metric="", folds=1, trials=[], results={"rerun": True}, seconds=0.0
+    )
 
   monkeypatch.setattr(tune, "tune", rerun_chosen)
   with testing.fake_gcs(tmp_path / "gcs") as root:
@@ -218,8 +299,10 @@ def test_tensorboard_of_a_gs_run_that_raised_leaves_no_local_folder(tmp_path, mo
   # A run that raises before `close` (a diverged loss) drops its writer unclosed.
   import gc
   import tempfile
+
   from energynets import testing
   from energynets.train import writers
+
   monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
   (tmp_path / "tmp").mkdir()
   with testing.fake_gcs(tmp_path / "gcs"):
@@ -237,21 +320,35 @@ def test_tensorboard_of_a_gs_run_that_raised_leaves_no_local_folder(tmp_path, mo
 
 def test_binaries_without_gcsfs_stop_in_one_line_naming_the_extra(tmp_path, sandbox):
   config = _tiny_br_config(tmp_path / "configs")
-  main = _run("experiments.main", config, *TUNED_MAIN, "--workdir=gs://bucket/run",
-              sandbox=sandbox, without_gcsfs=True)
+  main = _run(
+    "experiments.main",
+    config,
+    *TUNED_MAIN,
+    "--workdir=gs://bucket/run",
+    sandbox=sandbox,
+    without_gcsfs=True,
+  )
   assert _error_line(main, "experiments.main") == (
-      f"experiments.main: error: gs://bucket/run: {MISSING_GCSFS}")
-  predict = _run("experiments.predict", f"--workdir={tmp_path}",
-                 f"--input={TINY_MULAN}", "--output=gs://bucket/pred.npz",
-                 sandbox=sandbox, without_gcsfs=True)
+    f"experiments.main: error: gs://bucket/run: {MISSING_GCSFS}"
+  )
+  predict = _run(
+    "experiments.predict",
+    f"--workdir={tmp_path}",
+    f"--input={TINY_MULAN}",
+    "--output=gs://bucket/pred.npz",
+    sandbox=sandbox,
+    without_gcsfs=True,
+  )
   assert _error_line(predict, "experiments.predict") == (
-      f"experiments.predict: error: gs://bucket/pred.npz: {MISSING_GCSFS}")
+    f"experiments.predict: error: gs://bucket/pred.npz: {MISSING_GCSFS}"
+  )
 
 
 @pytest.fixture
 def without_gcsfs(monkeypatch):
   """gcsfs unimportable, and no `gs` file system registered (as without the gcs extra)."""
   import fsspec
+
   registry = sys.modules["fsspec.registry"]._registry  # pylint: disable=protected-access
   for name in ("gs", "gcs"):
     if name in registry:
@@ -269,15 +366,17 @@ def test_library_refuses_gs_paths_without_gcsfs_before_any_work(tmp_path, monkey
   from experiments import configuration
   from experiments import plots
   from experiments import tune
+
   monkeypatch.chdir(tmp_path)
   config = configuration.get_config("br", "mulan", [f"data.path={TINY_MULAN}"])
   calls = {
-      "workdir_path": lambda: storage.workdir_path("gs://bucket/run"),
-      "load_run": lambda: en.load_run("gs://bucket/run"),
-      "tune": lambda: tune.tune(config, "gs://bucket/tune", space={"loss.l2_c": (1.0,)}),
-      "save_figure": lambda: plots.save_figure(plots.pyplot().figure(), "gs://bucket/f.png"),
-      "compare --out": lambda: compare.write_outputs(
-          storage.path("gs://bucket/table.md"), "", "", []),
+    "workdir_path": lambda: storage.workdir_path("gs://bucket/run"),
+    "load_run": lambda: en.load_run("gs://bucket/run"),
+    "tune": lambda: tune.tune(config, "gs://bucket/tune", space={"loss.l2_c": (1.0,)}),
+    "save_figure": lambda: plots.save_figure(plots.pyplot().figure(), "gs://bucket/f.png"),
+    "compare --out": lambda: compare.write_outputs(
+      storage.path("gs://bucket/table.md"), "", "", []
+    ),
   }
   for name, call in calls.items():
     with pytest.raises(storage.StorageUnavailableError) as raised:
@@ -288,6 +387,7 @@ def test_library_refuses_gs_paths_without_gcsfs_before_any_work(tmp_path, monkey
 
 def test_storage_paths_and_urls():
   from energynets.train import storage
+
   assert storage.normalize("file:///data/run") == "/data/run"
   assert storage.normalize("file://localhost/data/run") == "/data/run"
   assert storage.normalize("gs://b/run") == "gs://b/run"
@@ -295,9 +395,11 @@ def test_storage_paths_and_urls():
   assert not storage.is_local("gs://b/run")
   assert os.fspath(storage.workdir_path("file:///data/run")) == "/data/run"
   assert storage.workdir_path("file:///data/run") == storage.workdir_path("/data/run")
-  for bad, message in (("file://host/data", "names an absolute path on this machine"),
-                       ("file://data", "names an absolute path on this machine"),
-                       ("http://host/run", "unsupported URL scheme http://")):
+  for bad, message in (
+    ("file://host/data", "names an absolute path on this machine"),
+    ("file://data", "names an absolute path on this machine"),
+    ("http://host/run", "unsupported URL scheme http://"),
+  ):
     with pytest.raises(storage.StorageUnavailableError, match=message):
       storage.workdir_path(bad)
 
@@ -305,6 +407,7 @@ def test_storage_paths_and_urls():
 def test_fake_gcs_makes_gs_paths_available(tmp_path):
   from energynets import testing
   from energynets.train import storage
+
   with testing.fake_gcs(tmp_path):
     assert os.fspath(storage.workdir_path("gs://bucket/run")) == "gs://bucket/run"
     storage.check_available("gs://bucket/run")
@@ -316,15 +419,23 @@ def test_fake_gcs_makes_gs_paths_available(tmp_path):
 def test_main_and_predict_take_file_urls(tmp_path, sandbox):
   config = _tiny_br_config(tmp_path / "configs")
   run = tmp_path / "run"
-  _ok(_run("experiments.main", config, *TUNED_MAIN, f"--workdir=file://{run}",
-           sandbox=sandbox))
+  _ok(_run("experiments.main", config, *TUNED_MAIN, f"--workdir=file://{run}", sandbox=sandbox))
   for name in ("chosen.json", "results.json", "run.json", "test_predictions.npz"):
     assert (run / name).is_file(), name
   assert (run / "xla_cache").is_dir()  # a local workdir: the compilation cache is kept
   (tmp_path / "out").mkdir()
-  _ok(_run("experiments.predict", f"--workdir=file://{run}", f"--input=file://{TINY_MULAN}",
-           f"--output=file://{tmp_path / 'out' / 'pred.npz'}", sandbox=sandbox))
-  with np.load(tmp_path / "out" / "pred.npz") as predicted, \
-       np.load(run / "test_predictions.npz") as saved:
+  _ok(
+    _run(
+      "experiments.predict",
+      f"--workdir=file://{run}",
+      f"--input=file://{TINY_MULAN}",
+      f"--output=file://{tmp_path / 'out' / 'pred.npz'}",
+      sandbox=sandbox,
+    )
+  )
+  with (
+    np.load(tmp_path / "out" / "pred.npz") as predicted,
+    np.load(run / "test_predictions.npz") as saved,
+  ):
     np.testing.assert_allclose(predicted["y_soft"], saved["test"], rtol=1e-5, atol=1e-6)
   assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["pred.npz"]

@@ -17,31 +17,36 @@ import pytest
 from energynets import energies
 from energynets import inference
 from energynets import nets
-from energynets.train import loop
 from experiments import builders
+from experiments import choices
 from experiments import configuration
+from experiments import networks
 
 NUM_FEATURES, NUM_LABELS, BATCH = 12, 7, 8
 # Small networks for the program-level tests: what is checked is which dtypes flow
 # where, not what the configs' widths learn.
-SMALL = {"mlp": ["model.hidden=(16,16)"],
-         "spen_ssvm": ["energy.feature_hidden=(16,16)", "predict_gbi.max_steps=5",
-                       "gbi.num_steps=5"],
-         "seal_dynamic": ["model.hidden=(16,16)", "energy.feature_hidden=(16,16)"]}
+SMALL = {
+  "mlp": ["model.hidden=(16,16)"],
+  "spen_ssvm": ["energy.feature_hidden=(16,16)", "predict_gbi.max_steps=5", "gbi.num_steps=5"],
+  "seal_dynamic": ["model.hidden=(16,16)", "energy.feature_hidden=(16,16)"],
+}
 
 
 def _stage(method, dtype, extra=()):
   """The config of `method`'s last stage on bibtex with `train.compute_dtype=dtype`."""
-  config = configuration.get_config(method, "bibtex",
-                                    [f"train.compute_dtype={dtype}", *extra])
+  config = configuration.get_config(method, "bibtex", [f"train.compute_dtype={dtype}", *extra])
   return configuration.stage_configs(config)[-1][1]
 
 
 def _batches(num, seed=0):
   rng = np.random.default_rng(seed)
-  return [{"x": jnp.asarray(rng.normal(size=(BATCH, NUM_FEATURES)), jnp.float32),
-           "y": jnp.asarray(rng.random((BATCH, NUM_LABELS)) < 0.3, jnp.float32)}
-          for _ in range(num)]
+  return [
+    {
+      "x": jnp.asarray(rng.normal(size=(BATCH, NUM_FEATURES)), jnp.float32),
+      "y": jnp.asarray(rng.random((BATCH, NUM_LABELS)) < 0.3, jnp.float32),
+    }
+    for _ in range(num)
+  ]
 
 
 def _train(objective, batches):
@@ -55,8 +60,11 @@ def _train(objective, batches):
 
 
 def _float_dtypes(tree):
-  return {leaf.dtype for leaf in jax.tree.leaves(tree)
-          if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating)}
+  return {
+    leaf.dtype
+    for leaf in jax.tree.leaves(tree)
+    if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.floating)
+  }
 
 
 def _dots(jaxpr):
@@ -72,35 +80,50 @@ def _dots(jaxpr):
           yield from _dots(sub.jaxpr)
 
 
-@pytest.mark.parametrize("method, dataset", [("mlp", "bibtex"), ("e2e", "depth_scenes_32"),
-                                             ("bilstm", "twitter_pos"),
-                                             ("fcn", "weizmann_horse")])
+@pytest.mark.parametrize(
+  "method, dataset",
+  [
+    ("mlp", "bibtex"),
+    ("e2e", "depth_scenes_32"),
+    ("bilstm", "twitter_pos"),
+    ("fcn", "weizmann_horse"),
+  ],
+)
 def test_every_base_config_computes_in_float32_and_the_loop_accepts_the_key(method, dataset):
   config = configuration.get_config(method, dataset)
   assert config.train.compute_dtype == "float32"
   assert builders.compute_dtype(config) == jnp.float32
-  loop.LoopOptions.from_config(config.train)  # an unknown key would raise
+  choices.loop_options(config.train)  # an unknown key would raise
 
 
 def test_an_unknown_compute_dtype_is_refused_before_training(tmp_path):
   from experiments import train
-  config = configuration.get_config("br", "synthetic", ["train.compute_dtype=float16",
-                                                        "train.steps=2"])
-  with pytest.raises(ValueError, match=r"^config.train.compute_dtype='float16': expected "
-                                       r"one of \['bfloat16', 'float32'\]$"):
+
+  config = configuration.get_config(
+    "br", "synthetic", ["train.compute_dtype=float16", "train.steps=2"]
+  )
+  with pytest.raises(
+    ValueError,
+    match=r"^config.train.compute_dtype='float16': expected "
+    r"one of \['bfloat16', 'float32'\]$",
+  ):
     train.train_and_evaluate(config, str(tmp_path))
   assert not (tmp_path / "results.json").exists()
 
 
 def test_a_run_recorded_before_the_option_resumes_in_float32_only():
   from experiments import workdirs
+
   recorded = {"train": {"steps": 10}, "stages": {"ssvm": {"train": {"steps": 5}}}}
-  now = lambda dtype: {"train": {"steps": 10, "compute_dtype": dtype},
-                       "stages": {"ssvm": {"train": {"steps": 5, "compute_dtype": dtype}}}}
+  now = lambda dtype: {
+    "train": {"steps": 10, "compute_dtype": dtype},
+    "stages": {"ssvm": {"train": {"steps": 5, "compute_dtype": dtype}}},
+  }
   assert workdirs.config_changes(recorded, now("float32")) == []
   assert workdirs.config_changes(recorded, now("bfloat16")) == [
-      "stages.ssvm.train.compute_dtype ('float32' -> 'bfloat16')",
-      "train.compute_dtype ('float32' -> 'bfloat16')"]
+    "stages.ssvm.train.compute_dtype ('float32' -> 'bfloat16')",
+    "train.compute_dtype ('float32' -> 'bfloat16')",
+  ]
   assert workdirs.config_changes(now("bfloat16"), now("float32")) != []
 
 
@@ -108,8 +131,11 @@ def test_the_denoising_models_refuse_bfloat16_rather_than_ignore_it():
   for method in ("cnn_denoiser", "e2e"):
     config = configuration.get_config(method, "depth_scenes_32", ["train.compute_dtype=bfloat16"])
     stage = configuration.stage_configs(config)[-1][1]
-    with pytest.raises(ValueError, match=r"compute_dtype='bfloat16' is not supported by the "
-                                         r"(CNN denoiser|denoising energies); use 'float32'"):
+    with pytest.raises(
+      ValueError,
+      match=r"compute_dtype='bfloat16' is not supported by the "
+      r"(CNN denoiser|denoising energies); use 'float32'",
+    ):
       builders.build_objective(stage, types.SimpleNamespace())
 
 
@@ -120,7 +146,7 @@ def test_float32_trains_exactly_as_without_the_option(method, monkeypatch):
   stage = _stage(method, "float32", SMALL[method])
   state, metrics = _train(builders.build_objective(stage, dataset), batches)
   # The modules as they were before the option: no compute dtype anywhere.
-  monkeypatch.setattr(builders, "compute_dtype", lambda config: None)
+  monkeypatch.setattr(networks, "compute_dtype", lambda config: None)
   before = builders.build_objective(stage, dataset)
   state0, metrics0 = _train(before, batches)
   jax.tree.map(np.testing.assert_array_equal, state, state0)
@@ -150,9 +176,9 @@ def test_bfloat16_keeps_the_state_float32_and_runs_the_networks_in_bfloat16(meth
 
 
 def test_gbi_iterates_and_energies_stay_float32_in_bfloat16():
-  make = lambda dtype: energies.SPENEnergy(NUM_LABELS, feature_hidden=(32, 32),
-                                           num_measurements=5, num_conditional=3,
-                                           dtype=dtype).as_energy()
+  make = lambda dtype: energies.SPENEnergy(
+    NUM_LABELS, feature_hidden=(32, 32), num_measurements=5, num_conditional=3, dtype=dtype
+  ).as_energy()
   half, full = make(jnp.bfloat16), make(None)
   x = _batches(1)[0]["x"]
   params = half.init(jax.random.PRNGKey(0), x)
@@ -168,8 +194,9 @@ def test_gbi_iterates_and_energies_stay_float32_in_bfloat16():
   assert 0 < error < 0.05 * scale
   # Given the same encoding, the label terms are the float32 computation bit for bit.
   y = jax.nn.sigmoid(reference.logits)
-  np.testing.assert_array_equal(half.energy(params, reference, y),
-                                full.energy(params, reference, y))
+  np.testing.assert_array_equal(
+    half.energy(params, reference, y), full.energy(params, reference, y)
+  )
   y0 = half.starts["local"](encoding, x, None)
   assert y0.dtype == jnp.float32
   config = inference.GBIConfig(num_steps=5)
@@ -182,15 +209,19 @@ def test_gbi_iterates_and_energies_stay_float32_in_bfloat16():
 
 def test_taggers_and_fcns_take_the_compute_dtype():
   def tagger(dtype):
-    embedder = nets.TokenEmbedder(vocab_size=20, word_dim=8, char_vocab_size=10, char_dim=4,
-                                  char_filters=6, dtype=dtype)
-    return nets.BiLSTMTagger(embedder=embedder, encoder=nets.BiLSTM(5, dtype=dtype),
-                             num_tags=3, dtype=dtype)
+    embedder = nets.TokenEmbedder(
+      vocab_size=20, word_dim=8, char_vocab_size=10, char_dim=4, char_filters=6, dtype=dtype
+    )
+    return nets.BiLSTMTagger(
+      embedder=embedder, encoder=nets.BiLSTM(5, dtype=dtype), num_tags=3, dtype=dtype
+    )
 
   rng = np.random.default_rng(0)
-  batch = {"words": jnp.asarray(rng.integers(1, 20, (2, 4)), jnp.int32),
-           "chars": jnp.asarray(rng.integers(1, 10, (2, 4, 3)), jnp.int32),
-           "mask": jnp.ones((2, 4), bool)}
+  batch = {
+    "words": jnp.asarray(rng.integers(1, 20, (2, 4)), jnp.int32),
+    "chars": jnp.asarray(rng.integers(1, 10, (2, 4, 3)), jnp.int32),
+    "mask": jnp.ones((2, 4), bool),
+  }
   fcn = lambda dtype: nets.FCN(features=(4, 8), strides=(1, 2), dtype=dtype)
   image = jnp.asarray(rng.normal(size=(2, 8, 8, 3)), jnp.float32)
   for make, inputs in ((tagger, batch), (fcn, image)):
@@ -200,8 +231,9 @@ def test_taggers_and_fcns_take_the_compute_dtype():
     assert half.apply(variables, inputs).dtype == jnp.float32
     assert "bf16" in jax.jit(half.apply).lower(variables, inputs).as_text()
     # float32 named explicitly (what the builders pass) is the computation without it.
-    np.testing.assert_array_equal(make(jnp.float32).apply(variables, inputs),
-                                  make(None).apply(variables, inputs))
+    np.testing.assert_array_equal(
+      make(jnp.float32).apply(variables, inputs), make(None).apply(variables, inputs)
+    )
 
 
 def _wide_mlp_saved_bytes(dtype, batch=512, width=2048):
@@ -234,11 +266,13 @@ def _bibtex_run(method, dtype):
   objective = builders.build_objective(stage, dataset)
   x, y = np.asarray(dataset.train.x), np.asarray(dataset.train.y)
   rows = lambda i: slice(i * BIBTEX_BATCH, (i + 1) * BIBTEX_BATCH)
-  batches = [{"x": jnp.asarray(x[rows(i)]), "y": jnp.asarray(y[rows(i)])}
-             for i in range(BIBTEX_STEPS)]
+  batches = [
+    {"x": jnp.asarray(x[rows(i)]), "y": jnp.asarray(y[rows(i)])} for i in range(BIBTEX_STEPS)
+  ]
   state, metrics = _train(objective, batches)
   predictions = jax.jit(objective.predict)(
-      state, jnp.asarray(dataset.validation.x[:BIBTEX_VALIDATION]))
+    state, jnp.asarray(dataset.validation.x[:BIBTEX_VALIDATION])
+  )
   return np.array([float(m["loss"]) for m in metrics]), np.asarray(predictions)
 
 

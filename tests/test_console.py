@@ -11,9 +11,14 @@ import sys
 import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-TINY = ["--config=experiments/configs/mlp.py:synthetic", "--config.data.num_train=64",
-        "--config.train.tensorboard=False", "--config.train.steps=20",
-        "--config.train.eval_every=10", "--config.train.log_every=10"]
+TINY = [
+  "--config=experiments/configs/mlp.py:synthetic",
+  "--config.data.num_train=64",
+  "--config.train.tensorboard=False",
+  "--config.train.steps=20",
+  "--config.train.eval_every=10",
+  "--config.train.log_every=10",
+]
 # A line absl's logging wrote at INFO (`I1201 19:31:41.934799 ...`).
 _INFO = re.compile(r"^I\d{4} \d\d:\d\d:\d\d", re.M)
 _ANY_LOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d")
@@ -23,8 +28,14 @@ def _run(*args: str, platforms: str | None = "cpu", **env) -> subprocess.Complet
   environ = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
   if platforms is not None:
     environ["JAX_PLATFORMS"] = platforms
-  return subprocess.run([sys.executable, "-m", *args], cwd=REPO_ROOT, capture_output=True,
-                        text=True, timeout=600, env={**environ, **env})
+  return subprocess.run(
+    [sys.executable, "-m", *args],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    env={**environ, **env},
+  )
 
 
 def test_main_prints_a_short_table_and_logs_to_the_workdir(tmp_path):
@@ -56,19 +67,30 @@ def test_main_prints_a_short_table_and_logs_to_the_workdir(tmp_path):
 
   # experiments.predict, which has no log file, drops the report as well.
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   np.savez(tmp_path / "rows.npz", x=np.zeros((3, 64), np.float32))
-  predict = _run("experiments.predict", f"--workdir={tmp_path}",
-                 f"--input={tmp_path / 'rows.npz'}", f"--output={tmp_path / 'out.npz'}",
-                 platforms=None)
+  predict = _run(
+    "experiments.predict",
+    f"--workdir={tmp_path}",
+    f"--input={tmp_path / 'rows.npz'}",
+    f"--output={tmp_path / 'out.npz'}",
+    platforms=None,
+  )
   assert predict.returncode == 0, predict.stderr[-3000:]
   assert predict.stdout.startswith(f"{tmp_path / 'out.npz'}: 3 rows")
   assert "Unable to initialize backend" not in predict.stderr and not predict.stderr.strip()
 
 
 def test_compare_prints_only_its_table_on_stdout(tmp_path):
-  proc = _run("experiments.compare", "--methods=br", f"--workdir={tmp_path}",
-              "--set=train.steps=4", "--set=train.eval_every=2", "--set=data.num_train=64",
-              "--set=train.tensorboard=False")
+  proc = _run(
+    "experiments.compare",
+    "--methods=br",
+    f"--workdir={tmp_path}",
+    "--set=train.steps=4",
+    "--set=train.eval_every=2",
+    "--set=data.num_train=64",
+    "--set=train.tensorboard=False",
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   lines = proc.stdout.splitlines()
   assert len(lines) == 3 and all(line.startswith("|") for line in lines), proc.stdout
@@ -82,11 +104,19 @@ def test_compare_prints_only_its_table_on_stdout(tmp_path):
 
 def test_tune_lists_its_trials_and_the_results_on_stdout(tmp_path):
   from test_tune import _write_mulan  # pylint: disable=g-import-not-at-top
+
   toy = _write_mulan(tmp_path / "toy")
-  proc = _run("experiments.tune", "--config=experiments/configs/br.py:mulan",
-              f"--config.data.path={toy}", f"--workdir={tmp_path / 'tune'}", "--folds=2",
-              "--only_search_flags", "--search=train.steps=10",
-              "--search=loss.l2_c=0.1,1", "--config.train.eval_every=5")
+  proc = _run(
+    "experiments.tune",
+    "--config=experiments/configs/br.py:mulan",
+    f"--config.data.path={toy}",
+    f"--workdir={tmp_path / 'tune'}",
+    "--folds=2",
+    "--only_search_flags",
+    "--search=train.steps=10",
+    "--search=loss.l2_c=0.1,1",
+    "--config.train.eval_every=5",
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   lines = proc.stdout.splitlines()
   assert [l.split(":")[0] for l in lines[:2]] == ["trial 1/2", "trial 2/2"], proc.stdout
@@ -109,23 +139,36 @@ def test_a_run_that_fails_at_its_start_removes_what_it_created(tmp_path, before)
   if before == "earlier_run":
     (workdir / "results.json").write_text("{}")
   # A data directory that does not exist: the run stops after its workdir is set up.
-  proc = _run("experiments.main", "--config=experiments/configs/br.py:bibtex",
-              "--config.data.data_dir=/nonexistent/energynets-data", f"--workdir={workdir}")
+  proc = _run(
+    "experiments.main",
+    "--config=experiments/configs/br.py:bibtex",
+    "--config.data.data_dir=/nonexistent/energynets-data",
+    f"--workdir={workdir}",
+  )
   assert proc.returncode == 2, proc.stderr[-3000:]
   assert proc.stderr.splitlines()[-1].startswith("experiments.main: error: ")
   left = sorted(os.fspath(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
-  expected = {"none": [], "empty": ["run"],
-              "launcher_logs": ["run", "run/logs", "run/logs/worker_0.log"],
-              # Not a fresh workdir: nothing is touched.
-              "earlier_run": ["run", "run/.lock", "run/config.json", "run/logs",
-                              "run/logs/main.log", "run/results.json"]}[before]
+  expected = {
+    "none": [],
+    "empty": ["run"],
+    "launcher_logs": ["run", "run/logs", "run/logs/worker_0.log"],
+    # Not a fresh workdir: nothing is touched.
+    "earlier_run": [
+      "run",
+      "run/.lock",
+      "run/config.json",
+      "run/logs",
+      "run/logs/main.log",
+      "run/results.json",
+    ],
+  }[before]
   assert left == expected
 
 
 def test_a_failed_start_keeps_checkpoints_and_the_output_of_training(tmp_path):
   from experiments import workdirs  # pylint: disable=g-import-not-at-top
-  for name, output in (("checkpointed", "checkpoints/10/state"),
-                       ("diverged", "metrics.jsonl")):
+
+  for name, output in (("checkpointed", "checkpoints/10/state"), ("diverged", "metrics.jsonl")):
     workdir = tmp_path / name
     log = workdir / "logs" / "main.log"
     with pytest.raises(RuntimeError):
@@ -140,8 +183,16 @@ def test_a_failed_start_keeps_checkpoints_and_the_output_of_training(tmp_path):
         raise RuntimeError("failed")
     left = sorted(os.fspath(p.relative_to(workdir)) for p in workdir.rglob("*"))
     if name == "checkpointed":  # a saved step: the run is resumable, nothing goes
-      assert left == [".lock", "checkpoints", "checkpoints/10", "checkpoints/10/state",
-                      "config.json", "logs", "logs/main.log", "xla_cache"]
+      assert left == [
+        ".lock",
+        "checkpoints",
+        "checkpoints/10",
+        "checkpoints/10/state",
+        "config.json",
+        "logs",
+        "logs/main.log",
+        "xla_cache",
+      ]
     else:  # the metrics stay, and the log that explains them
       assert left == ["logs", "logs/main.log", "metrics.jsonl"]
 
@@ -150,10 +201,13 @@ def test_training_draws_a_bar_per_stage_when_asked(tmp_path, capsys, monkeypatch
   from experiments import configuration  # pylint: disable=g-import-not-at-top
   from experiments import console  # pylint: disable=g-import-not-at-top
   from experiments import train  # pylint: disable=g-import-not-at-top
+
   monkeypatch.setattr(console, "_progress", "on")
-  config = configuration.get_config("mlp", "synthetic", [
-      "data.num_train=64", "train.eval_every=3", "train.log_every=3",
-      "train.tensorboard=False"])
+  config = configuration.get_config(
+    "mlp",
+    "synthetic",
+    ["data.num_train=64", "train.eval_every=3", "train.log_every=3", "train.tensorboard=False"],
+  )
   config.stage_order = "first,second"
   with config.unlocked():
     config.stages.first = {"train": {"steps": 4}}
@@ -162,22 +216,36 @@ def test_training_draws_a_bar_per_stage_when_asked(tmp_path, capsys, monkeypatch
   err = capsys.readouterr().err
   final = [chunk.strip() for chunk in re.split(r"[\r\n]", err) if "|" in chunk]
   assert any(c.startswith("first: 100%") and "4/4" in c for c in final), err
-  assert any(c.startswith("second: 100%") and "6/6" in c and "loss " in c
-             and "best example_f1 0." in c for c in final), err
+  assert any(
+    c.startswith("second: 100%") and "6/6" in c and "loss " in c and "best example_f1 0." in c
+    for c in final
+  ), err
 
 
 def test_results_table_pairs_each_metric_with_its_fixed_threshold_value():
   from experiments import console  # pylint: disable=g-import-not-at-top
-  results = {"validation/example_f1": 0.5, "test/example_f1": 0.41234, "test/hamming": 0.75,
-             "test/example_f1@0.5": 0.3, "test/hamming@0.5": 0.7, "test/search_error": 0.1,
-             "threshold": 0.25, "meta": {"selected_step": 40, "final_step": 60}}
+
+  results = {
+    "validation/example_f1": 0.5,
+    "test/example_f1": 0.41234,
+    "test/hamming": 0.75,
+    "test/example_f1@0.5": 0.3,
+    "test/hamming@0.5": 0.7,
+    "test/search_error": 0.1,
+    "threshold": 0.25,
+    "meta": {"selected_step": 40, "final_step": 60},
+  }
   assert console.results_table(results, "/w/results.json").splitlines() == [
-      "metric                tuned      @0.5",
-      "test/example_f1      0.4123    0.3000",
-      "test/hamming         0.7500    0.7000",
-      "test/search_error    0.1000",
-      "threshold 0.25 (tuned on validation); selected step 40 of 60",
-      "results: /w/results.json"]
+    "metric                tuned      @0.5",
+    "test/example_f1      0.4123    0.3000",
+    "test/hamming         0.7500    0.7000",
+    "test/search_error    0.1000",
+    "threshold 0.25 (tuned on validation); selected step 40 of 60",
+    "results: /w/results.json",
+  ]
   psnr = console.results_table({"test/psnr": 25.5, "natural/psnr": 20.25})
-  assert psnr.splitlines() == ["metric           value", "test/psnr      25.5000",
-                               "natural/psnr   20.2500"]
+  assert psnr.splitlines() == [
+    "metric           value",
+    "test/psnr      25.5000",
+    "natural/psnr   20.2500",
+  ]

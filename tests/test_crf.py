@@ -31,11 +31,11 @@ def random_problem(seed, batch, steps, tags, with_boundary=True, dtype=np.float6
   lengths[0], lengths[1] = steps, 1
   mask = np.arange(steps)[None] < lengths[:, None]
   args = dict(
-      unaries=jnp.asarray(2.0 * rs.randn(batch, steps, tags), dtype),
-      transitions=jnp.asarray(rs.randn(tags, tags), dtype),
-      mask=jnp.asarray(mask),
-      start=jnp.asarray(rs.randn(tags), dtype) if with_boundary else None,
-      end=jnp.asarray(rs.randn(tags), dtype) if with_boundary else None,
+    unaries=jnp.asarray(2.0 * rs.randn(batch, steps, tags), dtype),
+    transitions=jnp.asarray(rs.randn(tags, tags), dtype),
+    mask=jnp.asarray(mask),
+    start=jnp.asarray(rs.randn(tags), dtype) if with_boundary else None,
+    end=jnp.asarray(rs.randn(tags), dtype) if with_boundary else None,
   )
   gold = jnp.asarray(rs.randint(0, tags, size=(batch, steps)), jnp.int32)
   return args, gold
@@ -51,9 +51,14 @@ def brute_force(unaries, transitions, mask, start=None, end=None):
   for u, m in zip(unaries, mask):
     n = int(m.sum())
     seqs = np.array(list(itertools.product(range(num_tags), repeat=n)), int).reshape(-1, n)
-    scores = np.array([
+    scores = np.array(
+      [
         start[y[0]] + u[np.arange(n), y].sum() + transitions[y[:-1], y[1:]].sum() + end[y[-1]]
-        if n else 0.0 for y in seqs])
+        if n
+        else 0.0
+        for y in seqs
+      ]
+    )
     log_z = np.logaddexp.reduce(scores)
     probs = np.exp(scores - log_z)
     marg = np.zeros(u.shape)
@@ -65,12 +70,15 @@ def brute_force(unaries, transitions, mask, start=None, end=None):
   return [np.array(v) for v in zip(*out)]
 
 
-CASES = (("t5_l3", 5, 3, True), ("t4_l4", 4, 4, True), ("t5_l2_noboundary", 5, 2, False),
-         ("t1_l4", 1, 4, True))
+CASES = (
+  ("t5_l3", 5, 3, True),
+  ("t4_l4", 4, 4, True),
+  ("t5_l2_noboundary", 5, 2, False),
+  ("t1_l4", 1, 4, True),
+)
 
 
 class CRFExactTest(parameterized.TestCase):
-
   @parameterized.named_parameters(*CASES)
   def test_matches_enumeration(self, steps, tags, with_boundary):
     with jax.enable_x64(True):
@@ -95,16 +103,22 @@ class CRFExactTest(parameterized.TestCase):
       seqs = np.array(list(itertools.product(range(tags), repeat=steps)), np.int32)  # [K, T]
       # Row b's labelings are the sequences with an all-zero padded suffix (L^n of them);
       # that suffix is then overwritten with junk, which must be ignored.
-      keep = np.stack([np.all(seqs[:, m.sum():] == 0, axis=1) for m in mask])  # [B, K]
+      keep = np.stack([np.all(seqs[:, m.sum() :] == 0, axis=1) for m in mask])  # [B, K]
       junk = rs.randint(-1, tags, size=(len(mask),) + seqs.shape)
       gold = np.where(mask[:, None], seqs[None], junk)  # [B, K, T]
-      rows = {k: (v if k in ("transitions", "start", "end") else v[:, None])
-              for k, v in args.items()}
-      ll = jax.jit(jax.vmap(crf.crf_log_likelihood, in_axes=(1, None, 1, 1, None, None),
-                            out_axes=1))(
-          jnp.broadcast_to(rows["unaries"], gold.shape + (tags,)), rows["transitions"],
-          jnp.asarray(gold), jnp.broadcast_to(rows["mask"], gold.shape), rows["start"],
-          rows["end"])
+      rows = {
+        k: (v if k in ("transitions", "start", "end") else v[:, None]) for k, v in args.items()
+      }
+      ll = jax.jit(
+        jax.vmap(crf.crf_log_likelihood, in_axes=(1, None, 1, 1, None, None), out_axes=1)
+      )(
+        jnp.broadcast_to(rows["unaries"], gold.shape + (tags,)),
+        rows["transitions"],
+        jnp.asarray(gold),
+        jnp.broadcast_to(rows["mask"], gold.shape),
+        rows["start"],
+        rows["end"],
+      )
       total = np.where(keep, np.exp(np.asarray(ll)), 0.0).sum(axis=1)
       np.testing.assert_allclose(total, 1.0, rtol=1e-12)
       self.assertTrue(np.all(np.asarray(ll) <= 1e-12))
@@ -132,8 +146,9 @@ class CRFExactTest(parameterized.TestCase):
     for fn in (log_partition, marginals, viterbi):
       for x, y in zip(jax.tree.leaves(fn(**args)), jax.tree.leaves(fn(**other))):
         np.testing.assert_array_equal(x, y)
-    np.testing.assert_array_equal(log_likelihood(tags=gold, **args),
-                                  log_likelihood(tags=other_gold, **other))
+    np.testing.assert_array_equal(
+      log_likelihood(tags=gold, **args), log_likelihood(tags=other_gold, **other)
+    )
     np.testing.assert_array_equal(np.asarray(marginals(**args))[pad], 0.0)
     np.testing.assert_array_equal(np.asarray(viterbi(**args)[0])[pad], 0)
 
@@ -146,27 +161,39 @@ class CRFExactTest(parameterized.TestCase):
     tags_hat, score_hat = viterbi(**args)
     np.testing.assert_array_equal(tags_hat[2], 0)
     self.assertEqual(float(score_hat[2]), 0.0)
-    grad = jax.jit(jax.grad(lambda u: crf.crf_log_likelihood(
-        u, args["transitions"], gold, args["mask"], args["start"], args["end"]).sum()))(
-            args["unaries"])
+    grad = jax.jit(
+      jax.grad(
+        lambda u: crf.crf_log_likelihood(
+          u, args["transitions"], gold, args["mask"], args["start"], args["end"]
+        ).sum()
+      )
+    )(args["unaries"])
     self.assertTrue(np.all(np.isfinite(grad)))
     np.testing.assert_array_equal(grad[2], 0.0)
 
 
 class CRFTransformTest(absltest.TestCase):
-
   def test_jit_and_vmap_agree(self):
     args, gold = random_problem(5, 4, 5, 3, dtype=np.float32)
     u, tr, m, s, e = (args[k] for k in ("unaries", "transitions", "mask", "start", "end"))
 
     def everything(u, m, g, tr):
-      return (crf.crf_log_partition(u, tr, m, s, e), crf.crf_log_likelihood(u, tr, g, m, s, e),
-              crf.crf_marginals(u, tr, m, s, e), crf.viterbi_decode(u, tr, m, s, e))
+      return (
+        crf.crf_log_partition(u, tr, m, s, e),
+        crf.crf_log_likelihood(u, tr, g, m, s, e),
+        crf.crf_marginals(u, tr, m, s, e),
+        crf.viterbi_decode(u, tr, m, s, e),
+      )
 
     batched = jax.jit(everything)(u, m, gold, tr)
     # vmap over rows (each a batch of one), and over a stack of transition matrices.
-    per_row = jax.jit(jax.vmap(lambda u1, m1, g1: jax.tree.map(
-        lambda x: x[0], everything(u1[None], m1[None], g1[None], tr))))(u, m, gold)
+    per_row = jax.jit(
+      jax.vmap(
+        lambda u1, m1, g1: jax.tree.map(
+          lambda x: x[0], everything(u1[None], m1[None], g1[None], tr)
+        )
+      )
+    )(u, m, gold)
     stacked = jax.jit(jax.vmap(lambda t: everything(u, m, gold, t)))(jnp.stack([tr, 2 * tr]))
     for got in (per_row, jax.tree.map(lambda x: x[0], stacked)):
       for x, y in zip(jax.tree.leaves(batched), jax.tree.leaves(got)):
@@ -184,8 +211,12 @@ class CRFTransformTest(absltest.TestCase):
     self.assertTrue(np.all(np.isfinite(log_z)) and np.all(np.isfinite(marg)))
     np.testing.assert_allclose(marg.sum(-1), args["mask"].astype(np.float32), atol=1e-6)
     with jax.enable_x64(True):
-      args64 = {k: None if v is None else jnp.asarray(np.asarray(v).astype(
-          np.float64 if v.dtype == np.float32 else v.dtype)) for k, v in args.items()}
+      args64 = {
+        k: None
+        if v is None
+        else jnp.asarray(np.asarray(v).astype(np.float64 if v.dtype == np.float32 else v.dtype))
+        for k, v in args.items()
+      }
       np.testing.assert_allclose(log_z, log_partition(**args64), rtol=1e-6)
       np.testing.assert_allclose(marg, marginals(**args64), atol=1e-3)
 

@@ -21,50 +21,76 @@ nan = math.nan
 
 
 def test_dense_fixture_exact():
-  x, y, feature_names, label_names = data.parse_mulan_arff(TESTDATA / "dense.arff",
-                                                           TESTDATA / "dense.xml")
-  np.testing.assert_array_equal(x, np.array([
-      # num1, quoted name, flag(YES), answer(yes), colour one-hot, pair(b)
-      [1.5, -2.0, 1, 0, 1, 0, 0, 0],
-      [0.0, 0.3, 0, 1, 0, 0, 1, 1],
-      [-0.25, 7.0, 1, 1, 0, 1, 0, 1],
-      [nan, 1.0, nan, 0, nan, nan, nan, 0],
-  ], np.float32))
+  x, y, feature_names, label_names = data.parse_mulan_arff(
+    TESTDATA / "dense.arff", TESTDATA / "dense.xml"
+  )
+  np.testing.assert_array_equal(
+    x,
+    np.array(
+      [
+        # num1, quoted name, flag(YES), answer(yes), colour one-hot, pair(b)
+        [1.5, -2.0, 1, 0, 1, 0, 0, 0],
+        [0.0, 0.3, 0, 1, 0, 0, 1, 1],
+        [-0.25, 7.0, 1, 1, 0, 1, 0, 1],
+        [nan, 1.0, nan, 0, nan, nan, nan, 0],
+      ],
+      np.float32,
+    ),
+  )
   np.testing.assert_array_equal(y, [[1, 0], [0, 1], [1, 1], [0, 0]])
   assert x.dtype == np.float32 and y.dtype == np.float32
-  assert feature_names == ("num1", "quoted name", "flag", "answer", "colour=red",
-                           "colour=green", "colour=blue", "pair")
+  assert feature_names == (
+    "num1",
+    "quoted name",
+    "flag",
+    "answer",
+    "colour=red",
+    "colour=green",
+    "colour=blue",
+    "pair",
+  )
   # ARFF attribute order, not the XML's.
   assert label_names == ("lab1", "lab 2")
 
 
 def test_sparse_fixture_exact():
-  x, y, feature_names, label_names = data.parse_mulan_arff(TESTDATA / "sparse.arff",
-                                                           TESTDATA / "sparse.xml")
-  np.testing.assert_array_equal(x, [
-      [1, 0, 0, 1],    # omitted `flag` is its first value, YES -> 1
-      [0, 0, 0, 1],    # `{}`: every attribute omitted
+  x, y, feature_names, label_names = data.parse_mulan_arff(
+    TESTDATA / "sparse.arff", TESTDATA / "sparse.xml"
+  )
+  np.testing.assert_array_equal(
+    x,
+    [
+      [1, 0, 0, 1],  # omitted `flag` is its first value, YES -> 1
+      [0, 0, 0, 1],  # `{}`: every attribute omitted
       [0, 2.5, 0, 0],
       [0, 0, 1, 1],
-      [0, 1, 0, 0],    # a dense row inside a sparse file
-  ])
+      [0, 1, 0, 0],  # a dense row inside a sparse file
+    ],
+  )
   np.testing.assert_array_equal(y, [[1, 0, 0], [0, 0, 0], [0, 0, 1], [0, 1, 1], [0, 1, 0]])
   assert feature_names == ("w0", "w1", "w2", "flag")
   assert label_names == ("L0", "L1", "L2")
 
 
 def test_num_labels_without_xml_and_drop_attributes():
-  x, y, names, labels = data.parse_mulan_arff(TESTDATA / "dense.arff", num_labels=2,
-                                              drop_attributes=("colour", "num1"))
+  x, y, names, labels = data.parse_mulan_arff(
+    TESTDATA / "dense.arff", num_labels=2, drop_attributes=("colour", "num1")
+  )
   assert names == ("quoted name", "flag", "answer", "pair")
   np.testing.assert_array_equal(x[0], [-2.0, 1, 0, 0])
   assert labels == ("lab1", "lab 2") and y.shape == (4, 2)
 
 
-@pytest.mark.parametrize("positive, declared, expected_index", [
-    ("1", ("0", "1"), 1), ("YES", ("YES", "NO"), 0), ("yes", ("no", "yes"), 1),
-    ("True", ("True", "False"), 0), ("b", ("a", "b"), 1),
-])
+@pytest.mark.parametrize(
+  "positive, declared, expected_index",
+  [
+    ("1", ("0", "1"), 1),
+    ("YES", ("YES", "NO"), 0),
+    ("yes", ("no", "yes"), 1),
+    ("True", ("True", "False"), 0),
+    ("b", ("a", "b"), 1),
+  ],
+)
 def test_binary_nominal_positive_value(positive, declared, expected_index):
   attr = arff.Attribute("f", "nominal", declared)
   assert mulan_decoder._positive_index(attr) == expected_index
@@ -80,21 +106,21 @@ def test_encoding_notes():
 # ------------------------------------------------------------------ malformed input
 
 _MALFORMED = [
-    # (file, xml, line, words that must appear in the message)
-    ("bad_value.arff", "malformed.xml", 8, ["bad value", "'2.0x'", "f0"]),
-    ("bad_nominal.arff", "malformed.xml", 8, ["bad value", "'c'", "f1"]),
-    ("field_count.arff", "malformed.xml", 9, ["3 fields", "expected 4"]),
-    ("sparse_range.arff", "malformed.xml", 8, ["sparse index 4 out of range"]),
-    ("bad_label.arff", "malformed.xml", 8, ["label", "'2'", "0 or 1"]),
-    ("missing_label.arff", "malformed.xml", 8, ["label", "missing"]),
-    ("truncated.arff", "malformed.xml", 8, ["not closed", "truncated"]),
-    ("sparse_duplicate.arff", "malformed.xml", 8, ["sparse index 0 given twice"]),
-    ("no_data.arff", "malformed.xml", 5, ["expected @relation, @attribute or @data"]),
-    ("header_only.arff", "malformed.xml", 3, ["no @data"]),
-    # Label count: the XML names more labels than the file has, or fewer.
-    ("dense.arff", "three_labels.xml", 14, ["label 'L0'", "three_labels.xml"]),
-    ("sparse.arff", "malformed.xml", 8, ["label 'L0'", "last attributes"]),
-    ("bad_value.arff", "not_last.xml", 3, ["label 'f1'", "last attributes"]),
+  # (file, xml, line, words that must appear in the message)
+  ("bad_value.arff", "malformed.xml", 8, ["bad value", "'2.0x'", "f0"]),
+  ("bad_nominal.arff", "malformed.xml", 8, ["bad value", "'c'", "f1"]),
+  ("field_count.arff", "malformed.xml", 9, ["3 fields", "expected 4"]),
+  ("sparse_range.arff", "malformed.xml", 8, ["sparse index 4 out of range"]),
+  ("bad_label.arff", "malformed.xml", 8, ["label", "'2'", "0 or 1"]),
+  ("missing_label.arff", "malformed.xml", 8, ["label", "missing"]),
+  ("truncated.arff", "malformed.xml", 8, ["not closed", "truncated"]),
+  ("sparse_duplicate.arff", "malformed.xml", 8, ["sparse index 0 given twice"]),
+  ("no_data.arff", "malformed.xml", 5, ["expected @relation, @attribute or @data"]),
+  ("header_only.arff", "malformed.xml", 3, ["no @data"]),
+  # Label count: the XML names more labels than the file has, or fewer.
+  ("dense.arff", "three_labels.xml", 14, ["label 'L0'", "three_labels.xml"]),
+  ("sparse.arff", "malformed.xml", 8, ["label 'L0'", "last attributes"]),
+  ("bad_value.arff", "not_last.xml", 3, ["label 'f1'", "last attributes"]),
 ]
 
 
@@ -111,11 +137,19 @@ def test_malformed_mulan_names_file_line_and_problem(filename, xml, line, words)
     assert word in message, message
 
 
-_HEADER = ["@relation h", "@attribute f0 numeric", "@attribute L0 {0,1}",
-           "@attribute L1 {0,1}", "@data", "1,0,1"]
+_HEADER = [
+  "@relation h",
+  "@attribute f0 numeric",
+  "@attribute L0 {0,1}",
+  "@attribute L1 {0,1}",
+  "@data",
+  "1,0,1",
+]
 
 
-@pytest.mark.parametrize("line, replacement, words", [
+@pytest.mark.parametrize(
+  "line, replacement, words",
+  [
     (2, "@attribute f0 {a,b", ["unterminated nominal value list"]),
     (2, "@attribute f0 {a,a}", ["repeated nominal value"]),
     (2, "@attribute f0 relational", ["unsupported type"]),
@@ -129,7 +163,8 @@ _HEADER = ["@relation h", "@attribute f0 numeric", "@attribute L0 {0,1}",
     (6, "1,0,1,", ["4 fields, expected 3"]),
     (6, "nan,0,1", ["bad value 'nan'"]),
     (6, "1,'0,1", ["unterminated quoted value"]),
-])
+  ],
+)
 def test_malformed_header_and_rows(tmp_path, line, replacement, words):
   lines = list(_HEADER)
   lines[line - 1] = replacement
@@ -171,15 +206,19 @@ def test_missing_files():
 
 def test_drop_unknown_attribute_is_an_error():
   with pytest.raises(data.DataError, match="'protein' to drop is not declared"):
-    data.parse_mulan_arff(TESTDATA / "dense.arff", TESTDATA / "dense.xml",
-                          drop_attributes=("protein",))
+    data.parse_mulan_arff(
+      TESTDATA / "dense.arff", TESTDATA / "dense.xml", drop_attributes=("protein",)
+    )
 
 
-@pytest.mark.parametrize("filename, line, words", [
+@pytest.mark.parametrize(
+  "filename, line, words",
+  [
     ("clus_bad_path.arff", 6, ["'02/07'", "not a declared hierarchy node"]),
     ("clus_field_count.arff", 7, ["2 fields", "expected 3"]),
     ("header_only.arff", 3, ["no @data"]),
-])
+  ],
+)
 def test_malformed_clus(filename, line, words):
   with pytest.raises(data.DataError) as info:
     data.parse_clus_arff(TESTDATA / filename)
@@ -191,13 +230,16 @@ def test_malformed_clus(filename, line, words):
 
 # ------------------------------------------------------------------ CLUS, fixtures
 
-_CLUS_Y = np.array([
+_CLUS_Y = np.array(
+  [
     # 01, 01/01, 01/02, 02, 02/01, 02/01/05
-    [1, 1, 0, 0, 0, 0],   # 01/01
-    [1, 0, 0, 1, 1, 1],   # 02/01/05@01
-    [1, 0, 1, 1, 0, 0],   # 01/02@02
-    [0, 0, 0, 1, 1, 0],   # 02/01
-], np.float32)
+    [1, 1, 0, 0, 0, 0],  # 01/01
+    [1, 0, 0, 1, 1, 1],  # 02/01/05@01
+    [1, 0, 1, 1, 0, 0],  # 01/02@02
+    [0, 0, 0, 1, 1, 0],  # 02/01
+  ],
+  np.float32,
+)
 
 
 def test_clus_raw_parse():
@@ -218,15 +260,23 @@ def test_clus_preprocessor_uses_train_statistics():
   plain = data.fit_clus_preprocessor(train, standardize=False)
   assert plain.feature_names == ("a", "b", "c=x", "c=y", "c=z")
   # a: train mean 2; b: train mean 2; c: train mode z; full one-hot over x, y, z.
-  encoded = np.array([[1, 2, 1, 0, 0], [3, 4, 0, 0, 1], [2, 2, 0, 0, 1], [2, 0, 0, 0, 1]],
-                     np.float32)
+  encoded = np.array(
+    [[1, 2, 1, 0, 0], [3, 4, 0, 0, 1], [2, 2, 0, 0, 1], [2, 0, 0, 0, 1]], np.float32
+  )
   np.testing.assert_array_equal(plain(train), encoded)
   np.testing.assert_array_equal(plain(test), [[2, 1, 0, 1, 0]])
 
   pre = data.fit_clus_preprocessor(train)
   mean = np.array([2, 2, 0.25, 0, 0.75])
-  std = np.array([math.sqrt(0.5), math.sqrt(2), math.sqrt(0.1875), 1.0,  # y: constant
-                  math.sqrt(0.1875)])
+  std = np.array(
+    [
+      math.sqrt(0.5),
+      math.sqrt(2),
+      math.sqrt(0.1875),
+      1.0,  # y: constant
+      math.sqrt(0.1875),
+    ]
+  )
   np.testing.assert_allclose(pre(train), (encoded - mean) / std, rtol=1e-6, atol=1e-6)
   np.testing.assert_allclose(pre(test), ([[2, 1, 0, 1, 0]] - mean) / std, rtol=1e-6)
   assert pre(train).dtype == np.float32
@@ -245,8 +295,9 @@ def test_clus_header_mismatch_is_an_error(tmp_path):
 
 def _oracle(path):
   with open(path) as f:
-    return np.array(liac_arff.load(f, encode_nominal=True, return_type=liac_arff.DENSE)
-                    ["data"], np.float64)
+    return np.array(
+      liac_arff.load(f, encode_nominal=True, return_type=liac_arff.DENSE)["data"], np.float64
+    )
 
 
 def test_sparse_parse_equals_liac_arff_bibtex(data_dir):
@@ -262,14 +313,14 @@ def test_dense_numeric_parse_equals_liac_arff_yeast(data_dir):
   x, y, _, labels = data.parse_mulan_arff(path, data_dir / "yeast" / "yeast.xml")
   assert len(labels) == 14
   # Both read each decimal as a float64 first; the parser then stores float32.
-  np.testing.assert_array_equal(np.concatenate([x, y], axis=1),
-                                _oracle(path).astype(np.float32))
+  np.testing.assert_array_equal(np.concatenate([x, y], axis=1), _oracle(path).astype(np.float32))
 
 
 def test_dense_nominal_parse_equals_liac_arff_genbase(data_dir):
   path = data_dir / "genbase" / "genbase-test.arff"
-  x, y, names, _ = data.parse_mulan_arff(path, data_dir / "genbase" / "genbase.xml",
-                                         drop_attributes=("protein",))
+  x, y, names, _ = data.parse_mulan_arff(
+    path, data_dir / "genbase" / "genbase.xml", drop_attributes=("protein",)
+  )
   expected = _oracle(path)
   # {YES,NO} is encoded 0 for YES by liac-arff; the parser maps YES -> 1.
   np.testing.assert_array_equal(x, 1 - expected[:, 1:1186])
@@ -340,7 +391,6 @@ def test_block_exclusivity(seed):
 
 
 def test_block_exclusivity_other_shape():
-  x, y = synthetic.block_exclusivity(10, seed=0, num_features=8, num_blocks=3,
-                                     block_size=5)
+  x, y = synthetic.block_exclusivity(10, seed=0, num_features=8, num_blocks=3, block_size=5)
   assert x.shape == (10, 8) and y.shape == (10, 15)
   np.testing.assert_array_equal(y.reshape(10, 3, 5).sum(-1), 1)

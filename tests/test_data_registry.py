@@ -15,7 +15,7 @@ from energynets.data.errors import MissingDataError
 TESTDATA = pathlib.Path(__file__).parent / "testdata"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(name: str, data_dir: str, **kwargs) -> data.MultiLabelDataset:
   # Several tests read the same dataset; parse it once per session.
   return data.load_dataset(name, data_dir=data_dir, **kwargs)
@@ -27,8 +27,9 @@ def load(data_dir):
 
 
 def _shapes(ds):
-  return {s: getattr(ds, s).x.shape + getattr(ds, s).y.shape[1:]
-          for s in ("train", "validation", "test")}
+  return {
+    s: getattr(ds, s).x.shape + getattr(ds, s).y.shape[1:] for s in ("train", "validation", "test")
+  }
 
 
 def _cardinality(*parts):
@@ -39,18 +40,18 @@ def _cardinality(*parts):
 
 # name -> (train, validation, test, D, L)
 _EXPECTED = {
-    # Shipped train 4880 = 4392 + 488 (seeded 10% validation), test 2515.
-    "bibtex": (4392, 488, 2515, 1836, 159),
-    # Train 12920 = 11628 + 1292, test 3185.
-    "delicious": (11628, 1292, 3185, 500, 983),
-    # Fold 0 of 10 on 2417 rows: test 242; validation round(10% of 2175) = 218.
-    "yeast": (1957, 218, 242, 103, 14),
-    # Train 463 = 417 + 46, test 199; 1185 features once `protein` is dropped.
-    "genbase": (417, 46, 199, 1185, 27),
-    # 60/20/20 of 502.
-    "cal500": (302, 100, 100, 68, 174),
-    "expr_fun": (1639, 849, 1291, 561, 499),
-    "spo_fun": (1600, 837, 1266, 86, 499),
+  # Shipped train 4880 = 4392 + 488 (seeded 10% validation), test 2515.
+  "bibtex": (4392, 488, 2515, 1836, 159),
+  # Train 12920 = 11628 + 1292, test 3185.
+  "delicious": (11628, 1292, 3185, 500, 983),
+  # Fold 0 of 10 on 2417 rows: test 242; validation round(10% of 2175) = 218.
+  "yeast": (1957, 218, 242, 103, 14),
+  # Train 463 = 417 + 46, test 199; 1185 features once `protein` is dropped.
+  "genbase": (417, 46, 199, 1185, 27),
+  # 60/20/20 of 502.
+  "cal500": (302, 100, 100, 68, 174),
+  "expr_fun": (1639, 849, 1291, 561, 499),
+  "spo_fun": (1600, 837, 1266, 86, 499),
 }
 
 
@@ -58,8 +59,7 @@ _EXPECTED = {
 def test_counts_and_shapes(load, name):
   ds = load(name)
   n_tr, n_va, n_te, d, l = _EXPECTED[name]
-  assert _shapes(ds) == {"train": (n_tr, d, l), "validation": (n_va, d, l),
-                         "test": (n_te, d, l)}
+  assert _shapes(ds) == {"train": (n_tr, d, l), "validation": (n_va, d, l), "test": (n_te, d, l)}
   assert (ds.num_features, ds.num_labels) == (d, l)
   spec = data.REGISTRY[name]
   assert (spec.num_features, spec.num_labels) == (d, l)
@@ -72,14 +72,18 @@ def test_counts_and_shapes(load, name):
   assert len(set(ds.feature_names)) == d and len(set(ds.label_names)) == l
   json.dumps(ds.meta)  # JSON-serialisable
   # Every file read is recorded with its checksum, and matches the registry's.
-  assert {pathlib.Path(f["path"]).name: f["sha256"] for f in ds.meta["files"]} == dict(
-      spec.sha256)
+  assert {pathlib.Path(f["path"]).name: f["sha256"] for f in ds.meta["files"]} == dict(spec.sha256)
 
 
-@pytest.mark.parametrize("name, train_card, test_card", [
-    ("bibtex", 2.380, 2.444), ("delicious", 19.05, 18.91), ("yeast", None, None),
+@pytest.mark.parametrize(
+  "name, train_card, test_card",
+  [
+    ("bibtex", 2.380, 2.444),
+    ("delicious", 19.05, 18.91),
+    ("yeast", None, None),
     ("cal500", 26.044, None),
-])
+  ],
+)
 def test_label_cardinality_matches_sources(load, name, train_card, test_card):
   ds = load(name)
   if name == "yeast":  # cross-validation mixes the files: check the union (4.237)
@@ -101,7 +105,9 @@ def test_bibtex_delicious_have_binary_unstandardized_features(load):
   assert "protein" not in genbase.feature_names
   assert genbase.meta["preprocessing"]["dropped_attributes"] == ["protein"]
   assert genbase.meta["preprocessing"]["binary_nominal_indicator"] == {
-      "num_attributes": 1185, "value_encoded_as_1": {"YES": 1185}}
+    "num_attributes": 1185,
+    "value_encoded_as_1": {"YES": 1185},
+  }
 
 
 @pytest.mark.parametrize("name", ["yeast", "cal500", "expr_fun", "spo_fun"])
@@ -168,25 +174,29 @@ def test_holdout_validation_comes_from_the_train_file(load):
   np.testing.assert_array_equal(ds.test.x, other.test.x)
   # Train + validation is the train file in both cases.
   both = np.concatenate([ds.train.y, ds.validation.y]).sum(0)
-  np.testing.assert_array_equal(both, np.concatenate([other.train.y,
-                                                      other.validation.y]).sum(0))
+  np.testing.assert_array_equal(both, np.concatenate([other.train.y, other.validation.y]).sum(0))
 
 
-@pytest.mark.parametrize("name, sizes, dropped", [
+@pytest.mark.parametrize(
+  "name, sizes, dropped",
+  [
     ("bibtex", (4407, 1491, 1497), 0),
     # 9690 + 3207 + 3194 = 16091 = 16105 rows - the 14 with no positive label.
     ("delicious", (9690, 3207, 3194), 14),
-])
+  ],
+)
 def test_resplit_sizes(load, name, sizes, dropped):
   ds = load(name, resplit=True)
   assert (len(ds.train.x), len(ds.validation.x), len(ds.test.x)) == sizes
   assert ds.meta["split_rule"] == "resplit" and ds.meta["resplit"]
   assert f"minus {dropped} rows" in ds.meta["split_detail"]
-  assert dict(data.REGISTRY[name].resplit_counts) == dict(zip(
-      ("train", "validation", "test"), sizes))
+  assert dict(data.REGISTRY[name].resplit_counts) == dict(
+    zip(("train", "validation", "test"), sizes)
+  )
   default = load(name)
   total = _cardinality(default.train, default.validation, default.test) * sum(
-      len(s.y) for s in (default.train, default.validation, default.test))
+    len(s.y) for s in (default.train, default.validation, default.test)
+  )
   assert _cardinality(ds.train, ds.validation, ds.test) * sum(sizes) == pytest.approx(total)
 
 
@@ -203,8 +213,9 @@ def test_resplit_only_for_bibtex_delicious(data_dir, name):
 def test_clus_labels_are_ancestor_closed(load, name):
   ds = load(name)
   index = {node: k for k, node in enumerate(ds.label_names)}
-  parent = np.array([index.get(n.rsplit("/", 1)[0], -1) if "/" in n else -1
-                     for n in ds.label_names])
+  parent = np.array(
+    [index.get(n.rsplit("/", 1)[0], -1) if "/" in n else -1 for n in ds.label_names]
+  )
   assert (parent[[("/" in n) for n in ds.label_names]] >= 0).all()
   has_parent = parent >= 0
   for split in (ds.train, ds.validation, ds.test):
@@ -291,8 +302,11 @@ def test_path_without_mulan_files(tmp_path):
 def test_synthetic_is_default_and_needs_no_files(monkeypatch):
   monkeypatch.delenv(registry.DATA_DIR_ENV, raising=False)
   ds = data.load_dataset("synthetic")
-  assert _shapes(ds) == {"train": (15000, 64, 16), "validation": (1000, 64, 16),
-                         "test": (1000, 64, 16)}
+  assert _shapes(ds) == {
+    "train": (15000, 64, 16),
+    "validation": (1000, 64, 16),
+    "test": (1000, 64, 16),
+  }
   for split in (ds.train, ds.validation, ds.test):
     np.testing.assert_array_equal(split.y.reshape(-1, 4, 4).sum(-1), 1)
   assert ds.meta["split_seed"] == 0
@@ -342,11 +356,13 @@ def test_resolve_data_dir_precedence(monkeypatch, tmp_path):
   assert data.resolve_data_dir(str(other)) == other
   with pytest.raises(data.DataError, match="does not exist") as info:
     data.resolve_data_dir(str(tmp_path / "absent"))
-  assert f"python -m energynets.data.fetch all --data_dir={tmp_path / 'absent'}" in str(
-      info.value)
+  assert f"python -m energynets.data.fetch all --data_dir={tmp_path / 'absent'}" in str(info.value)
   monkeypatch.setenv(registry.DATA_DIR_ENV, str(tmp_path / "absent"))
-  with pytest.raises(data.DataError, match=r"\$ENERGYNETS_DATA_DIR.*does not exist|does not "
-                                            r"exist.*ENERGYNETS_DATA_DIR"):
+  with pytest.raises(
+    data.DataError,
+    match=r"\$ENERGYNETS_DATA_DIR.*does not exist|does not "
+    r"exist.*ENERGYNETS_DATA_DIR",
+  ):
     data.resolve_data_dir()
 
 
@@ -361,18 +377,26 @@ def test_missing_files_are_listed_in_one_error_with_the_fetch_command(tmp_path):
   assert "\n" not in message and "2 files of dataset 'yeast' not found" in message
   for role in ("test", "xml"):
     name = spec.files[role]
-    for part in (str(tmp_path / "yeast" / name), spec.file_url(role), spec.sha256[name],
-                 f"{spec.sizes[name]} bytes"):
+    for part in (
+      str(tmp_path / "yeast" / name),
+      spec.file_url(role),
+      spec.sha256[name],
+      f"{spec.sizes[name]} bytes",
+    ):
       assert part in message
   assert "yeast-train.arff (" not in message  # present: not listed
   assert f"`python -m energynets.data.fetch yeast --data_dir={tmp_path}`" in message
   assert info.value.dataset == "yeast" and len(info.value.missing) == 2
 
 
-@pytest.mark.parametrize("name, load", [
+@pytest.mark.parametrize(
+  "name, load",
+  [
     ("twitter_pos", lambda d: data.load_sequence_dataset("twitter_pos", data_dir=d)),
     ("conll2003", lambda d: data.load_sequence_dataset("conll2003", data_dir=d)),
-    ("weizmann_horse", lambda d: data.load_segmentation("weizmann_horse", data_dir=d))])
+    ("weizmann_horse", lambda d: data.load_segmentation("weizmann_horse", data_dir=d)),
+  ],
+)
 def test_sequence_and_segmentation_errors_name_the_fetch_command(name, load, tmp_path):
   with pytest.raises(MissingDataError) as info:
     load(tmp_path)
@@ -407,5 +431,6 @@ def test_registry_specs_are_consistent():
       assert set(spec.sha256) == set(spec.files.values())
       assert spec.url.startswith("https://")
       assert spec.citation
-  assert data.REGISTRY["bibtex"].file_url("train").endswith(
-      "/data/multi-label/bibtex/bibtex-train.arff")
+  assert (
+    data.REGISTRY["bibtex"].file_url("train").endswith("/data/multi-label/bibtex/bibtex-train.arff")
+  )

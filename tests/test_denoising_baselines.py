@@ -14,14 +14,16 @@ from energynets.baselines import denoising as bl
 from energynets.data import denoising
 
 HAS_BM3D = importlib.util.find_spec("bm3d") is not None
-needs_bm3d = pytest.mark.skipif(not HAS_BM3D,
-                                reason="the bm3d package is not installed (pip install bm3d)")
+needs_bm3d = pytest.mark.skipif(
+  not HAS_BM3D, reason="the bm3d package is not installed (pip install bm3d)"
+)
 
 
 @pytest.fixture(scope="module")
 def tiny():
-  return denoising.load_denoising(num_train=0, num_validation=3, num_test=3, height=32,
-                                  width=32, noise_sigma=0.07, seed=5)
+  return denoising.load_denoising(
+    num_train=0, num_validation=3, num_test=3, height=32, width=32, noise_sigma=0.07, seed=5
+  )
 
 
 # ----------------------------------------------------------------------------- psnr
@@ -33,12 +35,14 @@ def test_psnr_is_the_mean_of_skimage_per_image_psnr(seed, peak):
   rng = np.random.default_rng(seed)
   clean = rng.uniform(0, peak, size=(5, 12, 9))
   # Different noise levels per image, so the mean of PSNRs != PSNR of the mean MSE.
-  estimate = clean + rng.normal(size=clean.shape) * peak * np.array(
-      [0.01, 0.05, 0.1, 0.2, 0.02])[:, None, None]
-  expected = np.mean([peak_signal_noise_ratio(c, e, data_range=peak)
-                      for c, e in zip(clean, estimate)])
-  np.testing.assert_allclose(metrics.psnr(clean, estimate, peak=peak), expected,
-                             rtol=1e-12)
+  estimate = (
+    clean
+    + rng.normal(size=clean.shape) * peak * np.array([0.01, 0.05, 0.1, 0.2, 0.02])[:, None, None]
+  )
+  expected = np.mean(
+    [peak_signal_noise_ratio(c, e, data_range=peak) for c, e in zip(clean, estimate)]
+  )
+  np.testing.assert_allclose(metrics.psnr(clean, estimate, peak=peak), expected, rtol=1e-12)
   pooled = 10 * np.log10(peak**2 / np.mean((clean - estimate) ** 2))
   assert abs(metrics.psnr(clean, estimate, peak=peak) - pooled) > 0.1
 
@@ -47,20 +51,24 @@ def test_psnr_of_one_image_and_float32_inputs():
   rng = np.random.default_rng(3)
   clean = rng.random((16, 16)).astype(np.float32)
   noisy = (clean + 0.1 * rng.standard_normal((16, 16))).astype(np.float32)
-  expected = peak_signal_noise_ratio(clean.astype(np.float64), noisy.astype(np.float64),
-                                     data_range=1.0)
+  expected = peak_signal_noise_ratio(
+    clean.astype(np.float64), noisy.astype(np.float64), data_range=1.0
+  )
   assert metrics.psnr(clean, noisy) == pytest.approx(expected, rel=1e-12)
   assert metrics.psnr(clean[None], noisy[None]) == pytest.approx(expected, rel=1e-12)
   assert metrics.psnr(clean, clean + 0.1) == pytest.approx(20.0)  # 10 log10(1 / 0.01)
   assert metrics.psnr(clean, clean) == math.inf
 
 
-@pytest.mark.parametrize("clean, estimate, peak, match", [
+@pytest.mark.parametrize(
+  "clean, estimate, peak, match",
+  [
     (np.zeros((2, 4, 4)), np.zeros((2, 4, 5)), 1.0, "shape mismatch"),
     (np.zeros(4), np.zeros(4), 1.0, "images"),
     (np.zeros((2, 4, 4)), np.zeros((2, 4, 4)), 0.0, "peak"),
     (np.zeros((2, 4, 4)), np.full((2, 4, 4), np.nan), 1.0, "finite"),
-])
+  ],
+)
 def test_psnr_rejects_bad_inputs(clean, estimate, peak, match):
   with pytest.raises(ValueError, match=match):
     metrics.psnr(clean, estimate, peak=peak)
@@ -75,8 +83,9 @@ def test_identity_is_the_noisy_input(tiny):
   assert out is not tiny.test.x and out.dtype == np.float32
 
 
-@pytest.mark.parametrize("denoise, param, gain", [(bl.tv_denoise, 0.05, 6.0),
-                                                  (bl.median_denoise, 3, 2.0)])
+@pytest.mark.parametrize(
+  "denoise, param, gain", [(bl.tv_denoise, 0.05, 6.0), (bl.median_denoise, 3, 2.0)]
+)
 def test_classical_filters_improve_psnr_and_keep_shapes(tiny, denoise, param, gain):
   x, y = tiny.test.x, tiny.test.y
   out = denoise(x, param)
@@ -89,8 +98,9 @@ def test_classical_filters_improve_psnr_and_keep_shapes(tiny, denoise, param, ga
 def test_tv_denoises_each_image_on_its_own(tiny):
   # A stack is not one 3-D volume: image i's result does not depend on its neighbours.
   x = tiny.test.x
-  np.testing.assert_allclose(bl.tv_denoise(x[:2], 0.05)[1], bl.tv_denoise(x[1:], 0.05)[0],
-                             atol=1e-6)
+  np.testing.assert_allclose(
+    bl.tv_denoise(x[:2], 0.05)[1], bl.tv_denoise(x[1:], 0.05)[0], atol=1e-6
+  )
 
 
 @needs_bm3d
@@ -112,11 +122,14 @@ def test_bm3d_missing_gives_an_install_hint(monkeypatch, tiny):
     bl.bm3d_denoise(tiny.test.x[:1], 0.07)
 
 
-@pytest.mark.parametrize("call, match", [
+@pytest.mark.parametrize(
+  "call, match",
+  [
     (lambda x: bl.tv_denoise(x, 0.0), "weight"),
     (lambda x: bl.median_denoise(x, 4), "odd"),
     (lambda x: bl.identity(x[0, 0]), "images"),
-])
+  ],
+)
 def test_baselines_reject_bad_arguments(tiny, call, match):
   with pytest.raises(ValueError, match=match):
     call(tiny.test.x)
@@ -144,15 +157,17 @@ def test_tuning_ties_go_to_the_earliest_grid_value():
 
 
 def test_evaluate_baselines_tunes_on_validation_only(tiny):
-  res = baselines.evaluate_baselines(tiny, methods=("noisy", "median", "tv"),
-                                     tv_grid=(0.01, 0.05, 0.2), median_grid=(3, 5))
+  res = baselines.evaluate_baselines(
+    tiny, methods=("noisy", "median", "tv"), tv_grid=(0.01, 0.05, 0.2), median_grid=(3, 5)
+  )
   assert set(res) == {"noisy", "median", "tv"}
   assert res["noisy"]["test/psnr"] == pytest.approx(metrics.psnr(tiny.test.y, tiny.test.x))
   grid_scores = {w: res["tv"][f"validation/psnr@{w:g}"] for w in (0.01, 0.05, 0.2)}
   assert res["tv"]["weight"] == max(grid_scores, key=grid_scores.get)
   assert res["tv"]["validation/psnr"] == pytest.approx(max(grid_scores.values()))
   assert res["tv"]["test/psnr"] == pytest.approx(
-      metrics.psnr(tiny.test.y, bl.tv_denoise(tiny.test.x, res["tv"]["weight"])))
+    metrics.psnr(tiny.test.y, bl.tv_denoise(tiny.test.x, res["tv"]["weight"]))
+  )
   assert res["median"]["size"] in (3, 5)
   for method in ("median", "tv"):
     assert res[method]["test/psnr"] > res["noisy"]["test/psnr"]

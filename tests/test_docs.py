@@ -20,26 +20,42 @@ OUTSIDE = re.compile(r"(?<![\w/.-])(?:\.\./)*shared/|\bDESIGN\.md\b")
 
 def _texts() -> list[pathlib.Path]:
   docs = REPO_ROOT / "docs"
-  return sorted([REPO_ROOT / "README.md", REPO_ROOT / "REPRODUCTION.md",
-                 *docs.glob("*.md"), *(docs / "papers").glob("*.md"),
-                 *(REPO_ROOT / "energynets").rglob("*.py"),
-                 *(REPO_ROOT / "experiments").rglob("*.py")])
+  return sorted(
+    [
+      REPO_ROOT / "README.md",
+      REPO_ROOT / "REPRODUCTION.md",
+      *docs.glob("*.md"),
+      *(docs / "papers").glob("*.md"),
+      *(REPO_ROOT / "energynets").rglob("*.py"),
+      *(REPO_ROOT / "experiments").rglob("*.py"),
+    ]
+  )
 
 
 @pytest.mark.parametrize("path", _texts(), ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_no_reference_outside_the_repository(path):
-  lines = [f"{i}: {line.strip()}"
-           for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-           if OUTSIDE.search(line)]
+  lines = [
+    f"{i}: {line.strip()}"
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+    if OUTSIDE.search(line)
+  ]
   assert not lines, "\n".join(lines)
 
 
 def test_the_pattern_finds_outside_paths_only():
-  for text in ["--data_dir=../shared/data", "`shared/papers/spen.txt`", "see DESIGN.md",
-               "(shared/data/SOURCES.md)"]:
+  for text in [
+    "--data_dir=../shared/data",
+    "`shared/papers/spen.txt`",
+    "see DESIGN.md",
+    "(shared/data/SOURCES.md)",
+  ]:
     assert OUTSIDE.search(text), text
-  for text in ["--venv=/shared/venvs/energynets", "--data_dir=DATA", "docs/design.md",
-               "weight-shared/tied"]:
+  for text in [
+    "--venv=/shared/venvs/energynets",
+    "--data_dir=DATA",
+    "docs/design.md",
+    "weight-shared/tied",
+  ]:
     assert not OUTSIDE.search(text), text
 
 
@@ -68,9 +84,11 @@ def _links(path: pathlib.Path) -> list[str]:
   return [t for t in targets if not re.match(r"[a-z]+:", t)]
 
 
-@pytest.mark.parametrize("path", [REPO_ROOT / "README.md",
-                                  *sorted((REPO_ROOT / "docs").glob("*.md"))],
-                         ids=lambda p: str(p.relative_to(REPO_ROOT)))
+@pytest.mark.parametrize(
+  "path",
+  [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))],
+  ids=lambda p: str(p.relative_to(REPO_ROOT)),
+)
 def test_every_relative_link_reaches_a_file_and_heading(path):
   for link in _links(path):
     target, _, fragment = link.partition("#")

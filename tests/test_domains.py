@@ -81,8 +81,9 @@ def test_project_lands_in_domain_and_is_idempotent(domain, shape):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_simplex_projection_matches_bisection_reference(shape):
   v = _unconstrained(shape, seed=3)
-  np.testing.assert_allclose(_call(SIMPLEX, "project", jnp.asarray(v)), _np_simplex_projection(v),
-                             atol=1e-5)
+  np.testing.assert_allclose(
+    _call(SIMPLEX, "project", jnp.asarray(v)), _np_simplex_projection(v), atol=1e-5
+  )
 
 
 def test_simplex_projection_keeps_points_on_the_simplex():
@@ -102,15 +103,23 @@ def test_box_projection_is_clip():
 @pytest.mark.parametrize("shape", SHAPES)
 def test_from_logits_inverts_to_logits(domain, shape):
   y = _interior(domain, shape)
-  np.testing.assert_allclose(_call(domain, "from_logits", _call(domain, "to_logits", jnp.asarray(y))), y,
-                             rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(
+    _call(domain, "from_logits", _call(domain, "to_logits", jnp.asarray(y))),
+    y,
+    rtol=1e-4,
+    atol=1e-5,
+  )
 
 
 @pytest.mark.parametrize("domain", [BOX, REAL], ids=["box", "real"])
 def test_to_logits_inverts_from_logits(domain):
   z = _unconstrained((3, 6))
-  np.testing.assert_allclose(_call(domain, "to_logits", _call(domain, "from_logits", jnp.asarray(z))), z,
-                             rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(
+    _call(domain, "to_logits", _call(domain, "from_logits", jnp.asarray(z))),
+    z,
+    rtol=1e-4,
+    atol=1e-4,
+  )
 
 
 def test_simplex_logits_are_log_probabilities_up_to_a_constant():
@@ -161,8 +170,9 @@ def test_box_mirror_step_equals_the_logit_form_with_its_gradients():
   # mirror_step is computed without logs (one exp); it must stay σ(logit(clip y) − ηg)
   # in value and derivatives, at zero and huge gradients and at y = 0 or 1 too.
   rs = np.random.RandomState(0)
-  y = jnp.asarray(np.concatenate([rs.uniform(size=(6, 5)), np.zeros((1, 5)),
-                                  np.ones((1, 5))]), jnp.float32)
+  y = jnp.asarray(
+    np.concatenate([rs.uniform(size=(6, 5)), np.zeros((1, 5)), np.ones((1, 5))]), jnp.float32
+  )
   logit_form = lambda y_, g_: jax.nn.sigmoid(BOX.to_logits(y_) - 0.3 * g_)
   weights = jnp.arange(5.0)
   for scale in (1e-3, 1.0, 1e4):
@@ -172,21 +182,24 @@ def test_box_mirror_step_equals_the_logit_form_with_its_gradients():
     np.testing.assert_allclose(BOX.mirror_step(y, g, 0.3), logit_form(y, g), atol=1e-6)
     for argnum in (0, 1):
       grad = lambda fn: jax.grad(lambda *a: jnp.sum(fn(*a) * weights), argnum)(y, g)
-      np.testing.assert_allclose(grad(lambda y_, g_: BOX.mirror_step(y_, g_, 0.3)),
-                                 grad(logit_form), rtol=1e-4, atol=1e-5)
+      np.testing.assert_allclose(
+        grad(lambda y_, g_: BOX.mirror_step(y_, g_, 0.3)), grad(logit_form), rtol=1e-4, atol=1e-5
+      )
 
 
 def test_real_mirror_step_is_a_gradient_step():
   y, g = _unconstrained((3, 4), 1), _unconstrained((3, 4), 2)
-  np.testing.assert_allclose(_call(REAL, "mirror_step", jnp.asarray(y), jnp.asarray(g), 0.3),
-                             y - 0.3 * g, rtol=1e-6)
+  np.testing.assert_allclose(
+    _call(REAL, "mirror_step", jnp.asarray(y), jnp.asarray(g), 0.3), y - 0.3 * g, rtol=1e-6
+  )
 
 
 @pytest.mark.parametrize("domain", ALL, ids=IDS)
 def test_mirror_step_with_zero_gradient_is_identity(domain):
   y = _interior(domain, (3, 2, 4))
-  np.testing.assert_allclose(_call(domain, "mirror_step", jnp.asarray(y), jnp.zeros_like(y), 0.5), y,
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    _call(domain, "mirror_step", jnp.asarray(y), jnp.zeros_like(y), 0.5), y, rtol=1e-5, atol=1e-6
+  )
 
 
 @pytest.mark.parametrize("domain", ALL, ids=IDS)
@@ -219,9 +232,12 @@ def test_simplex_entropy_matches_numpy(shape):
 
 
 def test_entropy_of_uniform_init_is_maximal():
-  np.testing.assert_allclose(_call(BOX, "entropy", BOX.uniform_init((2, 7))), 7 * np.log(2), rtol=1e-6)
-  np.testing.assert_allclose(_call(SIMPLEX, "entropy", SIMPLEX.uniform_init((2, 3, 5))), 3 * np.log(5),
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    _call(BOX, "entropy", BOX.uniform_init((2, 7))), 7 * np.log(2), rtol=1e-6
+  )
+  np.testing.assert_allclose(
+    _call(SIMPLEX, "entropy", SIMPLEX.uniform_init((2, 3, 5))), 3 * np.log(5), rtol=1e-6
+  )
   np.testing.assert_array_equal(_call(REAL, "entropy", jnp.ones((2, 3, 3))), np.zeros(2))
 
 
@@ -237,7 +253,9 @@ def test_box_entropy_gradient_is_minus_logit():
 def test_box_decode_thresholds_inclusively():
   y = jnp.asarray([[0.1, 0.5, 0.49, 0.9], [0.3, 0.31, 0.0, 1.0]])
   np.testing.assert_array_equal(_call(BOX, "decode", y), [[0, 1, 0, 1], [0, 0, 0, 1]])
-  np.testing.assert_array_equal(_call(BOX, "decode", y, threshold=0.3), [[0, 1, 1, 1], [1, 1, 0, 1]])
+  np.testing.assert_array_equal(
+    _call(BOX, "decode", y, threshold=0.3), [[0, 1, 1, 1], [1, 1, 0, 1]]
+  )
   assert _call(BOX, "decode", y).dtype == y.dtype
 
 
@@ -253,8 +271,7 @@ def test_real_decode_is_identity():
   np.testing.assert_array_equal(_call(REAL, "decode", jnp.asarray(y)), y)
 
 
-@pytest.mark.parametrize("domain,value", [(BOX, 0.5), (SIMPLEX, 0.25), (REAL, 0.0)],
-                         ids=IDS)
+@pytest.mark.parametrize("domain,value", [(BOX, 0.5), (SIMPLEX, 0.25), (REAL, 0.0)], ids=IDS)
 def test_uniform_init(domain, value):
   y = domain.uniform_init((3, 2, 4))
   assert y.shape == (3, 2, 4) and y.dtype == jnp.float32
@@ -280,10 +297,3 @@ def test_domains_work_as_static_and_as_ordinary_jit_arguments():
   for d in (BOX, SIMPLEX):
     np.testing.assert_allclose(static(d, y), d.entropy(y), rtol=1e-6)
     np.testing.assert_allclose(dynamic(d, y), d.entropy(y), rtol=1e-6)
-
-
-def test_get_domain():
-  assert domains.get_domain("Box") == BOX
-  assert domains.get_domain("simplex", eps=1e-4) == domains.Simplex(1e-4)
-  with pytest.raises(ValueError, match="unknown domain"):
-    domains.get_domain("sphere")

@@ -17,17 +17,32 @@ import pytest
 
 from energynets import diff
 from energynets import domains
+from energynets import testing
 from energynets.energies import SPENEnergy
 from energynets.energies import protocol
+from energynets.inference import SGD
 from energynets.inference import GBIConfig
+from energynets.inference import Logit
+from energynets.inference import Momentum
+from energynets.inference import Projected
 from energynets.inference import unrolled
 from energynets.objectives import e2e
-from energynets import testing
+from energynets.objectives import task_losses
 from energynets.testing import directional_derivatives
 
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-GBI = GBIConfig(method="logit", optimizer="momentum", learning_rate=0.5, momentum=0.5,
-                num_steps=4, entropy_weight=0.05)
+STRATEGIES = {
+  "scan": unrolled.Unrolled(),
+  "remat": unrolled.Rematerialized(),
+  "adjoint": unrolled.HVPAdjoint(),
+}
+GBI = GBIConfig(
+  parametrization=Logit(),
+  direction=Momentum(0.5),
+  learning_rate=0.5,
+  num_steps=4,
+  entropy_weight=0.05,
+)
 
 
 def _batch(seed=0, batch=6, features=5, labels=4, dtype=np.float32):
@@ -38,13 +53,19 @@ def _batch(seed=0, batch=6, features=5, labels=4, dtype=np.float32):
 
 
 def _spen(labels=4):
-  return SPENEnergy(labels, feature_hidden=(6,), feature_activation="relu",
-                    num_measurements=3, activation="softplus")
+  return SPENEnergy(
+    labels,
+    feature_hidden=(6,),
+    feature_activation="relu",
+    num_measurements=3,
+    activation="softplus",
+  )
 
 
 def test_iterate_weights_follow_eq9():
-  np.testing.assert_allclose(e2e.iterate_weights(4), np.array([1 / 4, 1 / 3, 1 / 2, 1]) / 4,
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    e2e.iterate_weights(4), np.array([1 / 4, 1 / 3, 1 / 2, 1]) / 4, rtol=1e-6
+  )
   np.testing.assert_array_equal(e2e.iterate_weights(3, per_iterate=False), [0, 0, 1])
 
 
@@ -58,7 +79,7 @@ def test_step_sizes_start_at_the_learning_rate_and_stay_positive():
 
 def test_a_few_steps_reduce_the_loss():
   batch = _batch()
-  objective = e2e.e2e_objective(_spen(), optax.adam(3e-2), gbi=GBI)
+  objective = e2e.e2e_objective(_spen(), optax.adam(3e-2), options=e2e.E2EOptions(gbi=GBI))
   state, losses, metrics = testing.fit_one_batch(objective, batch, 20)
   assert losses[-1] < 0.8 * losses[0], losses
   assert set(metrics) >= {"loss", "grad_norm", "final_loss", "initial_loss", "step_size_mean"}
@@ -74,40 +95,48 @@ def test_strategies_give_the_same_update_and_it_matches_finite_differences():
   with jax.enable_x64(True):
     batch = _batch(1, dtype=np.float64)
     rng = jax.random.key(0)
-    fns = {g: e2e.e2e_losses(_spen(), gbi=GBI, gradient=g, l2=1e-3)
-           for g in ("scan", "remat", "adjoint")}
-    energy_params = jax.tree.map(lambda a: a.astype(jnp.float64),
-                                 fns["scan"].model.init_params(jax.random.key(0), batch["x"],
-                                                               batch["y"]))
-    params = (energy_params, {"step_sizes": jnp.asarray(fns["scan"].initial_step_sizes,
-                                                        jnp.float64)})
+    fns = {
+      name: e2e.e2e_losses(_spen(), options=e2e.E2EOptions(gbi=GBI, gradient=g, l2=1e-3))
+      for name, g in STRATEGIES.items()
+    }
+    energy_params = jax.tree.map(
+      lambda a: a.astype(jnp.float64),
+      fns["scan"].model.init_params(jax.random.key(0), batch["x"], batch["y"]),
+    )
+    params = (
+      energy_params,
+      {"step_sizes": jnp.asarray(fns["scan"].initial_step_sizes, jnp.float64)},
+    )
 
     @jax.jit
     def gradients(params):
-      return {g: jax.grad(lambda p: f.loss_fn(p, batch, rng)[0])(params)
-              for g, f in fns.items()}
+      return {g: jax.grad(lambda p: f.loss_fn(p, batch, rng)[0])(params) for g, f in fns.items()}
 
     grads = gradients.lower(params).compile(FAST_COMPILE)(params)
     for gradient in ("remat", "adjoint"):
       for a, b in zip(jax.tree.leaves(grads["scan"]), jax.tree.leaves(grads[gradient])):
         np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12, err_msg=gradient)
     assert float(jnp.max(jnp.abs(grads["adjoint"][1]["step_sizes"]))) > 0
-    value = jax.jit(lambda p: fns["adjoint"].loss_fn(p, batch, rng)[0]).lower(params).compile(
-        FAST_COMPILE)
-    analytic, numeric = directional_derivatives(value, lambda _: grads["adjoint"], params,
-                                                seed=3)
+    value = (
+      jax.jit(lambda p: fns["adjoint"].loss_fn(p, batch, rng)[0])
+      .lower(params)
+      .compile(FAST_COMPILE)
+    )
+    analytic, numeric = directional_derivatives(value, lambda _: grads["adjoint"], params, seed=3)
     assert analytic == pytest.approx(numeric, rel=1e-6)
 
 
 class _TinyImageEnergy(nn.Module):
   """`x, y [B, H, W] -> [B]`: data term + a smooth conv prior (what image.py's look like)."""
+
   activation: str = "softplus"
 
   @nn.compact
   def __call__(self, x, y):
     h = nn.Conv(2, (3, 3), padding="VALID")(y[..., None])
-    prior = jnp.sum(jax.nn.softplus(h) if self.activation == "softplus" else nn.relu(h),
-                    axis=(1, 2, 3))
+    prior = jnp.sum(
+      jax.nn.softplus(h) if self.activation == "softplus" else nn.relu(h), axis=(1, 2, 3)
+    )
     return 0.5 * jnp.sum((y - x) ** 2, axis=(1, 2)) + prior
 
 
@@ -119,13 +148,24 @@ def test_image_energy_module_plugs_in():
   """A Flax module E(x, y) on the Real domain, y0 = x, squared loss, adjoint gradient."""
   rs = np.random.RandomState(0)
   clean = rs.uniform(size=(3, 6, 6)).astype(np.float32)
-  batch = {"x": jnp.asarray(clean + 0.1 * rs.randn(3, 6, 6).astype(np.float32)),
-           "y": jnp.asarray(clean)}
-  gbi = GBIConfig(method="projected", optimizer="momentum", learning_rate=0.1,
-                  momentum=0.25, num_steps=3)
-  objective = e2e.e2e_objective(_tiny_image_energy(), optax.adam(1e-2), gbi=gbi,
-                                loss="squared", init="input", gradient="adjoint",
-                                loss_reduction="mean")
+  batch = {
+    "x": jnp.asarray(clean + 0.1 * rs.randn(3, 6, 6).astype(np.float32)),
+    "y": jnp.asarray(clean),
+  }
+  gbi = GBIConfig(
+    parametrization=Projected(), direction=Momentum(0.25), learning_rate=0.1, num_steps=3
+  )
+  objective = e2e.e2e_objective(
+    _tiny_image_energy(),
+    optax.adam(1e-2),
+    options=e2e.E2EOptions(
+      gbi=gbi,
+      loss=task_losses.Squared(),
+      init="input",
+      gradient=unrolled.HVPAdjoint(),
+      loss_reduction=e2e.Mean(),
+    ),
+  )
   state = objective.init(jax.random.key(0), batch)
   update = jax.jit(objective.update)
   first = None
@@ -136,8 +176,9 @@ def test_image_energy_module_plugs_in():
   assert objective.predict(state, batch["x"]).shape == (3, 6, 6)
   # Continuing a stage carries the energy and the learned step sizes.
   carried = objective.init_from(state, jax.random.key(1), batch)
-  np.testing.assert_array_equal(carried["inference"].params["step_sizes"],
-                                state["inference"].params["step_sizes"])
+  np.testing.assert_array_equal(
+    carried["inference"].params["step_sizes"], state["inference"].params["step_sizes"]
+  )
 
 
 class _CountingScaledUnrolled:
@@ -154,8 +195,9 @@ class _CountingScaledUnrolled:
     def scaled(outputs):
       return outputs
 
-    scaled.defvjp(lambda outputs: (outputs, None),
-                  lambda _, ct: (jax.tree.map(lambda c: self.scale * c, ct),))
+    scaled.defvjp(
+      lambda outputs: (outputs, None), lambda _, ct: (jax.tree.map(lambda c: self.scale * c, ct),)
+    )
     return scaled(unrolled.Unrolled()(energy, params, x, y0, domain, config))
 
 
@@ -163,24 +205,34 @@ def test_a_user_strategy_plugs_in_and_is_used():
   batch = _batch(2)
   rng = jax.random.key(0)
   user = _CountingScaledUnrolled(2.0)
-  fns = {"scan": e2e.e2e_losses(_spen(), gbi=GBI, gradient="scan"),
-         "user": e2e.e2e_losses(_spen(), gbi=GBI, gradient=user)}
-  params = (fns["scan"].model.init_params(jax.random.key(0), batch["x"], batch["y"]),
-            {"step_sizes": fns["scan"].initial_step_sizes})
-  grads = jax.jit(lambda p: {k: jax.grad(lambda q: f.loss_fn(q, batch, rng)[0])(p)
-                             for k, f in fns.items()}).lower(params).compile(FAST_COMPILE)(params)
+  fns = {
+    "scan": e2e.e2e_losses(_spen(), options=e2e.E2EOptions(gbi=GBI, gradient=unrolled.Unrolled())),
+    "user": e2e.e2e_losses(_spen(), options=e2e.E2EOptions(gbi=GBI, gradient=user)),
+  }
+  params = (
+    fns["scan"].model.init_params(jax.random.key(0), batch["x"], batch["y"]),
+    {"step_sizes": fns["scan"].initial_step_sizes},
+  )
+  grads = (
+    jax.jit(
+      lambda p: {k: jax.grad(lambda q: f.loss_fn(q, batch, rng)[0])(p) for k, f in fns.items()}
+    )
+    .lower(params)
+    .compile(FAST_COMPILE)(params)
+  )
   assert user.calls == 1
   for a, b in zip(jax.tree.leaves(grads["scan"]), jax.tree.leaves(grads["user"])):
     np.testing.assert_allclose(b, 2.0 * a, rtol=1e-5, atol=1e-7)
   # Through e2e_objective: a zero cotangent scale leaves plain SGD nothing to step on.
   frozen = _CountingScaledUnrolled(0.0)
-  objective = e2e.e2e_objective(_spen(), optax.sgd(1.0), gbi=GBI, gradient=frozen)
+  objective = e2e.e2e_objective(
+    _spen(), optax.sgd(1.0), options=e2e.E2EOptions(gbi=GBI, gradient=frozen)
+  )
   state = objective.init(rng, batch)
   new_state, _ = jax.jit(objective.update)(state, batch, rng)
   assert frozen.calls == 1
   for group in ("energy", "inference"):
-    for a, b in zip(jax.tree.leaves(state[group].params),
-                    jax.tree.leaves(new_state[group].params)):
+    for a, b in zip(jax.tree.leaves(state[group].params), jax.tree.leaves(new_state[group].params)):
       np.testing.assert_array_equal(a, b)
 
 
@@ -204,21 +256,25 @@ def test_implicit_strategy_equals_unrolled_at_convergence():
     rs = np.random.RandomState(0)
     batch = {"x": jnp.asarray(rs.randn(3, 4)), "y": jnp.asarray(rs.randn(3, 4))}
     rng = jax.random.key(0)
-    gbi = GBIConfig(method="projected", optimizer="sgd", learning_rate=0.3, num_steps=300)
-    common = dict(gbi=gbi, loss="squared", init="input", learn_step_sizes=False)
+    gbi = GBIConfig(parametrization=Projected(), direction=SGD(), learning_rate=0.3, num_steps=300)
+    common = dict(gbi=gbi, loss=task_losses.Squared(), init="input", learn_step_sizes=False)
     strategies = {
-        "unrolled": unrolled.Unrolled(),
-        "cg": unrolled.Implicit(diff.ConjugateGradient(max_iter=20, tol=1e-14)),
-        "neumann": unrolled.Implicit(diff.Neumann(num_terms=400, alpha=0.25))}
+      "unrolled": unrolled.Unrolled(),
+      "cg": unrolled.Implicit(diff.ConjugateGradient(max_iter=20, tol=1e-14)),
+      "neumann": unrolled.Implicit(diff.Neumann(num_terms=400, alpha=0.25)),
+    }
     energy = protocol.energy_from_module(_QuadraticEnergy(), domain=domains.Real())
-    fns = {k: e2e.e2e_losses(energy, per_iterate=False, gradient=s, **common)
-           for k, s in strategies.items()}
-    fns["cg_per_iterate"] = e2e.e2e_losses(energy, per_iterate=True,
-                                           gradient=strategies["cg"], **common)
-    energy_params = jax.tree.map(lambda a: a.astype(jnp.float64), fns["cg"].model.init_params(
-        rng, batch["x"], batch["y"]))
-    params = (energy_params, {"step_sizes": jnp.asarray(fns["cg"].initial_step_sizes,
-                                                        jnp.float64)})
+    fns = {
+      k: e2e.e2e_losses(energy, options=e2e.E2EOptions(per_iterate=False, gradient=s, **common))
+      for k, s in strategies.items()
+    }
+    fns["cg_per_iterate"] = e2e.e2e_losses(
+      energy, options=e2e.E2EOptions(per_iterate=True, gradient=strategies["cg"], **common)
+    )
+    energy_params = jax.tree.map(
+      lambda a: a.astype(jnp.float64), fns["cg"].model.init_params(rng, batch["x"], batch["y"])
+    )
+    params = (energy_params, {"step_sizes": jnp.asarray(fns["cg"].initial_step_sizes, jnp.float64)})
 
     def closed_form(p):
       a = p["M"] @ p["M"].T + jnp.eye(4)
@@ -227,8 +283,9 @@ def test_implicit_strategy_equals_unrolled_at_convergence():
 
     @jax.jit
     def run(params):
-      grads = {k: jax.grad(lambda q: f.loss_fn(q, batch, rng)[0])(params)[0]
-               for k, f in fns.items()}
+      grads = {
+        k: jax.grad(lambda q: f.loss_fn(q, batch, rng)[0])(params)[0] for k, f in fns.items()
+      }
       return grads, jax.grad(closed_form)(params[0])
 
     grads, reference = run.lower(params).compile(FAST_COMPILE)(params)
@@ -245,32 +302,57 @@ def test_implicit_strategy_equals_unrolled_at_convergence():
 def test_non_smooth_energies_are_rejected(activation):
   energy = SPENEnergy(4, feature_hidden=(), activation=activation)
   with pytest.raises(ValueError, match="not smooth.*softplus"):
-    e2e.e2e_objective(energy, optax.adam(1e-3), gbi=GBI)
+    e2e.e2e_objective(energy, optax.adam(1e-3), options=e2e.E2EOptions(gbi=GBI))
   with pytest.raises(ValueError, match="not smooth"):
-    e2e.e2e_objective(_TinyImageEnergy(activation="relu"), optax.adam(1e-3), gbi=GBI,
-                      loss="squared", init="input")
+    e2e.e2e_objective(
+      _TinyImageEnergy(activation="relu"),
+      optax.adam(1e-3),
+      options=e2e.E2EOptions(gbi=GBI, loss=task_losses.Squared(), init="input"),
+    )
 
 
 def test_bad_options_are_rejected():
-  with pytest.raises(ValueError, match="unknown gradient strategy"):
-    e2e.e2e_objective(_spen(), optax.adam(1e-3), gbi=GBI, gradient="implicit")
+  with pytest.raises(TypeError, match="gradient is a strategy value"):
+    e2e.e2e_objective(
+      _spen(), optax.adam(1e-3), options=e2e.E2EOptions(gbi=GBI, gradient="implicit")
+    )
+  with pytest.raises(TypeError, match="E2EOptions"):
+    e2e.e2e_objective(_spen(), optax.adam(1e-3))
   with pytest.raises(ValueError, match="unknown init"):
-    e2e.e2e_objective(_spen(), optax.adam(1e-3), gbi=GBI, init="input")
-  with pytest.raises(ValueError, match="Real domain takes loss='squared'"):
-    e2e.e2e_objective(_tiny_image_energy(), optax.adam(1e-3), gbi=GBI, init="input")
+    e2e.e2e_objective(_spen(), optax.adam(1e-3), options=e2e.E2EOptions(gbi=GBI, init="input"))
+  with pytest.raises(ValueError, match="Real domain takes loss=Squared"):
+    e2e.e2e_objective(
+      _tiny_image_energy(), optax.adam(1e-3), options=e2e.E2EOptions(gbi=GBI, init="input")
+    )
   with pytest.raises(ValueError, match="at least one"):
-    e2e.e2e_objective(_spen(), optax.adam(1e-3), gbi=GBI._replace(num_steps=0))
+    e2e.e2e_objective(
+      _spen(), optax.adam(1e-3), options=e2e.E2EOptions(gbi=GBI._replace(num_steps=0))
+    )
   with pytest.raises(ValueError, match="trainable must name"):
-    e2e.e2e_objective(_spen(), optax.adam(1e-3), gbi=GBI, trainable=("features",))
+    e2e.e2e_objective(
+      _spen(), optax.adam(1e-3), options=e2e.E2EOptions(gbi=GBI, trainable=("features",))
+    )
 
 
 def test_e2e_config_trains_on_synthetic(tmp_path):
   from experiments import configuration
   from experiments import train
-  config = configuration.get_config("e2e", "synthetic", [
-      "train.steps=4", "train.eval_every=4", "train.log_every=4", "train.tensorboard=False",
-      "train.batch_size=32", "train.eval_batch_size=500", "data.num_train=200",
-      "gbi.num_steps=3", "stage_order=pretrain,joint"])  # all three: test_experiments.py
+
+  config = configuration.get_config(
+    "e2e",
+    "synthetic",
+    [
+      "train.steps=4",
+      "train.eval_every=4",
+      "train.log_every=4",
+      "train.tensorboard=False",
+      "train.batch_size=32",
+      "train.eval_batch_size=500",
+      "data.num_train=200",
+      "gbi.num_steps=3",
+      "stage_order=pretrain,joint",
+    ],
+  )  # all three: test_experiments.py
   with config.unlocked():
     for name in config.stages.keys():
       config.stages[name].train.steps = 3 if name == "pretrain" else 4
@@ -278,3 +360,17 @@ def test_e2e_config_trains_on_synthetic(tmp_path):
   assert [s["method"] for s in results["meta"]["stages"]] == ["spen_pretrain", "e2e"]
   assert 0.0 <= results["test/example_f1"] <= 1.0
   assert results["meta"]["config"]["energy"]["activation"] == "softplus"
+
+
+def test_implicit_updates_log_the_residual_of_their_solve():
+  batch = _batch()
+  metrics = {}
+  for name, gradient in (("implicit", unrolled.Implicit()), ("scan", unrolled.Unrolled())):
+    objective = e2e.e2e_objective(
+      _spen(), optax.adam(1e-3), options=e2e.E2EOptions(gbi=GBI, gradient=gradient)
+    )
+    state = objective.init(jax.random.key(0), batch)
+    _, metrics[name] = jax.jit(objective.update)(state, batch, jax.random.key(1))
+  assert 0.0 <= float(metrics["implicit"]["implicit_residual"]) < 1e-4
+  assert "implicit_residual" not in metrics["scan"]
+  assert np.isfinite(float(metrics["implicit"]["grad_norm"]))

@@ -11,6 +11,7 @@ from energynets import train as train_lib
 from energynets.nets import MLP
 from energynets.objectives import local_bce
 from energynets.train import early_stopping
+from experiments import choices
 
 
 def _data(n, seed):
@@ -27,9 +28,18 @@ def _objective():
 
 
 def _options(**kw):
-  defaults = dict(steps=60, batch_size=16, seed=0, log_every=10, eval_every=10,
-                  checkpoint_every=60, select_metric="validation/loss", select_mode="min",
-                  tensorboard=False, early_stopping_patience=3)
+  defaults = dict(
+    steps=60,
+    batch_size=16,
+    seed=0,
+    log_every=10,
+    eval_every=10,
+    checkpoint_every=60,
+    select_metric="validation/loss",
+    select_mode="min",
+    tensorboard=False,
+    early_stopping_patience=3,
+  )
   return train_lib.LoopOptions(**{**defaults, **kw})
 
 
@@ -61,8 +71,7 @@ def test_counts_evaluations_since_the_last_improvement():
   assert early_stopping.evals_without_improvement([0.1, 0.3, 0.2, 0.3]) == 2
   assert early_stopping.evals_without_improvement([0.1, 0.3, 0.2, 0.31]) == 0
   # Gains of at most min_delta do not count, nor move the best value.
-  assert early_stopping.evals_without_improvement([0.1, 0.3, 0.35, 0.39, 0.41],
-                                                  min_delta=0.1) == 0
+  assert early_stopping.evals_without_improvement([0.1, 0.3, 0.35, 0.39, 0.41], min_delta=0.1) == 0
   assert early_stopping.evals_without_improvement([0.1, 0.3, 0.35, 0.39], min_delta=0.1) == 2
   assert early_stopping.evals_without_improvement([3.0, 2.0, 2.5], mode="min") == 1
   history = [{"step": 10 * (i + 1), "m": v} for i, v in enumerate([0.1, 0.5, 0.4, 0.5])]
@@ -75,9 +84,13 @@ def test_scripted_metric_stops_at_the_eval_that_exhausts_the_patience(tmp_path):
   objective = _objective()
   # Best at the second evaluation (step 20); three without improvement end at step 50.
   values = [0.5, 0.7, 0.6, 0.7, 0.65, 0.9, 0.9, 0.9, 0.9, 0.9]
-  result = train_lib.fit(objective, _data(48, 0), _options(select_metric="validation/score",
-                                                           select_mode="max"),
-                         tmp_path, evaluate=_scripted(values))
+  result = train_lib.fit(
+    objective,
+    _data(48, 0),
+    _options(select_metric="validation/score", select_mode="max"),
+    tmp_path,
+    validation=train_lib.Validation(_scripted(values)),
+  )
   assert result.final_step == 50 and result.selected_step == 20
   assert [r["step"] for r in result.history] == [10, 20, 30, 40, 50]
   assert "patience 3" in result.stop_reason and "at step 20" in result.stop_reason
@@ -89,16 +102,22 @@ def test_scripted_metric_stops_at_the_eval_that_exhausts_the_patience(tmp_path):
 def test_disabled_runs_every_step_as_before(tmp_path):
   objective = _objective()
   values = [0.5, 0.7, 0.6, 0.6, 0.6, 0.6]
-  off = train_lib.fit(objective, _data(48, 0),
-                      _options(select_metric="validation/score", select_mode="max",
-                               early_stopping=False), tmp_path / "off",
-                      evaluate=_scripted(values))
+  off = train_lib.fit(
+    objective,
+    _data(48, 0),
+    _options(select_metric="validation/score", select_mode="max", early_stopping=False),
+    tmp_path / "off",
+    validation=train_lib.Validation(_scripted(values)),
+  )
   assert off.final_step == 60 and off.stop_reason is None and len(off.history) == 6
   # The same run with a patience it never reaches: the same state and records.
-  never = train_lib.fit(objective, _data(48, 0),
-                        _options(select_metric="validation/score", select_mode="max",
-                                 early_stopping_patience=100), tmp_path / "never",
-                        evaluate=_scripted(values))
+  never = train_lib.fit(
+    objective,
+    _data(48, 0),
+    _options(select_metric="validation/score", select_mode="max", early_stopping_patience=100),
+    tmp_path / "never",
+    validation=train_lib.Validation(_scripted(values)),
+  )
   assert never.final_step == 60 and never.selected_step == off.selected_step == 20
   assert off.history == never.history
   for a, b in zip(_leaves(off.state), _leaves(never.state)):
@@ -109,10 +128,16 @@ def test_real_run_stops_early_returns_the_best_checkpoint_and_stays_stopped(tmp_
   objective = _objective()
   train, held_out = _data(48, 0), _data(128, 1)
   evaluate = _loss_evaluator(objective, held_out)
-  full = train_lib.fit(objective, train, _options(early_stopping=False), tmp_path / "full",
-                       evaluate=evaluate)
-  stopped = train_lib.fit(objective, train, _options(), tmp_path / "stopped",
-                          evaluate=evaluate)
+  full = train_lib.fit(
+    objective,
+    train,
+    _options(early_stopping=False),
+    tmp_path / "full",
+    validation=train_lib.Validation(evaluate),
+  )
+  stopped = train_lib.fit(
+    objective, train, _options(), tmp_path / "stopped", validation=train_lib.Validation(evaluate)
+  )
   losses = [r["validation/loss"] for r in full.history]
   assert int(np.argmin(losses)) == 0  # the curve this test is about
   assert stopped.final_step == 40 < full.final_step == 60
@@ -123,7 +148,9 @@ def test_real_run_stops_early_returns_the_best_checkpoint_and_stays_stopped(tmp_
     np.testing.assert_array_equal(a, b)
 
   metrics = (tmp_path / "stopped" / "metrics.jsonl").read_text()
-  again = train_lib.fit(objective, train, _options(), tmp_path / "stopped", evaluate=evaluate)
+  again = train_lib.fit(
+    objective, train, _options(), tmp_path / "stopped", validation=train_lib.Validation(evaluate)
+  )
   assert (tmp_path / "stopped" / "metrics.jsonl").read_text() == metrics  # nothing trained
   assert again.final_step == 40 and again.selected_step == 10
   assert again.stop_reason == stopped.stop_reason
@@ -132,15 +159,29 @@ def test_real_run_stops_early_returns_the_best_checkpoint_and_stays_stopped(tmp_
 
 
 def test_options_read_the_config_keys_and_check_the_patience():
-  options = train_lib.LoopOptions.from_config(dict(
-      steps=10, batch_size=2, early_stopping=False, early_stopping_patience=5,
-      early_stopping_min_delta=0.01))
-  assert (options.early_stopping, options.early_stopping_patience,
-          options.early_stopping_min_delta) == (False, 5, 0.01)
+  options = choices.loop_options(
+    dict(
+      steps=10,
+      batch_size=2,
+      early_stopping=False,
+      early_stopping_patience=5,
+      early_stopping_min_delta=0.01,
+    )
+  )
+  assert (
+    options.early_stopping,
+    options.early_stopping_patience,
+    options.early_stopping_min_delta,
+  ) == (False, 5, 0.01)
   assert train_lib.LoopOptions(steps=1, batch_size=1).early_stopping
 
 
 def test_zero_patience_is_an_error(tmp_path):
   with pytest.raises(ValueError, match="early_stopping_patience"):
-    train_lib.fit(_objective(), _data(48, 0), _options(early_stopping_patience=0), tmp_path,
-                  evaluate=_scripted([0.0]))
+    train_lib.fit(
+      _objective(),
+      _data(48, 0),
+      _options(early_stopping_patience=0),
+      tmp_path,
+      validation=train_lib.Validation(_scripted([0.0])),
+    )

@@ -5,14 +5,14 @@ Oracles: single-example evaluations (batch independence), the closed-form local 
 differences for ∂E/∂y.
 """
 
-
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from energynets.energies import SPENEnergy, param_groups
+from energynets.energies import SPENEnergy
+from energynets.energies import param_groups
 from energynets.nets import MLP
 from energynets.nets import mlp as mlp_lib
 
@@ -51,13 +51,18 @@ def _zero_weights(params, groups=("global", "conditional")):
 
 
 class SPENEnergyTest(parameterized.TestCase):
-
-  @parameterized.parameters(("softplus", 0, ()), ("softplus", 3, (6,)), ("relu", 0, (6,)),
-                            ("relu", 3, ()), ("hardtanh", 0, ()), ("hardtanh", 3, (6,)))
-  def test_shape_and_examples_are_independent(self, activation, num_conditional,
-                                              feature_hidden):
-    energy = SPENEnergy(L, feature_hidden, num_measurements=4, activation=activation,
-                        num_conditional=num_conditional)
+  @parameterized.parameters(
+    ("softplus", 0, ()),
+    ("softplus", 3, (6,)),
+    ("relu", 0, (6,)),
+    ("relu", 3, ()),
+    ("hardtanh", 0, ()),
+    ("hardtanh", 3, (6,)),
+  )
+  def test_shape_and_examples_are_independent(self, activation, num_conditional, feature_hidden):
+    energy = SPENEnergy(
+      L, feature_hidden, num_measurements=4, activation=activation, num_conditional=num_conditional
+    )
     params = _randomize(_init(energy), 1)
     self.assertEqual(set(params), set(param_groups(energy)))
     x, y = _inputs(2)
@@ -65,7 +70,7 @@ class SPENEnergyTest(parameterized.TestCase):
     batch = e(params, x, y)
     self.assertEqual(batch.shape, (B,))
     self.assertTrue(np.all(np.isfinite(batch)))
-    alone = np.array([e(params, x[i:i + 1], y[i:i + 1])[0] for i in range(B)])
+    alone = np.array([e(params, x[i : i + 1], y[i : i + 1])[0] for i in range(B)])
     np.testing.assert_allclose(batch, alone, rtol=1e-5, atol=1e-6)
     # Other batch-mates (and their order) do not change example 0's energy.
     x2, y2 = _inputs(3)
@@ -78,12 +83,14 @@ class SPENEnergyTest(parameterized.TestCase):
     params = _zero_weights(_randomize(_init(energy), 4))
     x, y = _inputs(5)
     logits = energy.apply({"params": params}, x, method=SPENEnergy.local_logits)
-    np.testing.assert_allclose(_apply(energy, params, x, y), -jnp.sum(y * logits, -1),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+      _apply(energy, params, x, y), -jnp.sum(y * logits, -1), rtol=1e-5, atol=1e-6
+    )
     # Low energy for the labels the local classifier believes in.
     likely = (logits > 0).astype(jnp.float32)
-    self.assertTrue(np.all(_apply(energy, params, x, likely)
-                           <= _apply(energy, params, x, 1.0 - likely)))
+    self.assertTrue(
+      np.all(_apply(energy, params, x, likely) <= _apply(energy, params, x, 1.0 - likely))
+    )
 
   def test_local_net_is_a_plain_mlp(self):
     energy = SPENEnergy(L, (6, 3), feature_activation="tanh", num_measurements=3)
@@ -92,20 +99,23 @@ class SPENEnergyTest(parameterized.TestCase):
     mlp = MLP((6, 3), L, activation="tanh")
     expected = mlp.apply({"params": params["local_net"]}, x)
     np.testing.assert_allclose(
-        energy.apply({"params": params}, x, method=SPENEnergy.local_logits), expected,
-        rtol=1e-6)
+      energy.apply({"params": params}, x, method=SPENEnergy.local_logits), expected, rtol=1e-6
+    )
     enc = energy.apply({"params": params}, x, method=SPENEnergy.encode)
     np.testing.assert_allclose(enc.logits, expected, rtol=1e-6)
     self.assertEqual(enc.features.shape, (B, 3))
     np.testing.assert_allclose(
-        energy.apply({"params": params}, enc, y, method=SPENEnergy.energy_from_encoding),
-        _apply(energy, params, x, y), rtol=1e-6)
+      energy.apply({"params": params}, enc, y, method=SPENEnergy.energy_from_encoding),
+      _apply(energy, params, x, y),
+      rtol=1e-6,
+    )
     # MLP's features output is what its head sees, and the default call is unchanged.
     logits, feats = mlp.apply({"params": params["local_net"]}, x, return_features=True)
     np.testing.assert_allclose(logits, expected)
     head = params["local_net"]["head"]
-    np.testing.assert_allclose(feats @ head["kernel"] + head["bias"], expected, rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+      feats @ head["kernel"] + head["bias"], expected, rtol=1e-5, atol=1e-6
+    )
 
   def test_linear_feature_network_has_features_equal_to_x(self):
     energy = SPENEnergy(L, (), num_measurements=2)
@@ -126,8 +136,9 @@ class SPENEnergyTest(parameterized.TestCase):
     zeros = jnp.zeros((B, L))
     shifted = jax.tree.map(lambda a: a, params)
     shifted["global"]["measurements"]["bias"] = params["global"]["measurements"]["bias"] + 1.0
-    self.assertFalse(np.allclose(_apply(energy, params, x, zeros),
-                                 _apply(energy, shifted, x, zeros)))
+    self.assertFalse(
+      np.allclose(_apply(energy, params, x, zeros), _apply(energy, shifted, x, zeros))
+    )
 
   def test_conditional_term_depends_on_features(self):
     energy = SPENEnergy(L, (4,), num_measurements=2, num_conditional=3)
@@ -142,8 +153,9 @@ class SPENEnergyTest(parameterized.TestCase):
   @parameterized.parameters(("softplus", 0), ("softplus", 2), ("relu", 2), ("hardtanh", 0))
   def test_gradient_wrt_y_matches_finite_differences(self, activation, num_conditional):
     with jax.enable_x64(True):
-      energy = SPENEnergy(L, (6,), num_measurements=4, activation=activation,
-                          num_conditional=num_conditional)
+      energy = SPENEnergy(
+        L, (6,), num_measurements=4, activation=activation, num_conditional=num_conditional
+      )
       params = jax.tree.map(lambda a: a.astype(jnp.float64), _randomize(_init(energy), 13))
       x, y = _inputs(14, batch=2, dtype=np.float64)
       total = jax.jit(lambda v: jnp.sum(_apply(energy, params, x, v)))
@@ -151,8 +163,7 @@ class SPENEnergyTest(parameterized.TestCase):
       direction = jnp.asarray(np.random.RandomState(15).randn(*y.shape))
       eps = 1e-6
       fd = (total(y + eps * direction) - total(y - eps * direction)) / (2 * eps)
-      np.testing.assert_allclose(float(jnp.vdot(grad, direction)), float(fd), rtol=1e-6,
-                                 atol=1e-9)
+      np.testing.assert_allclose(float(jnp.vdot(grad, direction)), float(fd), rtol=1e-6, atol=1e-9)
       # Per-example gradient: example 0's gradient ignores example 1's y.
       other = y.at[1].set(1.0 - y[1])
       np.testing.assert_allclose(jax.grad(total)(other)[0], grad[0], rtol=1e-12)
@@ -185,8 +196,13 @@ class PerLayerDropoutTest(parameterized.TestCase):
     net = MLP(hidden=(16, 12), num_outputs=L, activation="softplus", dropout=dropout)
     x, _ = _inputs(19)
     params = net.init({"params": jax.random.key(3)}, x)["params"]
-    run = lambda train: net.apply({"params": params}, x, train=train, return_features=True,
-                                  rngs={"dropout": jax.random.key(seed)})
+    run = lambda train: net.apply(
+      {"params": params},
+      x,
+      train=train,
+      return_features=True,
+      rngs={"dropout": jax.random.key(seed)},
+    )
     return run(True), run(False)
 
   def test_equal_rates_match_a_single_float(self):

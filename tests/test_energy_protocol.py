@@ -49,19 +49,33 @@ def objectives(energy):
   adam = optax.adam(1e-2)
   net = en.MLP((), L)
   return {
-      "ssvm": lambda: en.ssvm_hinge(energy, adam, loss_aug_gbi=GBI, predict_gbi=PREDICT),
-      "e2e": lambda: en.e2e_objective(energy, adam, gbi=GBI),
-      "inference_network": lambda: en.inference_network(energy, net, adam, adam,
-                                                        num_inner_steps=1),
-      "seal_margin": lambda: en.seal_objective(net, energy, adam, adam, objective="margin"),
-      "seal_regression": lambda: en.seal_objective(net, energy, adam, adam,
-                                                   objective="regression"),
-      "seal_nce": lambda: en.seal_objective(net, energy, adam, adam, objective="nce",
-                                            num_samples=3),
-      "dvn": lambda: en.deep_value_network(energy, adam, inference_gbi=GBI,
-                                           predict_gbi=PREDICT),
-      "implicit": lambda: en.implicit_objective(net, energy, adam, adam, inner_steps=2,
-                                                num_samples=3),
+    "ssvm": lambda: en.ssvm_hinge(
+      energy, adam, options=en.SSVMOptions(loss_aug_gbi=GBI, predict_gbi=PREDICT)
+    ),
+    "e2e": lambda: en.e2e_objective(energy, adam, options=en.E2EOptions(gbi=GBI)),
+    "inference_network": lambda: en.inference_network(
+      energy, net, adam, adam, options=en.InfNetOptions(num_inner_steps=1)
+    ),
+    "seal_margin": lambda: en.seal_objective(
+      energy, net, adam, adam, loss_net_objective=en.SealMargin()
+    ),
+    "seal_regression": lambda: en.seal_objective(
+      energy, net, adam, adam, loss_net_objective=en.SealRegression()
+    ),
+    "seal_nce": lambda: en.seal_objective(
+      energy, net, adam, adam, loss_net_objective=en.SealNCE(num_samples=3)
+    ),
+    "dvn": lambda: en.deep_value_network(
+      energy, adam, options=en.DVNOptions(inference_gbi=GBI, predict_gbi=PREDICT)
+    ),
+    "implicit": lambda: en.implicit_objective(
+      energy,
+      net,
+      adam,
+      adam,
+      options=en.ImplicitOptions(inner_steps=2),
+      primary=en.ImplicitCD(num_samples=3),
+    ),
   }
 
 
@@ -102,14 +116,22 @@ def test_function_adapter_equals_module_adapter():
   data = batch()
   params = module.init(jax.random.key(0), data["x"], data["y"])["params"]
   from_fn = protocol.energy_from_function(
-      lambda p, x, y: module.apply({"params": p}, x, y), domain=en.Box(), y_shape=(L,),
-      init=params, name="low_rank")
+    lambda p, x, y: module.apply({"params": p}, x, y),
+    domain=en.Box(),
+    y_shape=(L,),
+    init=params,
+    name="low_rank",
+  )
   from_module = user_energy()
   enc = from_fn.encode(params, data["x"])
-  np.testing.assert_allclose(from_fn.energy(params, enc, data["y"]),
-                             from_module.energy(params, from_module.encode(params, data["x"]),
-                                                data["y"]), rtol=1e-6)
-  objective = en.ssvm_hinge(from_fn, optax.sgd(0.1), loss_aug_gbi=GBI, predict_gbi=PREDICT)
+  np.testing.assert_allclose(
+    from_fn.energy(params, enc, data["y"]),
+    from_module.energy(params, from_module.encode(params, data["x"]), data["y"]),
+    rtol=1e-6,
+  )
+  objective = en.ssvm_hinge(
+    from_fn, optax.sgd(0.1), options=en.SSVMOptions(loss_aug_gbi=GBI, predict_gbi=PREDICT)
+  )
   state = objective.init(jax.random.key(1), data)
   for got, want in zip(jax.tree.leaves(state["energy"].params), jax.tree.leaves(params)):
     np.testing.assert_array_equal(got, want)
@@ -119,8 +141,10 @@ def brute_force_minimum(energy, params, x):
   """The exact argmin over {0, 1}^L by enumerating every labeling (independent oracle)."""
   candidates = np.array(list(itertools.product([0.0, 1.0], repeat=L)), np.float32)
   enc = energy.encode(params, x)
-  values = np.stack([np.asarray(energy.energy(params, enc, jnp.broadcast_to(c, (len(x), L))))
-                     for c in candidates], axis=1)
+  values = np.stack(
+    [np.asarray(energy.energy(params, enc, jnp.broadcast_to(c, (len(x), L)))) for c in candidates],
+    axis=1,
+  )
   return candidates[values.argmin(1)], values.min(1)
 
 
@@ -136,24 +160,31 @@ def test_exact_inference_on_user_energy_matches_enumeration():
 
 def test_plain_flax_module_is_refused_with_how_to_wrap_it():
   with pytest.raises(TypeError, match="energy_from_module"):
-    en.ssvm_hinge(LowRankPairEnergy(L), optax.sgd(0.1), loss_aug_gbi=GBI,
-                  predict_gbi=PREDICT)
+    en.ssvm_hinge(
+      LowRankPairEnergy(L),
+      optax.sgd(0.1),
+      options=en.SSVMOptions(loss_aug_gbi=GBI, predict_gbi=PREDICT),
+    )
 
 
 def test_y_of_the_wrong_shape_is_named():
   energy = protocol.energy_from_module(LowRankPairEnergy(L), domain=en.Box(), y_shape=(L + 1,))
-  objective = en.ssvm_hinge(energy, optax.sgd(0.1), loss_aug_gbi=GBI, predict_gbi=PREDICT)
-  with pytest.raises(protocol.EnergyShapeError,
-                     match=rf"y is \[{B}, {L}\] but LowRankPairEnergy expects y "
-                           rf"\[{B}, {L + 1}\]"):
+  objective = en.ssvm_hinge(
+    energy, optax.sgd(0.1), options=en.SSVMOptions(loss_aug_gbi=GBI, predict_gbi=PREDICT)
+  )
+  with pytest.raises(
+    protocol.EnergyShapeError,
+    match=rf"y is \[{B}, {L}\] but LowRankPairEnergy expects y "
+    rf"\[{B}, {L + 1}\]",
+  ):
     objective.init(jax.random.key(0), batch())
 
 
 def test_simplex_needs_positions():
-  energy = protocol.energy_from_module(LowRankPairEnergy(L), domain=en.Simplex(),
-                                       y_shape=(L,))
-  with pytest.raises(protocol.EnergyShapeError,
-                     match=rf"y is \[{B}, {L}\] but the domain is per-token Simplex"):
+  energy = protocol.energy_from_module(LowRankPairEnergy(L), domain=en.Simplex(), y_shape=(L,))
+  with pytest.raises(
+    protocol.EnergyShapeError, match=rf"y is \[{B}, {L}\] but the domain is per-token Simplex"
+  ):
     protocol.check(energy, batch()["x"], batch()["y"])
 
 
@@ -161,8 +192,9 @@ def test_user_code_failure_is_one_line():
   def broken(params, x, y):
     return jnp.sum(x @ params["w"] * y, -1)  # w is [L, L], x is [B, D]
 
-  energy = protocol.energy_from_function(broken, domain=en.Box(), y_shape=(L,),
-                                         init={"w": jnp.ones((L, L))})
+  energy = protocol.energy_from_function(
+    broken, domain=en.Box(), y_shape=(L,), init={"w": jnp.ones((L, L))}
+  )
   with pytest.raises(protocol.EnergyShapeError) as error:
     protocol.check(energy, batch()["x"], batch()["y"])
   assert str(error.value).startswith("broken failed on x [8, 5] and y [8, 3]: TypeError")
@@ -170,16 +202,25 @@ def test_user_code_failure_is_one_line():
 
 
 def test_unknown_group_name_is_refused_at_init():
-  objective = en.ssvm_hinge(user_energy(), optax.sgd(0.1), loss_aug_gbi=GBI,
-                            predict_gbi=PREDICT, trainable=("global",))
-  with pytest.raises(ValueError, match=r"trainable names \['global'\] are not parameter "
-                                       r"groups of the LowRankPairEnergy"):
+  objective = en.ssvm_hinge(
+    user_energy(),
+    optax.sgd(0.1),
+    options=en.SSVMOptions(loss_aug_gbi=GBI, predict_gbi=PREDICT, trainable=("global",)),
+  )
+  with pytest.raises(
+    ValueError,
+    match=r"trainable names \['global'\] are not parameter "
+    r"groups of the LowRankPairEnergy",
+  ):
     objective.init(jax.random.key(0), batch())
 
 
 def test_trainable_group_from_the_real_tree_trains_only_it():
-  objective = en.ssvm_hinge(user_energy(), optax.sgd(0.5), loss_aug_gbi=GBI,
-                            predict_gbi=PREDICT, trainable=("local",))
+  objective = en.ssvm_hinge(
+    user_energy(),
+    optax.sgd(0.5),
+    options=en.SSVMOptions(loss_aug_gbi=GBI, predict_gbi=PREDICT, trainable=("local",)),
+  )
   data = batch()
   state = objective.init(jax.random.key(0), data)
   new, _ = jax.jit(objective.update)(state, data, jax.random.key(1))
@@ -194,12 +235,15 @@ def test_spen_pretrain_needs_a_local_classifier():
     en.spen_pretrain(user_energy(), optax.sgd(0.1))
 
 
-@pytest.mark.parametrize("module", [
+@pytest.mark.parametrize(
+  "module",
+  [
     en.SPENEnergy(num_labels=L, feature_hidden=(), num_measurements=2),
     en.ICNNEnergy(num_labels=L, feature_hidden=()),
     en.FieldOfExperts(num_filters=2, filter_size=3),
     en.DeepPriorEnergy(features=(2,), kernel_size=3),
-])
+  ],
+)
 def test_library_energies_are_instances(module):
   energy = protocol.as_energy(module)
   assert isinstance(energy, protocol.Energy)
@@ -209,8 +253,9 @@ def test_library_energies_are_instances(module):
 def test_library_energy_checks_pass_on_their_data():
   energy = en.SPENEnergy(num_labels=L, feature_hidden=(4,), num_measurements=2).as_energy()
   data = batch()
-  params = protocol.init_checked(energy, jax.random.key(0), data["x"], data["y"],
-                                 trainable=("global",))
+  params = protocol.init_checked(
+    energy, jax.random.key(0), data["x"], data["y"], trainable=("global",)
+  )
   assert set(params) == {"local_net", "global"}
   image = jnp.zeros((2, 8, 8))
   foe = en.FieldOfExperts(num_filters=2, filter_size=3).as_energy()
@@ -223,13 +268,26 @@ def test_no_objective_dispatches_on_an_energy_class():
   offenders = []
   for path in root.glob("*.py"):
     for node in ast.walk(ast.parse(path.read_text())):
-      if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-          and node.func.id in ("isinstance", "hasattr")):
-        names = {n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", None)
-                 for n in ast.walk(node.args[1])} if len(node.args) > 1 else set()
-        if names & energy_classes or (node.func.id == "hasattr" and any(
+      if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("isinstance", "hasattr")
+      ):
+        names = (
+          {
+            n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", None)
+            for n in ast.walk(node.args[1])
+          }
+          if len(node.args) > 1
+          else set()
+        )
+        if names & energy_classes or (
+          node.func.id == "hasattr"
+          and any(
             isinstance(a, ast.Constant) and a.value in ("encode", "energy_from_encoding")
-            for a in node.args)):
+            for a in node.args
+          )
+        ):
           offenders.append(f"{path.name}:{node.lineno}")
   assert not offenders, offenders
 

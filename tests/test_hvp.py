@@ -15,8 +15,11 @@ from energynets import diff
 
 def _energy(phi, y):
   """A small SPEN-like energy of `phi = {"W", "u", "b"}` and `y [B, L]`, scalar (batch sum)."""
-  return jnp.sum(jax.nn.softplus(y @ phi["W"]) @ phi["u"] + y @ phi["b"]
-                 + 0.5 * jnp.sum(y * y, axis=-1) * jnp.sum(phi["b"] ** 2))
+  return jnp.sum(
+    jax.nn.softplus(y @ phi["W"]) @ phi["u"]
+    + y @ phi["b"]
+    + 0.5 * jnp.sum(y * y, axis=-1) * jnp.sum(phi["b"] ** 2)
+  )
 
 
 def _problem(seed=0, batch=2, labels=4, hidden=3):
@@ -37,8 +40,9 @@ def test_hvp_matches_materialized_hessian():
   with jax.enable_x64(True):
     phi, y, v = _problem()
     f = lambda y_: _energy(phi, y_)
-    both = jax.jit(lambda y, v: (diff.hvp(f, y, v),
-                                 (_flat_hessian(f, y) @ v.reshape(-1)).reshape(y.shape)))
+    both = jax.jit(
+      lambda y, v: (diff.hvp(f, y, v), (_flat_hessian(f, y) @ v.reshape(-1)).reshape(y.shape))
+    )
     got, expected = both(jnp.asarray(y), jnp.asarray(v))
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
@@ -90,10 +94,15 @@ def test_hvp_and_cross_hvp_returns_gradient_hessian_and_mixed_products():
   with jax.enable_x64(True):
     phi, y, v = _problem(4)
     y, v = jnp.asarray(y), jnp.asarray(v)
+
     @jax.jit
     def compare(phi, y, v):
-      return (diff.hvp_and_cross_hvp(_energy, phi, y, v), jax.grad(_energy, argnums=1)(phi, y),
-              diff.hvp(lambda y_: _energy(phi, y_), y, v), diff.cross_hvp(_energy, phi, y, v))
+      return (
+        diff.hvp_and_cross_hvp(_energy, phi, y, v),
+        jax.grad(_energy, argnums=1)(phi, y),
+        diff.hvp(lambda y_: _energy(phi, y_), y, v),
+        diff.cross_hvp(_energy, phi, y, v),
+      )
 
     (grad_y, hess_v, cross), grad_expected, hess_expected, expected = compare(phi, y, v)
     np.testing.assert_allclose(grad_y, grad_expected, rtol=1e-12)
@@ -104,7 +113,7 @@ def test_hvp_and_cross_hvp_returns_gradient_hessian_and_mixed_products():
 
 def test_integer_leaves_get_float0_cross_products():
   phi = {"w": jnp.ones(3), "mask": jnp.array([1, 0, 1])}
-  f = lambda p, y: jnp.sum(p["w"] * p["mask"] * y ** 3)
+  f = lambda p, y: jnp.sum(p["w"] * p["mask"] * y**3)
   _, hess_v, cross = diff.hvp_and_cross_hvp(f, phi, jnp.ones(3), jnp.ones(3))
   np.testing.assert_allclose(hess_v, [6.0, 0.0, 6.0])
   np.testing.assert_allclose(cross["w"], [3.0, 0.0, 3.0])
@@ -121,8 +130,12 @@ def test_hvp_agrees_with_finite_differences(seed):
     def products(phi, y, v, w):
       f = lambda y_: _energy(phi, y_)
       g = lambda p: _energy(p, y)  # the HVP w.r.t. all of phi (a pytree)
-      return (diff.hvp(f, y, v), diff.finite_difference_hvp(f, y, v, eps=1e-5),
-              diff.hvp(g, phi, w), diff.finite_difference_hvp(g, phi, w, eps=1e-5))
+      return (
+        diff.hvp(f, y, v),
+        diff.finite_difference_hvp(f, y, v, eps=1e-5),
+        diff.hvp(g, phi, w),
+        diff.finite_difference_hvp(g, phi, w, eps=1e-5),
+      )
 
     exact, numeric, exact_phi, numeric_phi = products(phi, jnp.asarray(y), jnp.asarray(v), w)
     np.testing.assert_allclose(exact, numeric, rtol=1e-7, atol=1e-8)

@@ -17,10 +17,12 @@ import numpy as np
 import optax
 
 from energynets import testing
+from energynets.energies import ICNNEnergy
+from energynets.energies import SPENEnergy
 from energynets.inference import GBIConfig
-from energynets.objectives import ssvm
-from energynets.energies import ICNNEnergy, SPENEnergy
+from energynets.inference import Projected
 from energynets.nets import MLP
+from energynets.objectives import ssvm
 
 L, D, B = 4, 5, 6
 ICNN = ICNNEnergy(L, feature_hidden=(6,), hidden=(8, 8))
@@ -52,17 +54,19 @@ def _params(module, seed, scale=1.0, dtype=np.float32):
   return jax.tree.map(fill, shapes)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jit(module, method="__call__"):
   """`(params, *args) -> module.apply(...)`, jitted once per module and method."""
   return jax.jit(lambda p, *a: module.apply({"params": p}, *a, method=method))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hessians(module):
   """`(params, x [B, D], y [B, L]) -> [B, L, L]`: ∂²E/∂y² per example."""
+
   def one(p, xi, yi):
     return jax.hessian(lambda v: module.apply({"params": p}, xi[None], v[None])[0])(yi)
+
   return jax.jit(jax.vmap(one, in_axes=(None, 0, 0)))
 
 
@@ -88,7 +92,6 @@ def _min_hessian_eigenvalue(module, params, seed):
 
 
 class ICNNEnergyTest(parameterized.TestCase):
-
   @parameterized.parameters(True, False)
   def test_shape_and_examples_are_independent(self, conditional):
     energy = ICNN.clone(conditional=conditional)
@@ -100,8 +103,7 @@ class ICNNEnergyTest(parameterized.TestCase):
     batch = e(params, x, y)
     self.assertEqual(batch.shape, (B,))
     self.assertTrue(np.all(np.isfinite(batch)))
-    np.testing.assert_allclose(e(params, x[::-1], y[::-1]), batch[::-1], rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(e(params, x[::-1], y[::-1]), batch[::-1], rtol=1e-5, atol=1e-6)
     mixed = e(params, np.concatenate([x[:1], x2[1:]]), np.concatenate([y[:1], y2[1:]]))
     np.testing.assert_allclose(mixed[0], batch[0], rtol=1e-6)
     # The global term sees x only when conditional.
@@ -116,21 +118,25 @@ class ICNNEnergyTest(parameterized.TestCase):
     x, y = _inputs(5, y_scale=None)
     mlp = MLP((6,), L)
     logits = _jit(ICNN, "local_logits")(params, x)
-    np.testing.assert_allclose(logits, mlp.apply({"params": params["local_net"]}, x),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+      logits, mlp.apply({"params": params["local_net"]}, x), rtol=1e-5, atol=1e-6
+    )
     spen = SPENEnergy(L, (6,))
     spen_params = jax.eval_shape(spen.init, jax.random.key(0), x, y)["params"]
-    self.assertEqual(jax.tree.map(np.shape, params["local_net"]),
-                     jax.tree.map(np.shape, spen_params["local_net"]))
+    self.assertEqual(
+      jax.tree.map(np.shape, params["local_net"]), jax.tree.map(np.shape, spen_params["local_net"])
+    )
     encoding = _jit(ICNN, "encode")(params, x)
     self.assertEqual(encoding.features.shape, (B, 6))
     energy = _jit(ICNN)(params, x, y)
-    np.testing.assert_allclose(_jit(ICNN, "energy_from_encoding")(params, encoding, y),
-                               energy, rtol=1e-6)
+    np.testing.assert_allclose(
+      _jit(ICNN, "energy_from_encoding")(params, encoding, y), energy, rtol=1e-6
+    )
     # With the output weights at exactly 0 (softplus(−1e4) = 0) only −Σ ȳ_i ℓ_i(x) remains.
     params["global"]["output"]["raw_kernel"] = np.full((8, 1), -1e4, np.float32)
-    np.testing.assert_allclose(_jit(ICNN)(params, x, y), -np.sum(y * logits, -1),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+      _jit(ICNN)(params, x, y), -np.sum(y * logits, -1), rtol=1e-5, atol=1e-6
+    )
 
   def test_initial_weights_are_non_negative_and_scaled(self):
     x, y = _inputs(6)
@@ -148,8 +154,7 @@ class ICNNEnergyTest(parameterized.TestCase):
       energy = ICNN.clone(enforce_convexity=enforce)
       params = _params(energy, 7, dtype=np.float64)
       x, y = _inputs(8, batch=2, dtype=np.float64, y_scale=None)
-      d = testing.energy_derivatives(lambda v: energy.apply({"params": params}, x, v), y,
-                                     seed=9)
+      d = testing.energy_derivatives(lambda v: energy.apply({"params": params}, x, v), y, seed=9)
       np.testing.assert_allclose(d.analytic, d.finite_difference, rtol=1e-6)
       np.testing.assert_allclose(d.grad_other[0], d.grad_at_y[0], rtol=1e-12)
       self.assertTrue(np.all(np.isfinite(d.hvp)))
@@ -181,9 +186,14 @@ class ICNNEnergyTest(parameterized.TestCase):
 
   def test_plugs_into_the_ssvm_objective(self):
     """A drop-in for SPENEnergy: SSVM training with loss-augmented GBI lowers the hinge."""
-    objective = ssvm.ssvm_hinge(ICNN, optax.adam(1e-2),
-                                loss_aug_gbi=GBIConfig(method="projected", num_steps=5),
-                                predict_gbi=GBIConfig(method="projected", max_steps=5))
+    objective = ssvm.ssvm_hinge(
+      ICNN,
+      optax.adam(1e-2),
+      options=ssvm.SSVMOptions(
+        loss_aug_gbi=GBIConfig(parametrization=Projected(), num_steps=5),
+        predict_gbi=GBIConfig(parametrization=Projected(), max_steps=5),
+      ),
+    )
     x, _ = _inputs(15)
     y = (np.random.RandomState(15).uniform(size=(B, L)) < 0.5).astype(np.float32)
     batch = {"x": x, "y": y}

@@ -19,10 +19,16 @@ import numpy as np
 
 from energynets import domains
 from energynets import testing
-from energynets.energies import DeepPriorEnergy, FieldOfExperts, soft_abs
-from energynets.inference import GBIConfig, gbi_scan
+from energynets.energies import DeepPriorEnergy
+from energynets.energies import FieldOfExperts
+from energynets.energies import soft_abs
+from energynets.inference import GBIConfig
+from energynets.inference import Momentum
+from energynets.inference import Projected
+from energynets.inference import gbi_scan
 from energynets.nets import CNNDenoiser
-from energynets.nets.cnn import PatchConv, resolve_conv_impl
+from energynets.nets.cnn import PatchConv
+from energynets.nets.cnn import resolve_conv_impl
 
 B, H, W = 3, 8, 9
 FOE = FieldOfExperts(num_filters=3, filter_size=3, noise_variance=0.02, init_weight=0.7)
@@ -42,7 +48,7 @@ def _key(seed):
   return jax.random.key(seed, impl="unsafe_rbg")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jit(module, method="__call__"):
   """`(params, *args) -> module.apply(...)`, jitted once per module and method."""
   return jax.jit(lambda p, *a: module.apply({"params": p}, *a, method=method))
@@ -91,7 +97,7 @@ def _foe_reference(params, x, y, temperature, noise_variance):
   for b in range(y.shape[0]):
     for i in range(y.shape[1] - s + 1):
       for j in range(y.shape[2] - s + 1):
-        u = np.einsum("pq,pqk->k", y[b, i:i + s, j:j + s], kernel)
+        u = np.einsum("pq,pqk->k", y[b, i : i + s, j : j + s], kernel)
         # ½SoftPlus_β(u) + ½SoftPlus_β(−u) = log(2 + 2 cosh βu) / (2β)
         out[b] += np.sum(alpha * np.log(2 + 2 * np.cosh(beta * u)) / (2 * beta))
   return out
@@ -113,13 +119,13 @@ def _check_independent(test, fn, params, x, y, x2, y2, rtol=1e-5):
 
 
 class SoftAbsTest(absltest.TestCase):
-
   def test_closed_form_and_limits(self):
     u = np.linspace(-1.0, 1.0, 41).astype(np.float32)
     sa = jax.jit(soft_abs, static_argnums=1)
     for beta in (1.0, 25.0):
-      np.testing.assert_allclose(sa(u, beta), np.log(2 + 2 * np.cosh(beta * u)) / (2 * beta),
-                                 rtol=1e-5)
+      np.testing.assert_allclose(
+        sa(u, beta), np.log(2 + 2 * np.cosh(beta * u)) / (2 * beta), rtol=1e-5
+      )
     np.testing.assert_allclose(sa(u, 25.0), sa(-u, 25.0), rtol=1e-6)
     edges = sa(np.array([0.0, -3.0, 3.0] + [0.0] * 38, np.float32), 25.0)[:3]
     # SoftAbs(0) = log(2)/β, and far from 0 it is |u|/2 (Eq. 14 halves |·|; α absorbs it).
@@ -130,35 +136,37 @@ class SoftAbsTest(absltest.TestCase):
 
 
 class FieldOfExpertsTest(parameterized.TestCase):
-
   def test_matches_numpy_reference(self):
     params = _params(FOE)
     x, y = _images(1)
-    np.testing.assert_allclose(_jit(FOE)(params, x, y),
-                               _foe_reference(params, x, y, 25.0, 0.02), rtol=1e-5)
+    np.testing.assert_allclose(
+      _jit(FOE)(params, x, y), _foe_reference(params, x, y, 25.0, 0.02), rtol=1e-5
+    )
 
   def test_parameters(self):
     params = _init(FOE)
     self.assertEqual(params["filters"]["kernel"].shape, (3, 3, 1, 3))
     self.assertNotIn("bias", params["filters"])
     np.testing.assert_allclose(np.exp(params["log_weights"]), [0.7] * 3, rtol=1e-6)
-    np.testing.assert_allclose(np.exp(params["data_term"]["log_noise_variance"]), 0.02,
-                               rtol=1e-6)
+    np.testing.assert_allclose(np.exp(params["data_term"]["log_noise_variance"]), 0.02, rtol=1e-6)
     x, y = _images(0, h=12, w=12)
     shapes = jax.eval_shape(FieldOfExperts().init, jax.random.key(0), x, y)["params"]
     self.assertEqual(shapes["filters"]["kernel"].shape, (5, 5, 1, 24))  # the defaults
-    fixed = jax.eval_shape(FieldOfExperts(learn_noise_variance=False).init,
-                           jax.random.key(0), x, y)["params"]
+    fixed = jax.eval_shape(
+      FieldOfExperts(learn_noise_variance=False).init, jax.random.key(0), x, y
+    )["params"]
     self.assertNotIn("data_term", fixed)
     # A fixed σ² is the configured constant: E = ‖y − x‖²/(2σ²) + prior.
-    fixed_foe = FieldOfExperts(num_filters=3, filter_size=3, noise_variance=0.05,
-                               learn_noise_variance=False)
+    fixed_foe = FieldOfExperts(
+      num_filters=3, filter_size=3, noise_variance=0.05, learn_noise_variance=False
+    )
     x, y = _images(2)
     fixed_params = {k: v for k, v in params.items() if k != "data_term"}
     np.testing.assert_allclose(
-        _jit(fixed_foe)(fixed_params, x, y) - _jit(FOE)(params, x, y),
-        np.sum((np.asarray(y) - np.asarray(x)) ** 2, (1, 2)) * (1 / 0.1 - 1 / 0.04),
-        rtol=1e-4)
+      _jit(fixed_foe)(fixed_params, x, y) - _jit(FOE)(params, x, y),
+      np.sum((np.asarray(y) - np.asarray(x)) ** 2, (1, 2)) * (1 / 0.1 - 1 / 0.04),
+      rtol=1e-4,
+    )
 
   @parameterized.parameters("VALID", "REFLECT", "SAME")
   def test_shapes_and_examples_are_independent(self, padding):
@@ -177,11 +185,16 @@ class FieldOfExpertsTest(parameterized.TestCase):
       # α = exp(−1e4) is exactly 0.
       params["log_weights"] = np.full_like(params["log_weights"], -1e4)
       x, y = _images(4, dtype=np.float64)
-      energy_and_grad = jax.jit(jax.vmap(jax.value_and_grad(
-          lambda v, xi: FOE.apply({"params": params}, xi[None], v[None])[0])))
-      np.testing.assert_allclose(energy_and_grad(y, x)[0],
-                                 np.sum((np.asarray(y) - np.asarray(x)) ** 2, (1, 2)) / 0.04,
-                                 rtol=1e-12)
+      energy_and_grad = jax.jit(
+        jax.vmap(
+          jax.value_and_grad(lambda v, xi: FOE.apply({"params": params}, xi[None], v[None])[0])
+        )
+      )
+      np.testing.assert_allclose(
+        energy_and_grad(y, x)[0],
+        np.sum((np.asarray(y) - np.asarray(x)) ** 2, (1, 2)) / 0.04,
+        rtol=1e-12,
+      )
       energy, grad = energy_and_grad(x, x)
       np.testing.assert_array_equal(energy, np.zeros(B))
       np.testing.assert_array_equal(grad, np.zeros(x.shape))
@@ -220,19 +233,24 @@ class FieldOfExpertsTest(parameterized.TestCase):
 
 
 class DeepPriorEnergyTest(parameterized.TestCase):
-
   def test_paper_architecture(self):
     x, y = _images(0, h=16, w=16)
     shapes = jax.eval_shape(DeepPriorEnergy().init, jax.random.key(0), x, y)["params"]
     self.assertEqual(set(shapes), {"prior", "data_term"})
     shapes = jax.tree.map(jnp.shape, shapes["prior"])
-    self.assertEqual(shapes, {"conv_0": {"kernel": (7, 7, 1, 32), "bias": (32,)},
-                              "conv_1": {"kernel": (7, 7, 32, 32), "bias": (32,)},
-                              "readout": {"kernel": (1, 1, 32, 1)}})
+    self.assertEqual(
+      shapes,
+      {
+        "conv_0": {"kernel": (7, 7, 1, 32), "bias": (32,)},
+        "conv_1": {"kernel": (7, 7, 32, 32), "bias": (32,)},
+        "readout": {"kernel": (1, 1, 32, 1)},
+      },
+    )
     # The feed-forward baseline has the same kernels (and a readout bias).
     net = jax.eval_shape(CNNDenoiser().init, jax.random.key(0), x)["params"]["net"]
-    self.assertEqual({k: v["kernel"].shape for k, v in net.items()},
-                     {k: v["kernel"] for k, v in shapes.items()})
+    self.assertEqual(
+      {k: v["kernel"].shape for k, v in net.items()}, {k: v["kernel"] for k, v in shapes.items()}
+    )
 
   @parameterized.parameters(("VALID", "sum"), ("REFLECT", "mean"))
   def test_shapes_and_examples_are_independent(self, padding, pooling):
@@ -251,11 +269,13 @@ class DeepPriorEnergyTest(parameterized.TestCase):
     x2, _ = _images(10)
     prior = _jit(energy, "prior_energy")(params, y)
     np.testing.assert_allclose(
-        _jit(energy)(params, x, y) - _jit(energy)(params, x2, y),
-        (np.sum((y - x) ** 2, (1, 2)) - np.sum((y - x2) ** 2, (1, 2))) / 0.08, rtol=1e-4)
+      _jit(energy)(params, x, y) - _jit(energy)(params, x2, y),
+      (np.sum((y - x) ** 2, (1, 2)) - np.sum((y - x2) ** 2, (1, 2))) / 0.08,
+      rtol=1e-4,
+    )
     np.testing.assert_allclose(
-        _jit(energy)(params, x, y), _jit(energy, "data_energy")(params, x, y) + prior,
-        rtol=1e-6)
+      _jit(energy)(params, x, y), _jit(energy, "data_energy")(params, x, y) + prior, rtol=1e-6
+    )
     # 'VALID' 3×3 twice on 8×9: a 4×5 map; mean pooling is the sum / 20.
     mean = _jit(energy.clone(pooling="mean"), "prior_energy")(params, y)
     np.testing.assert_allclose(mean, prior / 20, rtol=1e-5)
@@ -268,17 +288,23 @@ class DeepPriorEnergyTest(parameterized.TestCase):
     params = _params(energy)
     x, y = _images(11)
     np.testing.assert_allclose(
-        _jit(normalized, "prior_energy")(params, y),
-        _jit(energy, "prior_energy")(params, (y - 0.6) / 0.2), rtol=1e-5)
-    np.testing.assert_allclose(_jit(normalized, "data_energy")(params, x, y),
-                               _jit(energy, "data_energy")(params, x, y), rtol=1e-6)
+      _jit(normalized, "prior_energy")(params, y),
+      _jit(energy, "prior_energy")(params, (y - 0.6) / 0.2),
+      rtol=1e-5,
+    )
+    np.testing.assert_allclose(
+      _jit(normalized, "data_energy")(params, x, y),
+      _jit(energy, "data_energy")(params, x, y),
+      rtol=1e-6,
+    )
     self.assertFalse(np.allclose(_jit(normalized)(params, x, y), _jit(energy)(params, x, y)))
 
   def test_bad_arguments_raise(self):
     x, y = _images(0, h=12, w=20)
     with self.assertRaisesRegex(ValueError, "positive std"):
-      jax.eval_shape(DeepPriorEnergy(input_std=0.0).init, jax.random.key(0),
-                     *_images(0, h=16, w=16))
+      jax.eval_shape(
+        DeepPriorEnergy(input_std=0.0).init, jax.random.key(0), *_images(0, h=16, w=16)
+      )
     with self.assertRaisesRegex(ValueError, "at least 13x13"):
       jax.eval_shape(DeepPriorEnergy().init, jax.random.key(0), x, y)
     with self.assertRaisesRegex(ValueError, "pooling"):
@@ -288,27 +314,29 @@ class DeepPriorEnergyTest(parameterized.TestCase):
 class SmoothnessTest(parameterized.TestCase):
   """∂E/∂y and the HVP (jvp of grad, what unrolled GBI training differentiates)."""
 
-  @parameterized.named_parameters(("foe", FOE), ("foe_reflect", FOE.clone(padding="REFLECT")),
-                                  ("deep_prior", DEEP))
+  @parameterized.named_parameters(
+    ("foe", FOE), ("foe_reflect", FOE.clone(padding="REFLECT")), ("deep_prior", DEEP)
+  )
   def test_gradient_and_hvp_match_finite_differences(self, energy):
     with jax.enable_x64(True):
       params = _f64(_params(energy, 11))
       x, y = _images(12, batch=2, dtype=np.float64)
-      d = testing.energy_derivatives(lambda v: energy.apply({"params": params}, x, v), y,
-                                     seed=13)
+      d = testing.energy_derivatives(lambda v: energy.apply({"params": params}, x, v), y, seed=13)
       np.testing.assert_allclose(d.analytic, d.finite_difference, rtol=1e-6)
       # Per-example gradient: example 0's gradient ignores example 1's y.
       np.testing.assert_allclose(d.grad_other[0], d.grad_at_y[0], rtol=1e-12)
       self.assertTrue(np.all(np.isfinite(d.hvp)))
-      np.testing.assert_allclose(d.hvp, d.hvp_finite_difference, rtol=1e-5,
-                                 atol=1e-6 * float(np.max(np.abs(d.hvp))))
+      np.testing.assert_allclose(
+        d.hvp, d.hvp_finite_difference, rtol=1e-5, atol=1e-6 * float(np.max(np.abs(d.hvp)))
+      )
 
   def test_unrolled_gbi_is_differentiable_in_params(self):
     """The E2E use (FOE-3): a loss of T unrolled GBI steps from x, differentiated in φ."""
     params = _params(FOE)
     x, y = _images(15)
-    config = GBIConfig(method="projected", optimizer="momentum", learning_rate=1e-3,
-                       momentum=0.25, num_steps=3)
+    config = GBIConfig(
+      parametrization=Projected(), direction=Momentum(0.25), learning_rate=1e-3, num_steps=3
+    )
     fn = lambda p, xx, v: FOE.apply({"params": p}, xx, v)
 
     def loss(p):
@@ -330,29 +358,35 @@ class ConvImplTest(parameterized.TestCase):
   implementations against each other, including the second derivatives E2E training uses.
   """
 
-  @parameterized.parameters(("VALID", (3, 3), 1, 4), ("SAME", (3, 3), 2, 3),
-                            ("VALID", (2, 4), 3, 5), ("SAME", (4, 2), 1, 2))
+  @parameterized.parameters(
+    ("VALID", (3, 3), 1, 4), ("SAME", (3, 3), 2, 3), ("VALID", (2, 4), 3, 5), ("SAME", (4, 2), 1, 2)
+  )
   def test_patch_conv_is_flax_conv(self, padding, kernel, channels, features):
     v = np.random.RandomState(21).randn(2, 7, 6, channels).astype(np.float32)
     lax_conv = nn.Conv(features, kernel, padding=padding)
     patch_conv = PatchConv(features, kernel, padding=padding)
     params = lax_conv.init(_key(3), v)
-    self.assertEqual(jax.tree.map(np.shape, patch_conv.init(_key(3), v)), jax.tree.map(np.shape, params))
+    self.assertEqual(
+      jax.tree.map(np.shape, patch_conv.init(_key(3), v)), jax.tree.map(np.shape, params)
+    )
     # The same initializers: the same draw from the same key.
     for a, b in zip(jax.tree.leaves(patch_conv.init(_key(3), v)), jax.tree.leaves(params)):
       np.testing.assert_array_equal(a, b)
-    params = jax.tree.map(lambda a: a + 0.1 * np.random.RandomState(4).randn(*a.shape)
-                          .astype(a.dtype), params)  # non-zero bias too
-    np.testing.assert_allclose(patch_conv.apply(params, v), lax_conv.apply(params, v),
-                               rtol=1e-5, atol=1e-5)
+    params = jax.tree.map(
+      lambda a: a + 0.1 * np.random.RandomState(4).randn(*a.shape).astype(a.dtype), params
+    )  # non-zero bias too
+    np.testing.assert_allclose(
+      patch_conv.apply(params, v), lax_conv.apply(params, v), rtol=1e-5, atol=1e-5
+    )
     loss = lambda conv: lambda p, u: jnp.sum(jnp.sin(conv.apply(p, u)))
     g_patch = jax.grad(loss(patch_conv), argnums=(0, 1))(params, v)
     g_lax = jax.grad(loss(lax_conv), argnums=(0, 1))(params, v)
     for a, b in zip(jax.tree.leaves(g_patch), jax.tree.leaves(g_lax)):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
-  @parameterized.named_parameters(("foe", FOE), ("deep_prior", DEEP),
-                                  ("deep_prior_reflect", DEEP.clone(padding="REFLECT")))
+  @parameterized.named_parameters(
+    ("foe", FOE), ("deep_prior", DEEP), ("deep_prior_reflect", DEEP.clone(padding="REFLECT"))
+  )
   def test_energies_and_their_hvps_agree(self, energy):
     params = _params(energy, 22)
     x, y = _images(23)
@@ -369,8 +403,9 @@ class ConvImplTest(parameterized.TestCase):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(b))))
 
   def test_auto_and_bad_names(self):
-    self.assertEqual(resolve_conv_impl("auto"),
-                     "patches" if jax.default_backend() == "cpu" else "lax")
+    self.assertEqual(
+      resolve_conv_impl("auto"), "patches" if jax.default_backend() == "cpu" else "lax"
+    )
     self.assertEqual(resolve_conv_impl("lax"), "lax")
     with self.assertRaisesRegex(ValueError, "conv_impl"):
       resolve_conv_impl("fft")
@@ -379,7 +414,6 @@ class ConvImplTest(parameterized.TestCase):
 
 
 class CNNDenoiserTest(parameterized.TestCase):
-
   @parameterized.parameters("REFLECT", "SAME")
   def test_shapes_and_starts_at_identity(self, padding):
     net = CNNDenoiser(features=(8, 8), kernel_size=3, padding=padding)
@@ -388,8 +422,9 @@ class CNNDenoiserTest(parameterized.TestCase):
     apply = _jit(net)
     np.testing.assert_array_equal(apply(params, x), x)  # zero-initialized readout: ŷ = x
     # With a non-zero readout it adds a correction, per example, at any size.
-    params["net"]["readout"]["kernel"] = np.ones(params["net"]["readout"]["kernel"].shape,
-                                                 np.float32)
+    params["net"]["readout"]["kernel"] = np.ones(
+      params["net"]["readout"]["kernel"].shape, np.float32
+    )
     for h, w in ((H, W), (4, 5)):
       xs, _ = _images(17, h=h, w=w)
       out = apply(params, xs)
@@ -409,12 +444,16 @@ class CNNDenoiserTest(parameterized.TestCase):
     x, _ = _images(19)
     params = jax.jit(net.init)(_key(2), x)["params"]
     np.testing.assert_array_equal(_jit(normalized)(params, x), x)
-    params["net"]["readout"]["kernel"] = np.full(params["net"]["readout"]["kernel"].shape,
-                                                 0.3, np.float32)
+    params["net"]["readout"]["kernel"] = np.full(
+      params["net"]["readout"]["kernel"].shape, 0.3, np.float32
+    )
     standardized = (x - 0.6) / 0.2
     np.testing.assert_allclose(
-        _jit(normalized)(params, x),
-        x + 0.2 * (_jit(net)(params, standardized) - standardized), rtol=1e-5, atol=1e-6)
+      _jit(normalized)(params, x),
+      x + 0.2 * (_jit(net)(params, standardized) - standardized),
+      rtol=1e-5,
+      atol=1e-6,
+    )
     with self.assertRaisesRegex(ValueError, "positive std"):
       jax.eval_shape(net.clone(input_std=-1.0).init, jax.random.key(0), x)
 

@@ -41,27 +41,44 @@ def _batch():
 
 def _tagger():
   return nets.PackedTagger(
-      embedder=nets.TokenEmbedder(vocab_size=testing.SEQ_VOCAB, word_dim=6,
-                                  char_vocab_size=7, char_dim=4, char_filters=3),
-      encoder=nets.BiLSTM(hidden_size=HIDDEN), num_tags=L)
+    embedder=nets.TokenEmbedder(
+      vocab_size=testing.SEQ_VOCAB, word_dim=6, char_vocab_size=7, char_dim=4, char_filters=3
+    ),
+    encoder=nets.BiLSTM(hidden_size=HIDDEN),
+    num_tags=L,
+  )
 
 
 def _energy():
   return energies.SequenceEnergy(_tagger(), pairwise_scale=0.3)
 
 
-def _objective(primary, **kwargs):
-  kwargs = dict(dict(inner_steps=2, num_samples=3,
-                     inverse_hvp=diff.InverseHVP(num_terms=3, alpha=1e-3)), **kwargs)
-  return implicit.implicit_objective(_tagger(), _energy(), optax.adam(1e-2),
-                                     optax.adam(2e-2), primary=primary, **kwargs)
+NEGATIVES = {
+  "straight_through": implicit.StraightThroughNegatives(),
+  "relaxed": implicit.RelaxedNegatives(0.5),
+}
 
 
-@functools.lru_cache(maxsize=None)
+def _primary(name, negatives="straight_through", include_net_output=False):
+  """The library's primary loss `name` ('ssvm', 'cd' or 'dvn'); CD with 3 samples."""
+  if name == "cd":
+    return implicit.ImplicitCD(
+      num_samples=3, negatives=NEGATIVES[negatives], include_net_output=include_net_output
+    )
+  return {"ssvm": implicit.ImplicitSSVM, "dvn": implicit.ImplicitDVN}[name]()
+
+
+def _objective(primary):
+  options = implicit.ImplicitOptions(inner_steps=2, inverse_hvp=diff.Neumann(3, alpha=1e-3))
+  return implicit.implicit_objective(
+    _energy(), _tagger(), optax.adam(1e-2), optax.adam(2e-2), options=options, primary=primary
+  )
+
+
+@functools.cache
 def _compiled(primary, negatives="straight_through", include_net_output=False):
   """`(objective, jitted update)`, shared by the tests of one configuration."""
-  objective = _objective(primary, negatives=negatives,
-                         include_net_output=include_net_output)
+  objective = _objective(_primary(primary, negatives, include_net_output))
   return objective, _jit(objective.update)
 
 
@@ -74,7 +91,8 @@ def test_sequence_negatives_are_one_hot_per_real_token():
   batch, mask, _ = _batch()
   logits = jnp.asarray(np.random.RandomState(0).randn(B, T, L), jnp.float32)
   draw = lambda lg, kind: implicit.sampled_negatives(
-      outputs.SEQUENCE, jax.random.key(0), lg, 5, kind, 0.5, batch["y"])
+    outputs.SEQUENCE, jax.random.key(0), lg, 5, NEGATIVES[kind], batch["y"]
+  )
   hard = np.asarray(draw(logits, "straight_through"))
   assert hard.shape == (B, 5, T, L)
   np.testing.assert_array_equal(np.unique(hard), [0.0, 1.0])
@@ -83,16 +101,18 @@ def test_sequence_negatives_are_one_hot_per_real_token():
   weights = jnp.asarray(np.random.RandomState(1).randn(L), jnp.float32)
   grad = jax.grad(lambda lg: jnp.sum(draw(lg, "straight_through") @ weights))(logits)
   real = jnp.asarray(mask)[..., None]
-  want = jax.grad(lambda lg: 5 * jnp.sum(jnp.where(
-      real, jax.nn.softmax(lg, -1), 0.0) @ weights))(logits)
+  want = jax.grad(lambda lg: 5 * jnp.sum(jnp.where(real, jax.nn.softmax(lg, -1), 0.0) @ weights))(
+    logits
+  )
   np.testing.assert_allclose(grad, want, rtol=1e-5, atol=1e-6)
   relaxed = np.asarray(draw(logits, "relaxed"))
-  np.testing.assert_allclose(relaxed.sum(-1), np.broadcast_to(mask[:, None], (B, 5, T)),
-                             rtol=1e-5)
+  np.testing.assert_allclose(relaxed.sum(-1), np.broadcast_to(mask[:, None], (B, 5, T)), rtol=1e-5)
   assert np.all(relaxed[np.broadcast_to(mask[:, None], (B, 5, T))] < 1.0)
 
 
-@pytest.mark.parametrize("primary,negatives,include_net_output", [
+@pytest.mark.parametrize(
+  "primary,negatives,include_net_output",
+  [
     # These compile the largest programs of the suite: they run with --runslow; the
     # multi-label tests cover each primary in the default suite.
     pytest.param("ssvm", "straight_through", False, marks=pytest.mark.slow),
@@ -101,7 +121,8 @@ def test_sequence_negatives_are_one_hot_per_real_token():
     # 35 s of compiling; test_losses_and_gradients_ignore_padded_positions runs the
     # implicit objective on taggers in the default suite.
     pytest.param("cd", "relaxed", True, marks=pytest.mark.slow),
-])
+  ],
+)
 def test_updates_run_on_taggers(primary, negatives, include_net_output):
   batch, _, _ = _batch()
   objective, update = _compiled(primary, negatives, include_net_output)
@@ -133,19 +154,21 @@ class _JunkAtPadding:
 
 def test_losses_and_gradients_ignore_padded_positions():
   batch, mask, _ = _batch()
-  state = _objective("cd").init(jax.random.key(0), batch)
+  state = _objective(_primary("cd")).init(jax.random.key(0), batch)
   tagger, phi = state["inference_net"].params, state["energy"].params
-  kwargs = dict(energy_weight=1.0, num_samples=3, negatives="straight_through",
-                temperature=0.5, include_net_output=True, margin_cost="l1",
-                score="soft_f1", l2=0.0, net_l2=0.0)
+  options = implicit.ImplicitOptions(energy_weight=1.0, l2=0.0, net_l2=0.0)
 
   @_jit
   def values_and_grads(junk):
     theta = {"tagger": tagger, "junk": junk}
     out = {}
-    for primary in implicit.PRIMARY_LOSSES:
-      losses = implicit.ImplicitLosses(_JunkAtPadding(), _energy(), primary=primary,
-                                       **kwargs)
+    for primary in ("ssvm", "cd", "dvn"):
+      losses = implicit.ImplicitLosses(
+        _energy(),
+        _JunkAtPadding(),
+        options=options,
+        primary=_primary(primary, include_net_output=True),
+      )
       for name, fn in (("aux", losses.aux), ("prim", losses.prim)):
         loss = lambda t, p: fn(t, p, batch, jax.random.key(1))[0]
         value, (g_theta, g_phi) = jax.value_and_grad(loss, argnums=(0, 1))(theta, phi)
@@ -175,7 +198,7 @@ def test_training_improves_the_train_batch_token_accuracy():
 
 def test_init_from_a_token_ce_tagger_carries_it_into_both():
   batch, _, _ = _batch()
-  objective = _objective("cd")
+  objective = _objective(_primary("cd"))
   prev = local_token_ce(_tagger(), optax.adam(1e-2)).init(jax.random.key(5), batch)
   state = objective.init_from(prev, jax.random.key(0), batch)
   testing.assert_trees_equal(state["inference_net"].params, prev["net"].params)
@@ -188,5 +211,4 @@ def test_init_from_a_token_ce_tagger_carries_it_into_both():
   crf = crf_objective(_tagger(), L, optax.adam(1e-2)).init(jax.random.key(6), batch)
   state = objective.init_from(crf, jax.random.key(0), batch)
   testing.assert_trees_equal(state["inference_net"].params, crf["net"].params["tagger"])
-  testing.assert_trees_equal(state["energy"].params["local_net"],
-                             crf["net"].params["tagger"])
+  testing.assert_trees_equal(state["energy"].params["local_net"], crf["net"].params["tagger"])

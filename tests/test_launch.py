@@ -14,25 +14,35 @@ import subprocess
 import sys
 import time
 
+from multiprocess import MULTIHOST_FLAGS
+from multiprocess import _subprocess_env
 import numpy as np
 import pytest
-
-from multiprocess import MULTIHOST_FLAGS, _subprocess_env
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAUNCH = REPO_ROOT / "launch"
 CONFIG = "--config=experiments/configs/mlp.py:bibtex"
 # Arguments a shell would mangle if a script dropped a level of quoting.
-ODD_ARGS = ["--config.model.hidden=(512, 512)", "--config.data.path=it's a $HOME; `x`",
-            '--config.train.select_metric="validation/example_f1@0.5"']
+ODD_ARGS = [
+  "--config.model.hidden=(512, 512)",
+  "--config.data.path=it's a $HOME; `x`",
+  '--config.train.select_metric="validation/example_f1@0.5"',
+]
 
 
 def _run(script, *args, env=None, cwd=None):
-  full_env = {k: v for k, v in os.environ.items()
-              if not k.startswith(("TPU_", "SLURM_", "DRY_RUN"))}
+  full_env = {
+    k: v for k, v in os.environ.items() if not k.startswith(("TPU_", "SLURM_", "DRY_RUN"))
+  }
   full_env.update(env or {})
-  return subprocess.run(["bash", str(LAUNCH / script), *args], capture_output=True, text=True,
-                        env=full_env, cwd=cwd or REPO_ROOT, timeout=60)
+  return subprocess.run(
+    ["bash", str(LAUNCH / script), *args],
+    capture_output=True,
+    text=True,
+    env=full_env,
+    cwd=cwd or REPO_ROOT,
+    timeout=60,
+  )
 
 
 def _commands(proc):
@@ -43,7 +53,7 @@ def _commands(proc):
 def _remote(argv):
   """The remote shell command of a `gcloud ... ssh --command=...` argv, as words (the
   shell's operators `;`, `&&`, `||`, `|` as words of their own)."""
-  (command,) = [a[len("--command="):] for a in argv if a.startswith("--command=")]
+  (command,) = [a[len("--command=") :] for a in argv if a.startswith("--command=")]
   lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
   lexer.whitespace_split = True
   return list(lexer)
@@ -52,8 +62,8 @@ def _remote(argv):
 def _follows(words, start):
   """The words after the first occurrence of the word sequence `start` in `words`."""
   for i in range(len(words)):
-    if words[i:i + len(start)] == start:
-      return words[i + len(start):]
+    if words[i : i + len(start)] == start:
+      return words[i + len(start) :]
   raise AssertionError(f"{start} not in {words}")
 
 
@@ -61,16 +71,26 @@ def _worker_args(words):
   """The argv after `bash launch/worker.sh` in `words`: the flags experiments.main gets."""
   i = words.index("launch/worker.sh")
   assert words[i - 1] == "bash"
-  return words[i + 1:]
+  return words[i + 1 :]
 
 
 # ------------------------------------------------------------------------------ TPU pods
 
 
 def test_tpu_all_creates_ships_runs_on_every_worker_and_fetches(tmp_path):
-  proc = _run("tpu_pod.sh", "all", "--dry_run", "--name=en-v4", "--zone=us-central2-b",
-              "--project=my-proj", "--accelerator_type=v4-32", "--runtime_version=v2-alpha",
-              CONFIG, "--workdir=runs/mlp", *ODD_ARGS)
+  proc = _run(
+    "tpu_pod.sh",
+    "all",
+    "--dry_run",
+    "--name=en-v4",
+    "--zone=us-central2-b",
+    "--project=my-proj",
+    "--accelerator_type=v4-32",
+    "--runtime_version=v2-alpha",
+    CONFIG,
+    "--workdir=runs/mlp",
+    *ODD_ARGS,
+  )
   commands = _commands(proc)
   gcloud = [c for c in commands if c[0] == "gcloud"]
   assert all("--zone=us-central2-b" in c and "--project=my-proj" in c for c in gcloud)
@@ -91,24 +111,30 @@ def test_tpu_all_creates_ships_runs_on_every_worker_and_fetches(tmp_path):
   venv = "$HOME/energynets-venv"
   assert _follows(words, ["uv", "venv"])[:3] == ["--python", "3.11", venv]
   assert _follows(words, ["uv", "pip", "install"])[:6] == [
-      "--python", venv + "/bin/python", "-e", "$HOME/energynets[gcs]",
-      f"jax[tpu]=={_tested_jax_version()}", "&&"]
+    "--python",
+    venv + "/bin/python",
+    "-e",
+    "$HOME/energynets[gcs]",
+    f"jax[tpu]=={_tested_jax_version()}",
+    "&&",
+  ]
   # The run: every worker, stale processes and the TPU lock file removed first, then
   # the worker entrypoint in that environment, the flags intact through two shells.
   assert run[4:6] == ["ssh", "en-v4"] and "--worker=all" in run
   words = _remote(run)
   assert words[:2] == ["cd", "energynets"]
-  assert words[words.index("pkill") + 1:][:3] == ["-KILL", "-f", "[e]xperiments[.]main"]
-  assert words[words.index("rm") + 1:][:2] == ["-f", "/tmp/libtpu_lockfile"]
+  assert words[words.index("pkill") + 1 :][:3] == ["-KILL", "-f", "[e]xperiments[.]main"]
+  assert words[words.index("rm") + 1 :][:2] == ["-f", "/tmp/libtpu_lockfile"]
   assert words.index("rm") < words.index("launch/worker.sh")
   assert f"ENERGYNETS_VENV={venv}" in words
   args = _worker_args(words)
-  assert args[:2 + len(ODD_ARGS)] == [CONFIG, "--workdir=runs/mlp", *ODD_ARGS]
+  assert args[: 2 + len(ODD_ARGS)] == [CONFIG, "--workdir=runs/mlp", *ODD_ARGS]
   # Fetch: the (relative) workdir from worker 0 into the local results directory.
   assert fetch[4] == "scp" and "--recurse" in fetch and "--worker=0" in fetch
   assert "en-v4:energynets/runs/mlp" in fetch and "tpu_results/en-v4" in fetch
-  assert commands.index(create) < commands.index(scp_code) < commands.index(run) < \
-      commands.index(fetch)
+  assert (
+    commands.index(create) < commands.index(scp_code) < commands.index(run) < commands.index(fetch)
+  )
 
 
 def test_tpu_run_passes_the_multihost_flag_experiments_main_defines():
@@ -116,50 +142,84 @@ def test_tpu_run_passes_the_multihost_flag_experiments_main_defines():
   (run,) = _commands(proc)
   extra = _worker_args(_remote(run))[2:]
   assert extra, "the run command starts no distributed runtime"
-  proc = subprocess.run([sys.executable, "-m", "experiments.main", "--helpfull"],
-                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-                        env=dict(os.environ, JAX_PLATFORMS="cpu"))
+  proc = subprocess.run(
+    [sys.executable, "-m", "experiments.main", "--helpfull"],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+    env=dict(os.environ, JAX_PLATFORMS="cpu"),
+  )
   for flag in extra:
     name = flag.lstrip("-").split("=")[0]
-    assert re.search(rf"^\s*--(\[no\])?{name}:", proc.stdout + proc.stderr, re.M), \
-        f"experiments.main has no {flag}"
+    assert re.search(rf"^\s*--(\[no\])?{name}:", proc.stdout + proc.stderr, re.M), (
+      f"experiments.main has no {flag}"
+    )
 
 
 def _tested_jax_version() -> str:
   """ENERGYNETS_JAX_VERSION of launch/common.sh: the jax[tpu] version setup installs."""
-  (version,) = re.findall(r"^ENERGYNETS_JAX_VERSION=(\S+)$", (LAUNCH / "common.sh").read_text(),
-                          re.M)
+  (version,) = re.findall(
+    r"^ENERGYNETS_JAX_VERSION=(\S+)$", (LAUNCH / "common.sh").read_text(), re.M
+  )
   return version
 
 
 def test_tpu_setup_pins_the_jax_version_this_environment_tests():
   import jax  # pylint: disable=g-import-not-at-top
+
   pinned = _tested_jax_version()
   assert re.fullmatch(r"\d+\.\d+\.\d+", pinned), f"not a jax release: {pinned!r}"
   if pinned != jax.__version__:
     # A newer jax on the package index is no reason to refuse a change; the skip line
     # (pytest -ra) says what to update once the suite passes on it.
-    pytest.skip(f"the suite runs on jax {jax.__version__}, launch/common.sh pins "
-                f"{pinned}: set ENERGYNETS_JAX_VERSION once this suite passes on it")
+    pytest.skip(
+      f"the suite runs on jax {jax.__version__}, launch/common.sh pins "
+      f"{pinned}: set ENERGYNETS_JAX_VERSION once this suite passes on it"
+    )
 
 
-@pytest.mark.parametrize("option, env", [
+@pytest.mark.parametrize(
+  "option, env",
+  [
     (["--jax_version=0.9.1"], {}),
     ([], {"TPU_JAX_VERSION": "0.9.1"}),
     (["--jax_version=0.9.1"], {"TPU_JAX_VERSION": "0.8.0"}),  # the option wins
-])
+  ],
+)
 def test_tpu_setup_installs_another_jax_version_when_asked(option, env):
-  proc = _run("tpu_pod.sh", "setup", "--dry_run", "--name=a", "--zone=z",
-              "--remote_dir=/opt/my code", *option, env=env)
+  proc = _run(
+    "tpu_pod.sh",
+    "setup",
+    "--dry_run",
+    "--name=a",
+    "--zone=z",
+    "--remote_dir=/opt/my code",
+    *option,
+    env=env,
+  )
   (setup,) = _commands(proc)
   assert _follows(_remote(setup), ["uv", "pip", "install"])[2:5] == [
-      "-e", "/opt/my code[gcs]", "jax[tpu]==0.9.1"]
+    "-e",
+    "/opt/my code[gcs]",
+    "jax[tpu]==0.9.1",
+  ]
 
 
 def test_tpu_settings_from_the_environment_and_dry_run_env_var():
-  proc = _run("tpu_pod.sh", "create,ship,delete", env=dict(
-      DRY_RUN="1", TPU_NAME="pod", TPU_ZONE="europe-west4-a", TPU_ACCELERATOR_TYPE="v5litepod-16",
-      TPU_RUNTIME_VERSION="v2-alpha-tpuv5-lite", TPU_REMOTE_DIR="my code", TPU_SPOT="1"))
+  proc = _run(
+    "tpu_pod.sh",
+    "create,ship,delete",
+    env=dict(
+      DRY_RUN="1",
+      TPU_NAME="pod",
+      TPU_ZONE="europe-west4-a",
+      TPU_ACCELERATOR_TYPE="v5litepod-16",
+      TPU_RUNTIME_VERSION="v2-alpha-tpuv5-lite",
+      TPU_REMOTE_DIR="my code",
+      TPU_SPOT="1",
+    ),
+  )
   commands = _commands(proc)
   create, delete = commands[0], commands[-1]
   assert "--accelerator-type=v5litepod-16" in create and "--spot" in create
@@ -170,30 +230,55 @@ def test_tpu_settings_from_the_environment_and_dry_run_env_var():
 
 
 def test_tpu_ship_data_and_gcs_workdir_fetch():
-  proc = _run("tpu_pod.sh", "ship,fetch", "--dry_run", "--name=a", "--zone=z",
-              "--ship_data=../shared/data", CONFIG, "--workdir=gs://bucket/run 1")
+  proc = _run(
+    "tpu_pod.sh",
+    "ship,fetch",
+    "--dry_run",
+    "--name=a",
+    "--zone=z",
+    "--ship_data=../shared/data",
+    CONFIG,
+    "--workdir=gs://bucket/run 1",
+  )
   commands = _commands(proc)
   data = [c for c in commands if "../shared/data" in c]
   assert len(data) == 1 and "a:energynets/data" in data[0] and "--worker=all" in data[0]
-  assert commands[-1] == ["gcloud", "storage", "cp", "--recursive", "gs://bucket/run 1",
-                          "tpu_results/a"]
+  assert commands[-1] == [
+    "gcloud",
+    "storage",
+    "cp",
+    "--recursive",
+    "gs://bucket/run 1",
+    "tpu_results/a",
+  ]
 
 
 def test_tpu_failed_run_stops_every_worker(tmp_path):
   """Not a dry run: a gcloud stand-in records every call and fails the run's ssh."""
   calls = tmp_path / "calls"
-  _stub(tmp_path / "bin" / "gcloud", f"""
+  _stub(
+    tmp_path / "bin" / "gcloud",
+    f"""
 {shlex.quote(sys.executable)} -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@" \
   >> {shlex.quote(str(calls))}
 [[ "$*" == *launch/worker.sh* ]] && exit 7
 exit 0
-""")
-  proc = _run("tpu_pod.sh", "run,fetch", "--name=a", "--zone=z", CONFIG,
-              "--workdir=gs://bucket/run", cwd=tmp_path,
-              env=dict(PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}"))
+""",
+  )
+  proc = _run(
+    "tpu_pod.sh",
+    "run,fetch",
+    "--name=a",
+    "--zone=z",
+    CONFIG,
+    "--workdir=gs://bucket/run",
+    cwd=tmp_path,
+    env=dict(PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}"),
+  )
   assert proc.returncode == 7
-  assert ("error: the run failed on a worker (gcloud ssh exit status 7): stopping every "
-          "worker") in proc.stderr
+  assert (
+    "error: the run failed on a worker (gcloud ssh exit status 7): stopping every worker"
+  ) in proc.stderr
   run, stop = [json.loads(line) for line in calls.read_text().splitlines()]  # no fetch
   assert "launch/worker.sh" in _remote(run)
   assert stop[3:5] == ["ssh", "a"] and "--worker=all" in stop
@@ -201,14 +286,19 @@ exit 0
   assert _follows(words, ["pkill"])[:3] == ["-KILL", "-f", "[e]xperiments[.]main"]
   # The workers' logs into the workdir, where fetch finds them.
   assert _follows(words, ["gcloud", "storage", "cp"])[:2] == [
-      "$HOME/energynets_logs/worker_*.log", "gs://bucket/run/logs/"]
+    "$HOME/energynets_logs/worker_*.log",
+    "gs://bucket/run/logs/",
+  ]
   # The stop action alone runs the same command.
-  proc = _run("tpu_pod.sh", "stop", "--dry_run", "--name=a", "--zone=z", CONFIG,
-              "--workdir=gs://bucket/run")
+  proc = _run(
+    "tpu_pod.sh", "stop", "--dry_run", "--name=a", "--zone=z", CONFIG, "--workdir=gs://bucket/run"
+  )
   assert _commands(proc) == [["gcloud", *stop]]
 
 
-@pytest.mark.parametrize("args, message", [
+@pytest.mark.parametrize(
+  "args, message",
+  [
     (["run", "--zone=z", CONFIG, "--workdir=w"], "--name"),
     (["run", "--name=a", CONFIG, "--workdir=w"], "--zone"),
     (["run", "--name=a", "--zone=z", "--workdir=w"], "--config"),
@@ -217,7 +307,8 @@ exit 0
     (["launch", "--name=a", "--zone=z"], "unknown action 'launch'"),
     (["setup", "--name=a", "--zone=z", "--jax_version="], "give a jax release"),
     (["--name=a"], "ACTIONS"),
-])
+  ],
+)
 def test_tpu_missing_or_bad_arguments_fail(args, message):
   proc = _run("tpu_pod.sh", *args, "--dry_run")
   assert proc.returncode != 0
@@ -229,50 +320,84 @@ def test_tpu_missing_or_bad_arguments_fail(args, message):
 
 
 def test_slurm_submit_builds_the_sbatch_command():
-  proc = _run("slurm_submit.sh", "--dry_run", "--nodes=4", "--gpus_per_node=2",
-              "--time=01:00:00", "--partition=gpu", "--account=lab", CONFIG,
-              "--workdir=/shared/runs/mlp", *ODD_ARGS)
+  proc = _run(
+    "slurm_submit.sh",
+    "--dry_run",
+    "--nodes=4",
+    "--gpus_per_node=2",
+    "--time=01:00:00",
+    "--partition=gpu",
+    "--account=lab",
+    CONFIG,
+    "--workdir=/shared/runs/mlp",
+    *ODD_ARGS,
+  )
   (sbatch,) = _commands(proc)
   script = str(LAUNCH / "slurm.sbatch")
   i = sbatch.index(script)
   assert sbatch[0] == "sbatch"
   options = sbatch[1:i]
-  for option in ("--nodes=4", "--gpus-per-node=2", "--ntasks-per-node=1",
-                 "--time=01:00:00", "--partition=gpu", "--account=lab",
-                 f"--chdir={REPO_ROOT}"):
+  for option in (
+    "--nodes=4",
+    "--gpus-per-node=2",
+    "--ntasks-per-node=1",
+    "--time=01:00:00",
+    "--partition=gpu",
+    "--account=lab",
+    f"--chdir={REPO_ROOT}",
+  ):
     assert option in options
-  assert sbatch[i + 1:] == [CONFIG, "--workdir=/shared/runs/mlp", *ODD_ARGS]
+  assert sbatch[i + 1 :] == [CONFIG, "--workdir=/shared/runs/mlp", *ODD_ARGS]
 
 
 def test_slurm_submit_passes_the_environment_to_every_task(tmp_path):
   (tmp_path / "venv" / "bin").mkdir(parents=True)
   (tmp_path / "venv" / "bin" / "activate").write_text("")
   activate = "module load cuda/12.4; conda activate energynets"
-  proc = _run("slurm_submit.sh", "--dry_run", "--venv=venv", f"--env_activate={activate}",
-              CONFIG, "--workdir=/w", cwd=tmp_path)
+  proc = _run(
+    "slurm_submit.sh",
+    "--dry_run",
+    "--venv=venv",
+    f"--env_activate={activate}",
+    CONFIG,
+    "--workdir=/w",
+    cwd=tmp_path,
+  )
   (command,) = _commands(proc)
   # In sbatch's environment, which sbatch and srun pass on: no --export quoting.
-  assert command[:3] == ["env", f"ENERGYNETS_VENV={tmp_path / 'venv'}",
-                         f"ENERGYNETS_ENV_ACTIVATE={activate}"] and command[3] == "sbatch"
+  assert (
+    command[:3]
+    == ["env", f"ENERGYNETS_VENV={tmp_path / 'venv'}", f"ENERGYNETS_ENV_ACTIVATE={activate}"]
+    and command[3] == "sbatch"
+  )
   # Not a dry run: a venv that is not there stops it before sbatch.
   proc = _run("slurm_submit.sh", "--venv=/no/venv", CONFIG, "--workdir=/w")
   assert proc.returncode == 2 and "--venv=/no/venv is not a virtual environment" in proc.stderr
 
 
-@pytest.mark.parametrize("args, message", [
+@pytest.mark.parametrize(
+  "args, message",
+  [
     ([CONFIG], "--workdir"),
     (["--workdir=/w"], "--config"),
     (["--nodes=0", CONFIG, "--workdir=/w"], "--nodes"),
-])
+  ],
+)
 def test_slurm_submit_missing_or_bad_arguments_fail(args, message):
   proc = _run("slurm_submit.sh", "--dry_run", *args)
   assert proc.returncode != 0 and message in proc.stderr and proc.stdout == ""
 
 
 def _slurm_env(**extra):
-  env = dict(DRY_RUN="1", SLURM_JOB_ID="123456", SLURM_JOB_NODELIST="gpu[007-008,011]",
-             SLURM_STEP_NODELIST="gpu[007-008,011]", SLURM_NNODES="3",
-             SLURM_GPUS_ON_NODE="4", ENERGYNETS_ROOT=str(REPO_ROOT))
+  env = dict(
+    DRY_RUN="1",
+    SLURM_JOB_ID="123456",
+    SLURM_JOB_NODELIST="gpu[007-008,011]",
+    SLURM_STEP_NODELIST="gpu[007-008,011]",
+    SLURM_NNODES="3",
+    SLURM_GPUS_ON_NODE="4",
+    ENERGYNETS_ROOT=str(REPO_ROOT),
+  )
   env.update(extra)
   return env
 
@@ -282,10 +407,14 @@ def test_sbatch_script_runs_one_task_per_node_with_jax_coordinator(tmp_path):
   # sbatch runs a copy of the script from the job's directory: do the same.
   copy = tmp_path / "job.sh"
   copy.write_text((LAUNCH / "slurm.sbatch").read_text())
-  proc = subprocess.run(["bash", str(copy), CONFIG, "--workdir=/shared/w", *ODD_ARGS],
-                        capture_output=True, text=True, cwd=tmp_path, timeout=60,
-                        env=dict({k: v for k, v in os.environ.items()
-                                  if not k.startswith("SLURM_")}, **env))
+  proc = subprocess.run(
+    ["bash", str(copy), CONFIG, "--workdir=/shared/w", *ODD_ARGS],
+    capture_output=True,
+    text=True,
+    cwd=tmp_path,
+    timeout=60,
+    env=dict({k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}, **env),
+  )
   (command,) = _commands(proc)
   assert command[0] == "env"
   exports = dict(a.split("=", 1) for a in command[1:3])
@@ -296,6 +425,7 @@ def test_sbatch_script_runs_one_task_per_node_with_jax_coordinator(tmp_path):
   assert exports["JAX_LOCAL_DEVICE_IDS"] == "0,1,2,3"  # all 4 GPUs of the node
   # The coordinator is the one JAX's own SLURM detection derives from the same variables.
   from jax._src.clusters import slurm_cluster  # pylint: disable=g-import-not-at-top
+
   with pytest.MonkeyPatch.context() as mp:
     for k, v in env.items():
       mp.setenv(k, v)
@@ -304,12 +434,22 @@ def test_sbatch_script_runs_one_task_per_node_with_jax_coordinator(tmp_path):
 
 
 def test_sbatch_script_typed_gpu_count_and_missing_workdir():
-  proc = _run("slurm.sbatch", CONFIG, "--workdir=/w",
-              env=_slurm_env(SLURM_GPUS_ON_NODE="", SLURM_GPUS_PER_NODE="a100:2",
-                             SLURM_JOB_NODELIST="node1", SLURM_STEP_NODELIST="node1"))
+  proc = _run(
+    "slurm.sbatch",
+    CONFIG,
+    "--workdir=/w",
+    env=_slurm_env(
+      SLURM_GPUS_ON_NODE="",
+      SLURM_GPUS_PER_NODE="a100:2",
+      SLURM_JOB_NODELIST="node1",
+      SLURM_STEP_NODELIST="node1",
+    ),
+  )
   (command,) = _commands(proc)
-  assert "JAX_LOCAL_DEVICE_IDS=0,1" in command and "JAX_COORDINATOR_ADDRESS=node1:" + \
-      str(123456 % 4096 + 61440) in command
+  assert (
+    "JAX_LOCAL_DEVICE_IDS=0,1" in command
+    and "JAX_COORDINATOR_ADDRESS=node1:" + str(123456 % 4096 + 61440) in command
+  )
   proc = _run("slurm.sbatch", CONFIG, env=_slurm_env())
   assert proc.returncode != 0 and "--workdir" in proc.stderr and proc.stdout == ""
 
@@ -318,39 +458,52 @@ def test_sbatch_script_runs_worker_sh_in_the_environment_on_every_task(tmp_path)
   """The job itself, not its dry run: srun and python stand-ins record what each task ran."""
   bin_dir, venv, record = tmp_path / "bin", tmp_path / "venv", tmp_path / "record"
   # srun: runs the command after its options once per node, as task SLURM_PROCID.
-  _stub(bin_dir / "srun", """
+  _stub(
+    bin_dir / "srun",
+    """
 while [[ "$1" == --* ]]; do shift; done
 pids=()
 for (( t = 0; t < SLURM_NNODES; t++ )); do SLURM_PROCID=$t SLURM_LOCALID=0 "$@" & pids+=($!); done
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done
 exit $status
-""")
+""",
+  )
   # A virtual environment whose python records the task, its environment and argv
   # (the version check is the real interpreter's).
   (venv / "bin").mkdir(parents=True)
   (venv / "bin" / "activate").write_text(
-      f"export ENERGYNETS_TEST_ACTIVATED=yes PATH={shlex.quote(str(venv / 'bin'))}:$PATH\n")
-  _stub(venv / "bin" / "python", f"""
+    f"export ENERGYNETS_TEST_ACTIVATED=yes PATH={shlex.quote(str(venv / 'bin'))}:$PATH\n"
+  )
+  _stub(
+    venv / "bin" / "python",
+    f"""
 [[ "$1" == -c ]] && exec {shlex.quote(sys.executable)} "$@"
 echo "$SLURM_PROCID|$ENERGYNETS_TEST_ACTIVATED|$JAX_COORDINATOR_ADDRESS|$*" >> {shlex.quote(str(record))}
 echo "task $SLURM_PROCID training"
-""")
+""",
+  )
   workdir = tmp_path / "w"
   copy = tmp_path / "job.sh"
   copy.write_text((LAUNCH / "slurm.sbatch").read_text())
-  env = _slurm_env(DRY_RUN="0", ENERGYNETS_VENV=str(venv),
-                   PATH=f"{bin_dir}:{os.environ['PATH']}")
-  proc = subprocess.run(["bash", str(copy), CONFIG, f"--workdir={workdir}"],
-                        capture_output=True, text=True, cwd=tmp_path, timeout=60,
-                        env=dict({k: v for k, v in os.environ.items()
-                                  if not k.startswith(("SLURM_", "ENERGYNETS_"))}, **env))
+  env = _slurm_env(DRY_RUN="0", ENERGYNETS_VENV=str(venv), PATH=f"{bin_dir}:{os.environ['PATH']}")
+  proc = subprocess.run(
+    ["bash", str(copy), CONFIG, f"--workdir={workdir}"],
+    capture_output=True,
+    text=True,
+    cwd=tmp_path,
+    timeout=60,
+    env=dict(
+      {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "ENERGYNETS_"))}, **env
+    ),
+  )
   assert proc.returncode == 0, proc.stderr
   tasks = sorted(line.split("|") for line in record.read_text().splitlines())
   coordinator = "gpu007:" + str(123456 % 4096 + 61440)
-  assert tasks == [[str(t), "yes", coordinator,
-                    f"-m experiments.main {CONFIG} --workdir={workdir} --multihost"]
-                   for t in range(3)]
+  assert tasks == [
+    [str(t), "yes", coordinator, f"-m experiments.main {CONFIG} --workdir={workdir} --multihost"]
+    for t in range(3)
+  ]
   for t in range(3):  # one log per task, named by its rank
     log = (workdir / "logs" / f"worker_{t}.log").read_text()
     assert f"task {t} training" in log and log.endswith("exit status 0\n")
@@ -369,16 +522,18 @@ def test_worker_refuses_a_missing_venv_and_a_python_older_than_3_11(tmp_path):
   ran = tmp_path / "ran"
   venv = tmp_path / "old"
   (venv / "bin").mkdir(parents=True)
-  (venv / "bin" / "activate").write_text(
-      f"export PATH={shlex.quote(str(venv / 'bin'))}:$PATH\n")
+  (venv / "bin" / "activate").write_text(f"export PATH={shlex.quote(str(venv / 'bin'))}:$PATH\n")
   # A Python older than 3.11, as a TPU VM image's system Python.
-  _stub(venv / "bin" / "python", f"""
+  _stub(
+    venv / "bin" / "python",
+    f"""
 case "$*" in
   *platform*) echo 3.10.12 ;;
   *version_info*) exit 1 ;;
   *) touch {shlex.quote(str(ran))} ;;
 esac
-""")
+""",
+  )
   args = [CONFIG, f"--workdir={tmp_path / 'w'}"]
   proc = _run("worker.sh", *args, env=dict(ENERGYNETS_VENV=str(venv)))
   assert proc.returncode == 2 and not ran.exists()
@@ -395,25 +550,40 @@ def test_worker_runs_energynets_python_before_the_python_on_path(tmp_path):
   on PATH, even an activated environment's, is not run."""
   record = tmp_path / "record"
   for name in ("on_path", "chosen"):
-    _stub(tmp_path / name / "python", f"""
+    _stub(
+      tmp_path / name / "python",
+      f"""
 [[ "$1" == -c ]] && exec {shlex.quote(sys.executable)} "$@"
 echo "{name} $*" >> {shlex.quote(str(record))}
 exit 75
-""")
+""",
+    )
   venv = tmp_path / "venv"
   (venv / "bin").mkdir(parents=True)
   (venv / "bin" / "activate").write_text(
-      f"export PATH={shlex.quote(str(tmp_path / 'on_path'))}:$PATH\n")
+    f"export PATH={shlex.quote(str(tmp_path / 'on_path'))}:$PATH\n"
+  )
   workdir = tmp_path / "w"
-  proc = _run("worker.sh", CONFIG, f"--workdir={workdir}", env=dict(
-      ENERGYNETS_VENV=str(venv), ENERGYNETS_PYTHON=str(tmp_path / "chosen" / "python"),
-      PATH=f"{tmp_path / 'on_path'}:{os.environ['PATH']}"))
+  proc = _run(
+    "worker.sh",
+    CONFIG,
+    f"--workdir={workdir}",
+    env=dict(
+      ENERGYNETS_VENV=str(venv),
+      ENERGYNETS_PYTHON=str(tmp_path / "chosen" / "python"),
+      PATH=f"{tmp_path / 'on_path'}:{os.environ['PATH']}",
+    ),
+  )
   # Its status is the worker's (75: preempted, in the log's footer too).
   assert proc.returncode == 75, proc.stderr
   assert record.read_text() == f"chosen -m experiments.main {CONFIG} --workdir={workdir}\n"
   assert (workdir / "logs" / "worker_0.log").read_text().endswith("exit status 75\n")
-  proc = _run("worker.sh", CONFIG, f"--workdir={workdir}",
-              env=dict(ENERGYNETS_PYTHON=str(tmp_path / "none" / "python")))
+  proc = _run(
+    "worker.sh",
+    CONFIG,
+    f"--workdir={workdir}",
+    env=dict(ENERGYNETS_PYTHON=str(tmp_path / "none" / "python")),
+  )
   assert proc.returncode == 2 and proc.stderr.count("\n") == 1
   assert f"ENERGYNETS_PYTHON={tmp_path / 'none' / 'python'} is not an interpreter" in proc.stderr
 
@@ -421,13 +591,18 @@ exit 75
 # ------------------------------------------------------------------ local_pod.sh
 
 
-@pytest.mark.parametrize("args, message", [
+@pytest.mark.parametrize(
+  "args, message",
+  [
     (["0", CONFIG, "--workdir=W"], "number of processes N"),
     (["2", CONFIG], "--workdir"),
-    (["2", CONFIG, "--workdir=W", "--process_id=1"], "sets the distributed flags itself: "
-     "drop --process_id"),
+    (
+      ["2", CONFIG, "--workdir=W", "--process_id=1"],
+      "sets the distributed flags itself: drop --process_id",
+    ),
     (["2", CONFIG, "--workdir=W", "--multihost"], "drop --multihost"),
-])
+  ],
+)
 def test_local_pod_bad_arguments_fail(args, message, tmp_path):
   workdir = tmp_path / "w"
   proc = _run("local_pod.sh", *(a.replace("=W", f"={workdir}") for a in args))
@@ -438,11 +613,23 @@ def test_local_pod_bad_arguments_fail(args, message, tmp_path):
 POD_STEPS = 30
 # The multi-host test run, trained long enough (20 steps and two evaluations after the
 # first checkpoint, at step 10) that a worker killed after that checkpoint dies mid-run.
-POD_FLAGS = (*(f for f in MULTIHOST_FLAGS if f.split("=")[0] not in (
-    "--config.train.steps", "--config.train.eval_every", "--config.train.log_every",
-    "--config.train.checkpoint_every")),
-             f"--config.train.steps={POD_STEPS}", "--config.train.eval_every=10",
-             "--config.train.log_every=10", "--config.train.checkpoint_every=10")
+POD_FLAGS = (
+  *(
+    f
+    for f in MULTIHOST_FLAGS
+    if f.split("=")[0]
+    not in (
+      "--config.train.steps",
+      "--config.train.eval_every",
+      "--config.train.log_every",
+      "--config.train.checkpoint_every",
+    )
+  ),
+  f"--config.train.steps={POD_STEPS}",
+  "--config.train.eval_every=10",
+  "--config.train.log_every=10",
+  "--config.train.checkpoint_every=10",
+)
 POD_TIMEOUT_S = 300
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
 
@@ -490,8 +677,12 @@ class _Pod:
     self.workdir, self.stderr_path = workdir, stderr_path
     with open(stderr_path, "w") as err:
       self.proc = subprocess.Popen(
-          ["bash", str(LAUNCH / "local_pod.sh"), str(n), *POD_FLAGS, f"--workdir={workdir}"],
-          cwd=REPO_ROOT, env=_subprocess_env(1), stdout=subprocess.DEVNULL, stderr=err)
+        ["bash", str(LAUNCH / "local_pod.sh"), str(n), *POD_FLAGS, f"--workdir={workdir}"],
+        cwd=REPO_ROOT,
+        env=_subprocess_env(1),
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+      )
     self.deadline = time.monotonic() + POD_TIMEOUT_S
     self.seen = set()  # every process of the pod seen by `tree`
 
@@ -503,8 +694,12 @@ class _Pod:
 
   def report(self):
     logs = sorted((self.workdir / "logs").glob("worker_*.log"))
-    return "\n".join([f"--- launcher\n{self.stderr_path.read_text()}",
-                      *(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in logs)])
+    return "\n".join(
+      [
+        f"--- launcher\n{self.stderr_path.read_text()}",
+        *(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in logs),
+      ]
+    )
 
   def wait_for(self, condition, what):
     while not condition():
@@ -549,6 +744,7 @@ def _workers_started(pod, n):
       return all(pod.python_pid(i) for i in range(n))
     except (OSError, ValueError, IndexError):
       return False
+
   return started
 
 
@@ -576,24 +772,40 @@ def _metrics(workdir):
 
 
 @needs_proc
-@pytest.mark.parametrize("n, victim", [
+@pytest.mark.parametrize(
+  "n, victim",
+  [
     (2, 1),
     # The coordinator's process, four processes on two cores: about a minute.
-    pytest.param(4, 0, marks=pytest.mark.slow)])
+    pytest.param(4, 0, marks=pytest.mark.slow),
+  ],
+)
 def test_local_pod_killed_worker_stops_the_pod_and_a_rerun_resumes(n, victim, tmp_path):
   workdir = tmp_path / "pod"
   # The reference, run meanwhile: one process with the pod's n devices, drawing the
   # batches of n processes (each holds 1/n of the training rows: n data shards).
   with open(tmp_path / "reference.log", "w") as log:
     reference = subprocess.Popen(
-        [sys.executable, "-m", "experiments.main", *POD_FLAGS,
-         f"--config.data.num_shards={n}", f"--workdir={tmp_path / 'reference'}"],
-        cwd=REPO_ROOT, env=_subprocess_env(n), stdout=log, stderr=subprocess.STDOUT)
+      [
+        sys.executable,
+        "-m",
+        "experiments.main",
+        *POD_FLAGS,
+        f"--config.data.num_shards={n}",
+        f"--workdir={tmp_path / 'reference'}",
+      ],
+      cwd=REPO_ROOT,
+      env=_subprocess_env(n),
+      stdout=log,
+      stderr=subprocess.STDOUT,
+    )
   pod = _Pod(n, workdir, tmp_path / "pod.err")
   try:
+
     def checkpointed():
       steps = [p.name for p in (workdir / "checkpoints").glob("*") if p.name.isdigit()]
       return bool(steps)
+
     pod.wait_for(checkpointed, "a first checkpoint")
     tree = pod.tree()
     os.kill(pod.python_pid(victim), signal.SIGKILL)
@@ -602,8 +814,10 @@ def test_local_pod_killed_worker_stops_the_pod_and_a_rerun_resumes(n, victim, tm
     # line naming the killed one, within the launcher's grace period and a margin.
     assert status != 0, pod.report()
     log = workdir / "logs" / f"worker_{victim}.log"
-    assert (f"local_pod: error: worker {victim} exited with status 137 (killed by SIGKILL), "
-            f"log {log}; stopping the other workers") in pod.stderr_path.read_text()
+    assert (
+      f"local_pod: error: worker {victim} exited with status 137 (killed by SIGKILL), "
+      f"log {log}; stopping the other workers"
+    ) in pod.stderr_path.read_text()
     assert seconds < 20, (seconds, pod.report())
     print(f"{n} workers stopped {seconds:.1f} s after worker {victim} was killed")
     assert not _left_running(tree), (_left_running(tree), pod.report())
@@ -622,8 +836,10 @@ def test_local_pod_killed_worker_stops_the_pod_and_a_rerun_resumes(n, victim, tm
   finally:
     pod.close()
   # The INFO log of process 0 (its worker log has what it printed: warnings, errors).
-  assert f"resumed from {workdir / 'checkpoints'} at step {steps[-1]}" in \
-      (workdir / "logs" / "main.log").read_text()
+  assert (
+    f"resumed from {workdir / 'checkpoints'} at step {steps[-1]}"
+    in (workdir / "logs" / "main.log").read_text()
+  )
   try:
     assert reference.wait(timeout=POD_TIMEOUT_S) == 0, (tmp_path / "reference.log").read_text()
   finally:
@@ -635,9 +851,12 @@ def test_local_pod_killed_worker_stops_the_pod_and_a_rerun_resumes(n, victim, tm
   assert meta["final_step"] == reference_meta["final_step"] == POD_STEPS
   assert meta["num_devices"] == reference_meta["num_devices"] == n
   assert metrics.keys() == reference_metrics.keys()
-  np.testing.assert_allclose([metrics[k] for k in metrics],
-                             [reference_metrics[k] for k in metrics], atol=1e-6)
+  np.testing.assert_allclose(
+    [metrics[k] for k in metrics], [reference_metrics[k] for k in metrics], atol=1e-6
+  )
   records = [json.loads(l)["step"] for l in (workdir / "metrics.jsonl").read_text().splitlines()]
-  reference_records = [json.loads(l)["step"] for l in
-                       (tmp_path / "reference" / "metrics.jsonl").read_text().splitlines()]
+  reference_records = [
+    json.loads(l)["step"]
+    for l in (tmp_path / "reference" / "metrics.jsonl").read_text().splitlines()
+  ]
   assert records == reference_records

@@ -21,15 +21,15 @@ def _random_case(seed: int, n: int = 60, num_labels: int = 12):
   rng = np.random.default_rng(seed)
   y = (rng.random((n, num_labels)) < rng.uniform(0.1, 0.5)).astype(np.int64)
   probs = np.clip(0.6 * y + 0.7 * rng.random((n, num_labels)) - 0.15, 0.0, 1.0)
-  y[:, 0], probs[:, 0] = 0, 0.1            # Label absent from gold and prediction.
-  y[:, 1], probs[:, 1] = 1, 0.0            # Gold-only label.
-  y[:, 2], probs[:, 2] = 0, 0.99           # Prediction-only label ...
-  probs[:3, 2] = 0.0                       # ... except rows 0-2 below.
-  y[0], probs[0] = 0, 0.2                  # Empty gold, empty prediction.
+  y[:, 0], probs[:, 0] = 0, 0.1  # Label absent from gold and prediction.
+  y[:, 1], probs[:, 1] = 1, 0.0  # Gold-only label.
+  y[:, 2], probs[:, 2] = 0, 0.99  # Prediction-only label ...
+  probs[:3, 2] = 0.0  # ... except rows 0-2 below.
+  y[0], probs[0] = 0, 0.2  # Empty gold, empty prediction.
   y[1], probs[1] = 0, 0.2
-  probs[1, 5] = 0.9                        # Empty gold, non-empty prediction.
+  probs[1, 5] = 0.9  # Empty gold, non-empty prediction.
   y[2, :], probs[2] = 0, 0.0
-  y[2, 4] = 1                              # Non-empty gold, empty prediction.
+  y[2, 4] = 1  # Non-empty gold, empty prediction.
   return y, probs
 
 
@@ -48,19 +48,22 @@ def test_matches_sklearn(seed, threshold):
   assert not y[:, 0].any() and not pred[:, 0].any()
 
   np.testing.assert_allclose(
-      metrics.example_f1(y, pred),
-      skm.f1_score(y, pred, average="samples", zero_division=1.0), rtol=1e-12)
+    metrics.example_f1(y, pred),
+    skm.f1_score(y, pred, average="samples", zero_division=1.0),
+    rtol=1e-12,
+  )
   np.testing.assert_allclose(
-      metrics.micro_f1(y, pred),
-      skm.f1_score(y, pred, average="micro", zero_division=1.0), rtol=1e-12)
+    metrics.micro_f1(y, pred), skm.f1_score(y, pred, average="micro", zero_division=1.0), rtol=1e-12
+  )
   np.testing.assert_allclose(
-      metrics.macro_f1(y, pred),
-      skm.f1_score(y, pred, average="macro", zero_division=1.0), rtol=1e-12)
+    metrics.macro_f1(y, pred), skm.f1_score(y, pred, average="macro", zero_division=1.0), rtol=1e-12
+  )
   np.testing.assert_allclose(
-      metrics.macro_f1(y, pred, zero_division=0.0),
-      skm.f1_score(y, pred, average="macro", zero_division=0.0), rtol=1e-12)
-  np.testing.assert_allclose(
-      metrics.hamming_loss(y, pred), skm.hamming_loss(y, pred), rtol=1e-12)
+    metrics.macro_f1(y, pred, zero_division=0.0),
+    skm.f1_score(y, pred, average="macro", zero_division=0.0),
+    rtol=1e-12,
+  )
+  np.testing.assert_allclose(metrics.hamming_loss(y, pred), skm.hamming_loss(y, pred), rtol=1e-12)
 
   report = metrics.multilabel_report(y, probs, threshold)
   assert set(report) == {"example_f1", "micro_f1", "macro_f1", "hamming"}
@@ -97,8 +100,7 @@ def test_accepts_bool_float_and_jax_inputs():
 
 def test_binarize_is_inclusive():
   probs = np.array([[0.5, 0.49999, 0.50001, 0.0, 1.0]])
-  np.testing.assert_array_equal(metrics.binarize(probs, 0.5),
-                                [[True, False, True, False, True]])
+  np.testing.assert_array_equal(metrics.binarize(probs, 0.5), [[True, False, True, False, True]])
   np.testing.assert_array_equal(metrics.binarize(probs, 0.0), np.ones((1, 5), bool))
 
 
@@ -117,28 +119,28 @@ def test_threshold_grid():
 def test_tune_threshold_maximizes_validation_f1():
   y, probs = _random_case(3, n=200)
   best = metrics.tune_threshold(y, probs)
-  scores = {t: metrics.example_f1(y, metrics.binarize(probs, t))
-            for t in metrics.THRESHOLD_GRID}
+  scores = {t: metrics.example_f1(y, metrics.binarize(probs, t)) for t in metrics.THRESHOLD_GRID}
   assert best in metrics.THRESHOLD_GRID
   assert scores[best] == max(scores.values())
 
 
 @pytest.mark.parametrize(
-    "probs, expected",
-    [
-        # F1 is 1 for every t in (0.10 .. 0.30]: the first maximizer would be
-        # 0.10, the tie rule picks 0.30 (closest to 0.5).
-        ([[0.32, 0.07]], 0.30),
-        # F1 is 1 for every t in (0.70 .. 0.95]: the last maximizer would be
-        # 0.95, the tie rule picks 0.70.
-        ([[0.97, 0.68]], 0.70),
-        # The tie set contains 0.5 itself.
-        ([[0.9, 0.1]], 0.5),
-        # Probabilities exactly on grid values: tuning uses the same inclusive
-        # rule as `binarize` (0.3 >= 0.3 is positive), so 0.30 is in the tie
-        # set; an exclusive rule would pick 0.25.
-        ([[0.3, 0.05]], 0.30),
-    ])
+  "probs, expected",
+  [
+    # F1 is 1 for every t in (0.10 .. 0.30]: the first maximizer would be
+    # 0.10, the tie rule picks 0.30 (closest to 0.5).
+    ([[0.32, 0.07]], 0.30),
+    # F1 is 1 for every t in (0.70 .. 0.95]: the last maximizer would be
+    # 0.95, the tie rule picks 0.70.
+    ([[0.97, 0.68]], 0.70),
+    # The tie set contains 0.5 itself.
+    ([[0.9, 0.1]], 0.5),
+    # Probabilities exactly on grid values: tuning uses the same inclusive
+    # rule as `binarize` (0.3 >= 0.3 is positive), so 0.30 is in the tie
+    # set; an exclusive rule would pick 0.25.
+    ([[0.3, 0.05]], 0.30),
+  ],
+)
 def test_tune_threshold_ties_go_to_closest_to_half(probs, expected):
   y = np.array([[1, 0]])
   assert metrics.tune_threshold(y, np.array(probs)) == expected
@@ -180,8 +182,9 @@ def test_evaluate_multilabel_keys_and_values(seed):
   y_test, p_test = _random_case(seed + 100, n=70)
   res = metrics.evaluate_multilabel(val=(y_val, p_val), test=(y_test, p_test))
   names = ["example_f1", "micro_f1", "macro_f1", "hamming"]
-  expected = {"threshold"} | {f"{s}/{m}{suffix}" for s in ("validation", "test")
-                              for m in names for suffix in ("", "@0.5")}
+  expected = {"threshold"} | {
+    f"{s}/{m}{suffix}" for s in ("validation", "test") for m in names for suffix in ("", "@0.5")
+  }
   assert set(res) == expected
   t = res["threshold"]
   assert t == metrics.tune_threshold(y_val, p_val)
@@ -202,10 +205,9 @@ def test_evaluate_multilabel_keys_and_values(seed):
 def test_soft_f1_equals_example_f1_on_binary(seed):
   y, probs = _random_case(seed)
   pred = (probs >= 0.5).astype(np.float32)
-  soft = np.asarray(metrics.soft_f1(y, pred))
+  soft = np.asarray(metrics.soft_f1(pred, y, eps=1e-7))
   assert soft.shape == (y.shape[0],)
-  exact = np.array([metrics.example_f1(y[i:i + 1], pred[i:i + 1])
-                    for i in range(y.shape[0])])
+  exact = np.array([metrics.example_f1(y[i : i + 1], pred[i : i + 1]) for i in range(y.shape[0])])
   np.testing.assert_allclose(soft, exact, atol=1e-6)
   assert soft[0] == 1.0  # Empty/empty, exactly.
   assert soft[1] == pytest.approx(0.0, abs=1e-6)
@@ -218,8 +220,10 @@ def test_soft_iou_equals_jaccard_on_binary(seed):
   pred = (probs >= 0.5).astype(np.int64)
   soft = np.asarray(metrics.soft_iou(y, pred))
   # sklearn's samples-Jaccard with zero_division=1 scores empty/empty as 1 too.
-  per_example = [skm.jaccard_score(y[i:i + 1], pred[i:i + 1], average="samples",
-                                   zero_division=1.0) for i in range(y.shape[0])]
+  per_example = [
+    skm.jaccard_score(y[i : i + 1], pred[i : i + 1], average="samples", zero_division=1.0)
+    for i in range(y.shape[0])
+  ]
   np.testing.assert_allclose(soft, per_example, atol=1e-6)
   assert soft[0] == 1.0
 
@@ -228,7 +232,7 @@ def test_soft_metrics_jit_vmap_and_axis():
   rng = np.random.default_rng(0)
   y = (rng.random((8, 5)) < 0.4).astype(np.float32)
   s = rng.random((8, 5)).astype(np.float32)
-  for fn in (metrics.soft_f1, metrics.soft_iou):
+  for fn in (lambda a, b, **kw: metrics.soft_f1(b, a, **{"eps": 1e-7, **kw}), metrics.soft_iou):
     ref = fn(y, s)
     np.testing.assert_allclose(jax.jit(fn)(y, s), ref, rtol=1e-6)
     np.testing.assert_allclose(jax.vmap(fn)(y, s), ref, rtol=1e-6)
@@ -237,11 +241,11 @@ def test_soft_metrics_jit_vmap_and_axis():
     flat = fn(y.reshape(2, 20), s.reshape(2, 20))
     np.testing.assert_allclose(img, flat, rtol=1e-6)
   # The soft score at the gold itself is 1; at the complement it is ~0.
-  np.testing.assert_allclose(metrics.soft_f1(y, y), 1.0, rtol=1e-6)
-  assert metrics.soft_f1(y, 1.0 - y).max() < 1e-5
+  np.testing.assert_allclose(metrics.soft_f1(y, y, eps=1e-7), 1.0, rtol=1e-6)
+  assert metrics.soft_f1(1.0 - y, y, eps=1e-7).max() < 1e-5
 
 
-@pytest.mark.parametrize("fn", [metrics.soft_f1, metrics.soft_iou])
+@pytest.mark.parametrize("fn", [lambda y, s, eps: metrics.soft_f1(s, y, eps=eps), metrics.soft_iou])
 def test_soft_metric_grad_matches_finite_differences(fn):
   with jax.enable_x64(True):
     rng = np.random.default_rng(1)
@@ -268,7 +272,7 @@ def test_soft_metric_grad_matches_finite_differences(fn):
 def test_soft_f1_gradient_pushes_towards_gold():
   y = jnp.array([[1.0, 0.0, 1.0, 0.0]])
   s = jnp.full((1, 4), 0.5)
-  g = jax.grad(lambda s: metrics.soft_f1(y, s).sum())(s)
+  g = jax.grad(lambda s: metrics.soft_f1(s, y, eps=1e-7).sum())(s)
   assert (g[0, jnp.array([0, 2])] > 0).all() and (g[0, jnp.array([1, 3])] < 0).all()
 
 

@@ -18,6 +18,7 @@ import pytest
 from energynets import data
 from energynets.data import arff_syntax
 from energynets.data import mulan
+from energynets.data import mulan_datasets
 from energynets.data import mulan_rows
 from energynets.data import registry
 
@@ -67,8 +68,9 @@ def quoted(tmp_path) -> pathlib.Path:
   return path
 
 
-@pytest.mark.parametrize("arff, xml", [("dense.arff", "dense.xml"),
-                                       ("sparse.arff", "sparse.xml"), ("quoted", None)])
+@pytest.mark.parametrize(
+  "arff, xml", [("dense.arff", "dense.xml"), ("sparse.arff", "sparse.xml"), ("quoted", None)]
+)
 def test_kept_rows_equal_the_whole_parse(arff, xml, quoted):
   path = quoted if arff == "quoted" else TESTDATA / arff
   kwargs = {"xml_path": TESTDATA / xml} if xml else {"num_labels": 2}
@@ -81,7 +83,11 @@ def test_kept_rows_equal_the_whole_parse(arff, xml, quoted):
     _same_arrays(part.x, whole.x[list(rows)])
     _same_arrays(part.y, whole.y[list(rows)])
     assert (part.feature_names, part.label_names, part.binary_nominal, part.one_hot) == (
-        whole.feature_names, whole.label_names, whole.binary_nominal, whole.one_hot)
+      whole.feature_names,
+      whole.label_names,
+      whole.binary_nominal,
+      whole.one_hot,
+    )
   streamed = reader.read()
   _same_arrays(streamed.x, whole.x)
   _same_arrays(streamed.y, whole.y)
@@ -95,10 +101,19 @@ def test_streamed_lines_equal_read_lines(tmp_path, quoted):
     assert list(arff_syntax.stream_lines(path)) == arff_syntax.read_lines(path), path
 
 
-@pytest.mark.parametrize("filename", ["bad_value.arff", "bad_nominal.arff",
-                                      "field_count.arff", "sparse_range.arff",
-                                      "bad_label.arff", "truncated.arff",
-                                      "sparse_duplicate.arff", "header_only.arff"])
+@pytest.mark.parametrize(
+  "filename",
+  [
+    "bad_value.arff",
+    "bad_nominal.arff",
+    "field_count.arff",
+    "sparse_range.arff",
+    "bad_label.arff",
+    "truncated.arff",
+    "sparse_duplicate.arff",
+    "header_only.arff",
+  ],
+)
 def test_a_malformed_line_raises_the_whole_parse_error(filename):
   xml = TESTDATA / "malformed.xml"
   with pytest.raises(data.DataError) as whole:
@@ -117,16 +132,17 @@ def test_rows_out_of_range_or_unordered_are_refused():
     mulan.read_mulan(TESTDATA / "dense.arff", TESTDATA / "dense.xml", rows=[2, 1])
 
 
-@pytest.mark.parametrize("name, file", [("yeast", "yeast-test.arff"),
-                                        ("genbase", "genbase-test.arff")])
+@pytest.mark.parametrize(
+  "name, file", [("yeast", "yeast-test.arff"), ("genbase", "genbase-test.arff")]
+)
 def test_kept_rows_of_a_real_file_equal_the_whole_parse(data_dir, name, file):
   folder = _dataset_dir(data_dir, name)
   whole = mulan.read_mulan(folder / file, folder / f"{name}.xml")
   quarters = _quarters(len(whole.x))
   for rows in quarters[3:]:
     part = mulan.read_mulan(folder / file, folder / f"{name}.xml", rows=rows)
-    _same_arrays(part.x, whole.x[rows.start:rows.stop])
-    _same_arrays(part.y, whole.y[rows.start:rows.stop])
+    _same_arrays(part.x, whole.x[rows.start : rows.stop])
+    _same_arrays(part.y, whole.y[rows.start : rows.stop])
 
 
 # ------------------------------------------------------------ 2. process rows
@@ -154,8 +170,9 @@ def tiny_with_missing(tmp_path) -> pathlib.Path:
       rows.append(f"{f0},{f1},{sw},{int(rng.random() < 0.5)},{int(rng.random() < 0.5)}")
     (tmp_path / f"tiny-{role}.arff").write_text(TINY_TRAIN + "\n".join(rows) + "\n")
   (tmp_path / "tiny.xml").write_text(
-      '<labels xmlns="http://mulan.sourceforge.net/labels">'
-      '<label name="A"></label><label name="B"></label></labels>')
+    '<labels xmlns="http://mulan.sourceforge.net/labels">'
+    '<label name="A"></label><label name="B"></label></labels>'
+  )
   return tmp_path
 
 
@@ -172,58 +189,93 @@ def _check_processes(whole: data.MultiLabelDataset, load, processes: int) -> Non
   for p, part in enumerate(parts):
     _same_dataset(part, registry.select_process_rows(whole, p, processes))
   for split in SPLITS:  # the union of the processes' rows is the whole split
-    _same_arrays(np.concatenate([getattr(part, split).x for part in parts]),
-                 getattr(whole, split).x)
+    _same_arrays(
+      np.concatenate([getattr(part, split).x for part in parts]), getattr(whole, split).x
+    )
 
 
 @pytest.mark.parametrize("scaling", ["auto", "none", "zscore", "maxabs"])
 def test_process_rows_with_missing_values_equal_the_whole_load(tiny_with_missing, scaling):
   whole = data.load_dataset(tiny_with_missing, feature_scaling=scaling)
   assert whole.meta["preprocessing"]["impute"]["missing_cells"] > 0
-  _check_processes(whole, lambda rows: data.load_dataset(
-      tiny_with_missing, feature_scaling=scaling, process_rows=rows), 3)
+  _check_processes(
+    whole,
+    lambda rows: data.load_dataset(tiny_with_missing, feature_scaling=scaling, process_rows=rows),
+    3,
+  )
   # One process through the row-selective reader: the whole dataset itself.
-  readers = {role: mulan.MulanReader(tiny_with_missing / f"tiny-{role}.arff",
-                                     tiny_with_missing / "tiny.xml")
-             for role in ("train", "test")}
-  meta = {k: v for k, v in whole.meta.items()
-          if k in ("dataset", "source", "kind", "data_dir", "files")}
+  readers = {
+    role: mulan.MulanReader(tiny_with_missing / f"tiny-{role}.arff", tiny_with_missing / "tiny.xml")
+    for role in ("train", "test")
+  }
+  meta = {
+    k: v for k, v in whole.meta.items() if k in ("dataset", "source", "kind", "data_dir", "files")
+  }
   one = mulan_rows.load_mulan_rows(
-      "tiny", "shipped_train_test+holdout_validation", readers, (0, 1), split_seed=0,
-      fold=0, resplit_sizes=None, scaling_option=scaling, auto=registry._auto_by_path,
-      meta=meta)
-  one.meta["preprocessing"]["feature_scaling"]["reason"] = (
-      whole.meta["preprocessing"]["feature_scaling"]["reason"])
-  if "standardize" in whole.meta["preprocessing"] and "reason" in whole.meta[
-      "preprocessing"]["standardize"]:
-    one.meta["preprocessing"]["standardize"]["reason"] = (
-        whole.meta["preprocessing"]["standardize"]["reason"])
+    "tiny",
+    "shipped_train_test+holdout_validation",
+    readers,
+    (0, 1),
+    split_seed=0,
+    fold=0,
+    resplit_sizes=None,
+    scaling_option=scaling,
+    auto=mulan_datasets.auto_scaling_by_path,
+    meta=meta,
+  )
+  one.meta["preprocessing"]["feature_scaling"]["reason"] = whole.meta["preprocessing"][
+    "feature_scaling"
+  ]["reason"]
+  if (
+    "standardize" in whole.meta["preprocessing"]
+    and "reason" in whole.meta["preprocessing"]["standardize"]
+  ):
+    one.meta["preprocessing"]["standardize"]["reason"] = whole.meta["preprocessing"]["standardize"][
+      "reason"
+    ]
   _same_dataset(one, whole)
 
 
 def test_process_rows_of_a_registered_dataset_equal_the_whole_load(data_dir):
   _dataset_dir(data_dir, "cal500")  # z-scored, random 60/20/20 split of one file
   whole = data.load_dataset("cal500", data_dir=data_dir, split_seed=3)
-  _check_processes(whole, lambda rows: data.load_dataset(
-      "cal500", data_dir=data_dir, split_seed=3, process_rows=rows), 2)
+  _check_processes(
+    whole,
+    lambda rows: data.load_dataset("cal500", data_dir=data_dir, split_seed=3, process_rows=rows),
+    2,
+  )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, options", [("yeast", {"fold": 2}), ("genbase", {}),
-                                           ("bibtex", {"resplit": True})])
+@pytest.mark.parametrize(
+  "name, options", [("yeast", {"fold": 2}), ("genbase", {}), ("bibtex", {"resplit": True})]
+)
 def test_process_rows_of_more_registered_datasets(data_dir, name, options):
   _dataset_dir(data_dir, name)
   whole = data.load_dataset(name, data_dir=data_dir, **options)
-  _check_processes(whole, lambda rows: data.load_dataset(
-      name, data_dir=data_dir, process_rows=rows, **options), 3)
+  _check_processes(
+    whole, lambda rows: data.load_dataset(name, data_dir=data_dir, process_rows=rows, **options), 3
+  )
 
 
 def test_the_multilabel_task_loads_only_its_rows(tiny_with_missing):
   from experiments import tasks
-  config = ml_collections.ConfigDict({"data": {
-      "name": "mulan", "path": str(tiny_with_missing), "num_train": 0, "data_dir": "",
-      "split_seed": 1, "fold": 0, "resplit": False, "root_label": False,
-      "feature_scaling": "auto"}})
+
+  config = ml_collections.ConfigDict(
+    {
+      "data": {
+        "name": "mulan",
+        "path": str(tiny_with_missing),
+        "num_train": 0,
+        "data_dir": "",
+        "split_seed": 1,
+        "fold": 0,
+        "resplit": False,
+        "root_label": False,
+        "feature_scaling": "auto",
+      }
+    }
+  )
   part = tasks.MULTILABEL.load_process_rows(config, 1, 2)
   expected = registry.select_process_rows(tasks.load_multilabel(config), 1, 2)
   _same_dataset(part, expected)

@@ -9,8 +9,8 @@ working directory; the first cell that raises fails the test with its traceback
 
 import pathlib
 
-import nbformat
 from nbclient import NotebookClient
+import nbformat
 import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -30,8 +30,9 @@ def test_committed_without_outputs(path):
   for index, cell in enumerate(notebook.cells):
     if cell.cell_type == "code":
       assert cell.outputs == [] and cell.execution_count is None, (
-          f"{path.name}, cell {index}: outputs are committed; clear them before "
-          f"committing (Jupyter: Edit > Clear All Outputs)")
+        f"{path.name}, cell {index}: outputs are committed; clear them before "
+        f"committing (Jupyter: Edit > Clear All Outputs)"
+      )
 
 
 # The suite's 15-minute budget runs the quickstart; the other notebooks (about 45 s each
@@ -39,17 +40,23 @@ def test_committed_without_outputs(path):
 _DEFAULT_NOTEBOOKS = ("quickstart.ipynb",)
 
 
-@pytest.mark.parametrize("path", [
+@pytest.mark.parametrize(
+  "path",
+  [
     p if p.name in _DEFAULT_NOTEBOOKS else pytest.param(p, marks=pytest.mark.slow)
-    for p in NOTEBOOKS], ids=lambda p: p.name)
+    for p in NOTEBOOKS
+  ],
+  ids=lambda p: p.name,
+)
 def test_notebook_executes(path, tmp_path, monkeypatch):
   monkeypatch.delenv("QUICKSTART_DATASET", raising=False)  # the default, synthetic data
   # The kernel inherits it: the notebooks' `tempfile` workdirs land in pytest's tmp_path
   # instead of piling up in /tmp on every test run.
   monkeypatch.setenv("TMPDIR", str(tmp_path))
   notebook = nbformat.read(path, as_version=4)
-  NotebookClient(notebook, timeout=600, kernel_name="python3",
-                 resources={"metadata": {"path": str(tmp_path)}}).execute()
+  NotebookClient(
+    notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+  ).execute()
   outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
   assert not [o for o in outputs if o.output_type == "error"]
   figures = sum("image/png" in o.get("data", {}) for o in outputs)

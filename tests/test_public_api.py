@@ -37,13 +37,18 @@ import pytest
 
 import energynets
 from energynets import testing
+from energynets.objectives import outputs
 
 TESTDATA = pathlib.Path(__file__).resolve().parent / "testdata"
 
 PUBLIC_MODULES = {energynets.__name__: energynets}
-PUBLIC_MODULES.update({obj.__name__: obj for obj in (getattr(energynets, n)
-                                                     for n in energynets.__all__)
-                       if inspect.ismodule(obj)})
+PUBLIC_MODULES.update(
+  {
+    obj.__name__: obj
+    for obj in (getattr(energynets, n) for n in energynets.__all__)
+    if inspect.ismodule(obj)
+  }
+)
 
 # Public functions whose signatures lack a type hint (none now). Strict: a fixed one must
 # leave this list.
@@ -51,8 +56,11 @@ KNOWN_MISSING_HINTS: set[str] = set()
 
 
 def _public_names() -> list[str]:
-  return [f"{module_name}.{name}" for module_name, module in PUBLIC_MODULES.items()
-          for name in module.__all__]
+  return [
+    f"{module_name}.{name}"
+    for module_name, module in PUBLIC_MODULES.items()
+    for name in module.__all__
+  ]
 
 
 def _resolve(qualified: str):
@@ -87,9 +95,11 @@ def test_public_name_is_documented(qualified):
   obj = _resolve(qualified)
   if inspect.isfunction(obj):
     signature = inspect.signature(obj)
-    unhinted = [p.name for p in signature.parameters.values()
-                if p.annotation is inspect.Parameter.empty
-                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    unhinted = [
+      p.name
+      for p in signature.parameters.values()
+      if p.annotation is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
     if signature.return_annotation is inspect.Signature.empty:
       unhinted.append("return")
     if qualified in KNOWN_MISSING_HINTS:
@@ -136,9 +146,11 @@ SMOKE: dict[str, tuple[typing.Callable, tuple[str, ...]]] = {}
 
 def smoke(*names: str):
   """Registers a smoke group covering `names` (relative to `energynets`)."""
+
   def register(fn):
     SMOKE[fn.__name__] = (fn, tuple(f"energynets.{n}" for n in names))
     return fn
+
   return register
 
 
@@ -159,14 +171,16 @@ def _leaves(tree) -> list[np.ndarray]:
 
 
 def _moved(before, after) -> bool:
-  return any(a.shape != b.shape or not np.array_equal(a, b)
-             for a, b in zip(_leaves(before), _leaves(after)))
+  return any(
+    a.shape != b.shape or not np.array_equal(a, b) for a, b in zip(_leaves(before), _leaves(after))
+  )
 
 
 def _check_objective(objective, batch, *, init=None, in_unit_interval=True):
   """`objective.init` (or `init(batch)`, e.g. an `init_from`), one `update` and `predict`,
   in one jit (one compilation): finite loss, parameters moved, prediction shaped like y.
   Returns the updated state."""
+
   @jax.jit
   def run(batch):
     state = objective.init(KEY, batch) if init is None else init(batch)
@@ -184,16 +198,23 @@ def _check_objective(objective, batch, *, init=None, in_unit_interval=True):
 
 
 def _spen(en, **kw):
-  return en.energies.SPENEnergy(L, **dict(dict(feature_hidden=(7,), num_measurements=3,
-                                               feature_activation="softplus"), **kw))
+  return en.energies.SPENEnergy(
+    L, **dict(dict(feature_hidden=(7,), num_measurements=3, feature_activation="softplus"), **kw)
+  )
 
 
 # ---------------------------------------------------------------------------------------
 # Domains.
 
 
-@smoke("domains", "domains.Box", "domains.Simplex", "domains.Real", "domains.get_domain",
-       "domains.Domain", "domains.DEFAULT_EPS")
+@smoke(
+  "domains",
+  "domains.Box",
+  "domains.Simplex",
+  "domains.Real",
+  "domains.Domain",
+  "domains.DEFAULT_EPS",
+)
 def smoke_domains(en, tmp_path):
   del tmp_path
   d = en.domains
@@ -201,8 +222,8 @@ def smoke_domains(en, tmp_path):
   assert {"project", "mirror_step", "entropy", "decode", "uniform_init"} <= set(protocol)
   y = jnp.array([[0.2, 0.7, 0.1], [0.5, 0.25, 0.25]])
   g = jnp.array([[1.0, -1.0, 0.0], [0.0, 0.0, 2.0]])
-  for name, domain in (("box", d.Box()), ("simplex", d.Simplex()), ("real", d.Real())):
-    assert d.get_domain(name) == domain and domain.eps == d.DEFAULT_EPS
+  for domain in (d.Box(), d.Simplex(), d.Real()):
+    assert domain.eps == d.DEFAULT_EPS
     assert all(hasattr(domain, method) for method in protocol)
     assert domain.entropy(y).shape == (2,)
     assert domain.uniform_init((2, 3)).shape == (2, 3)
@@ -220,9 +241,17 @@ def smoke_domains(en, tmp_path):
 # Energies and nets.
 
 
-@smoke("energies", "energies.SPENEnergy", "energies.Encoding", "energies.LocalNetEnergy",
-       "energies.MeasurementEnergy", "energies.param_groups", "energies.ICNNEnergy",
-       "energies.InputConvexNet", "energies.NonNegDense")
+@smoke(
+  "energies",
+  "energies.SPENEnergy",
+  "energies.Encoding",
+  "energies.LocalNetEnergy",
+  "energies.MeasurementEnergy",
+  "energies.param_groups",
+  "energies.ICNNEnergy",
+  "energies.InputConvexNet",
+  "energies.NonNegDense",
+)
 def smoke_multilabel_energies(en, tmp_path):
   del tmp_path
   e = en.energies
@@ -236,8 +265,8 @@ def smoke_multilabel_energies(en, tmp_path):
   encoding = spen.apply({"params": params}, x, method="encode")
   assert isinstance(encoding, e.Encoding) and encoding.logits.shape == (B, L)
   np.testing.assert_allclose(
-      spen.apply({"params": params}, encoding, y, method="energy_from_encoding"), energy,
-      rtol=1e-6)
+    spen.apply({"params": params}, encoding, y, method="energy_from_encoding"), energy, rtol=1e-6
+  )
   assert energy.shape == (B,)
   measure = e.MeasurementEnergy(num_measurements=3)
   assert measure.apply(measure.init(KEY, y), y).shape == (B,)
@@ -253,12 +282,20 @@ def smoke_multilabel_energies(en, tmp_path):
   icnn_params = icnn.init(KEY, x, y)
   a, b = jnp.zeros_like(y) + 0.1, jnp.zeros_like(y) + 0.9
   e_mid = icnn.apply(icnn_params, x, 0.5 * (a + b))
-  assert np.all(np.asarray(e_mid) <= 0.5 * np.asarray(icnn.apply(icnn_params, x, a)
-                                                     + icnn.apply(icnn_params, x, b)) + 1e-5)
+  assert np.all(
+    np.asarray(e_mid)
+    <= 0.5 * np.asarray(icnn.apply(icnn_params, x, a) + icnn.apply(icnn_params, x, b)) + 1e-5
+  )
 
 
-@smoke("energies.Energy", "energies.EnergyShapeError", "energies.as_energy",
-       "energies.check_energy", "energies.energy_from_function", "energies.energy_from_module")
+@smoke(
+  "energies.Energy",
+  "energies.EnergyShapeError",
+  "energies.as_energy",
+  "energies.check_energy",
+  "energies.energy_from_function",
+  "energies.energy_from_module",
+)
 def smoke_energy_protocol(en, tmp_path):
   del tmp_path
   e = en.energies
@@ -267,16 +304,22 @@ def smoke_energy_protocol(en, tmp_path):
   def linear(params, x, y):
     return -jnp.sum((x[:, :L] * params["w"]) * y, axis=-1)
 
-  from_fn = e.energy_from_function(linear, domain=en.domains.Box(), y_shape=(L,),
-                                   init=lambda rng, x, y: {"w": jnp.ones((L,))})
+  from_fn = e.energy_from_function(
+    linear, domain=en.domains.Box(), y_shape=(L,), init=lambda rng, x, y: {"w": jnp.ones((L,))}
+  )
   assert isinstance(from_fn, e.Energy) and e.as_energy(from_fn) is from_fn
   e.check_energy(from_fn, batch["x"], batch["y"])
   params = from_fn.init(KEY, batch["x"], batch["y"])
   y0 = from_fn.start(from_fn.encode(params, batch["x"]), batch["x"], "uniform")
   np.testing.assert_allclose(y0, 0.5)
   objective = en.objectives.ssvm_hinge(
-      from_fn, optax.sgd(0.1), loss_aug_gbi=en.inference.GBIConfig(num_steps=3),
-      predict_gbi=en.inference.GBIConfig(num_steps=3, max_steps=5))
+    from_fn,
+    optax.sgd(0.1),
+    options=en.objectives.SSVMOptions(
+      loss_aug_gbi=en.inference.GBIConfig(num_steps=3),
+      predict_gbi=en.inference.GBIConfig(num_steps=3, max_steps=5),
+    ),
+  )
   _check_objective(objective, batch)
   module = e.energy_from_module(_spen(en), domain=en.domains.Box(), y_shape=(L,))
   e.check_energy(module, batch["x"], batch["y"])
@@ -284,29 +327,42 @@ def smoke_energy_protocol(en, tmp_path):
     e.check_energy(module, batch["x"], batch["y"][:, :2])
 
 
-@smoke("energies.FieldOfExperts", "energies.DeepPriorEnergy", "energies.GaussianDataTerm",
-       "energies.soft_abs", "energies.softplus_t")
+@smoke(
+  "energies.FieldOfExperts",
+  "energies.DeepPriorEnergy",
+  "energies.GaussianDataTerm",
+  "energies.soft_abs",
+  "energies.softplus_t",
+)
 def smoke_image_energies(en, tmp_path):
   del tmp_path
   e = en.energies
   rs = np.random.RandomState(0)
   x = jnp.asarray(rs.rand(2, 8, 8).astype(np.float32))
   y = jnp.asarray(rs.rand(2, 8, 8).astype(np.float32))
-  for module in (e.FieldOfExperts(num_filters=2, filter_size=3),
-                 e.DeepPriorEnergy(features=(3,), kernel_size=3),
-                 e.GaussianDataTerm(noise_variance=0.5)):
+  for module in (
+    e.FieldOfExperts(num_filters=2, filter_size=3),
+    e.DeepPriorEnergy(features=(3,), kernel_size=3),
+    e.GaussianDataTerm(noise_variance=0.5),
+  ):
     out = module.apply(module.init(KEY, x, y), x, y)
     assert out.shape == (2,) and np.all(np.isfinite(out))
   data = e.GaussianDataTerm(noise_variance=0.5, learn_noise_variance=False)
-  np.testing.assert_allclose(data.apply(data.init(KEY, x, y), x, y),
-                             np.sum((y - x) ** 2, axis=(1, 2)) / (2 * 0.5), rtol=1e-5)
+  np.testing.assert_allclose(
+    data.apply(data.init(KEY, x, y), x, y), np.sum((y - x) ** 2, axis=(1, 2)) / (2 * 0.5), rtol=1e-5
+  )
   u = jnp.array([-2.0, 0.0, 3.0])
   np.testing.assert_allclose(e.soft_abs(u, 100.0), jnp.abs(u) / 2, atol=0.01)  # a smooth |u|/2
   np.testing.assert_allclose(e.softplus_t(u, 1.0), jax.nn.softplus(u), rtol=1e-6)
 
 
-@smoke("energies.SegmentationEnergy", "energies.SegmentationEncoding",
-       "energies.ConvScoreNet", "energies.segmentation_param_groups", "nets.FCN")
+@smoke(
+  "energies.SegmentationEnergy",
+  "energies.SegmentationEncoding",
+  "energies.ConvScoreNet",
+  "energies.segmentation_param_groups",
+  "nets.FCN",
+)
 def smoke_segmentation(en, tmp_path):
   del tmp_path
   e = en.energies
@@ -318,8 +374,9 @@ def smoke_segmentation(en, tmp_path):
   score = e.ConvScoreNet(features=(2,), strides=(2,), kernel_size=3, hidden=(3,))
   v = jnp.concatenate([x, y[..., None]], -1)
   assert score.apply(score.init(KEY, v), v).shape == (2,)
-  energy = e.SegmentationEnergy(local_net=fcn, features=(2,), strides=(2,), kernel_size=3,
-                                hidden=(3,))
+  energy = e.SegmentationEnergy(
+    local_net=fcn, features=(2,), strides=(2,), kernel_size=3, hidden=(3,)
+  )
   params = energy.init(KEY, x, y)["params"]
   assert set(params) == set(e.segmentation_param_groups(energy)) == {"local_net", "global"}
   encoding = energy.apply({"params": params}, x, method="encode")
@@ -327,9 +384,17 @@ def smoke_segmentation(en, tmp_path):
   assert energy.apply({"params": params}, x, y).shape == (2,)
 
 
-@smoke("energies.SequenceEnergy", "energies.SequenceEncoding", "energies.TLM_VARIANTS",
-       "energies.GLOBAL_ENERGIES", "energies.TagLM", "energies.TagLanguageModels",
-       "energies.tlm_log_likelihoods", "energies.tlm_log_probs", "energies.tlm_pretrain_loss")
+@smoke(
+  "energies.SequenceEnergy",
+  "energies.SequenceEncoding",
+  "energies.TLM_VARIANTS",
+  "energies.GLOBAL_ENERGIES",
+  "energies.TagLM",
+  "energies.TagLanguageModels",
+  "energies.tlm_log_likelihoods",
+  "energies.tlm_log_probs",
+  "energies.tlm_pretrain_loss",
+)
 def smoke_sequence_energies(en, tmp_path):
   del tmp_path
   e = en.energies
@@ -347,28 +412,37 @@ def smoke_sequence_energies(en, tmp_path):
     params = energy.init(KEY, x, y)["params"]
     model_params = models.init(KEY, y, mask, method="log_likelihoods")
     return dict(
-        values=energy.apply({"params": params}, x, y),
-        encoding=energy.apply({"params": params}, x, method="encode"),
-        loglik=e.tlm_log_likelihoods(energy, params, y, mask),
-        log_probs=e.tlm_log_probs(energy, params, y, mask),
-        loss=e.tlm_pretrain_loss(energy, params, y, mask),
-        tlm=tlm.apply(tlm.init(KEY, y), y),
-        models=models.apply(model_params, y, mask, method="log_likelihoods"))
+      values=energy.apply({"params": params}, x, y),
+      encoding=energy.apply({"params": params}, x, method="encode"),
+      loglik=e.tlm_log_likelihoods(energy, params, y, mask),
+      log_probs=e.tlm_log_probs(energy, params, y, mask),
+      loss=e.tlm_pretrain_loss(energy, params, y, mask),
+      tlm=tlm.apply(tlm.init(KEY, y), y),
+      models=models.apply(model_params, y, mask, method="log_likelihoods"),
+    )
 
   out = run(batch["x"], batch["y"])
   assert out["values"].shape == (testing.SEQ_BATCH,) and np.all(np.isfinite(out["values"]))
   assert isinstance(out["encoding"], e.SequenceEncoding)
   np.testing.assert_array_equal(out["encoding"].mask, mask)
-  assert set(out["loglik"]) == set(variants) and all(v.shape == (testing.SEQ_BATCH,)
-                                                      for v in out["loglik"].values())
+  assert set(out["loglik"]) == set(variants) and all(
+    v.shape == (testing.SEQ_BATCH,) for v in out["loglik"].values()
+  )
   assert out["log_probs"]["forward"].shape == (testing.SEQ_BATCH, steps, num_tags + 1)
   assert np.isfinite(float(out["loss"])) and float(out["loss"]) > 0
   assert out["tlm"].shape == (testing.SEQ_BATCH, steps + 1, num_tags + 1)
   assert set(out["models"]) == {"backward"} and np.all(np.asarray(out["models"]["backward"]) <= 0)
 
 
-@smoke("nets", "nets.MLP", "nets.ACTIVATIONS", "nets.activation_by_name", "nets.CNNDenoiser",
-       "nets.ConvStack", "nets.PADDINGS")
+@smoke(
+  "nets",
+  "nets.MLP",
+  "nets.ACTIVATIONS",
+  "nets.activation_by_name",
+  "nets.CNNDenoiser",
+  "nets.ConvStack",
+  "nets.PADDINGS",
+)
 def smoke_feedforward_nets(en, tmp_path):
   del tmp_path
   n = en.nets
@@ -390,17 +464,28 @@ def smoke_feedforward_nets(en, tmp_path):
   assert denoiser.apply(denoiser.init(KEY, images), images).shape == images.shape
 
 
-@smoke("nets.BiLSTM", "nets.BiLSTMTagger", "nets.CharCNN", "nets.PackedTagger",
-       "nets.TokenEmbedder", "nets.pretrained_embedding_init")
+@smoke(
+  "nets.BiLSTM",
+  "nets.BiLSTMTagger",
+  "nets.CharCNN",
+  "nets.PackedTagger",
+  "nets.TokenEmbedder",
+  "nets.pretrained_embedding_init",
+)
 def smoke_sequence_nets(en, tmp_path):
   del tmp_path
   n = en.nets
   batch, _, _ = testing.tiny_sequence_batch()
   tokens = en.data.unpack_tokens(np.asarray(batch["x"]))
   glove = np.random.RandomState(0).randn(testing.SEQ_VOCAB, 4).astype(np.float32)
-  embedder = n.TokenEmbedder(testing.SEQ_VOCAB, word_dim=4,
-                             word_init=n.pretrained_embedding_init(glove),
-                             char_vocab_size=7, char_dim=2, char_filters=3)
+  embedder = n.TokenEmbedder(
+    testing.SEQ_VOCAB,
+    word_dim=4,
+    word_init=n.pretrained_embedding_init(glove),
+    char_vocab_size=7,
+    char_dim=2,
+    char_filters=3,
+  )
   emb_params = embedder.init(KEY, tokens)
   np.testing.assert_array_equal(emb_params["params"]["words"]["embedding"], glove)
   chars = n.CharCNN(7, char_dim=2, num_filters=3)
@@ -413,10 +498,12 @@ def smoke_sequence_nets(en, tmp_path):
   def run(tokens, packed_x):
     params = tagger.init(KEY, tokens)
     return dict(
-        embedded=embedder.apply(emb_params, tokens),
-        chars=chars.apply(chars.init(KEY, tokens["chars"]), tokens["chars"]),
-        lstm=lstm.apply(lstm.init(KEY, h, tokens["mask"]), h, tokens["mask"]),
-        logits=tagger.apply(params, tokens), packed=packed.apply(params, packed_x))
+      embedded=embedder.apply(emb_params, tokens),
+      chars=chars.apply(chars.init(KEY, tokens["chars"]), tokens["chars"]),
+      lstm=lstm.apply(lstm.init(KEY, h, tokens["mask"]), h, tokens["mask"]),
+      logits=tagger.apply(params, tokens),
+      packed=packed.apply(params, packed_x),
+    )
 
   out = run(tokens, batch["x"])
   shape = (testing.SEQ_BATCH, testing.SEQ_STEPS)
@@ -439,12 +526,35 @@ def _toy_energy(en):
   return (lambda p, x, y: spen.apply({"params": p}, x, y)), params, batch["x"]
 
 
-@smoke("inference", "inference.GBIConfig", "inference.GBIResult", "inference.GBIState",
-       "inference.GBITrace", "inference.gbi_scan", "inference.gbi_step", "inference.gbi_while",
-       "inference.init_state", "inference.make_objective", "inference.validate_config",
-       "inference.EnergyFn", "inference.unrolled_gbi", "unrolled_gbi",
-       "inference.GradientStrategy", "inference.Unrolled", "inference.Rematerialized",
-       "inference.HVPAdjoint", "inference.Implicit", "inference.get_strategy")
+@smoke(
+  "inference",
+  "inference.GBIConfig",
+  "inference.GBIResult",
+  "inference.GBIState",
+  "inference.GBITrace",
+  "inference.gbi_scan",
+  "inference.gbi_step",
+  "inference.gbi_while",
+  "inference.init_state",
+  "inference.make_objective",
+  "inference.validate_config",
+  "inference.EnergyFn",
+  "inference.unrolled_gbi",
+  "unrolled_gbi",
+  "inference.GradientStrategy",
+  "inference.Unrolled",
+  "inference.Rematerialized",
+  "inference.HVPAdjoint",
+  "inference.Implicit",
+  "inference.Parametrization",
+  "inference.Projected",
+  "inference.Mirror",
+  "inference.Logit",
+  "inference.Direction",
+  "inference.SGD",
+  "inference.Momentum",
+  "inference.Adam",
+)
 def smoke_gbi(en, tmp_path):
   del tmp_path
   inf = en.inference
@@ -452,19 +562,35 @@ def smoke_gbi(en, tmp_path):
   assert callable(energy) and typing.get_origin(inf.EnergyFn) is not None
   box = en.domains.Box()
   y0 = box.uniform_init((B, L))
-  config = inf.GBIConfig(method="mirror", optimizer="momentum", learning_rate=0.1,
-                         num_steps=10, max_steps=50, entropy_weight=0.01)
+  config = inf.GBIConfig(
+    parametrization=inf.Mirror(),
+    direction=inf.Momentum(0.95),
+    learning_rate=0.1,
+    num_steps=10,
+    max_steps=50,
+    entropy_weight=0.01,
+  )
   inf.validate_config(config)
-  with pytest.raises(ValueError):
-    inf.validate_config(config._replace(method="newton"))
+  with pytest.raises(TypeError):
+    inf.validate_config(config._replace(parametrization="mirror"))
+  # The choices are values with the methods GBI calls.
+  for value in (inf.Projected(), inf.Mirror(), inf.Logit()):
+    assert all(callable(getattr(value, m)) for m in ("to_z", "to_y", "update"))
+  assert callable(inf.Parametrization.update) and callable(inf.Direction.update)
+  for value in (inf.SGD(), inf.Momentum(0.5), inf.Adam(b1=0.8)):
+    d, _ = value.update(jnp.ones((B, L)), value.init(jnp.zeros((B, L))))
+    assert d.shape == (B, L) and callable(value.init)
 
   @jax.jit  # one compilation for the drivers and the step functions
   def run(p):
     state = inf.init_state(energy, p, x, y0, box, config)
-    return (inf.gbi_scan(energy, p, x, y0, box, config),
-            inf.gbi_while(energy, p, x, y0, box, config), state,
-            inf.gbi_step(energy, p, x, state, 0.1, box, config),
-            inf.make_objective(energy, box, config)(p, x, y0))
+    return (
+      inf.gbi_scan(energy, p, x, y0, box, config),
+      inf.gbi_while(energy, p, x, y0, box, config),
+      state,
+      inf.gbi_step(energy, p, x, state, 0.1, box, config),
+      inf.make_objective(energy, box, config)(p, x, y0),
+    )
 
   (y_final, trace), result, state, stepped, objective_at_y0 = run(params)
   assert isinstance(trace, inf.GBITrace) and trace.ys.shape == (10, B, L)
@@ -479,49 +605,55 @@ def smoke_gbi(en, tmp_path):
 
   # The three gradient strategies through the unroll agree.
   def loss(p, gradient):
-    y_t, ys = en.unrolled_gbi(energy, p, x, y0, box, config._replace(num_steps=3),
-                              gradient=gradient)
+    y_t, ys = en.unrolled_gbi(
+      energy, p, x, y0, box, config._replace(num_steps=3), gradient=gradient
+    )
     return jnp.sum((ys - 0.5) ** 2) + jnp.sum(y_t)
 
-  grads = jax.jit(lambda p: {g: jax.grad(loss)(p, g) for g in ("scan", "remat", "adjoint")})(
-      params)
+  # The strategies are values (any callable with GradientStrategy's signature).
+  assert callable(inf.GradientStrategy.__call__)
+  values = {"scan": inf.Unrolled(), "remat": inf.Rematerialized(), "adjoint": inf.HVPAdjoint()}
+  grads = jax.jit(lambda p: {g: jax.grad(loss)(p, v) for g, v in values.items()})(params)
   for g in ("remat", "adjoint"):
     for a, b in zip(_leaves(grads["scan"]), _leaves(grads[g])):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
-  # The strategies are values (any callable with GradientStrategy's signature); the
-  # names map to them.
-  assert callable(inf.GradientStrategy.__call__)
-  values = {"scan": inf.Unrolled(), "remat": inf.Rematerialized(), "adjoint": inf.HVPAdjoint()}
-  assert all(inf.get_strategy(name) == value for name, value in values.items())
   implicit = inf.Implicit(en.diff.ConjugateGradient(max_iter=5))
-  by_value = jax.jit(lambda p: [jax.grad(loss)(p, v) for v in (values["adjoint"], implicit)])(
-      params)
-  for a, b in zip(_leaves(grads["adjoint"]), _leaves(by_value[0])):
-    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
-  assert all(np.all(np.isfinite(a)) for a in _leaves(by_value[1]))
+  by_value = jax.jit(lambda p: jax.grad(loss)(p, implicit))(params)
+  assert all(np.all(np.isfinite(a)) for a in _leaves(by_value))
 
 
-@smoke("inference.exhaustive_minimize", "inference.ExhaustiveResult",
-       "inference.pairwise_table")
+@smoke("inference.exhaustive_minimize", "inference.ExhaustiveResult", "inference.pairwise_table")
 def smoke_exhaustive(en, tmp_path):
   del tmp_path
   inf = en.inference
   energy, params, x = _toy_energy(en)
   y_like = jnp.zeros((B, L))
-  result = jax.jit(lambda p: inf.exhaustive_minimize(inf.pairwise_table(energy), p, x,
-                                                     y_like))(params)
+  result = jax.jit(lambda p: inf.exhaustive_minimize(inf.pairwise_table(energy), p, x, y_like))(
+    params
+  )
   assert isinstance(result, inf.ExhaustiveResult) and result.y.shape == (B, L)
   assert set(np.unique(np.asarray(result.y))) <= {0.0, 1.0}
   np.testing.assert_allclose(energy(params, x, result.y), result.objective, rtol=1e-5)
   # No labeling scores below the reported minimum (GBI's rounded output included).
-  gbi = inf.gbi_while(energy, params, x, en.domains.Box().uniform_init((B, L)),
-                      en.domains.Box(), inf.GBIConfig(max_steps=30))
+  gbi = inf.gbi_while(
+    energy,
+    params,
+    x,
+    en.domains.Box().uniform_init((B, L)),
+    en.domains.Box(),
+    inf.GBIConfig(max_steps=30),
+  )
   rounded = (gbi.y >= 0.5).astype(jnp.float32)
   assert np.all(np.asarray(energy(params, x, rounded)) >= np.asarray(result.objective) - 1e-5)
 
 
-@smoke("inference.crf_log_likelihood", "inference.crf_log_partition", "inference.crf_marginals",
-       "inference.crf_sequence_score", "inference.viterbi_decode")
+@smoke(
+  "inference.crf_log_likelihood",
+  "inference.crf_log_partition",
+  "inference.crf_marginals",
+  "inference.crf_sequence_score",
+  "inference.viterbi_decode",
+)
 def smoke_crf(en, tmp_path):
   del tmp_path
   inf = en.inference
@@ -532,24 +664,43 @@ def smoke_crf(en, tmp_path):
   mask = jnp.asarray(np.arange(steps) < np.array([[4], [2]]))
   log_z = inf.crf_log_partition(unaries, transitions, mask)
   tags, score = inf.viterbi_decode(unaries, transitions, mask)
-  np.testing.assert_allclose(inf.crf_sequence_score(unaries, transitions, tags, mask), score,
-                             rtol=1e-5)
-  np.testing.assert_allclose(inf.crf_log_likelihood(unaries, transitions, tags, mask),
-                             score - log_z, rtol=1e-5)
+  np.testing.assert_allclose(
+    inf.crf_sequence_score(unaries, transitions, tags, mask), score, rtol=1e-5
+  )
+  np.testing.assert_allclose(
+    inf.crf_log_likelihood(unaries, transitions, tags, mask), score - log_z, rtol=1e-5
+  )
   marginals = np.asarray(inf.crf_marginals(unaries, transitions, mask))
   np.testing.assert_allclose(marginals.sum(-1)[np.asarray(mask)], 1.0, rtol=1e-5)
   # Brute force over the 3^4 sequences of the full-length row, in one batched call.
   every = jnp.asarray(list(np.ndindex(*(num_tags,) * steps)))
-  scores = inf.crf_sequence_score(jnp.broadcast_to(unaries[:1], (len(every), steps, num_tags)),
-                                  transitions, every, jnp.ones((len(every), steps), bool))
+  scores = inf.crf_sequence_score(
+    jnp.broadcast_to(unaries[:1], (len(every), steps, num_tags)),
+    transitions,
+    every,
+    jnp.ones((len(every), steps), bool),
+  )
   np.testing.assert_allclose(log_z[0], jax.nn.logsumexp(scores), rtol=1e-5)
 
 
-@smoke("diff", "diff.hvp", "diff.cross_hvp", "diff.hvp_and_cross_hvp", "diff.finite_difference_hvp",
-       "diff.tree_vdot", "diff.neumann_inverse_hvp", "diff.cg_inverse_hvp", "diff.inverse_hvp",
-       "diff.InverseHVP", "diff.implicit_gradient", "diff.ImplicitGradient",
-       "diff.implicit_solution", "diff.Neumann", "diff.ConjugateGradient", "diff.get_solver",
-       "diff.InverseHVPSolver")
+@smoke(
+  "diff",
+  "diff.hvp",
+  "diff.cross_hvp",
+  "diff.hvp_and_cross_hvp",
+  "diff.finite_difference_hvp",
+  "diff.tree_vdot",
+  "diff.neumann_inverse_hvp",
+  "diff.cg_inverse_hvp",
+  "diff.inverse_hvp",
+  "diff.implicit_gradient",
+  "diff.ImplicitGradient",
+  "diff.implicit_solution",
+  "diff.Neumann",
+  "diff.ConjugateGradient",
+  "diff.check_solver",
+  "diff.InverseHVPSolver",
+)
 def smoke_diff(en, tmp_path):
   del tmp_path
   df = en.diff
@@ -558,9 +709,8 @@ def smoke_diff(en, tmp_path):
   z, v = jnp.array([0.3, -0.2]), jnp.array([1.0, 2.0])
   hessian = a - jnp.diag(jnp.sin(z))
   np.testing.assert_allclose(df.hvp(f, z, v), hessian @ v, rtol=1e-5)
-  np.testing.assert_allclose(df.finite_difference_hvp(f, z, v, eps=1e-3), hessian @ v,
-                             rtol=1e-3)
-  g = lambda phi, y: jnp.sum(phi * y ** 2)  # ∂²g/∂φ∂y v = 2 y v
+  np.testing.assert_allclose(df.finite_difference_hvp(f, z, v, eps=1e-3), hessian @ v, rtol=1e-3)
+  g = lambda phi, y: jnp.sum(phi * y**2)  # ∂²g/∂φ∂y v = 2 y v
   phi, y = jnp.array([1.0, 2.0]), jnp.array([0.5, -1.0])
   np.testing.assert_allclose(df.cross_hvp(g, phi, y, v), 2 * y * v, rtol=1e-6)
   grad_y, hess_v, cross = df.hvp_and_cross_hvp(g, phi, y, v)
@@ -573,37 +723,49 @@ def smoke_diff(en, tmp_path):
   np.testing.assert_allclose(df.cg_inverse_hvp(apply_a, v, num_terms=2), exact, atol=1e-5)
   neumann = df.neumann_inverse_hvp(apply_a, v, num_terms=200, alpha=0.25)
   np.testing.assert_allclose(neumann, exact, atol=1e-5)
-  np.testing.assert_allclose(df.inverse_hvp(apply_a, v, df.InverseHVP("cg", num_terms=2)),
-                             exact, atol=1e-5)
-  # Solver values (any object with InverseHVPSolver's solve); get_solver maps a record.
+  np.testing.assert_allclose(
+    df.inverse_hvp(apply_a, v, df.ConjugateGradient(max_iter=2)), exact, atol=1e-5
+  )
+  # Solver values (any object with InverseHVPSolver's solve); a name is refused.
   assert callable(df.InverseHVPSolver.solve)
-  assert df.get_solver(df.InverseHVP("cg", num_terms=2)) == df.ConjugateGradient(max_iter=2)
-  np.testing.assert_allclose(df.ConjugateGradient(max_iter=2).solve(apply_a, v), exact,
-                             atol=1e-5)
-  np.testing.assert_allclose(df.Neumann(num_terms=200, alpha=0.25).solve(apply_a, v), exact,
-                             atol=1e-5)
+  df.check_solver(df.ConjugateGradient())
+  with pytest.raises(TypeError, match="inverse-HVP solver"):
+    df.check_solver("cg")
+  np.testing.assert_allclose(df.ConjugateGradient(max_iter=2).solve(apply_a, v), exact, atol=1e-5)
+  np.testing.assert_allclose(
+    df.Neumann(num_terms=200, alpha=0.25).solve(apply_a, v), exact, atol=1e-5
+  )
   # θ*(φ) = argmin ½‖θ − φ‖² + ½θᵀAθ = (I + A)⁻¹ φ; L_prim = Σθ, so dL/dφ = (I + A)⁻¹ 1.
   aux = lambda theta, phi: 0.5 * jnp.sum((theta - phi) ** 2) + 0.5 * theta @ a @ theta
   prim = lambda theta, phi: jnp.sum(theta)
   solve = jnp.linalg.solve(jnp.eye(2) + a, jnp.ones(2))
   phi0 = jnp.array([1.0, -1.0])
   theta_star = jnp.linalg.solve(jnp.eye(2) + a, phi0)
-  config = df.InverseHVP("cg", num_terms=5)
-  result = df.implicit_gradient(aux, prim, theta_star, phi0, config)
+  solver = df.ConjugateGradient(max_iter=5)
+  result = df.implicit_gradient(aux, prim, theta_star, phi0, solver)
   assert isinstance(result, df.ImplicitGradient) and float(result.residual) < 1e-4
   np.testing.assert_allclose(result.total, solve, rtol=1e-4)
-  solution = df.implicit_solution(aux, config)
-  np.testing.assert_allclose(jax.grad(lambda p: jnp.sum(solution(theta_star, p)))(phi0), solve,
-                             rtol=1e-4)
+  solution = df.implicit_solution(aux, solver)
+  np.testing.assert_allclose(
+    jax.grad(lambda p: jnp.sum(solution(theta_star, p)))(phi0), solve, rtol=1e-4
+  )
 
 
 # ---------------------------------------------------------------------------------------
 # Objectives: init + one update + predict on a tiny batch.
 
 
-@smoke("objectives", "objectives.Objective", "objectives.ParamGroup", "objectives.init_group",
-       "objectives.apply_gradients", "objectives.minimize_step", "objectives.metrics_and_grads",
-       "objectives.l2_penalty", "objectives.multilabel_bce")
+@smoke(
+  "objectives",
+  "objectives.Objective",
+  "objectives.ParamGroup",
+  "objectives.init_group",
+  "objectives.apply_gradients",
+  "objectives.minimize_step",
+  "objectives.metrics_and_grads",
+  "objectives.l2_penalty",
+  "objectives.multilabel_bce",
+)
 def smoke_objective_building_blocks(en, tmp_path):
   del tmp_path
   o = en.objectives
@@ -623,38 +785,52 @@ def smoke_objective_building_blocks(en, tmp_path):
   group = o.init_group(params, opt)
   assert isinstance(group, o.ParamGroup)
   stepped = o.apply_gradients(group, grads, opt)
-  np.testing.assert_allclose(stepped.params["dense"]["bias"],
-                             -0.1 * grads["dense"]["bias"], rtol=1e-6)
+  np.testing.assert_allclose(
+    stepped.params["dense"]["bias"], -0.1 * grads["dense"]["bias"], rtol=1e-6
+  )
   minimized, metrics2 = o.minimize_step(loss_fn, opt, group, batch)
-  np.testing.assert_allclose(minimized.params["dense"]["kernel"],
-                             stepped.params["dense"]["kernel"], rtol=1e-6)
+  np.testing.assert_allclose(
+    minimized.params["dense"]["kernel"], stepped.params["dense"]["kernel"], rtol=1e-6
+  )
   assert float(metrics2["loss"]) == pytest.approx(float(metrics["loss"]))
   # A custom method as an Objective, through the same checks as the library's.
   objective = o.Objective(
-      init=lambda rng, b: {"net": o.init_group(params, opt)},
-      update=lambda s, b, rng: (lambda g, m: ({"net": g}, m))(
-          *o.minimize_step(loss_fn, opt, s["net"], b)),
-      predict=lambda s, x: jax.nn.sigmoid(x @ s["net"].params["dense"]["kernel"]))
+    init=lambda rng, b: {"net": o.init_group(params, opt)},
+    update=lambda s, b, rng: (lambda g, m: ({"net": g}, m))(
+      *o.minimize_step(loss_fn, opt, s["net"], b)
+    ),
+    predict=lambda s, x: jax.nn.sigmoid(x @ s["net"].params["dense"]["kernel"]),
+  )
   _check_objective(objective, batch)
 
 
-@smoke("objectives.local_bce", "objectives.local_squared_error", "objectives.spen_pretrain",
-       "objectives.ssvm_hinge", "objectives.search_statistics")
+@smoke(
+  "objectives.local_bce",
+  "objectives.local_squared_error",
+  "objectives.spen_pretrain",
+  "objectives.ssvm_hinge",
+  "objectives.search_statistics",
+)
 def smoke_local_and_ssvm(en, tmp_path):
   del tmp_path
   o, GBIConfig = en.objectives, en.inference.GBIConfig
   batch = _multilabel_batch()
   _check_objective(o.local_bce(en.nets.MLP((7,), L), optax.adam(1e-2)), batch)
   real = dict(batch, y=batch["y"] * 2.0 - 0.5)
-  _check_objective(o.local_squared_error(en.nets.MLP((), L), optax.adam(1e-2)), real,
-                   in_unit_interval=False)
+  _check_objective(
+    o.local_squared_error(en.nets.MLP((), L), optax.adam(1e-2)), real, in_unit_interval=False
+  )
   spen = _spen(en)
   pretrained = _check_objective(o.spen_pretrain(spen, optax.adam(1e-2)), batch)
-  ssvm = o.ssvm_hinge(spen, optax.adam(1e-2), loss_aug_gbi=GBIConfig(num_steps=3),
-                      predict_gbi=GBIConfig(max_steps=5))
+  ssvm = o.ssvm_hinge(
+    spen,
+    optax.adam(1e-2),
+    options=o.SSVMOptions(loss_aug_gbi=GBIConfig(num_steps=3), predict_gbi=GBIConfig(max_steps=5)),
+  )
   state = _check_objective(ssvm, batch, init=lambda b: ssvm.init_from(pretrained, KEY, b))
-  stats = o.search_statistics(spen, state["energy"].params, batch["x"], batch["y"],
-                              GBIConfig(max_steps=5))
+  stats = o.search_statistics(
+    spen, state["energy"].params, batch["x"], batch["y"], GBIConfig(max_steps=5)
+  )
   assert 1 <= float(stats["gbi_steps_mean"]) <= 5
 
 
@@ -663,12 +839,19 @@ def smoke_dmf_and_e2e(en, tmp_path):
   del tmp_path
   o = en.objectives
   batch = _multilabel_batch()
-  _check_objective(o.deep_mean_field(en.nets.MLP((7,), L), optax.adam(1e-2), num_iters=2),
-                   batch)
+  _check_objective(o.deep_mean_field(en.nets.MLP((7,), L), optax.adam(1e-2), num_iters=2), batch)
   # (smoke_gbi checks that the gradient strategies agree.)
-  _check_objective(o.e2e_objective(_spen(en), optax.adam(1e-2),
-                                   gbi=en.inference.GBIConfig(method="logit", num_steps=2),
-                                   gradient="adjoint"), batch)
+  _check_objective(
+    o.e2e_objective(
+      _spen(en),
+      optax.adam(1e-2),
+      options=o.E2EOptions(
+        gbi=en.inference.GBIConfig(parametrization=en.inference.Logit(), num_steps=2),
+        gradient=en.HVPAdjoint(),
+      ),
+    ),
+    batch,
+  )
 
 
 @smoke("objectives.inference_network", "objectives.infnet_losses")
@@ -677,34 +860,56 @@ def smoke_infnet(en, tmp_path):
   o = en.objectives
   batch = _multilabel_batch()
   spen, net = _spen(en), en.nets.MLP((7,), L)
-  _check_objective(o.inference_network(spen, net, optax.adam(1e-2), optax.adam(1e-2),
-                                       num_inner_steps=1), batch)
-  losses = o.infnet_losses(spen, net, objective="margin")
+  _check_objective(
+    o.inference_network(
+      spen, net, optax.adam(1e-2), optax.adam(1e-2), options=o.InfNetOptions(num_inner_steps=1)
+    ),
+    batch,
+  )
+  losses = o.infnet_losses(spen, net, energy_objective=o.InfNetMargin())
   net_params = losses.init_nets(KEY, batch)
   assert {"test_net", "cost_net"} <= set(net_params)
   test_logits, cost_logits = losses.net_logits(net_params, batch["x"], batch["y"], False, None)
   assert test_logits.shape == cost_logits.shape == (B, L)
 
 
-@smoke("objectives.InfNetOptions", "objectives.InfNetMargin", "objectives.InfNetPerceptron",
-       "objectives.InfNetCompound", "objectives.InfNetEnergyInputs",
-       "objectives.InfNetEnergyObjective", "objectives.get_energy_objective",
-       "objectives.infnet_options_from_config")
+@smoke(
+  "objectives.InfNetOptions",
+  "objectives.InfNetMargin",
+  "objectives.InfNetPerceptron",
+  "objectives.InfNetCompound",
+  "objectives.InfNetEnergyInputs",
+  "objectives.InfNetEnergyObjective",
+  "objectives.InfNetArchitecture",
+  "objectives.InfNetSeparated",
+  "objectives.InfNetShared",
+  "objectives.InfNetStacked",
+  "objectives.InfNetTruncation",
+)
 def smoke_infnet_options(en, tmp_path):
   del tmp_path
   o = en.objectives
   batch = _multilabel_batch()
   spen, net = _spen(en), en.nets.MLP((7,), L)
-  # A config's block maps onto the options and an energy objective value; another
-  # objective's key (compound_weight under 'margin') is ignored.
-  assert o.infnet_options_from_config(dict(objective="margin", compound_weight=2.0)) == (
-      o.InfNetOptions(), o.InfNetMargin())
-  assert o.get_energy_objective("compound", compound_weight=0.5) == o.InfNetCompound(0.5)
+  assert o.InfNetOptions().architecture == o.InfNetStacked()
+  assert o.InfNetOptions().truncate == o.InfNetTruncation(energy_step=True, inference_step=False)
+  assert o.InfNetCompound(0.5).default_energy_weight == 0.5
   assert callable(o.InfNetEnergyObjective.loss)
+  assert callable(o.InfNetArchitecture.logits)
+  # Each architecture builds its F_Φ: a copy of the net, a head on its features, or W.
+  for architecture, head_inputs in (
+    (o.InfNetSeparated(), 7),
+    (o.InfNetShared(), 7),
+    (o.InfNetStacked(), 2 * L),
+  ):
+    losses = o.infnet_losses(spen, net, options=o.InfNetOptions(architecture=architecture))
+    cost_net = losses.init_nets(KEY, batch)["cost_net"]
+    assert cost_net["head"]["kernel"].shape == (head_inputs, L)
   inputs_type = o.InfNetEnergyInputs
 
   class SoftPerceptron:
     """A user's energy objective: the perceptron gap through softplus, without F_Φ."""
+
     uses_cost_net = False
 
     def loss(self, inputs):
@@ -712,11 +917,14 @@ def smoke_infnet_options(en, tmp_path):
       gap = jnp.mean(jax.nn.softplus(inputs.energy_gold - inputs.energy_of(inputs.y_test)))
       return gap, {"soft_gap": gap}
 
-  options = o.InfNetOptions(num_inner_steps=1, architecture="separated")
+  options = o.InfNetOptions(num_inner_steps=1, architecture=o.InfNetSeparated())
   for objective in (o.InfNetMargin(), o.InfNetPerceptron(), SoftPerceptron()):
-    state = _check_objective(o.inference_network(spen, net, optax.adam(1e-2),
-                                                 optax.adam(1e-2), options=options,
-                                                 energy_objective=objective), batch)
+    state = _check_objective(
+      o.inference_network(
+        spen, net, optax.adam(1e-2), optax.adam(1e-2), options=options, energy_objective=objective
+      ),
+      batch,
+    )
     assert ("cost_net" in state) == (objective == o.InfNetMargin())
 
 
@@ -726,31 +934,39 @@ def smoke_seal(en, tmp_path):
   o = en.objectives
   batch = _multilabel_batch()
   task_net, loss_net = en.nets.MLP((7,), L), _spen(en)
-  state = _check_objective(o.seal_objective(task_net, loss_net, optax.adam(1e-2),
-                                            optax.adam(1e-2), num_samples=2), batch)
-  losses = o.seal_losses(task_net, loss_net, objective="regression", num_samples=2)
+  state = _check_objective(
+    o.seal_objective(
+      loss_net,
+      task_net,
+      optax.adam(1e-2),
+      optax.adam(1e-2),
+      loss_net_objective=o.SealNCE(num_samples=2),
+    ),
+    batch,
+  )
+  losses = o.seal_losses(loss_net, task_net, loss_net_objective=o.SealRegression())
   task_params, loss_params = state["task_net"].params, state["loss_net"].params
-  values = jax.jit(lambda t, l: (losses.task_net(t, l, batch, KEY)[0],
-                                 losses.loss_net(l, t, batch, KEY)[0]))(task_params, loss_params)
+  values = jax.jit(
+    lambda t, l: (losses.task_net(t, l, batch, KEY)[0], losses.loss_net(l, t, batch, KEY)[0])
+  )(task_params, loss_params)
   assert all(np.isfinite(float(v)) for v in values)
   _check_objective(o.task_net_ranking(task_net, optax.adam(1e-2), num_samples=2), batch)
 
 
-@smoke("objectives.SealOptions", "objectives.SealMargin", "objectives.SealRegression",
-       "objectives.SealRegressionS", "objectives.SealNCE", "objectives.LossNetInputs",
-       "objectives.LossNetObjective", "objectives.get_loss_net_objective",
-       "objectives.seal_config_defaults", "objectives.seal_options_from_config")
+@smoke(
+  "objectives.SealOptions",
+  "objectives.SealMargin",
+  "objectives.SealRegression",
+  "objectives.SealRegressionS",
+  "objectives.SealNCE",
+  "objectives.LossNetInputs",
+  "objectives.LossNetObjective",
+)
 def smoke_seal_options(en, tmp_path):
   del tmp_path
   o = en.objectives
   batch = _multilabel_batch()
   task_net, loss_net = en.nets.MLP((7,), L), _spen(en)
-  # A config's block maps onto the options and a loss-net objective value.
-  defaults = o.seal_config_defaults()
-  assert defaults["objective"] == "nce" and defaults["dvn_samples"] == "inference,adversarial,gold"
-  assert o.seal_options_from_config(dict(defaults, objective="margin")) == (
-      o.SealOptions(), o.SealMargin())
-  assert o.get_loss_net_objective("nce", num_samples=2) == o.SealNCE(num_samples=2)
   assert callable(o.LossNetObjective.loss)
   inputs_type = o.LossNetInputs
 
@@ -764,26 +980,56 @@ def smoke_seal_options(en, tmp_path):
       error = jnp.mean(jnp.square(value - inputs.score(y_hat, inputs.y)))
       return error, {"squared_error": error}
 
-  for objective in (o.SealMargin(), o.SealRegression(), o.SealRegressionS(num_samples=2),
-                    o.SealNCE(num_samples=2), Squared()):
-    _check_objective(o.seal_objective(task_net, loss_net, optax.adam(1e-2), optax.adam(1e-2),
-                                      options=o.SealOptions(energy_weight=0.5),
-                                      loss_net_objective=objective), batch)
+  for objective in (
+    o.SealMargin(),
+    o.SealRegression(),
+    o.SealRegressionS(num_samples=2),
+    o.SealNCE(num_samples=2),
+    Squared(),
+  ):
+    _check_objective(
+      o.seal_objective(
+        loss_net,
+        task_net,
+        optax.adam(1e-2),
+        optax.adam(1e-2),
+        options=o.SealOptions(energy_weight=0.5),
+        loss_net_objective=objective,
+      ),
+      batch,
+    )
 
 
-@smoke("objectives.SSVMOptions", "objectives.E2EOptions", "objectives.DVNOptions",
-       "objectives.Sampler", "objectives.options_from_config")
+@smoke(
+  "objectives.SSVMOptions",
+  "objectives.E2EOptions",
+  "objectives.DVNOptions",
+  "objectives.Sampler",
+  "objectives.GBISolver",
+  "objectives.ExhaustiveSolver",
+  "objectives.Squared",
+  "objectives.Log",
+  "objectives.L1",
+)
 def smoke_method_options(en, tmp_path):
   del tmp_path
   o, GBIConfig = en.objectives, en.inference.GBIConfig
   batch = _multilabel_batch()
   gbi, predict = GBIConfig(num_steps=2), GBIConfig(max_steps=3)
-  ssvm = o.options_from_config(o.SSVMOptions, {"surrogate": "l1", "trainable": "",
-                                               "l2_c": 1.0}, strict=False,
-                               loss_aug_gbi=gbi, predict_gbi=predict)
-  assert ssvm == o.SSVMOptions(loss_aug_gbi=gbi, predict_gbi=predict, surrogate="l1")
-  e2e = o.options_from_config(o.E2EOptions, {"loss": "squared"}, gbi=gbi)
-  assert e2e.loss == "squared" and e2e.gbi == gbi
+  y_hat, y = jnp.array([[0.25, 1.0]]), jnp.array([[0.0, 1.0]])
+  for surrogate, expected in (
+    (o.Squared(), 0.0625),
+    (o.L1(), 0.25),
+    (o.Log(1e-3), -np.log(0.75) - np.log(0.999)),
+  ):
+    np.testing.assert_allclose(o.task_losses.task_loss(y_hat, y, surrogate), [expected], rtol=1e-5)
+  ssvm = o.SSVMOptions(
+    loss_aug_gbi=gbi, predict_gbi=predict, surrogate=o.L1(), predict_solver=o.GBISolver()
+  )
+  exact = o.SSVMOptions(
+    surrogate=o.Log(), loss_aug_solver=o.ExhaustiveSolver(), predict_solver=o.ExhaustiveSolver()
+  )
+  e2e = o.E2EOptions(gbi=gbi, loss=o.Squared())
   assert callable(o.Sampler.__call__)
 
   def gold_and_half(energy, params, encoding, x, y, rng):  # a Sampler of one's own
@@ -791,46 +1037,78 @@ def smoke_method_options(en, tmp_path):
     return {"gold": y, "half": jnp.full_like(y, 0.5)}
 
   dvn = o.DVNOptions(predict_gbi=predict, sampler=gold_and_half)
-  for objective in (o.ssvm_hinge(_spen(en), optax.sgd(0.1), options=ssvm),
-                    o.e2e_objective(_spen(en), optax.sgd(0.1), options=e2e),
-                    o.deep_value_network(_spen(en), optax.sgd(0.1), options=dvn)):
+  for objective in (
+    o.ssvm_hinge(_spen(en), optax.sgd(0.1), options=ssvm),
+    o.ssvm_hinge(_spen(en), optax.sgd(0.1), options=exact),
+    o.e2e_objective(_spen(en), optax.sgd(0.1), options=e2e),
+    o.deep_value_network(_spen(en), optax.sgd(0.1), options=dvn),
+  ):
     state = objective.init(jax.random.key(0), batch)
     assert jax.tree.leaves(state)
 
 
-@smoke("objectives.deep_value_network", "objectives.implicit_objective",
-       "objectives.contrastive_divergence_loss")
+@smoke(
+  "objectives.deep_value_network",
+  "objectives.implicit_objective",
+  "objectives.contrastive_divergence_loss",
+)
 def smoke_dvn_and_implicit(en, tmp_path):
   del tmp_path
   o, GBIConfig = en.objectives, en.inference.GBIConfig
   batch = _multilabel_batch()
-  _check_objective(o.deep_value_network(_spen(en), optax.adam(1e-2),
-                                        inference_gbi=GBIConfig(num_steps=2),
-                                        predict_gbi=GBIConfig(max_steps=3)), batch)
-  _check_objective(o.implicit_objective(en.nets.MLP((7,), L), _spen(en), optax.adam(1e-2),
-                                        optax.sgd(0.1), inner_steps=1, num_samples=2,
-                                        inverse_hvp=en.diff.InverseHVP(num_terms=2)), batch)
+  _check_objective(
+    o.deep_value_network(
+      _spen(en),
+      optax.adam(1e-2),
+      options=o.DVNOptions(
+        inference_gbi=GBIConfig(num_steps=2), predict_gbi=GBIConfig(max_steps=3)
+      ),
+    ),
+    batch,
+  )
+  _check_objective(
+    o.implicit_objective(
+      _spen(en),
+      en.nets.MLP((7,), L),
+      optax.adam(1e-2),
+      optax.sgd(0.1),
+      options=o.ImplicitOptions(inner_steps=1, inverse_hvp=en.diff.Neumann(num_terms=2)),
+      primary=o.ImplicitCD(num_samples=2),
+    ),
+    batch,
+  )
   energies = jnp.array([[0.0, 1.0, 2.0]])
   costs = jnp.array([[0.0, 0.5, 0.5]])
-  np.testing.assert_allclose(o.contrastive_divergence_loss(energies, costs),
-                             [np.log(1 + np.exp(-0.5) + np.exp(-1.5))], rtol=1e-6)
+  np.testing.assert_allclose(
+    o.contrastive_divergence_loss(energies, costs),
+    [np.log(1 + np.exp(-0.5) + np.exp(-1.5))],
+    rtol=1e-6,
+  )
 
 
-@smoke("objectives.ImplicitOptions", "objectives.ImplicitSSVM", "objectives.ImplicitCD",
-       "objectives.ImplicitDVN", "objectives.ImplicitPrimaryInputs",
-       "objectives.ImplicitPrimary", "objectives.get_primary_loss",
-       "objectives.implicit_options_from_config")
+@smoke(
+  "objectives.ImplicitOptions",
+  "objectives.ImplicitSSVM",
+  "objectives.ImplicitCD",
+  "objectives.ImplicitDVN",
+  "objectives.ImplicitPrimaryInputs",
+  "objectives.ImplicitPrimary",
+  "objectives.NegativeSampler",
+  "objectives.StraightThroughNegatives",
+  "objectives.RelaxedNegatives",
+)
 def smoke_implicit_options(en, tmp_path):
   del tmp_path
   o = en.objectives
   batch = _multilabel_batch()
-  # A config's block maps onto the options and a primary loss value; another loss's key
-  # (CD's num_samples under 'dvn') is ignored.
-  cg = en.diff.ConjugateGradient(max_iter=2)
-  assert o.implicit_options_from_config(dict(primary="dvn", num_samples=3),
-                                        inverse_hvp=cg) == (
-      o.ImplicitOptions(inverse_hvp=cg), o.ImplicitDVN())
-  assert o.get_primary_loss("cd", num_samples=2) == o.ImplicitCD(num_samples=2)
+  # CD's negatives are values (any object with NegativeSampler's sample); a name is refused.
+  assert callable(o.NegativeSampler.sample)
+  logits = jnp.zeros((2, L))
+  relaxed = o.RelaxedNegatives(temperature=0.5).sample(outputs.MULTILABEL, KEY, logits, 3)
+  assert relaxed.shape == (2, 3, L) and np.all((relaxed > 0) & (relaxed < 1))
+  assert o.ImplicitCD().negatives == o.StraightThroughNegatives()
+  with pytest.raises(TypeError, match="sampler value"):
+    o.ImplicitCD(negatives="relaxed")
   assert callable(o.ImplicitPrimary.loss)
   inputs_type = o.ImplicitPrimaryInputs
 
@@ -844,10 +1122,23 @@ def smoke_implicit_options(en, tmp_path):
       return error, {"squared_error": error}
 
   options = o.ImplicitOptions(inner_steps=1, inverse_hvp=en.diff.Neumann(num_terms=2))
-  for primary in (o.ImplicitSSVM(), SquaredValue()):
-    _check_objective(o.implicit_objective(en.nets.MLP((7,), L), _spen(en), optax.adam(1e-2),
-                                          optax.sgd(0.1), options=options, primary=primary),
-                     batch)
+  for primary in (
+    o.ImplicitSSVM(),
+    o.ImplicitDVN(),
+    SquaredValue(),
+    o.ImplicitCD(num_samples=2, negatives=o.RelaxedNegatives(0.5)),
+  ):
+    _check_objective(
+      o.implicit_objective(
+        _spen(en),
+        en.nets.MLP((7,), L),
+        optax.adam(1e-2),
+        optax.sgd(0.1),
+        options=options,
+        primary=primary,
+      ),
+      batch,
+    )
 
 
 @smoke("objectives.local_token_ce", "objectives.crf_objective")
@@ -865,19 +1156,33 @@ def smoke_sequence_objectives(en, tmp_path):
   assert jax.tree.structure(new_state) == jax.tree.structure(state)
   assert metrics["loss"].shape == ()
   assert jax.eval_shape(ce.predict, new_state, batch["x"]).shape == batch["y"].shape
-  assert jax.tree.structure(jax.eval_shape(crf.init_from, state, KEY, batch)) == \
-      jax.tree.structure(jax.eval_shape(crf.init, KEY, batch))
+  assert jax.tree.structure(jax.eval_shape(crf.init_from, state, KEY, batch)) == jax.tree.structure(
+    jax.eval_shape(crf.init, KEY, batch)
+  )
 
 
 # ---------------------------------------------------------------------------------------
 # Metrics.
 
 
-@smoke("metrics", "metrics.THRESHOLD_GRID", "metrics.binarize", "metrics.example_f1",
-       "metrics.micro_f1", "metrics.macro_f1", "metrics.hamming_loss", "metrics.tune_threshold",
-       "metrics.multilabel_report", "metrics.evaluate_multilabel", "metrics.psnr",
-       "metrics.soft_f1", "metrics.soft_iou", "metrics.per_image_iou", "metrics.mean_iou",
-       "metrics.dataset_iou")
+@smoke(
+  "metrics",
+  "metrics.THRESHOLD_GRID",
+  "metrics.binarize",
+  "metrics.example_f1",
+  "metrics.micro_f1",
+  "metrics.macro_f1",
+  "metrics.hamming_loss",
+  "metrics.tune_threshold",
+  "metrics.multilabel_report",
+  "metrics.evaluate_multilabel",
+  "metrics.psnr",
+  "metrics.soft_f1",
+  "metrics.soft_iou",
+  "metrics.per_image_iou",
+  "metrics.mean_iou",
+  "metrics.dataset_iou",
+)
 def smoke_metrics(en, tmp_path):
   del tmp_path
   m = en.metrics
@@ -901,7 +1206,7 @@ def smoke_metrics(en, tmp_path):
   assert results["test/example_f1"] == pytest.approx(tuned_f1)
   clean = np.zeros((1, 4, 4))
   assert m.psnr(clean, clean + 0.1) == pytest.approx(20.0, rel=1e-6)
-  soft = m.soft_f1(jnp.asarray(gold, jnp.float32), jnp.asarray(pred, jnp.float32))
+  soft = m.soft_f1(jnp.asarray(pred, jnp.float32), jnp.asarray(gold, jnp.float32))
   np.testing.assert_allclose(soft, [2 / 3, 1.0, 0.8], rtol=1e-5)
   iou = m.soft_iou(jnp.asarray(gold, jnp.float32), jnp.asarray(pred, jnp.float32))
   np.testing.assert_allclose(iou, [0.5, 1.0, 2 / 3], rtol=1e-5)
@@ -912,8 +1217,13 @@ def smoke_metrics(en, tmp_path):
   assert m.dataset_iou(mask_probs, masks) == pytest.approx(3 / 5)
 
 
-@smoke("metrics.SPAN_SCHEMES", "metrics.SpanScores", "metrics.token_accuracy",
-       "metrics.extract_spans", "metrics.span_f1")
+@smoke(
+  "metrics.SPAN_SCHEMES",
+  "metrics.SpanScores",
+  "metrics.token_accuracy",
+  "metrics.extract_spans",
+  "metrics.span_f1",
+)
 def smoke_sequence_metrics(en, tmp_path):
   del tmp_path
   m = en.metrics
@@ -925,18 +1235,31 @@ def smoke_sequence_metrics(en, tmp_path):
   assert isinstance(scores, m.SpanScores)
   assert (scores.precision, scores.recall) == (1.0, 0.5)
   assert scores.f1 == pytest.approx(2 / 3)
-  assert m.token_accuracy(np.array([[1, 2, 3]]), np.array([[1, 0, 3]]),
-                          np.array([[True, True, False]])) == 0.5
+  assert (
+    m.token_accuracy(np.array([[1, 2, 3]]), np.array([[1, 0, 3]]), np.array([[True, True, False]]))
+    == 0.5
+  )
 
 
 # ---------------------------------------------------------------------------------------
 # Data.
 
 
-@smoke("data", "data.load_dataset", "data.DatasetSpec", "data.REGISTRY", "data.resolve_data_dir",
-       "data.DATA_DIR_ENV", "data.MultiLabelDataset", "data.Split", "data.Standardizer",
-       "data.block_exclusivity", "data.block_exclusivity_weights", "load_dataset",
-       "block_exclusivity")
+@smoke(
+  "data",
+  "data.load_dataset",
+  "data.DatasetSpec",
+  "data.REGISTRY",
+  "data.resolve_data_dir",
+  "data.DATA_DIR_ENV",
+  "data.MultiLabelDataset",
+  "data.Split",
+  "data.Standardizer",
+  "data.block_exclusivity",
+  "data.block_exclusivity_weights",
+  "load_dataset",
+  "block_exclusivity",
+)
 def smoke_multilabel_data(en, tmp_path):
   d = en.data
   synthetic = en.load_dataset("synthetic", num_train=32, num_validation=8, num_test=8)
@@ -958,9 +1281,16 @@ def smoke_multilabel_data(en, tmp_path):
   assert standardizer.num_constant == 1
 
 
-@smoke("data.parse_mulan_arff", "data.read_mulan", "data.MulanArff", "data.DataError",
-       "data.parse_clus_arff", "data.ClusArff", "data.ClusPreprocessor",
-       "data.fit_clus_preprocessor")
+@smoke(
+  "data.parse_mulan_arff",
+  "data.read_mulan",
+  "data.MulanArff",
+  "data.DataError",
+  "data.parse_clus_arff",
+  "data.ClusArff",
+  "data.ClusPreprocessor",
+  "data.fit_clus_preprocessor",
+)
 def smoke_parsers(en, tmp_path):
   del tmp_path
   d = en.data
@@ -980,15 +1310,21 @@ def smoke_parsers(en, tmp_path):
   assert features.shape[0] == clus.y.shape[0] and np.all(np.isfinite(features))
 
 
-@smoke("data.DenoisingDataset", "data.DenoisingSplit", "data.depth_scene", "data.load_denoising",
-       "load_denoising")
+@smoke(
+  "data.DenoisingDataset",
+  "data.DenoisingSplit",
+  "data.depth_scene",
+  "data.load_denoising",
+  "load_denoising",
+)
 def smoke_denoising_data(en, tmp_path):
   del tmp_path
   d = en.data
   scene = d.depth_scene(np.random.default_rng(0), 16, 12)
   assert scene.shape == (16, 12) and np.all(np.isfinite(scene))
-  data = en.load_denoising(num_train=3, num_validation=2, num_test=2, height=16, width=16,
-                           crops_per_image=1)
+  data = en.load_denoising(
+    num_train=3, num_validation=2, num_test=2, height=16, width=16, crops_per_image=1
+  )
   assert isinstance(data, d.DenoisingDataset) and isinstance(data.train, d.DenoisingSplit)
   assert data.train.x.shape == data.train.y.shape == (3, 16, 16)
 
@@ -1003,12 +1339,30 @@ def smoke_segmentation_data(en, tmp_path):
   assert set(np.unique(horses.train.y)) <= {0.0, 1.0}
 
 
-@smoke("data.load_sequence_dataset", "data.SEQUENCE_DATASETS", "data.TWITTER_POS_TAGS",
-       "data.SequenceDataset", "data.SequenceSplit", "data.Sentence", "data.Vocabulary",
-       "data.parse_conll2003", "data.parse_twitter_pos", "data.build_sequence_dataset",
-       "data.iob2_to_bioes", "data.bioes_to_iob2", "data.scheme_tags", "data.load_glove",
-       "data.decode_tags", "data.bucketed_batches", "data.batch_of", "data.padding_fraction",
-       "data.pack_tokens", "data.unpack_tokens", "data.one_hot_tags", "load_sequence_dataset")
+@smoke(
+  "data.load_sequence_dataset",
+  "data.SEQUENCE_DATASETS",
+  "data.TWITTER_POS_TAGS",
+  "data.SequenceDataset",
+  "data.SequenceSplit",
+  "data.Sentence",
+  "data.Vocabulary",
+  "data.parse_conll2003",
+  "data.parse_twitter_pos",
+  "data.build_sequence_dataset",
+  "data.iob2_to_bioes",
+  "data.bioes_to_iob2",
+  "data.scheme_tags",
+  "data.load_glove",
+  "data.decode_tags",
+  "data.bucketed_batches",
+  "data.batch_of",
+  "data.padding_fraction",
+  "data.pack_tokens",
+  "data.unpack_tokens",
+  "data.one_hot_tags",
+  "load_sequence_dataset",
+)
 def smoke_sequence_data(en, tmp_path):
   del tmp_path
   d = en.data
@@ -1022,8 +1376,9 @@ def smoke_sequence_data(en, tmp_path):
   assert d.iob2_to_bioes(tags) == ["B-PER", "E-PER", "O", "S-LOC"]
   assert d.bioes_to_iob2(d.iob2_to_bioes(tags)) == tags
   assert set(d.scheme_tags(["PER"], "iob2")) == {"O", "B-PER", "I-PER"}
-  dataset = d.build_sequence_dataset("tiny", {"train": sentences, "validation": sentences,
-                                              "test": sentences}, scheme="iob2")
+  dataset = d.build_sequence_dataset(
+    "tiny", {"train": sentences, "validation": sentences, "test": sentences}, scheme="iob2"
+  )
   assert isinstance(dataset, d.SequenceDataset) and isinstance(dataset.train, d.SequenceSplit)
   assert isinstance(dataset.word_vocab, d.Vocabulary)
   vectors, found = d.load_glove(TESTDATA / "glove_tiny.txt", dataset.word_vocab, dim=3)
@@ -1051,12 +1406,29 @@ def smoke_sequence_data(en, tmp_path):
 # Training.
 
 
-@smoke("train", "train.fit", "train.LoopOptions", "train.FitResult", "train.build_train_step",
-       "train.build_init", "train.build_init_from", "train.build_predict", "train.make_mesh",
-       "train.predict_in_batches", "train.Checkpointer", "train.MetricWriter",
-       "train.NonFiniteLossError", "train.DATA_AXIS", "train.batch_sharded", "train.replicate",
-       "train.replicated", "train.shard_batch", "train.check_batch_size",
-       "train.quiet_library_logs")
+@smoke(
+  "train",
+  "train.fit",
+  "train.LoopOptions",
+  "train.FitResult",
+  "train.build_train_step",
+  "train.build_init",
+  "train.build_init_from",
+  "train.build_predict",
+  "train.make_mesh",
+  "train.predict_in_batches",
+  "train.Checkpointer",
+  "train.MetricWriter",
+  "train.NonFiniteLossError",
+  "train.DATA_AXIS",
+  "train.batch_sharded",
+  "train.replicate",
+  "train.replicated",
+  "train.shard_batch",
+  "train.check_batch_size",
+  "train.quiet_library_logs",
+  "train.Validation",
+)
 def smoke_train(en, tmp_path):
   t = en.train
   t.quiet_library_logs()
@@ -1071,9 +1443,12 @@ def smoke_train(en, tmp_path):
     probs = t.predict_in_batches(predict, state, batch["x"], 4, mesh)
     return {"validation/example_f1": en.metrics.example_f1(batch["y"], probs >= 0.5)}
 
-  options = t.LoopOptions(steps=4, batch_size=4, log_every=2, eval_every=2,
-                          checkpoint_every=2, tensorboard=True)
-  result = t.fit(objective, batch, options, str(tmp_path / "run"), evaluate=evaluate)
+  options = t.LoopOptions(
+    steps=4, batch_size=4, log_every=2, eval_every=2, checkpoint_every=2, tensorboard=True
+  )
+  result = t.fit(
+    objective, batch, options, str(tmp_path / "run"), validation=t.Validation(evaluate)
+  )
   assert isinstance(result, t.FitResult) and result.final_step == 4
   assert [r["step"] for r in result.history] == [2, 4]
   assert t.Checkpointer(str(tmp_path / "run" / "checkpoints")).latest_step() == 4
@@ -1098,8 +1473,7 @@ def smoke_train(en, tmp_path):
   assert '"train/loss": 0.5' in pathlib.Path(writer.path).read_text()
   broken = en.objectives.local_bce(en.nets.MLP((), L), optax.sgd(float("nan")))
   with pytest.raises(t.NonFiniteLossError, match="non-finite loss"):
-    t.fit(broken, batch, dataclasses.replace(options, tensorboard=False),
-          str(tmp_path / "nan"))
+    t.fit(broken, batch, dataclasses.replace(options, tensorboard=False), str(tmp_path / "nan"))
 
 
 @smoke("train.MODEL_AXIS", "train.label_axis_shardings")
@@ -1116,27 +1490,45 @@ def smoke_model_axis(en, tmp_path):
     t.make_mesh(1, model_parallelism=2)
 
 
-@smoke("train.load_run", "train.Predictor", "train.read_run", "train.BuilderError",
-       "train.RunFormatError", "train.RunNotFoundError")
+@smoke(
+  "train.load_run",
+  "train.Predictor",
+  "train.read_run",
+  "train.BuilderError",
+  "train.RunFormatError",
+  "train.RunNotFoundError",
+)
 def smoke_runs(en, tmp_path):
   t = en.train
   batch = {k: np.asarray(v) for k, v in _multilabel_batch().items()}
   objective = en.objectives.local_bce(en.nets.MLP((4,), L), optax.adam(1e-2))
   with pytest.raises(t.BuilderError, match="does not import"):
-    t.fit(objective, batch, t.LoopOptions(steps=2, batch_size=4), str(tmp_path / "bad"),
-          builder="no_such_module:build")
+    t.fit(
+      objective,
+      batch,
+      t.LoopOptions(steps=2, batch_size=4),
+      str(tmp_path / "bad"),
+      builder="no_such_module:build",
+    )
   with pytest.raises(t.RunNotFoundError, match="no run in"):
     t.load_run(tmp_path / "bad")
   options = t.LoopOptions(steps=2, batch_size=4, select_metric=None, tensorboard=False)
-  result = t.fit(objective, batch, options, str(tmp_path / "run"), validation=batch)
+  result = t.fit(
+    objective,
+    batch,
+    options,
+    str(tmp_path / "run"),
+    validation=t.Validation(x=batch["x"], y=batch["y"]),
+  )
   record = t.read_run(tmp_path / "run")
   assert record["threshold_source"] == "validation" and record["builder"] is None
   predictor = t.load_run(tmp_path / "run", objective=objective)
   assert isinstance(predictor, t.Predictor)
-  soft = predictor.predict_soft(batch["x"])
-  np.testing.assert_allclose(soft, objective.predict(result.state, batch["x"]), rtol=1e-5,
-                             atol=1e-6)
-  assert predictor.predict(batch["x"]).shape == (B, L)
+  soft = predictor.predict(batch["x"])
+  np.testing.assert_allclose(
+    soft, objective.predict(result.state, batch["x"]), rtol=1e-5, atol=1e-6
+  )
+  assert predictor.labels(batch["x"]).shape == (B, L)
   (tmp_path / "run" / "run.json").write_text('{"format": "energynets.run", "version": 0}')
   with pytest.raises(t.RunFormatError, match="format version 0"):
     t.load_run(tmp_path / "run", objective=objective)
@@ -1146,17 +1538,25 @@ def smoke_runs(en, tmp_path):
 # The top-level package: its docstring's example runs as written.
 
 
-@smoke("data", "diff", "domains", "energies", "inference", "metrics", "nets", "objectives",
-       "train")
+@smoke("data", "diff", "domains", "energies", "inference", "metrics", "nets", "objectives", "train")
 def smoke_package_docstring_example(en, tmp_path):
   """The example in `energynets.__doc__` (with fewer steps and a temporary workdir)."""
-  for name in ("data", "diff", "domains", "energies", "inference", "metrics", "nets",
-               "objectives", "train"):
+  for name in (
+    "data",
+    "diff",
+    "domains",
+    "energies",
+    "inference",
+    "metrics",
+    "nets",
+    "objectives",
+    "train",
+  ):
     module = getattr(en, name)
     assert module.__all__  # a public module with a non-empty surface
   doc = energynets.__doc__
   start = doc.rindex("\n", 0, doc.index("import jax, optax")) + 1
-  example = textwrap.dedent(doc[start:doc.index("See `notebooks")])
+  example = textwrap.dedent(doc[start : doc.index("See `notebooks")])
   assert '"/tmp/seal"' in example and "steps=200" in example
   example = example.replace('"/tmp/seal"', repr(str(tmp_path / "seal")))
   example = example.replace("steps=200", "steps=20")
@@ -1164,7 +1564,8 @@ def smoke_package_docstring_example(en, tmp_path):
   exec(compile(example, "energynets.__doc__", "exec"), namespace)  # pylint: disable=exec-used
   assert namespace["y"].shape == (32, 16)
   assert float(namespace["trace"].energies[-1].mean()) < float(
-      namespace["trace"].initial_energy.mean())
+    namespace["trace"].initial_energy.mean()
+  )
   assert namespace["result"].final_step == 20
 
 
@@ -1189,11 +1590,14 @@ def _covered_by_identity(obj) -> bool:
 def test_every_public_name_is_smoke_tested():
   public = _public_names()
   declared = {name for _, names in SMOKE.values() for name in names}
-  assert not declared - set(public), f"smoke groups declare non-public names: " \
-                                     f"{sorted(declared - set(public))}"
-  declared_ids = {id(_resolve(name)) for name in declared
-                  if _covered_by_identity(_resolve(name))}
-  uncovered = [name for name in public if name not in declared
-               and not (_covered_by_identity(_resolve(name))
-                        and id(_resolve(name)) in declared_ids)]
+  assert not declared - set(public), (
+    f"smoke groups declare non-public names: {sorted(declared - set(public))}"
+  )
+  declared_ids = {id(_resolve(name)) for name in declared if _covered_by_identity(_resolve(name))}
+  uncovered = [
+    name
+    for name in public
+    if name not in declared
+    and not (_covered_by_identity(_resolve(name)) and id(_resolve(name)) in declared_ids)
+  ]
   assert not uncovered, f"public names no smoke group calls: {uncovered}"

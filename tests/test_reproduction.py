@@ -12,6 +12,7 @@ pytestmark = pytest.mark.slow
 def _run(method, dataset, tmp_path, overrides=(), data_dir=None):
   from experiments import configuration
   from experiments import train
+
   overrides = ["train.tensorboard=False", *overrides]
   if data_dir is not None:
     overrides.append(f"data.data_dir={data_dir}")
@@ -29,6 +30,7 @@ def test_br_bibtex_agrees_with_scikit_learn(tmp_path, data_dir):
   from benchmarks import common
   from experiments import builders
   from experiments import configuration
+
   ours = _run("br", "bibtex", tmp_path, data_dir=data_dir)
   config = configuration.get_config("br", "bibtex", [f"data.data_dir={data_dir}"])
   dataset = builders.load_data(config)

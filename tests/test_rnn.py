@@ -26,11 +26,20 @@ def make_batch(seed, lengths, steps, num_chars=6, junk=False):
   word_len = rs.randint(1, num_chars + 1, size=(b, steps))
   chars = rs.randint(1, CHARS, size=(b, steps, num_chars))
   chars = np.where(np.arange(num_chars) < word_len[..., None], chars, 0)
-  batch = dict(words=rs.randint(1, VOCAB, (b, steps)), chars=chars,
-               pos=rs.randint(0, POS, (b, steps)), chunk=rs.randint(0, CHUNK, (b, steps)),
-               tags=rs.randint(0, TAGS, (b, steps)))
-  for key, hi in (("words", VOCAB), ("chars", CHARS), ("pos", POS), ("chunk", CHUNK),
-                  ("tags", TAGS)):
+  batch = dict(
+    words=rs.randint(1, VOCAB, (b, steps)),
+    chars=chars,
+    pos=rs.randint(0, POS, (b, steps)),
+    chunk=rs.randint(0, CHUNK, (b, steps)),
+    tags=rs.randint(0, TAGS, (b, steps)),
+  )
+  for key, hi in (
+    ("words", VOCAB),
+    ("chars", CHARS),
+    ("pos", POS),
+    ("chunk", CHUNK),
+    ("tags", TAGS),
+  ):
     fill = rs.randint(0, hi, batch[key].shape) if junk else np.zeros_like(batch[key])
     m = mask if batch[key].ndim == 2 else mask[..., None]
     batch[key] = jnp.asarray(np.where(m, batch[key], fill), jnp.int32)
@@ -44,23 +53,38 @@ def pad_to(batch, steps, junk_seed=None):
   out = {}
   for key, v in batch.items():
     extra = (v.shape[0], steps - v.shape[1]) + v.shape[2:]
-    fill = (np.zeros(extra, bool) if key == "mask" else
-            rs.randint(0, 4, extra) if junk_seed is not None else np.zeros(extra))
+    fill = (
+      np.zeros(extra, bool)
+      if key == "mask"
+      else rs.randint(0, 4, extra)
+      if junk_seed is not None
+      else np.zeros(extra)
+    )
     out[key] = jnp.concatenate([v, jnp.asarray(fill, v.dtype)], axis=1)
   return out
 
 
 def make_tagger(dropout=0.0, num_layers=2, hidden=8, chars=True):
   return rnn.BiLSTMTagger(
-      embedder=rnn.TokenEmbedder(VOCAB, word_dim=6, char_vocab_size=CHARS if chars else 0,
-                                 char_dim=4, char_filters=5, num_pos=POS, pos_dim=3,
-                                 num_chunk=CHUNK, chunk_dim=2, dropout=dropout),
-      encoder=rnn.BiLSTM(hidden, num_layers=num_layers, dropout=dropout),
-      num_tags=TAGS, dropout=dropout)
+    embedder=rnn.TokenEmbedder(
+      VOCAB,
+      word_dim=6,
+      char_vocab_size=CHARS if chars else 0,
+      char_dim=4,
+      char_filters=5,
+      num_pos=POS,
+      pos_dim=3,
+      num_chunk=CHUNK,
+      chunk_dim=2,
+      dropout=dropout,
+    ),
+    encoder=rnn.BiLSTM(hidden, num_layers=num_layers, dropout=dropout),
+    num_tags=TAGS,
+    dropout=dropout,
+  )
 
 
 class RNNTest(absltest.TestCase):
-
   @classmethod
   def setUpClass(cls):
     """One tagger (all features, 2 layers, dropout) compiled once and shared: compiles dominate."""
@@ -69,11 +93,18 @@ class RNNTest(absltest.TestCase):
     cls.batch = make_batch(1, cls.lengths, 6)
     cls.tagger = make_tagger(dropout=0.5)
     cls.params = jax.jit(cls.tagger.init)(jax.random.key(1), cls.batch)
-    cls.apply = staticmethod(jax.jit(
+    cls.apply = staticmethod(
+      jax.jit(
         lambda b, rng=None, train=False: cls.tagger.apply(
-            cls.params, b, train=train, return_features=True,
-            rngs=None if rng is None else {"dropout": rng}),
-        static_argnames="train"))
+          cls.params,
+          b,
+          train=train,
+          return_features=True,
+          rngs=None if rng is None else {"dropout": rng},
+        ),
+        static_argnames="train",
+      )
+    )
 
   def test_shapes_and_features(self):
     logits, feats = self.apply(self.batch)
@@ -92,13 +123,15 @@ class RNNTest(absltest.TestCase):
     # Junk ids at the padded positions, and then more padding (zeros and junk) appended.
     junk = make_batch(1, self.lengths, 6, junk=True)
     for other in (junk, pad_to(self.batch, 9), pad_to(junk, 9, junk_seed=3)):
-      np.testing.assert_allclose(np.asarray(self.apply(other)[1])[:, :6][mask], ref[mask],
-                                 atol=1e-6)
+      np.testing.assert_allclose(
+        np.asarray(self.apply(other)[1])[:, :6][mask], ref[mask], atol=1e-6
+      )
     # The check has power: position 0 of the backward half does see the last real token.
     words = self.batch["words"]
     changed = dict(self.batch, words=words.at[1, 3].set((words[1, 3] % 19) + 1))
-    self.assertGreater(np.abs(np.asarray(self.apply(changed)[1])[1, 0, 8:] - ref[1, 0, 8:]).max(),
-                       1e-4)
+    self.assertGreater(
+      np.abs(np.asarray(self.apply(changed)[1])[1, 0, 8:] - ref[1, 0, 8:]).max(), 1e-4
+    )
 
   def test_dropout_only_in_training(self):
     eval_a = self.apply(self.batch)[0]  # no dropout rng given: eval must not need one
@@ -118,12 +151,15 @@ class RNNTest(absltest.TestCase):
     class NoLengths(nn.Module):
       @nn.compact
       def __call__(self, x):
-        return nn.Bidirectional(nn.RNN(nn.OptimizedLSTMCell(8, name="forward_0")),
-                                nn.RNN(nn.OptimizedLSTMCell(8, name="backward_0")))(x)
+        return nn.Bidirectional(
+          nn.RNN(nn.OptimizedLSTMCell(8, name="forward_0")),
+          nn.RNN(nn.OptimizedLSTMCell(8, name="backward_0")),
+        )(x)
 
     real = np.asarray(mask)
-    both = jax.jit(lambda v: (self.tagger.encoder.apply(encoder, v, mask),
-                              NoLengths().apply(encoder, v)))
+    both = jax.jit(
+      lambda v: (self.tagger.encoder.apply(encoder, v, mask), NoLengths().apply(encoder, v))
+    )
     (ours, leaky), (ours_junk, leaky_junk) = both(x), both(x_junk)
     np.testing.assert_allclose(np.asarray(ours_junk)[real], np.asarray(ours)[real], atol=1e-6)
     self.assertGreater(np.abs(np.asarray(leaky_junk - leaky)[real]).max(), 1e-3)
@@ -163,6 +199,7 @@ class RNNTest(absltest.TestCase):
         loss, g = jax.value_and_grad(loss_fn)(p)
         updates, s = opt.update(g, s, p)
         return (optax.apply_updates(p, updates), s), loss
+
       (params, _), losses = jax.lax.scan(step, (params, opt.init(params)), length=100)
       return losses, loss_fn(params)
 
@@ -178,15 +215,14 @@ class RNNTest(absltest.TestCase):
     np.testing.assert_array_equal(params["params"]["words"]["embedding"], glove)
     hash(emb)  # modules must stay hashable (why the matrix is held by a closure)
     with self.assertRaisesRegex(ValueError, "pretrained embedding matrix has shape"):
-      rnn.TokenEmbedder(VOCAB, word_dim=7,
-                        word_init=rnn.pretrained_embedding_init(glove)).init(
-                            jax.random.key(0), batch)
+      rnn.TokenEmbedder(VOCAB, word_dim=7, word_init=rnn.pretrained_embedding_init(glove)).init(
+        jax.random.key(0), batch
+      )
     no_chars = {k: v for k, v in batch.items() if k != "chars"}
     with self.assertRaisesRegex(ValueError, "'chars'"):
       rnn.TokenEmbedder(VOCAB, char_vocab_size=CHARS).init(jax.random.key(0), no_chars)
     with self.assertRaisesRegex(ValueError, "unknown LSTM cell"):
-      rnn.BiLSTM(4, cell="gru").init(jax.random.key(0), jnp.ones((1, 2, 3)),
-                                     jnp.ones((1, 2), bool))
+      rnn.BiLSTM(4, cell="gru").init(jax.random.key(0), jnp.ones((1, 2, 3)), jnp.ones((1, 2), bool))
 
 
 if __name__ == "__main__":

@@ -24,11 +24,13 @@ import sys
 import time
 from typing import NamedTuple
 
+from multiprocess import MULTIHOST_FLAGS
+from multiprocess import STEPS
+from multiprocess import _free_port
+from multiprocess import _run_all
+from multiprocess import _subprocess_env
 import numpy as np
 import pytest
-
-from multiprocess import (MULTIHOST_FLAGS, STEPS, _free_port, _run_all,
-                          _subprocess_env)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -38,6 +40,7 @@ class Case(NamedTuple):
   the objective of its stage `stage` (None: its last stage), with `overrides`. A stage
   that cannot start fresh (`init` raises) starts by `init_from` from a fresh
   `previous` stage's state, as staged training does."""
+
   config: str
   dataset: str
   stage: str | None = None
@@ -51,57 +54,76 @@ class Case(NamedTuple):
 # Dropout is switched on where a net has it, so that the step draws random bits.
 DROPOUT = ("model.dropout=0.2",)
 OBJECTIVE_CASES = {
-    # multi-label (SPEN energies, MLP nets)
-    "local": Case("mlp", "synthetic", overrides=DROPOUT),
-    "spen_pretrain": Case("spen_ssvm", "synthetic", "pretrain"),
-    "ssvm": Case("spen_ssvm", "synthetic", "joint"),
-    "dmf": Case("dmf", "synthetic", "pairwise"),
-    "e2e": Case("e2e", "synthetic", "joint"),
-    "infnet": Case("infnet", "synthetic", "infnet", DROPOUT),
-    "seal_static_loss_net": Case("seal_static", "synthetic", "loss_net"),
-    "seal_static_task_net": Case("seal_static", "synthetic", "task_net",
-                                 previous="loss_net"),
-    "seal_dynamic": Case("seal_dynamic", "synthetic", overrides=DROPOUT),
-    "seal_ranking": Case("seal_ranking", "synthetic"),
-    "dvn": Case("dvn", "synthetic"),
-    "implicit": Case("implicit", "synthetic", "implicit", DROPOUT),
-    # sequence labeling (BiLSTM taggers on packed tokens, the sequence energy)
-    "crf": Case("crf", "twitter_pos"),
-    "ssvm_sequence": Case("spen_ssvm", "twitter_pos", "ssvm"),
-    "bilstm_token_ce": Case("bilstm", "twitter_pos", overrides=DROPOUT, slow=True),
-    "infnet_sequence": Case("infnet", "twitter_pos", "infnet", DROPOUT, slow=True),
-    "seal_dynamic_sequence": Case("seal_dynamic", "twitter_pos", "seal", slow=True),
-    "implicit_sequence": Case("implicit", "twitter_pos", "implicit", slow=True),
-    # segmentation (FCN, the convolutional segmentation energy)
-    "fcn_segmentation": Case("fcn", "weizmann_horse", overrides=DROPOUT),
-    "dvn_segmentation": Case("dvn", "weizmann_horse"),
-    "ssvm_segmentation": Case("spen_ssvm", "weizmann_horse", "joint", slow=True),
-    "seal_dynamic_segmentation": Case("seal_dynamic", "weizmann_horse", slow=True),
-    "implicit_segmentation": Case("implicit", "weizmann_horse", "implicit", slow=True),
-    # denoising (image energies)
-    "cnn_denoiser": Case("cnn_denoiser", "depth_scenes"),
-    "e2e_denoising": Case("e2e", "depth_scenes"),
-    "ssvm_denoising": Case("spen_ssvm", "depth_scenes", slow=True),
+  # multi-label (SPEN energies, MLP nets)
+  "local": Case("mlp", "synthetic", overrides=DROPOUT),
+  "spen_pretrain": Case("spen_ssvm", "synthetic", "pretrain"),
+  "ssvm": Case("spen_ssvm", "synthetic", "joint"),
+  "dmf": Case("dmf", "synthetic", "pairwise"),
+  "e2e": Case("e2e", "synthetic", "joint"),
+  "infnet": Case("infnet", "synthetic", "infnet", DROPOUT),
+  "seal_static_loss_net": Case("seal_static", "synthetic", "loss_net"),
+  "seal_static_task_net": Case("seal_static", "synthetic", "task_net", previous="loss_net"),
+  "seal_dynamic": Case("seal_dynamic", "synthetic", overrides=DROPOUT),
+  "seal_ranking": Case("seal_ranking", "synthetic"),
+  "dvn": Case("dvn", "synthetic"),
+  "implicit": Case("implicit", "synthetic", "implicit", DROPOUT),
+  # sequence labeling (BiLSTM taggers on packed tokens, the sequence energy)
+  "crf": Case("crf", "twitter_pos"),
+  "ssvm_sequence": Case("spen_ssvm", "twitter_pos", "ssvm"),
+  "bilstm_token_ce": Case("bilstm", "twitter_pos", overrides=DROPOUT, slow=True),
+  "infnet_sequence": Case("infnet", "twitter_pos", "infnet", DROPOUT, slow=True),
+  "seal_dynamic_sequence": Case("seal_dynamic", "twitter_pos", "seal", slow=True),
+  "implicit_sequence": Case("implicit", "twitter_pos", "implicit", slow=True),
+  # segmentation (FCN, the convolutional segmentation energy)
+  "fcn_segmentation": Case("fcn", "weizmann_horse", overrides=DROPOUT),
+  "dvn_segmentation": Case("dvn", "weizmann_horse"),
+  "ssvm_segmentation": Case("spen_ssvm", "weizmann_horse", "joint", slow=True),
+  "seal_dynamic_segmentation": Case("seal_dynamic", "weizmann_horse", slow=True),
+  "implicit_segmentation": Case("implicit", "weizmann_horse", "implicit", slow=True),
+  # denoising (image energies)
+  "cnn_denoiser": Case("cnn_denoiser", "depth_scenes"),
+  "e2e_denoising": Case("e2e", "depth_scenes"),
+  "ssvm_denoising": Case("spen_ssvm", "depth_scenes", slow=True),
 }
 
 # Applied to every case where the key exists: tiny widths, few inner iterations.
 _SHRINK = {
-    "gbi.num_steps": 2, "predict_gbi.max_steps": 2, "adversarial_gbi.num_steps": 2,
-    "infnet.num_inner_steps": 1, "implicit.inner_steps": 1,
-    "implicit.inverse_hvp.num_terms": 3, "implicit.num_samples": 3, "seal.num_samples": 3,
-    "dmf.num_iters": 2, "dmf.rank": 2,
-    "energy.num_measurements": 4, "energy.tlm_hidden": 4,
-    "cnn.features": (4,), "cnn.kernel_size": 3,
+  "gbi.num_steps": 2,
+  "predict_gbi.max_steps": 2,
+  "adversarial_gbi.num_steps": 2,
+  "infnet.num_inner_steps": 1,
+  "implicit.inner_steps": 1,
+  "implicit.inverse_hvp.num_terms": 3,
+  "implicit.num_samples": 3,
+  "seal.num_samples": 3,
+  "dmf.num_iters": 2,
+  "dmf.rank": 2,
+  "energy.num_measurements": 4,
+  "energy.tlm_hidden": 4,
+  "cnn.features": (4,),
+  "cnn.kernel_size": 3,
 }
 _SHRINK_BY_TASK = {
-    "multilabel": {"model.hidden": (8,), "energy.feature_hidden": (8,)},
-    "sequence": {"model.hidden": 4, "model.word_dim": 6, "model.char_dim": 4,
-                 "model.char_filters": 3},
-    "segmentation": {"model.features": (4, 4, 4), "model.kernel_size": 3,
-                     "energy.features": (4, 4, 4), "energy.kernel_size": 3,
-                     "energy.hidden": (8, 8)},
-    "denoising": {"energy.features": (4, 4), "energy.kernel_size": 3,
-                  "energy.num_filters": 4, "energy.filter_size": 3},
+  "multilabel": {"model.hidden": (8,), "energy.feature_hidden": (8,)},
+  "sequence": {
+    "model.hidden": 4,
+    "model.word_dim": 6,
+    "model.char_dim": 4,
+    "model.char_filters": 3,
+  },
+  "segmentation": {
+    "model.features": (4, 4, 4),
+    "model.kernel_size": 3,
+    "energy.features": (4, 4, 4),
+    "energy.kernel_size": 3,
+    "energy.hidden": (8, 8),
+  },
+  "denoising": {
+    "energy.features": (4, 4),
+    "energy.kernel_size": 3,
+    "energy.num_filters": 4,
+    "energy.filter_size": 3,
+  },
 }
 
 GLOBAL_BATCH = 8  # 2 rows per device on 4 devices
@@ -112,17 +134,22 @@ NUM_DEVICES = 4
 
 
 def _task_of(dataset: str) -> str:
-  return {"twitter_pos": "sequence", "weizmann_horse": "segmentation",
-          "depth_scenes": "denoising"}.get(dataset, "multilabel")
+  return {
+    "twitter_pos": "sequence",
+    "weizmann_horse": "segmentation",
+    "depth_scenes": "denoising",
+  }.get(dataset, "multilabel")
 
 
 def _tiny_dataset(task: str):
   """`(dataset, batch)`: a stand-in with what the objective builders read of a dataset
   (shapes, vocabularies) and one training batch of `GLOBAL_BATCH` rows; no files."""
   import types
+
   from energynets import data as data_lib
   from energynets import testing
   from experiments import tasks
+
   rs = np.random.RandomState(0)
   b = GLOBAL_BATCH
   if task == "multilabel":
@@ -137,16 +164,16 @@ def _tiny_dataset(task: str):
     mask = np.concatenate([p[1] for p in parts])
     tags = tuple(f"T{i}" for i in range(testing.SEQ_TAGS))
     split = tasks.SequenceSplit(x, y, mask, tags, "iob2")
-    source = types.SimpleNamespace(word_vocab=range(testing.SEQ_VOCAB), char_vocab=range(7),
-                                   pos_vocab=None, chunk_vocab=None)
+    source = types.SimpleNamespace(
+      word_vocab=range(testing.SEQ_VOCAB), char_vocab=range(7), pos_vocab=None, chunk_vocab=None
+    )
     dataset = tasks.SequenceData("tiny", split, split, split, testing.SEQ_TAGS, source, {})
     return dataset, {"x": x, "y": y}
   if task == "segmentation":
     x = rs.normal(size=(b, 16, 16, 3)).astype(np.float32)
     y = (rs.uniform(size=(b, 16, 16)) < 0.4).astype(np.float32)
     split = data_lib.SegmentationSplit(x, y)
-    dataset = data_lib.SegmentationDataset("tiny", split, split, split, np.zeros(3),
-                                           np.ones(3), {})
+    dataset = data_lib.SegmentationDataset("tiny", split, split, split, np.zeros(3), np.ones(3), {})
     return dataset, {"x": x, "y": y}
   clean = rs.uniform(size=(b, 12, 12)).astype(np.float32)
   noisy = (clean + 0.1 * rs.normal(size=clean.shape)).astype(np.float32)
@@ -157,6 +184,7 @@ def _tiny_dataset(task: str):
 def _stage_config(case: Case, stage: str | None):
   """The stage config that `experiments.train` builds the stage's objective from."""
   from experiments import configuration
+
   stages = dict(configuration.stage_configs(configuration.get_config(case.config, case.dataset)))
   config = stages[stage] if stage is not None else list(stages.values())[-1]
   flat = configuration.flatten_dict(config.to_dict())
@@ -169,9 +197,8 @@ def _stage_config(case: Case, stage: str | None):
   # (Optimizers act on the replicated state: no part of them is sharded.)
   for key in flat:
     if key.endswith("optimizer.name"):
-      group = key[:-len("name")]
-      shrink.update({key: "momentum", group + "learning_rate": 0.1,
-                     group + "clip_norm": 1.0})
+      group = key[: -len("name")]
+      shrink.update({key: "momentum", group + "learning_rate": 0.1, group + "clip_norm": 1.0})
   config.update_from_flattened_dict({k: v for k, v in shrink.items() if k in flat})
   return configuration.apply_overrides(config, case.overrides)
 
@@ -201,9 +228,12 @@ def _objectives_main(out_dir: pathlib.Path, names: list[str]) -> None:
   instead of both compiling everything.
   """
   import traceback
+
   import jax
+
   from energynets import train as train_lib
   from experiments import builders
+
   assert jax.device_count() == NUM_DEVICES, jax.devices()
   one, many = train_lib.make_mesh(1), train_lib.make_mesh(NUM_DEVICES)
 
@@ -213,10 +243,15 @@ def _objectives_main(out_dir: pathlib.Path, names: list[str]) -> None:
     # unsharded step's (the equalities below rely on it).
     draw = lambda k: jax.random.uniform(k, (GLOBAL_BATCH, 5))
     key = jax.random.PRNGKey(3)
-    checks = {"threefry_partitionable": bool(jax.config.jax_threefry_partitionable),
-              "random_bits_equal": bool(np.array_equal(
-                  jax.jit(draw, out_shardings=train_lib.batch_sharded(many))(key),
-                  jax.jit(draw, out_shardings=train_lib.batch_sharded(one))(key)))}
+    checks = {
+      "threefry_partitionable": bool(jax.config.jax_threefry_partitionable),
+      "random_bits_equal": bool(
+        np.array_equal(
+          jax.jit(draw, out_shardings=train_lib.batch_sharded(many))(key),
+          jax.jit(draw, out_shardings=train_lib.batch_sharded(one))(key),
+        )
+      ),
+    }
     try:
       train_lib.shard_batch({"x": np.zeros((GLOBAL_BATCH + 2, 3), np.float32)}, many)
       checks["indivisible_error"] = None
@@ -242,7 +277,8 @@ def _objectives_main(out_dir: pathlib.Path, names: list[str]) -> None:
       else:
         previous = builders.build_objective(_stage_config(case, case.previous), dataset)
         state = train_lib.build_init_from(objective, one)(
-            train_lib.build_init(previous, one)(init_key, example), init_key, example)
+          train_lib.build_init(previous, one)(init_key, example), init_key, example
+        )
       init_state = jax.device_get(state)
       result = {"init": leaves(init_state)}
       # The loop's step keys: fold_in(step_key, step).
@@ -256,16 +292,21 @@ def _objectives_main(out_dir: pathlib.Path, names: list[str]) -> None:
           state, metrics = step(state, sharded, jax.random.fold_in(step_key, t))
           losses.append(float(metrics["loss"]))
         result[str(mesh.size)] = {
-            "state": leaves(state), "losses": losses,
-            "state_devices": len(jax.tree_util.tree_leaves(state)[0].sharding.device_set),
-            "batch_devices": len(sharded["x"].sharding.device_set),
-            "rows_per_device": sharded["x"].addressable_shards[0].data.shape[0]}
+          "state": leaves(state),
+          "losses": losses,
+          "state_devices": len(jax.tree_util.tree_leaves(state)[0].sharding.device_set),
+          "batch_devices": len(sharded["x"].sharding.device_set),
+          "rows_per_device": sharded["x"].addressable_shards[0].data.shape[0],
+        }
     except Exception:  # pylint: disable=broad-except
       result = {"error": traceback.format_exc()}  # the test names it
     result["seconds"] = time.perf_counter() - started
     _write_result(out_dir, name, result)
-    print(f"{name}: {result['seconds']:.1f} s ({time.process_time() - cpu_started:.1f} s CPU)",
-          file=sys.stderr, flush=True)
+    print(
+      f"{name}: {result['seconds']:.1f} s ({time.process_time() - cpu_started:.1f} s CPU)",
+      file=sys.stderr,
+      flush=True,
+    )
 
 
 # --------------------------------------------------------------- 1. every objective
@@ -275,8 +316,7 @@ def _shared_dir(tmp_path_factory, name: str) -> pathlib.Path:
   """A directory all pytest-xdist workers of this run share (without xdist: fresh)."""
   if "PYTEST_XDIST_WORKER" not in os.environ:
     return tmp_path_factory.mktemp(name)
-  path = (tmp_path_factory.getbasetemp().parent /
-          f"{name}-{os.environ['PYTEST_XDIST_TESTRUNUID']}")
+  path = tmp_path_factory.getbasetemp().parent / f"{name}-{os.environ['PYTEST_XDIST_TESTRUNUID']}"
   path.mkdir(exist_ok=True)
   return path
 
@@ -296,8 +336,9 @@ def _alive(pid: int) -> bool:
 
 
 def _logs(out_dir: pathlib.Path) -> str:
-  return "\n".join(f"--- {p.name}\n{p.read_text()[-4000:]}"
-                   for p in sorted(out_dir.glob("worker_*.log")))
+  return "\n".join(
+    f"--- {p.name}\n{p.read_text()[-4000:]}" for p in sorted(out_dir.glob("worker_*.log"))
+  )
 
 
 OBJECTIVES_TIMEOUT_S = 600
@@ -307,9 +348,12 @@ OBJECTIVES_TIMEOUT_S = 600
 def sharded_steps(request, tmp_path_factory):
   """`result(name)`: the objectives subprocess's report of objective `name`."""
   # The objectives of the tests this session runs (after -k and the slow marker).
-  names = [item.callspec.params["name"] for item in request.session.items
-           if item.originalname == "test_sharded_step_matches_single_device_step"
-           and not item.get_closest_marker("skip")]
+  names = [
+    item.callspec.params["name"]
+    for item in request.session.items
+    if item.originalname == "test_sharded_step_matches_single_device_step"
+    and not item.get_closest_marker("skip")
+  ]
   out_dir = _shared_dir(tmp_path_factory, "scale_out_objectives")
   proc = None
   if not all((out_dir / f"{n}.json").exists() for n in ["_checks", *names]):
@@ -317,10 +361,16 @@ def sharded_steps(request, tmp_path_factory):
     # Compilation is nearly all of the time here; XLA's cheaper backend passes halve it
     # and do not change what is compared (both meshes compile with the same flags).
     proc = subprocess.Popen(
-        [sys.executable, __file__, "objectives", str(out_dir), *names], cwd=REPO_ROOT,
-        stdout=log, stderr=subprocess.STDOUT,
-        env=_subprocess_env(NUM_DEVICES, "--xla_backend_optimization_level=0",
-                            "--xla_llvm_disable_expensive_passes=true"))
+      [sys.executable, __file__, "objectives", str(out_dir), *names],
+      cwd=REPO_ROOT,
+      stdout=log,
+      stderr=subprocess.STDOUT,
+      env=_subprocess_env(
+        NUM_DEVICES,
+        "--xla_backend_optimization_level=0",
+        "--xla_llvm_disable_expensive_passes=true",
+      ),
+    )
   deadline = time.monotonic() + OBJECTIVES_TIMEOUT_S
 
   def result(name: str) -> dict:
@@ -331,8 +381,10 @@ def sharded_steps(request, tmp_path_factory):
         if not _alive(claimer) and not path.exists():
           pytest.fail(f"process {claimer} died while running {name}:\n{_logs(out_dir)}")
       elif proc is not None and proc.poll() is not None and not path.exists():
-        pytest.fail(f"the objectives program exited ({proc.returncode}) without running "
-                    f"{name}:\n{_logs(out_dir)}")
+        pytest.fail(
+          f"the objectives program exited ({proc.returncode}) without running "
+          f"{name}:\n{_logs(out_dir)}"
+        )
       if time.monotonic() > deadline:
         pytest.fail(f"no result for {name} after {OBJECTIVES_TIMEOUT_S} s:\n{_logs(out_dir)}")
       time.sleep(0.1)
@@ -348,8 +400,10 @@ def sharded_steps(request, tmp_path_factory):
     log.close()
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if c.slow else n
-                                  for n, c in OBJECTIVE_CASES.items()])
+@pytest.mark.parametrize(
+  "name",
+  [pytest.param(n, marks=pytest.mark.slow) if c.slow else n for n, c in OBJECTIVE_CASES.items()],
+)
 def test_sharded_step_matches_single_device_step(name, sharded_steps):
   result = sharded_steps(name)
   assert "error" not in result, result["error"]
@@ -366,8 +420,9 @@ def test_sharded_step_matches_single_device_step(name, sharded_steps):
   np.testing.assert_allclose(many["losses"], one["losses"], rtol=1e-5, atol=1e-6)
   moved = worst = 0.0
   for path in one["state"]:
-    ref, got, init = (np.asarray(t[path], np.float64)
-                      for t in (one["state"], many["state"], result["init"]))
+    ref, got, init = (
+      np.asarray(t[path], np.float64) for t in (one["state"], many["state"], result["init"])
+    )
     err = np.max(np.abs(got - ref), initial=0.0)
     tol = 1e-6 + 1e-5 * np.max(np.abs(ref), initial=0.0)
     assert err <= tol, f"{name}: state{path} differs by {err:.3g} (tolerance {tol:.3g})"
@@ -391,34 +446,50 @@ def test_batch_not_divisible_by_devices_is_rejected(sharded_steps):
 
 # ------------------------------------------------------------------- 2. multi-host
 
+
 # Slow: the default suite runs two processes against one through the launch path
 # (tests/test_launch.py, local_pod.sh: killed, resumed, equal to the 1-process run); this
 # one adds two devices per process and the restore onto one device.
 @pytest.mark.slow
 def test_two_processes_train_like_one_and_checkpoint_restores_on_one_device(tmp_path):
   import jax
+
   from energynets import train as train_lib
   from experiments import builders
   from experiments import configuration
   from experiments import train
+
   main = [sys.executable, "-m", "experiments.main", *MULTIHOST_FLAGS]
   coordinator = f"127.0.0.1:{_free_port()}"
-  runs = {f"process_{i}": ([*main, f"--workdir={tmp_path / 'two'}",
-                            f"--coordinator_address={coordinator}", "--num_processes=2",
-                            f"--process_id={i}"], _subprocess_env(2))
-          for i in range(2)}
+  runs = {
+    f"process_{i}": (
+      [
+        *main,
+        f"--workdir={tmp_path / 'two'}",
+        f"--coordinator_address={coordinator}",
+        "--num_processes=2",
+        f"--process_id={i}",
+      ],
+      _subprocess_env(2),
+    )
+    for i in range(2)
+  }
   # The reference: one process with the same 4 devices in all, drawing the batches of
   # two processes (each holds half of the training rows: 2 data shards).
-  runs["reference"] = ([*main, f"--workdir={tmp_path / 'one'}", "--config.data.num_shards=2"],
-                       _subprocess_env(4))
+  runs["reference"] = (
+    [*main, f"--workdir={tmp_path / 'one'}", "--config.data.num_shards=2"],
+    _subprocess_env(4),
+  )
   _run_all(runs, tmp_path)
   for i in range(2):
     log = (tmp_path / f"process_{i}.log").read_text()
     assert f"process {i} of 2: 2 local and 4 global devices" in log
     # Each holds only its half of every split (synthetic: 1000 validation and test rows).
-    assert (f"process {i} of 2 holds rows {32 * i}:{32 * (i + 1)} of train (32 of 64), "
-            f"rows {500 * i}:{500 * (i + 1)} of validation (500 of 1000), "
-            f"rows {500 * i}:{500 * (i + 1)} of test (500 of 1000)") in log
+    assert (
+      f"process {i} of 2 holds rows {32 * i}:{32 * (i + 1)} of train (32 of 64), "
+      f"rows {500 * i}:{500 * (i + 1)} of validation (500 of 1000), "
+      f"rows {500 * i}:{500 * (i + 1)} of test (500 of 1000)"
+    ) in log
 
   # Written once: one checkpoint per kept step, one record per step in metrics.jsonl.
   two, one = tmp_path / "two", tmp_path / "one"
@@ -430,8 +501,9 @@ def test_two_processes_train_like_one_and_checkpoint_restores_on_one_device(tmp_
   reference_results = json.loads((one / "results.json").read_text())
   assert results["meta"]["num_devices"] == 4
   metric_names = [k for k in reference_results if k != "meta"]
-  np.testing.assert_allclose([results[k] for k in metric_names],
-                             [reference_results[k] for k in metric_names], atol=1e-6)
+  np.testing.assert_allclose(
+    [results[k] for k in metric_names], [reference_results[k] for k in metric_names], atol=1e-6
+  )
 
   # Restore both checkpoints in this process onto 1 device. Each process fed only its 8
   # rows of every 16-row batch, so equal parameters also show the global batches were
@@ -443,19 +515,20 @@ def test_two_processes_train_like_one_and_checkpoint_restores_on_one_device(tmp_
   objective = builders.build_objective(config, dataset)
   mesh = train_lib.make_mesh(1)
   target = train_lib.build_init(objective, mesh)(
-      jax.random.PRNGKey(0), {"x": dataset.train.x[:16], "y": dataset.train.y[:16]})
+    jax.random.PRNGKey(0), {"x": dataset.train.x[:16], "y": dataset.train.y[:16]}
+  )
   restored = {}
   for name, workdir in (("two", two), ("one", one)):
     checkpointer = train_lib.Checkpointer(str(workdir / "checkpoints"))
     restored[name], meta = checkpointer.restore(STEPS, target)
     checkpointer.close()
     assert [h["step"] for h in meta["history"]] == [3, 6]
-  for got, ref in zip(jax.tree_util.tree_leaves(restored["two"]),
-                      jax.tree_util.tree_leaves(restored["one"])):
+  for got, ref in zip(
+    jax.tree_util.tree_leaves(restored["two"]), jax.tree_util.tree_leaves(restored["one"])
+  ):
     assert got.sharding.device_set == set(mesh.devices.flat)
     got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    assert np.max(np.abs(got - ref), initial=0.0) <= 1e-6 + 1e-5 * np.max(np.abs(ref),
-                                                                         initial=0.0)
+    assert np.max(np.abs(got - ref), initial=0.0) <= 1e-6 + 1e-5 * np.max(np.abs(ref), initial=0.0)
 
   # Resume the 2-process run on 1 device: nothing left to train, so its selected
   # state is restored from the checkpoint and evaluated: the same results.
@@ -464,8 +537,9 @@ def test_two_processes_train_like_one_and_checkpoint_restores_on_one_device(tmp_
   resumed_results = train.train_and_evaluate(config, str(resumed))
   assert resumed_results["meta"]["num_devices"] == 1
   assert resumed_results["meta"]["final_step"] == STEPS
-  np.testing.assert_allclose([resumed_results[k] for k in metric_names],
-                             [results[k] for k in metric_names], atol=1e-6)
+  np.testing.assert_allclose(
+    [resumed_results[k] for k in metric_names], [results[k] for k in metric_names], atol=1e-6
+  )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Tests of the differentiable task scores (energynets/objectives/scores.py).
+"""Tests of the differentiable task scores (energynets/objectives/scores.py; `soft_f1` is
+`energynets.metrics.soft_f1`).
 
 Oracles: `energynets.metrics.example_f1` (the reported metric) on binary inputs,
 closed forms on soft inputs, and float64 central finite differences of the gradient.
@@ -15,13 +16,12 @@ from energynets.objectives import scores
 
 
 class SoftF1Test(parameterized.TestCase):
-
   @parameterized.named_parameters(
-      ("both_empty", [0, 0, 0, 0], [0, 0, 0, 0], 1.0),
-      ("empty_gold", [0, 0, 0, 0], [0, 1, 0, 0], 0.0),
-      ("empty_prediction", [1, 0, 1, 0], [0, 0, 0, 0], 0.0),
-      ("exact", [1, 0, 1, 0], [1, 0, 1, 0], 1.0),
-      ("partial", [1, 1, 0, 0], [0, 1, 1, 1], 2 * 1 / 5),
+    ("both_empty", [0, 0, 0, 0], [0, 0, 0, 0], 1.0),
+    ("empty_gold", [0, 0, 0, 0], [0, 1, 0, 0], 0.0),
+    ("empty_prediction", [1, 0, 1, 0], [0, 0, 0, 0], 0.0),
+    ("exact", [1, 0, 1, 0], [1, 0, 1, 0], 1.0),
+    ("partial", [1, 1, 0, 0], [0, 1, 1, 1], 2 * 1 / 5),
   )
   def test_equals_example_f1_on_binary_rows(self, gold, prediction, expected):
     y = np.asarray([gold], np.float32)
@@ -36,9 +36,9 @@ class SoftF1Test(parameterized.TestCase):
     y = (rs.uniform(size=(64, 7)) < 0.3).astype(np.float32)
     p = (rs.uniform(size=(64, 7)) < 0.3).astype(np.float32)
     y[:4], p[:2] = 0.0, 0.0  # empty/empty, empty/empty, empty gold twice
-    p[8:10] = 0.0            # empty predictions against (mostly) non-empty gold
+    p[8:10] = 0.0  # empty predictions against (mostly) non-empty gold
     per_example = np.asarray(scores.soft_f1(jnp.asarray(p), jnp.asarray(y)))
-    reference = [metrics.example_f1(y[i:i + 1], p[i:i + 1]) for i in range(len(y))]
+    reference = [metrics.example_f1(y[i : i + 1], p[i : i + 1]) for i in range(len(y))]
     np.testing.assert_allclose(per_example, reference, rtol=1e-6)
     self.assertAlmostEqual(float(per_example.mean()), metrics.example_f1(y, p), places=6)
 
@@ -49,9 +49,11 @@ class SoftF1Test(parameterized.TestCase):
     rs = np.random.RandomState(1)
     soft = jnp.asarray(rs.uniform(size=(3, 4, 5)), jnp.float32)
     gold = jnp.asarray(rs.uniform(size=(3, 4, 5)) < 0.5, jnp.float32)
-    np.testing.assert_allclose(scores.soft_f1(soft, gold),
-                               scores.soft_f1(soft.reshape(3, 20), gold.reshape(3, 20)),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+      scores.soft_f1(soft, gold),
+      scores.soft_f1(soft.reshape(3, 20), gold.reshape(3, 20)),
+      rtol=1e-6,
+    )
 
   def test_gradient_matches_finite_differences_and_is_finite_at_the_empty_point(self):
     with jax.enable_x64(True):
@@ -72,13 +74,26 @@ class SoftF1Test(parameterized.TestCase):
       np.testing.assert_array_equal(scores.soft_f1(zeros, zeros), [1.0, 1.0])
 
   def test_bad_inputs_raise(self):
-    with self.assertRaisesRegex(ValueError, "same batched shape"):
+    with self.assertRaisesRegex(ValueError, "shape mismatch"):
       scores.soft_f1(jnp.zeros((2, 3)), jnp.zeros((2, 4)))
-    with self.assertRaisesRegex(ValueError, "same batched shape"):
-      scores.soft_f1(jnp.zeros((3,)), jnp.zeros((3,)))
-    self.assertIs(scores.get_score("soft_f1"), scores.soft_f1)
-    with self.assertRaisesRegex(ValueError, "'soft_iouu'"):
-      scores.get_score("soft_iouu")
+    with self.assertRaisesRegex(ValueError, "eps"):
+      scores.soft_f1(jnp.zeros((2, 3)), jnp.zeros((2, 3)), eps=-1.0)
+
+  def test_one_soft_f1_whose_eps_gives_each_form_bit_for_bit(self):
+    self.assertIs(scores.soft_f1, metrics.soft_f1)
+    rs = np.random.RandomState(3)
+    y_soft = jnp.asarray(rs.uniform(size=(5, 4)), jnp.float32)
+    y = jnp.asarray(rs.uniform(size=(5, 4)) < 0.4, jnp.float32).at[0].set(0.0)
+    y_soft = y_soft.at[0].set(0.0)
+    inter, total = jnp.sum(y_soft * y, axis=1), jnp.sum(y_soft, axis=1) + jnp.sum(y, axis=1)
+    exact = jnp.where(total <= 0, 1.0, 2.0 * inter / jnp.where(total <= 0, 1.0, total))
+    np.testing.assert_array_equal(scores.soft_f1(y_soft, y), exact)
+    eps = 1e-7
+    np.testing.assert_array_equal(
+      metrics.soft_f1(y_soft, y, eps=eps),
+      (2.0 * jnp.sum(y * y_soft, axis=-1) + eps)
+      / (jnp.sum(y, axis=-1) + jnp.sum(y_soft, axis=-1) + eps),
+    )
 
 
 if __name__ == "__main__":

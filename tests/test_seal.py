@@ -4,11 +4,12 @@ Oracles: a hand-computed NCE ranking loss (gold in the normalizer) on 2 noise sa
 through the pure function and through the whole loss-net loss; numpy log-likelihoods
 of Bernoulli samples; float64 central finite differences of every loss (the static
 GBI samples are made parameter-independent with `num_steps=0`, so the full loss is a
-smooth function). Training dynamics (descent, frozen groups) are in
-tests/test_seal_training.py, kept apart so that each file compiles in under ~40 s.
+smooth function); numpy formulas of the task-net loss's energy term and margin costs
+for every option value that replaced a name. Training dynamics (descent, frozen groups)
+are in tests/test_seal_training.py, kept apart so that each file compiles in under
+~40 s. The config block's names (experiments/choices/seal.py) are tested here too.
 """
 
-import dataclasses
 import math
 from typing import NamedTuple
 
@@ -24,16 +25,30 @@ from energynets import domains
 from energynets import testing
 from energynets.energies import SPENEnergy
 from energynets.energies import protocol
+from energynets.inference import Adam
 from energynets.inference import GBIConfig
+from energynets.inference import Projected
 from energynets.nets import MLP
+from energynets.objectives import dvn
 from energynets.objectives import local_bce
+from energynets.objectives import scores
 from energynets.objectives import seal
 from energynets.objectives import ssvm
+from energynets.objectives import task_losses
+from experiments.choices import seal as seal_choices
 
 L, D, B = 4, 5, 8
-TRAIN_GBI = GBIConfig(method="projected", optimizer="adam", learning_rate=0.1, num_steps=3)
-PREDICT_GBI = GBIConfig(method="projected", optimizer="adam", learning_rate=0.05,
-                        max_steps=6, rel_tol=0.0, abs_tol=0.0)
+TRAIN_GBI = GBIConfig(parametrization=Projected(), direction=Adam(), learning_rate=0.1, num_steps=3)
+PREDICT_GBI = GBIConfig(
+  parametrization=Projected(),
+  direction=Adam(),
+  learning_rate=0.05,
+  max_steps=6,
+  rel_tol=0.0,
+  abs_tol=0.0,
+)
+# Which networks each phase trains (the config's names for them).
+PHASES = seal_choices.PHASES
 
 
 def _nets():
@@ -59,50 +74,59 @@ def _assert_trees_equal(test, a, b):
 def _init_params(x):
   """(task-net, loss-net) params; one jitted call (eager init compiles op by op)."""
   task_net, loss_net = _nets()
-  return (task_net.init(jax.random.key(0), x)["params"],
-          protocol.as_energy(loss_net).init(jax.random.key(1), x, None))
+  return (
+    task_net.init(jax.random.key(0), x)["params"],
+    protocol.as_energy(loss_net).init(jax.random.key(1), x, None),
+  )
 
 
 def _check_finite_differences(test, value_and_grad, params, seed):
   """`value_and_grad(params) -> ((value, aux), grads)` against float64 central differences."""
-  analytic, fd = testing.directional_derivatives(lambda p: value_and_grad(p)[0][0],
-                                                 lambda p: value_and_grad(p)[1], params, seed)
+  analytic, fd = testing.directional_derivatives(
+    lambda p: value_and_grad(p)[0][0], lambda p: value_and_grad(p)[1], params, seed
+  )
   test.assertGreater(abs(analytic), 1e-3)
   np.testing.assert_allclose(analytic, fd, rtol=1e-6)
 
 
-OPTION_FIELDS = {f.name for f in dataclasses.fields(seal.SealOptions)}
+OPTION_FIELDS = set(seal_choices.field_names(seal.SealOptions))
 
 
 def _values(objective, phase="dynamic", num_samples=3, loss_aug_gbi=TRAIN_GBI, **kw):
   """`(SealOptions, loss-net objective)`: keywords that are `SealOptions` fields go to the
-  options, the others to the objective `objective`; K and the GBI where it takes them."""
-  options = seal.SealOptions(phase=phase, **{k: v for k, v in kw.items()
-                                             if k in OPTION_FIELDS})
+  options, the others to the objective named `objective`; K and the GBI where it takes
+  them."""
+  options = seal.SealOptions(**PHASES[phase], **{k: v for k, v in kw.items() if k in OPTION_FIELDS})
   own = {k: v for k, v in kw.items() if k not in OPTION_FIELDS}
-  fields = {f.name for f in dataclasses.fields(seal.LOSS_NET_OBJECTIVES[objective])}
+  cls = seal_choices.LOSS_NET_OBJECTIVES[objective]
+  fields = seal_choices.field_names(cls)
   for key, value in (("num_samples", num_samples), ("loss_aug_gbi", loss_aug_gbi)):
     if key in fields:
       own[key] = value
-  return options, seal.get_loss_net_objective(objective, **own)
+  return options, cls(**own)
 
 
 def _losses(task_net, loss_net, objective, **kw):
   options, loss_net_objective = _values(objective, **kw)
-  return seal.seal_losses(task_net, loss_net, options=options,
-                          loss_net_objective=loss_net_objective)
+  return seal.seal_losses(
+    loss_net, task_net, options=options, loss_net_objective=loss_net_objective
+  )
 
 
 def _objective(phase, objective, task_opt=None, loss_opt=None, **kw):
   task_net, loss_net = _nets()
   options, loss_net_objective = _values(objective, phase, **kw)
-  return seal.seal_objective(task_net, loss_net, task_opt or optax.sgd(0.05),
-                             loss_opt or optax.sgd(0.05), options=options,
-                             loss_net_objective=loss_net_objective)
+  return seal.seal_objective(
+    loss_net,
+    task_net,
+    loss_opt or optax.sgd(0.05),
+    task_opt or optax.sgd(0.05),
+    options=options,
+    loss_net_objective=loss_net_objective,
+  )
 
 
 class NceTest(parameterized.TestCase):
-
   def test_ranking_loss_has_the_gold_in_its_normalizer(self):
     energies = jnp.array([[1.0, 0.5, 2.0]])
     log_noise = jnp.array([[-3.0, -1.0, -0.5]])
@@ -118,8 +142,7 @@ class NceTest(parameterized.TestCase):
     with jax.enable_x64(True):
       task_net, loss_net = _nets()
       batch = _batch(1, np.float64)
-      losses = seal.seal_losses(task_net, loss_net,
-                                loss_net_objective=seal.SealNCE(num_samples=2))
+      losses = seal.seal_losses(loss_net, task_net, loss_net_objective=seal.SealNCE(num_samples=2))
       task_params, loss_params = _init_params(batch["x"])
       rng = jax.random.key(7)
 
@@ -127,12 +150,15 @@ class NceTest(parameterized.TestCase):
       def run(p):
         """The loss and its gradient, and what the oracle needs, in one compiled call."""
         value_and_grad = jax.value_and_grad(
-            lambda q: losses.loss_net(q, task_params, batch, rng), has_aux=True)(p)
+          lambda q: losses.loss_net(q, task_params, batch, rng), has_aux=True
+        )(p)
         logits = task_net.apply({"params": task_params}, batch["x"])
         # The same noise: the loss splits rng into (dropout, sample) keys.
         noise = seal.bernoulli_samples(jax.random.split(rng)[1], logits, 2)
-        energies = [loss_net.apply({"params": p}, batch["x"], out)
-                    for out in (batch["y"], noise[:, 0], noise[:, 1])]
+        energies = [
+          loss_net.apply({"params": p}, batch["x"], out)
+          for out in (batch["y"], noise[:, 0], noise[:, 1])
+        ]
         return value_and_grad, logits, noise, energies
 
       ((value, metrics), _), logits, noise, energies = run(loss_params)
@@ -146,16 +172,19 @@ class NceTest(parameterized.TestCase):
         s.append(-np.asarray(energy) - log_pn)
       expected = -s[0] + np.log(np.exp(s[0]) + np.exp(s[1]) + np.exp(s[2]))
       np.testing.assert_allclose(float(value), np.mean(expected), rtol=1e-10)
-      np.testing.assert_allclose(float(metrics["gold_prob"]), np.mean(np.exp(-expected)),
-                                 rtol=1e-10)
+      np.testing.assert_allclose(
+        float(metrics["gold_prob"]), np.mean(np.exp(-expected)), rtol=1e-10
+      )
       _check_finite_differences(self, lambda p: run(p)[0], loss_params, seed=2)
 
   def test_bernoulli_log_prob_is_the_exact_log_likelihood(self):
     logits = jnp.array([[0.3, -1.2, 2.0]])
     ys = jnp.array([[[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]])
     q = 1 / (1 + np.exp(-np.asarray(logits[0])))
-    expected = [np.log(q[0]) + np.log(1 - q[1]) + np.log(q[2]),
-                np.log(1 - q[0]) + np.log(q[1]) + np.log(1 - q[2])]
+    expected = [
+      np.log(q[0]) + np.log(1 - q[1]) + np.log(q[2]),
+      np.log(1 - q[0]) + np.log(q[1]) + np.log(1 - q[2]),
+    ]
     np.testing.assert_allclose(seal.bernoulli_log_prob(logits, ys)[0], expected, rtol=1e-5)
 
 
@@ -163,28 +192,57 @@ class GradientTest(parameterized.TestCase):
   """Every loss against float64 central differences (NCE: in `NceTest`)."""
 
   @parameterized.named_parameters(
-      ("margin_dynamic", "margin", "dynamic", "loss_net", {}),
-      ("margin_static_score_cost", "margin", "loss_net", "loss_net", {"margin_cost": "score"}),
-      ("regression_dynamic", "regression", "dynamic", "loss_net", {}),
-      ("regression_static", "regression", "loss_net", "loss_net",
-       {"dvn_samples": ("inference", "adversarial", "gold", "random")}),
-      ("regression_s", "regression_s", "dynamic", "loss_net", {}),
-      ("regression_dynamic_extra_samples", "regression", "dynamic", "loss_net",
-       {"extra_samples": ("gold", "random", "other_gold"),
-        "extra_sample_weights": (0.5, 1.0, 2.0)}),
-      ("regression_s_extra_samples", "regression_s", "dynamic", "loss_net",
-       {"extra_samples": ("other_gold",)}),
-      ("task_net", "nce", "dynamic", "task_net", {"energy_weight": 0.7, "bce_weight": 0.3}),
-      ("task_net_neg_value", "regression", "task_net", "task_net",
-       {"energy_term": "neg_value"}),
+    ("margin_dynamic", "margin", "dynamic", "loss_net", {}),
+    (
+      "margin_static_score_cost",
+      "margin",
+      "loss_net",
+      "loss_net",
+      {"margin_cost": seal.OneMinusScore()},
+    ),
+    ("regression_dynamic", "regression", "dynamic", "loss_net", {}),
+    (
+      "regression_static",
+      "regression",
+      "loss_net",
+      "loss_net",
+      {"dvn_samples": (dvn.Inference(), dvn.Adversarial(), dvn.Gold(), dvn.Random())},
+    ),
+    ("regression_s", "regression_s", "dynamic", "loss_net", {}),
+    (
+      "regression_dynamic_extra_samples",
+      "regression",
+      "dynamic",
+      "loss_net",
+      {
+        "extra_samples": (dvn.Gold(), dvn.Random(), dvn.OtherGold()),
+        "extra_sample_weights": (0.5, 1.0, 2.0),
+      },
+    ),
+    (
+      "regression_s_extra_samples",
+      "regression_s",
+      "dynamic",
+      "loss_net",
+      {"extra_samples": (dvn.OtherGold(),)},
+    ),
+    ("task_net", "nce", "dynamic", "task_net", {"energy_weight": 0.7, "bce_weight": 0.3}),
+    ("task_net_neg_value", "regression", "task_net", "task_net", {"neg_value_term": True}),
   )
   def test_matches_finite_differences(self, objective, phase, which, options):
     with jax.enable_x64(True):
       task_net, loss_net = _nets()
       batch = _batch(4, np.float64)
       # num_steps=0: static GBI samples sit at their start, independent of Θ.
-      losses = _losses(task_net, loss_net, objective, phase=phase, num_samples=3,
-                       loss_aug_gbi=TRAIN_GBI._replace(num_steps=0), **options)
+      losses = _losses(
+        task_net,
+        loss_net,
+        objective,
+        phase=phase,
+        num_samples=3,
+        loss_aug_gbi=TRAIN_GBI._replace(num_steps=0),
+        **options,
+      )
       task_params, loss_params = _init_params(batch["x"])
       rs = np.random.RandomState(5)
       # Larger weights than the default init: energies of order 1, margins active.
@@ -206,25 +264,26 @@ class GradientTest(parameterized.TestCase):
 
 
 class ScoreGradientCosineTest(parameterized.TestCase):
-
-  @parameterized.parameters("energy", "neg_value")
-  def test_matches_finite_differences_and_the_closed_form_soft_f1_gradient(self, term):
+  @parameterized.parameters(False, True)
+  def test_matches_finite_differences_and_the_closed_form_soft_f1_gradient(self, neg_value):
     with jax.enable_x64(True):
       task_net, loss_net = _nets()
       batch = _batch(7, np.float64)
       task_params, loss_params = _init_params(batch["x"])
       losses = seal.seal_losses(
-          task_net, loss_net, options=seal.SealOptions(score="soft_f1", energy_term=term),
-          loss_net_objective=seal.SealRegression())
-      _, metrics = jax.jit(losses.task_net)(task_params, loss_params, batch,
-                                             jax.random.key(0))
+        loss_net,
+        task_net,
+        options=seal.SealOptions(score=scores.soft_f1, neg_value_term=neg_value),
+        loss_net_objective=seal.SealRegression(),
+      )
+      _, metrics = jax.jit(losses.task_net)(task_params, loss_params, batch, jax.random.key(0))
       logits = task_net.apply({"params": task_params}, batch["x"])
       p = np.asarray(jax.nn.sigmoid(logits))
       y = np.asarray(batch["y"])
 
       def term_of(v):
         energy = np.asarray(loss_net.apply({"params": loss_params}, batch["x"], v))
-        return energy if term == "energy" else -1 / (1 + np.exp(energy))
+        return -1 / (1 + np.exp(energy)) if neg_value else energy
 
       # Central differences, one output coordinate at a time (examples are independent).
       eps = 1e-6
@@ -236,16 +295,13 @@ class ScoreGradientCosineTest(parameterized.TestCase):
       # −∇ soft F1 in closed form: soft F1 = 2Σpy / S, S = Σp + Σy.
       total = p.sum(-1, keepdims=True) + y.sum(-1, keepdims=True)
       overlap = (p * y).sum(-1, keepdims=True)
-      g_score = -(2 * y / total - 2 * overlap / total ** 2)
-      cosine = (g_term * g_score).sum(-1) / np.sqrt(
-          (g_term ** 2).sum(-1) * (g_score ** 2).sum(-1))
-      np.testing.assert_allclose(float(metrics["score_grad_cosine"]), cosine.mean(),
-                                 rtol=1e-6)
+      g_score = -(2 * y / total - 2 * overlap / total**2)
+      cosine = (g_term * g_score).sum(-1) / np.sqrt((g_term**2).sum(-1) * (g_score**2).sum(-1))
+      np.testing.assert_allclose(float(metrics["score_grad_cosine"]), cosine.mean(), rtol=1e-6)
       self.assertLess(abs(float(metrics["score_grad_cosine"])), 1.0)
 
 
 class ExtraSamplesTest(parameterized.TestCase):
-
   @parameterized.parameters("regression", "regression_s")
   def test_extra_samples_add_their_weighted_regression_to_a_hand_oracle(self, objective):
     with jax.enable_x64(True):
@@ -253,18 +309,29 @@ class ExtraSamplesTest(parameterized.TestCase):
       batch = _batch(2, np.float64)
       task_params, loss_params = _init_params(batch["x"])
       rng = jax.random.key(9)
-      common = dict(num_samples=2, score="soft_f1")
+      common = dict(num_samples=2, score=scores.soft_f1)
       plain = _losses(task_net, loss_net, objective, **common)
-      extra = _losses(task_net, loss_net, objective, extra_samples=("gold", "other_gold"),
-                      extra_sample_weights=(0.5, 2.0), **common)
+      extra = _losses(
+        task_net,
+        loss_net,
+        objective,
+        extra_samples=(dvn.Gold(), dvn.OtherGold()),
+        extra_sample_weights=(0.5, 2.0),
+        **common,
+      )
 
       @jax.jit
       def run(p):
         without = plain.loss_net(p, task_params, batch, rng)[0]
         with_extras, metrics = extra.loss_net(p, task_params, batch, rng)
         energy = lambda out: loss_net.apply({"params": p}, batch["x"], out)
-        return without, with_extras, metrics, energy(batch["y"]), energy(
-            jnp.roll(batch["y"], 1, axis=0))
+        return (
+          without,
+          with_extras,
+          metrics,
+          energy(batch["y"]),
+          energy(jnp.roll(batch["y"], 1, axis=0)),
+        )
 
       without, with_extras, metrics, e_gold, e_other = run(loss_params)
       y = np.asarray(batch["y"])
@@ -277,11 +344,13 @@ class ExtraSamplesTest(parameterized.TestCase):
         value = 1 / (1 + np.exp(np.asarray(energy)))  # σ(−E)
         return -score * np.log(value) - (1 - score) * np.log(1 - value)
 
-      expected = (0.5 * np.mean(cross_entropy(e_gold, 1.0))
-                  + 2.0 * np.mean(cross_entropy(e_other, soft_f1(other, y))))
+      expected = 0.5 * np.mean(cross_entropy(e_gold, 1.0)) + 2.0 * np.mean(
+        cross_entropy(e_other, soft_f1(other, y))
+      )
       np.testing.assert_allclose(float(with_extras - without), expected, rtol=1e-9)
-      np.testing.assert_allclose(float(metrics["score_other_gold"]),
-                                 np.mean(soft_f1(other, y)), rtol=1e-9)
+      np.testing.assert_allclose(
+        float(metrics["score_other_gold"]), np.mean(soft_f1(other, y)), rtol=1e-9
+      )
       self.assertLess(float(metrics["score_other_gold"]), 1.0)  # the batch's labels differ
 
 
@@ -290,8 +359,9 @@ class TrainModeTest(parameterized.TestCase):
 
   def _losses(self, task_dropout, loss_dropout, train_mode, objective="nce"):
     task_net = MLP((6,), L, activation="tanh", dropout=task_dropout)
-    loss_net = SPENEnergy(L, (6,), feature_activation="tanh", num_measurements=3,
-                          dropout=loss_dropout)
+    loss_net = SPENEnergy(
+      L, (6,), feature_activation="tanh", num_measurements=3, dropout=loss_dropout
+    )
     return _losses(task_net, loss_net, objective, num_samples=3, train_mode=train_mode)
 
   def test_task_net_loss_sees_the_loss_nets_dropout_only_in_train_mode(self):
@@ -311,8 +381,7 @@ class TrainModeTest(parameterized.TestCase):
     np.testing.assert_allclose(energies(self._losses(0.0, 0.0, True)), off, rtol=1e-6)
 
   @parameterized.parameters("nce", "regression", "regression_s", "margin")
-  def test_loss_net_samples_come_from_the_dropped_out_task_net_only_in_train_mode(
-      self, objective):
+  def test_loss_net_samples_come_from_the_dropped_out_task_net_only_in_train_mode(self, objective):
     batch = _batch(2)
     task_params, loss_params = _init_params(batch["x"])
     rng = jax.random.key(4)
@@ -332,26 +401,29 @@ class TrainModeTest(parameterized.TestCase):
       batch = _batch(4, np.float64)
       task_params, loss_params = _init_params(batch["x"])
       rng = jax.random.key(3)
-      value_and_grad = jax.jit(jax.value_and_grad(
-          lambda p: losses.task_net(p, loss_params, batch, rng), has_aux=True))
+      value_and_grad = jax.jit(
+        jax.value_and_grad(lambda p: losses.task_net(p, loss_params, batch, rng), has_aux=True)
+      )
       _check_finite_differences(self, value_and_grad, task_params, seed=7)
 
 
 class StatesAndPredictionTest(parameterized.TestCase):
-
   def test_init_from_carries_local_bce_and_spen_states(self):
     task_net, loss_net = _nets()
     batch = _batch(6)
     lb = local_bce(task_net, optax.adam(1e-2))
     lb_state = lb.init(jax.random.key(0), batch)
-    spen_state = {"energy": ssvm.spen_pretrain(loss_net, optax.adam(1e-2)).init(
-        jax.random.key(1), batch)["energy"]}
+    spen_state = {
+      "energy": ssvm.spen_pretrain(loss_net, optax.adam(1e-2)).init(jax.random.key(1), batch)[
+        "energy"
+      ]
+    }
     # Static stage 1 from the pretrained noise net; the loss-net is fresh.
     stage1 = _objective("loss_net", "nce")
     state = stage1.init_from(lb_state, jax.random.key(2), batch)
     _assert_trees_equal(self, state["task_net"].params, lb_state["net"].params)
     # A SPEN state becomes the loss-net (e.g. an SSVM-trained SPEN for static margin).
-    stage2 = _objective("task_net", "margin", task_net_init="fresh")
+    stage2 = _objective("task_net", "margin", fresh_task_net=True)
     cont = stage2.init_from({**lb_state, **spen_state}, jax.random.key(3), batch)
     _assert_trees_equal(self, cont["loss_net"].params, spen_state["energy"].params)
     fresh = task_net.init(jax.random.split(jax.random.key(3))[0], batch["x"])["params"]
@@ -372,18 +444,23 @@ class StatesAndPredictionTest(parameterized.TestCase):
   def test_predict_task_net_and_gbi(self):
     task_net, loss_net = _nets()
     batch = _batch(7)
-    obj = _objective("dynamic", "nce", predict="gbi", predict_gbi=PREDICT_GBI)
+    obj = _objective("dynamic", "nce", predict_gbi=PREDICT_GBI)
     state = obj.init(jax.random.key(0), batch)
-    y_gbi, expected = jax.jit(lambda st, x: (obj.predict(st, x), ssvm.infer(
-        loss_net, st["loss_net"].params, x, PREDICT_GBI).y))(state, batch["x"])
+    y_gbi, expected = jax.jit(
+      lambda st, x: (
+        obj.predict(st, x),
+        ssvm.infer(loss_net, st["loss_net"].params, x, PREDICT_GBI).y,
+      )
+    )(state, batch["x"])
     logits = task_net.apply({"params": state["task_net"].params}, batch["x"])
     plain = _objective("dynamic", "nce")
-    np.testing.assert_allclose(plain.predict(state, batch["x"]), jax.nn.sigmoid(logits),
-                               rtol=1e-6)
-    no_steps = _objective("dynamic", "nce", predict="gbi", predict_init="task_net",
-                          predict_gbi=PREDICT_GBI._replace(max_steps=0))
-    np.testing.assert_allclose(no_steps.predict(state, batch["x"]), jax.nn.sigmoid(logits),
-                               rtol=1e-6)
+    np.testing.assert_allclose(plain.predict(state, batch["x"]), jax.nn.sigmoid(logits), rtol=1e-6)
+    no_steps = _objective(
+      "dynamic", "nce", predict_from_task_net=True, predict_gbi=PREDICT_GBI._replace(max_steps=0)
+    )
+    np.testing.assert_allclose(
+      no_steps.predict(state, batch["x"]), jax.nn.sigmoid(logits), rtol=1e-6
+    )
 
   def test_rounds_of_loss_net_steps_match_a_hand_loop(self):
     # Dynamic regression draws no random samples, so the update is a deterministic
@@ -393,8 +470,9 @@ class StatesAndPredictionTest(parameterized.TestCase):
     obj = _objective("dynamic", "regression", loss_net_steps=3, rounds=2)
     state = obj.init(jax.random.key(0), batch)
     new, metrics = jax.jit(obj.update)(state, batch, jax.random.key(1))
-    losses = _losses(task_net, loss_net, "regression", phase="dynamic",
-                     loss_aug_gbi=TRAIN_GBI, num_samples=3)
+    losses = _losses(
+      task_net, loss_net, "regression", phase="dynamic", loss_aug_gbi=TRAIN_GBI, num_samples=3
+    )
     grad = lambda fn, p, q: jax.grad(lambda p_: fn(p_, q, batch, jax.random.key(2))[0])(p)
     sgd = lambda p, g: jax.tree.map(lambda a, b: a - 0.05 * b, p, g)
     task, loss = state["task_net"].params, state["loss_net"].params
@@ -409,55 +487,155 @@ class StatesAndPredictionTest(parameterized.TestCase):
 
   def test_bad_options_raise_naming_them(self):
     option_cases = [
-        (dict(phase="static"), "'static'"),
-        (dict(energy_term="score"), "'score'"),
-        (dict(score="soft_iouu"), "'soft_iouu'"),
-        (dict(predict="argmax"), "'argmax'"),
-        (dict(predict_init="gold"), "'gold'"),
-        (dict(task_net_init="pretrained"), "'pretrained'"),
-        (dict(loss_net_steps=0), "loss_net_steps"),
-        (dict(rounds=0), "rounds"),
-        (dict(energy_weight=-1.0), "energy_weight"),
-        (dict(predict="gbi"), "predict_gbi"),
+      (dict(train_loss_net=False, train_task_net=False), ValueError, "both False"),
+      (dict(score="soft_f1"), TypeError, "'soft_f1'"),
+      (dict(loss_net_steps=0), ValueError, "loss_net_steps"),
+      (dict(rounds=0), ValueError, "rounds"),
+      (dict(energy_weight=-1.0), ValueError, "energy_weight"),
+      (dict(predict_gbi=PREDICT_GBI._replace(stop_fraction=2.0)), ValueError, "stop_fraction"),
     ]
-    for options, message in option_cases:
-      with self.assertRaisesRegex(ValueError, message, msg=str(options)):
+    for options, error, message in option_cases:
+      with self.assertRaisesRegex(error, message, msg=str(options)):
         seal.SealOptions(**options)
     objective_cases = [
-        ("contrastive", {}, "'contrastive'"),
-        ("margin", dict(margin_cost="hamming"), "'hamming'"),
-        ("nce", dict(num_samples=0), "num_samples"),
-        ("regression_s", dict(noise_std=0.0), "noise_std"),
-        ("regression", dict(dvn_samples=("inference", "nearby")), "'nearby'"),
-        ("regression", dict(extra_samples=("gold", "inference")), "'inference'.*need GBI"),
-        ("regression", dict(extra_samples=("gold", "gold")), "'gold'"),
-        ("nce", dict(extra_samples=("gold",)), r"\['extra_samples'\].*'nce'"),
+      (lambda: seal.SealNCE(num_samples=0), "num_samples"),
+      (lambda: seal.SealRegressionS(noise_std=0.0), "noise_std"),
+      (
+        lambda: seal.SealRegression(extra_samples=(dvn.Gold(), dvn.Inference())),
+        "'inference'.*need GBI",
+      ),
+      (lambda: seal.SealRegression(extra_samples=(dvn.Gold(), dvn.Gold())), "'gold'"),
     ]
-    for name, options, message in objective_cases:
-      with self.assertRaisesRegex(ValueError, message, msg=f"{name} {options}"):
-        seal.get_loss_net_objective(name, **options)
+    for build, message in objective_cases:
+      with self.assertRaisesRegex(ValueError, message):
+        build()
     # What depends on the phase fails when the objective is built.
     build_cases = [
-        (dict(phase="loss_net", objective="regression", extra_samples=("gold",)),
-         "dvn_samples"),
-        (dict(phase="loss_net", objective="margin", loss_aug_gbi=None), "loss_aug_gbi"),
-        (dict(phase="loss_net", objective="margin",
-              loss_aug_gbi=TRAIN_GBI._replace(method="newton")), "'newton'"),
+      (
+        dict(phase="loss_net", objective="regression", extra_samples=(dvn.Gold(),)),
+        ValueError,
+        "dvn_samples",
+      ),
+      (dict(phase="loss_net", objective="margin", loss_aug_gbi=None), ValueError, "loss_aug_gbi"),
+      (
+        dict(
+          phase="loss_net",
+          objective="margin",
+          loss_aug_gbi=TRAIN_GBI._replace(parametrization="newton"),
+        ),
+        TypeError,
+        "'newton'",
+      ),
     ]
-    for options, message in build_cases:
+    for options, error, message in build_cases:
       options = dict(options)
       phase = options.pop("phase", "dynamic")
       objective = options.pop("objective", "nce")
-      with self.assertRaisesRegex(ValueError, message, msg=str(options)):
+      with self.assertRaisesRegex(error, message, msg=str(options)):
         _objective(phase, objective, **options)
     with self.assertRaisesRegex(ValueError, "num_samples"):
       seal.task_net_ranking(MLP((), L), optax.sgd(1.0), num_samples=0)
+    with self.assertRaisesRegex(TypeError, "OutputStructure"):
+      seal.task_net_ranking(MLP((), L), optax.sgd(1.0), output="sequence")
+
+  def test_a_call_with_the_task_net_first_is_refused_in_one_line_naming_the_order(self):
+    task_net, loss_net = _nets()
+    sgd = optax.sgd(0.1)
+    for call in (
+      lambda: seal.seal_objective(task_net, loss_net, sgd, sgd),
+      lambda: seal.seal_losses(task_net, loss_net),
+      lambda: seal.seal_objective(task_net, protocol.as_energy(loss_net), sgd, sgd),
+    ):
+      with self.assertRaisesRegex(
+        TypeError,
+        r"\(loss_net, task_net, .*the loss-net, an "
+        r"energy, first; got MLP there: .*look swapped",
+      ) as caught:
+        call()
+      self.assertNotIn("\n", str(caught.exception))
+    # A plain module in the loss-net's place, in the right order: how to wrap it.
+    with self.assertRaisesRegex(TypeError, "energy_from_module"):
+      seal.seal_objective(LowRankLabelEnergy(L), task_net, sgd, sgd)
+    # One way to give the options: values, not their fields as keywords.
+    flat = {"num_samples": 3}
+    with self.assertRaises(TypeError):
+      seal.seal_objective(loss_net, task_net, sgd, sgd, **flat)
+
+
+def _sigmoid(a):
+  return 1 / (1 + np.exp(-np.asarray(a, np.float64)))
+
+
+def _soft_iou(p, y):
+  overlap = np.sum(p * y, -1)
+  return overlap / (np.sum(p, -1) + np.sum(y, -1) - overlap)
+
+
+class OptionValuesTest(parameterized.TestCase):
+  """Each value that replaced a name computes that name's formula (float64 numpy)."""
+
+  @parameterized.named_parameters(
+    ("energy", False, 0.7, 0.3),
+    ("neg_value", True, 0.7, 0.3),
+    ("neg_value_unit_weights", True, 1.0, 1.0),
+  )
+  def test_the_task_net_loss_is_eq_1_with_the_chosen_energy_term(self, neg_value, w1, w2):
+    with jax.enable_x64(True):
+      task_net, loss_net = _nets()
+      batch = _batch(16, np.float64)
+      task_params, loss_params = _init_params(batch["x"])
+      losses = seal.seal_losses(
+        loss_net,
+        task_net,
+        options=seal.SealOptions(neg_value_term=neg_value, energy_weight=w1, bce_weight=w2),
+      )
+      value, metrics = jax.jit(losses.task_net)(task_params, loss_params, batch, jax.random.key(0))
+      q = _sigmoid(task_net.apply({"params": task_params}, batch["x"]))
+      y = np.asarray(batch["y"])
+      energy = np.asarray(loss_net.apply({"params": loss_params}, batch["x"], q))
+      term = -1 / (1 + np.exp(energy)) if neg_value else energy  # −σ(−E) or E
+      bce = np.mean(np.sum(-(y * np.log(q) + (1 - y) * np.log(1 - q)), -1))
+      np.testing.assert_allclose(float(value), w1 * np.mean(term) + w2 * bce, rtol=1e-12)
+      np.testing.assert_allclose(float(metrics["energy"]), np.mean(energy), rtol=1e-12)
+
+  @parameterized.named_parameters(
+    ("l1", task_losses.L1(), scores.soft_f1, lambda q, y: np.sum(np.abs(q - y), -1)),
+    ("squared", task_losses.Squared(), scores.soft_f1, lambda q, y: np.sum((q - y) ** 2, -1)),
+    (
+      "log",
+      task_losses.Log(0.01),
+      scores.soft_f1,
+      lambda q, y: np.sum(
+        -(y * np.log(np.clip(q, 0.01, 0.99)) + (1 - y) * np.log(1 - np.clip(q, 0.01, 0.99))), -1
+      ),
+    ),
+    ("score_soft_iou", seal.OneMinusScore(), scores.soft_iou, lambda q, y: 1 - _soft_iou(q, y)),
+  )
+  def test_the_dynamic_margin_matches_its_formula_for_each_cost(self, cost, score, delta):
+    with jax.enable_x64(True):
+      task_net, loss_net = _nets()
+      batch = _batch(17, np.float64)
+      task_params, loss_params = _init_params(batch["x"])
+      losses = seal.seal_losses(
+        loss_net,
+        task_net,
+        options=seal.SealOptions(score=score),
+        loss_net_objective=seal.SealMargin(margin_cost=cost),
+      )
+      value, metrics = jax.jit(losses.loss_net)(loss_params, task_params, batch, jax.random.key(0))
+      q = _sigmoid(task_net.apply({"params": task_params}, batch["x"]))
+      y = np.asarray(batch["y"])
+      energy = lambda out: np.asarray(loss_net.apply({"params": loss_params}, batch["x"], out))
+      bracket = delta(q, y) - energy(q) + energy(y)
+      np.testing.assert_allclose(float(value), np.mean(np.maximum(bracket, 0)), rtol=1e-12)
+      np.testing.assert_allclose(float(metrics["delta"]), np.mean(delta(q, y)), rtol=1e-12)
 
 
 class SquaredScoreError(NamedTuple):
   """A user's loss-net objective: `weight · mean (σ(−E(x, ŷ)) − s(ŷ, y))²`, ŷ the
   task-net's output (DVN's regression with a squared error in place of the
   cross-entropy)."""
+
   weight: float = 1.0
 
   def loss(self, inputs: seal.LossNetInputs):
@@ -469,15 +647,14 @@ class SquaredScoreError(NamedTuple):
 
 
 class LossNetObjectiveValuesTest(parameterized.TestCase):
-  """Loss-net objectives are values; configs reach them by name through one mapping."""
+  """Loss-net objectives are values; a user's own plugs in as the library's do."""
 
   def test_a_users_loss_net_objective_matches_its_formula_and_trains(self):
     task_net, loss_net = _nets()
     batch = _batch(14)
     task_params, loss_params = _init_params(batch["x"])
-    losses = seal.seal_losses(task_net, loss_net, loss_net_objective=SquaredScoreError(2.0))
-    value, metrics = jax.jit(losses.loss_net)(loss_params, task_params, batch,
-                                               jax.random.key(0))
+    losses = seal.seal_losses(loss_net, task_net, loss_net_objective=SquaredScoreError(2.0))
+    value, metrics = jax.jit(losses.loss_net)(loss_params, task_params, batch, jax.random.key(0))
     q = np.asarray(jax.nn.sigmoid(task_net.apply({"params": task_params}, batch["x"])))
     y = np.asarray(batch["y"])
     energy = np.asarray(loss_net.apply({"params": loss_params}, batch["x"], q))
@@ -487,8 +664,9 @@ class LossNetObjectiveValuesTest(parameterized.TestCase):
     np.testing.assert_allclose(float(value), 2.0 * expected, rtol=1e-5)
     # Plugged into SEAL-dynamic, it trains the loss-net (its error falls on a fixed batch
     # and key) and the task-net against it.
-    objective = seal.seal_objective(task_net, loss_net, optax.adam(1e-2), optax.adam(1e-2),
-                                    loss_net_objective=SquaredScoreError())
+    objective = seal.seal_objective(
+      loss_net, task_net, optax.adam(1e-2), optax.adam(1e-2), loss_net_objective=SquaredScoreError()
+    )
     start = state = objective.init(jax.random.key(0), batch)
     update = jax.jit(objective.update)
     errors = []
@@ -498,65 +676,184 @@ class LossNetObjectiveValuesTest(parameterized.TestCase):
     self.assertTrue(np.all(np.isfinite(errors)))
     self.assertLess(errors[-1], 0.5 * errors[0], errors)
     for group in ("task_net", "loss_net"):
-      self.assertFalse(all(np.array_equal(u, v) for u, v in zip(
-          jax.tree.leaves(start[group].params), jax.tree.leaves(state[group].params))), group)
+      self.assertFalse(
+        all(
+          np.array_equal(u, v)
+          for u, v in zip(
+            jax.tree.leaves(start[group].params), jax.tree.leaves(state[group].params)
+          )
+        ),
+        group,
+      )
 
-  def test_an_unknown_name_or_option_fails_in_one_line_naming_the_known_ones(self):
-    for call, names in (
-        (lambda: seal.get_loss_net_objective("contrastive"), seal.OBJECTIVES),
-        (lambda: seal.seal_options_from_config({"objective": "nce", "num_sample": 3}),
-         ("num_samples", "energy_weight", "objective")),
-        (lambda: seal.get_loss_net_objective("margin", num_samples=3), ("margin_cost",))):
-      with self.assertRaises(ValueError) as caught:
-        call()
+
+class ConfigBlockTest(parameterized.TestCase):
+  """experiments/choices/seal.py: a config's `seal` block, by name, onto the values."""
+
+  def _parse(self, **block):
+    return seal_choices.seal_options_from_config(
+      dict(seal_choices.seal_config_defaults(), **block),
+      loss_aug_gbi=TRAIN_GBI,
+      predict_gbi=PREDICT_GBI,
+    )
+
+  def test_the_defaults_are_the_librarys_for_every_objective(self):
+    defaults = seal_choices.seal_config_defaults()
+    self.assertEqual(tuple(defaults), seal_choices.KEYS)
+    self.assertEqual(
+      seal_choices.seal_options_from_config(defaults), (seal.SealOptions(), seal.SealNCE())
+    )
+    for name, cls in seal_choices.LOSS_NET_OBJECTIVES.items():
+      self.assertEqual(
+        seal_choices.seal_options_from_config(dict(defaults, objective=name)),
+        (seal.SealOptions(), cls()),
+        name,
+      )
+
+  def test_every_name_maps_onto_its_value(self):
+    cases = [
+      ("phase", "dynamic", seal.SealOptions()),
+      ("phase", "loss_net", seal.SealOptions(train_task_net=False)),
+      ("phase", "task_net", seal.SealOptions(train_loss_net=False)),
+      ("energy_term", "energy", seal.SealOptions()),
+      ("energy_term", "neg_value", seal.SealOptions(neg_value_term=True)),
+      ("score", "soft_f1", seal.SealOptions(score=scores.soft_f1)),
+      ("score", "soft_iou", seal.SealOptions(score=scores.soft_iou)),
+      ("predict", "task_net", seal.SealOptions()),
+      ("predict", "gbi", seal.SealOptions(predict_gbi=PREDICT_GBI)),
+      ("predict_init", "uniform", seal.SealOptions()),
+      ("predict_init", "task_net", seal.SealOptions(predict_from_task_net=True)),
+      ("task_net_init", "carry", seal.SealOptions()),
+      ("task_net_init", "fresh", seal.SealOptions(fresh_task_net=True)),
+    ]
+    tables = {
+      "phase": seal_choices.PHASES,
+      "energy_term": seal_choices.ENERGY_TERMS,
+      "predict": seal_choices.PREDICTIONS,
+      "predict_init": seal_choices.PREDICT_INITS,
+      "task_net_init": seal_choices.TASK_NET_INITS,
+    }
+    self.assertEqual(
+      {(k, n) for k, n, _ in cases if k in tables},
+      {(k, n) for k, table in tables.items() for n in table},
+    )
+    for key, name, options in cases:
+      self.assertEqual(self._parse(**{key: name})[0], options, f"{key}={name}")
+    margin_costs = [
+      ("l1", task_losses.L1()),
+      ("squared", task_losses.Squared()),
+      ("log", task_losses.Log(0.01)),
+      ("score", seal.OneMinusScore()),
+    ]
+    for name, cost in margin_costs:
+      self.assertEqual(
+        self._parse(objective="margin", margin_cost=name, surrogate_eps=0.01)[1],
+        seal.SealMargin(margin_cost=cost, loss_aug_gbi=TRAIN_GBI),
+        name,
+      )
+    self.assertEqual(
+      self._parse(
+        objective="regression",
+        dvn_samples="inference+gold,random",
+        dvn_sample_weights="1,0.5,2",
+        extra_samples="gold,other_gold",
+        extra_sample_weights="0.5,2",
+      )[1],
+      seal.SealRegression(
+        loss_aug_gbi=TRAIN_GBI,
+        dvn_samples=(dvn.Inference(), dvn.Gold(), dvn.Random()),
+        dvn_sample_weights=(1.0, 0.5, 2.0),
+        extra_samples=(dvn.Gold(), dvn.OtherGold()),
+        extra_sample_weights=(0.5, 2.0),
+      ),
+    )
+    self.assertEqual(
+      self._parse(objective="regression_s", num_samples=3, noise_std=0.5, extra_samples="random")[
+        1
+      ],
+      seal.SealRegressionS(3, 0.5, extra_samples=(dvn.Random(),)),
+    )
+    # The numbers pass through; the GBI goes only to the objectives that take one.
+    self.assertEqual(
+      self._parse(
+        energy_weight=0.3,
+        bce_weight=0.7,
+        train_mode=True,
+        loss_net_steps=3,
+        rounds=2,
+        num_samples=4,
+      ),
+      (
+        seal.SealOptions(
+          energy_weight=0.3, bce_weight=0.7, train_mode=True, loss_net_steps=3, rounds=2
+        ),
+        seal.SealNCE(4),
+      ),
+    )
+    self.assertEqual(
+      seal_choices.get_loss_net_objective("nce", num_samples=2), seal.SealNCE(num_samples=2)
+    )
+
+  def test_unknown_names_and_keys_fail_in_one_line_naming_the_known_ones(self):
+    cases = [
+      (dict(objective="contrastive"), ("contrastive", "margin", "nce")),
+      (dict(phase="static"), ("static", "dynamic", "loss_net", "task_net")),
+      (dict(energy_term="score"), ("score", "energy", "neg_value")),
+      (dict(score="soft_iouu"), ("soft_iouu", "soft_f1", "soft_iou")),
+      (dict(predict="argmax"), ("argmax", "task_net", "gbi")),
+      (dict(predict_init="gold"), ("gold", "uniform", "task_net")),
+      (dict(task_net_init="pretrained"), ("pretrained", "carry", "fresh")),
+      (dict(objective="margin", margin_cost="hamming"), ("hamming", "l1")),
+      (dict(objective="regression", dvn_samples="inference,nearby"), ("nearby",)),
+      (dict(num_sample=3), ("num_sample", "num_samples", "energy_weight", "objective")),
+    ]
+    for block, names in cases:
+      with self.assertRaises(ValueError, msg=str(block)) as caught:
+        self._parse(**block)
       message = str(caught.exception)
       self.assertNotIn("\n", message)
       for name in names:
-        self.assertIn(f"'{name}'", message)
+        self.assertIn(f"'{name}'", message, block)
+    for call, names in (
+      (
+        lambda: seal_choices.get_loss_net_objective("contrastive"),
+        tuple(seal_choices.LOSS_NET_OBJECTIVES),
+      ),
+      (
+        lambda: seal_choices.get_loss_net_objective("margin", num_samples=3),
+        ("num_samples", "margin_cost"),
+      ),
+      (
+        lambda: seal_choices.get_loss_net_objective("nce", extra_samples=(dvn.Gold(),)),
+        ("extra_samples", "nce"),
+      ),
+    ):
+      with self.assertRaises(ValueError) as caught:
+        call()
+      self.assertNotIn("\n", str(caught.exception))
+      for name in names:
+        self.assertIn(f"'{name}'", str(caught.exception))
 
-  def test_a_config_block_maps_onto_the_options_and_the_objective(self):
-    defaults = seal.seal_config_defaults()
-    self.assertEqual(seal.seal_options_from_config(defaults),
-                     (seal.SealOptions(), seal.SealNCE()))
-    block = dict(defaults, objective="regression", rounds=2, extra_samples="gold+random",
-                 extra_sample_weights="0.5,2")
-    options, objective = seal.seal_options_from_config(block, loss_aug_gbi=TRAIN_GBI,
-                                                       predict_gbi=PREDICT_GBI)
-    self.assertEqual(options, seal.SealOptions(rounds=2, predict_gbi=PREDICT_GBI))
-    self.assertEqual(objective, seal.SealRegression(
-        loss_aug_gbi=TRAIN_GBI, extra_samples=("gold", "random"),
-        extra_sample_weights=(0.5, 2.0)))
-    # A value no field of the chosen objective takes is dropped; a config key of another
-    # objective set away from its default is refused.
-    self.assertEqual(seal.seal_options_from_config(defaults, loss_aug_gbi=TRAIN_GBI)[1],
-                     seal.SealNCE())
-    with self.assertRaisesRegex(ValueError, r"noise_std=0\.5 .*not to 'nce'"):
-      seal.seal_options_from_config(dict(defaults, noise_std=0.5))
-
-  def test_flat_keywords_build_the_same_losses_as_the_values(self):
-    task_net, loss_net = _nets()
-    batch = _batch(15)
-    task_params, loss_params = _init_params(batch["x"])
-    flat = seal.seal_losses(task_net, loss_net, objective="regression_s", num_samples=2,
-                            noise_std=0.5, energy_weight=0.3, margin_cost="score")
-    values = seal.seal_losses(task_net, loss_net,
-                              options=seal.SealOptions(energy_weight=0.3),
-                              loss_net_objective=seal.SealRegressionS(2, 0.5))
-
-    @jax.jit
-    def run(rng):
-      return [(losses.loss_net(loss_params, task_params, batch, rng)[0],
-               losses.task_net(task_params, loss_params, batch, rng)[0])
-              for losses in (flat, values)]
-
-    got, want = run(jax.random.key(3))
-    np.testing.assert_array_equal(got, want)
-    with self.assertRaisesRegex(ValueError, "not both"):
-      seal.seal_losses(task_net, loss_net, options=seal.SealOptions(), phase="loss_net")
+  def test_a_key_of_another_objective_or_gbi_without_its_options_is_refused(self):
+    defaults = seal_choices.seal_config_defaults()
+    with self.assertRaisesRegex(ValueError, r"noise_std=0\.5 .*'regression_s'.*not to 'nce'"):
+      seal_choices.seal_options_from_config(dict(defaults, noise_std=0.5))
+    with self.assertRaisesRegex(ValueError, r"margin_cost='score' .*not to 'regression'"):
+      seal_choices.seal_options_from_config(
+        dict(defaults, objective="regression", margin_cost="score")
+      )
+    # The same list written another way is still the default.
+    self.assertEqual(
+      seal_choices.seal_options_from_config(
+        dict(defaults, dvn_samples="inference+adversarial+gold")
+      )[1],
+      seal.SealNCE(),
+    )
+    with self.assertRaisesRegex(ValueError, "predict_gbi"):
+      seal_choices.seal_options_from_config(dict(defaults, predict="gbi"))
 
 
 class RankingAblationTest(parameterized.TestCase):
-
   def test_ranking_loss_on_the_task_net_matches_an_oracle_and_finite_differences(self):
     with jax.enable_x64(True):
       task_net = MLP((), L)
@@ -566,6 +863,7 @@ class RankingAblationTest(parameterized.TestCase):
       state = obj.init(jax.random.key(0), batch)
       params = state["task_net"].params
       rng = jax.random.key(4)
+
       # The same noise as the update's (rng -> (dropout, sample) keys), drawn in the same
       # jitted call from the same logits, so that XLA compiles the sampler once.
       def update_and_noise(p):
@@ -580,10 +878,13 @@ class RankingAblationTest(parameterized.TestCase):
       q = 1 / (1 + np.exp(-logits))
       y = np.asarray(batch["y"])
       log_p = lambda b, out: np.sum(out * np.log(q[b]) + (1 - out) * np.log(1 - q[b]))
-      ranking = np.mean([
-          -log_p(b, y[b]) + math.log(sum(math.exp(log_p(b, o))
-                                         for o in (y[b], noise[b, 0], noise[b, 1])))
-          for b in range(B)])
+      ranking = np.mean(
+        [
+          -log_p(b, y[b])
+          + math.log(sum(math.exp(log_p(b, o)) for o in (y[b], noise[b, 0], noise[b, 1])))
+          for b in range(B)
+        ]
+      )
       bce = np.mean(np.sum(-(y * np.log(q) + (1 - y) * np.log(1 - q)), axis=-1))
       np.testing.assert_allclose(float(metrics["ranking"]), ranking, rtol=1e-10)
       np.testing.assert_allclose(float(metrics["loss"]), ranking + 0.5 * bce, rtol=1e-10)
@@ -600,6 +901,7 @@ class LowRankLabelEnergy(nn.Module):
   """A user's own multi-label energy, E(x, y) = −⟨W x + b, y⟩ − yᵀ U Vᵀ y: a local
   linear term and a low-rank label-pair term (`wrong_shape`: returns the per-label
   terms `[B, L]` instead of their sum)."""
+
   num_labels: int
   rank: int = 2
   wrong_shape: bool = False
@@ -616,28 +918,36 @@ class LowRankLabelEnergy(nn.Module):
 def low_rank_label_energy(params, x, y):
   """The same energy as a plain function of a parameter dict."""
   local = x @ params["w"] + params["b"]
-  return -jnp.sum(local * y, axis=-1) - jnp.einsum("bi,ir,jr,bj->b", y, params["u"],
-                                                   params["v"], y)
+  return -jnp.sum(local * y, axis=-1) - jnp.einsum("bi,ir,jr,bj->b", y, params["u"], params["v"], y)
 
 
 def _init_low_rank(rng, x, y, rank=2):
   keys = jax.random.split(rng, 3)
   d, num_labels = x.shape[-1], y.shape[-1]
-  return {"w": 0.3 * jax.random.normal(keys[0], (d, num_labels)), "b": jnp.zeros(num_labels),
-          "u": 0.1 * jax.random.normal(keys[1], (num_labels, rank)),
-          "v": 0.1 * jax.random.normal(keys[2], (num_labels, rank))}
+  return {
+    "w": 0.3 * jax.random.normal(keys[0], (d, num_labels)),
+    "b": jnp.zeros(num_labels),
+    "u": 0.1 * jax.random.normal(keys[1], (num_labels, rank)),
+    "v": 0.1 * jax.random.normal(keys[2], (num_labels, rank)),
+  }
 
 
 def _user_energy(wrong_shape=False):
-  return protocol.energy_from_module(LowRankLabelEnergy(L, wrong_shape=wrong_shape),
-                                     domain=domains.Box(), y_shape=(L,))
+  return protocol.energy_from_module(
+    LowRankLabelEnergy(L, wrong_shape=wrong_shape), domain=domains.Box(), y_shape=(L,)
+  )
 
 
 def _user_seal(energy, phase="dynamic", objective="nce", **kw):
   options, loss_net_objective = _values(objective, phase, **kw)
-  return seal.seal_objective(MLP((6,), L, activation="tanh"), energy, optax.sgd(0.05),
-                             optax.sgd(0.05), options=options,
-                             loss_net_objective=loss_net_objective)
+  return seal.seal_objective(
+    energy,
+    MLP((6,), L, activation="tanh"),
+    optax.sgd(0.05),
+    optax.sgd(0.05),
+    options=options,
+    loss_net_objective=loss_net_objective,
+  )
 
 
 def _fit(objective, batch, num_steps):
@@ -656,8 +966,12 @@ def _assert_trained(test, objective, batch, num_steps=2):
   start, state, losses, metrics = _fit(objective, batch, num_steps)
   test.assertTrue(np.all(np.isfinite(losses)), losses)
   test.assertTrue(all(np.isfinite(float(v)) for v in metrics.values()), metrics)
-  moved = [not np.array_equal(u, v) for u, v in zip(
-      jax.tree.leaves(start["loss_net"].params), jax.tree.leaves(state["loss_net"].params))]
+  moved = [
+    not np.array_equal(u, v)
+    for u, v in zip(
+      jax.tree.leaves(start["loss_net"].params), jax.tree.leaves(state["loss_net"].params)
+    )
+  ]
   test.assertTrue(all(moved), moved)
   return state
 
@@ -672,22 +986,27 @@ class UserEnergyTest(parameterized.TestCase):
     self.assertEqual(set(state["loss_net"].params), {"local", "u", "v"})
 
   def test_a_users_function_trains_as_the_loss_net(self):
-    energy = protocol.energy_from_function(low_rank_label_energy, domain=domains.Box(),
-                                           y_shape=(L,), init=_init_low_rank)
+    energy = protocol.energy_from_function(
+      low_rank_label_energy, domain=domains.Box(), y_shape=(L,), init=_init_low_rank
+    )
     _assert_trained(self, _user_seal(energy, objective="regression_s"), _batch(12))
 
   def test_a_users_energy_runs_the_static_stages(self):
     # DVN's GBI samples on the user's energy, then the task-net against it, predicting
     # by GBI on it.
-    energy = protocol.energy_from_function(low_rank_label_energy, domain=domains.Box(),
-                                           y_shape=(L,), init=_init_low_rank)
+    energy = protocol.energy_from_function(
+      low_rank_label_energy, domain=domains.Box(), y_shape=(L,), init=_init_low_rank
+    )
     batch = _batch(12)
-    stage1 = _user_seal(energy, phase="loss_net", objective="regression",
-                        dvn_samples=("inference", "gold", "random"))
+    stage1 = _user_seal(
+      energy,
+      phase="loss_net",
+      objective="regression",
+      dvn_samples=(dvn.Inference(), dvn.Gold(), dvn.Random()),
+    )
     _, state, losses, _ = _fit(stage1, batch, num_steps=1)
     self.assertTrue(np.all(np.isfinite(losses)))
-    stage2 = _user_seal(energy, phase="task_net", objective="margin", predict="gbi",
-                        predict_gbi=PREDICT_GBI)
+    stage2 = _user_seal(energy, phase="task_net", objective="margin", predict_gbi=PREDICT_GBI)
     cont = stage2.init_from(state, jax.random.key(1), batch)
     _assert_trees_equal(self, cont["loss_net"].params, state["loss_net"].params)
     y = jax.jit(stage2.predict)(cont, batch["x"])
@@ -700,8 +1019,9 @@ class UserEnergyTest(parameterized.TestCase):
     with self.assertRaisesRegex(protocol.EnergyShapeError, r"expected \[B\]") as caught:
       objective.init(jax.random.key(0), batch)
     self.assertNotIn("\n", str(caught.exception))
-    wrong_y = _user_seal(protocol.energy_from_module(LowRankLabelEnergy(L), domain=domains.Box(),
-                                                     y_shape=(L + 1,)))
+    wrong_y = _user_seal(
+      protocol.energy_from_module(LowRankLabelEnergy(L), domain=domains.Box(), y_shape=(L + 1,))
+    )
     with self.assertRaisesRegex(protocol.EnergyShapeError, "y_shape"):
       wrong_y.init(jax.random.key(0), batch)
 

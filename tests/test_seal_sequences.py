@@ -6,8 +6,6 @@ Oracles: per-token distributions; padding invariance of every loss (junk logits 
 padded positions change nothing); descent on one batch; `init_from` a token-CE tagger.
 """
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,6 +15,7 @@ import pytest
 from energynets import energies
 from energynets import testing
 from energynets.objectives import local_token_ce
+from energynets.objectives import outputs
 from energynets.objectives import seal
 
 
@@ -26,14 +25,21 @@ def _energy():
 
 def _named(name):
   """The library's loss-net objective `name`, with K = 3 samples where it takes K."""
-  fields = {f.name for f in dataclasses.fields(seal.LOSS_NET_OBJECTIVES[name])}
-  return seal.get_loss_net_objective(name, **({"num_samples": 3} if "num_samples" in fields
-                                              else {}))
+  return {
+    "nce": seal.SealNCE(num_samples=3),
+    "margin": seal.SealMargin(),
+    "regression_s": seal.SealRegressionS(num_samples=3),
+  }[name]
 
 
 def _seal(objective="nce"):
-  return seal.seal_objective(testing.tiny_tagger(), _energy(), optax.adam(2e-2),
-                             optax.adam(1e-2), loss_net_objective=_named(objective))
+  return seal.seal_objective(
+    _energy(),
+    testing.tiny_tagger(),
+    optax.adam(1e-2),
+    optax.adam(2e-2),
+    loss_net_objective=_named(objective),
+  )
 
 
 def _accuracy(probs, batch, mask):
@@ -62,9 +68,12 @@ def test_objectives_run_on_taggers(loss_net):
 
 def test_static_regression_is_rejected_on_sequences():
   with pytest.raises(ValueError, match="multi-label only"):
-    seal.seal_losses(testing.tiny_tagger(), _energy(),
-                     options=seal.SealOptions(phase="loss_net"),
-                     loss_net_objective=seal.SealRegression(loss_aug_gbi=None))
+    seal.seal_losses(
+      _energy(),
+      testing.tiny_tagger(),
+      options=seal.SealOptions(train_task_net=False),
+      loss_net_objective=seal.SealRegression(loss_aug_gbi=None),
+    )
 
 
 class _JunkAtPadding:
@@ -90,9 +99,13 @@ def test_seal_losses_ignore_padded_positions(objective):
   task, loss = state["task_net"].params, state["loss_net"].params
   values = []
   for net in (_JunkAtPadding(jnp.zeros_like(junk)), _JunkAtPadding(junk)):
-    losses = seal.seal_losses(net, _energy(), loss_net_objective=_named(objective))
-    values.append((losses.loss_net(loss, task, batch, jax.random.key(1))[0],
-                   losses.task_net(task, loss, batch, jax.random.key(2))[0]))
+    losses = seal.seal_losses(_energy(), net, loss_net_objective=_named(objective))
+    values.append(
+      (
+        losses.loss_net(loss, task, batch, jax.random.key(1))[0],
+        losses.task_net(task, loss, batch, jax.random.key(2))[0],
+      )
+    )
   np.testing.assert_allclose(values[0], values[1], rtol=1e-5)
 
 
@@ -108,8 +121,9 @@ def test_training_improves_the_tagger():
 
 def test_ranking_without_a_loss_net_on_sequences():
   batch, mask, _ = testing.tiny_sequence_batch()
-  objective = seal.task_net_ranking(testing.tiny_tagger(), optax.adam(3e-2), num_samples=3,
-                                    output="sequence")
+  objective = seal.task_net_ranking(
+    testing.tiny_tagger(), optax.adam(3e-2), num_samples=3, output=outputs.SEQUENCE
+  )
   state, losses, _ = testing.fit_one_batch(objective, batch, num_steps=30)
   assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5]), losses
   assert _accuracy(objective.predict(state, batch["x"]), batch, mask) >= 0.9
@@ -117,7 +131,6 @@ def test_ranking_without_a_loss_net_on_sequences():
 
 def test_init_from_a_token_ce_tagger():
   batch, _, _ = testing.tiny_sequence_batch()
-  prev = local_token_ce(testing.tiny_tagger(), optax.adam(1e-2)).init(jax.random.key(5),
-                                                                      batch)
+  prev = local_token_ce(testing.tiny_tagger(), optax.adam(1e-2)).init(jax.random.key(5), batch)
   seal_state = _seal().init_from(prev, jax.random.key(0), batch)
   testing.assert_trees_equal(seal_state["task_net"].params, prev["net"].params)

@@ -8,8 +8,6 @@ of each phase falls step after step), and the group a phase does not train stays
 bit-identical under an optimizer with weight decay.
 """
 
-import dataclasses
-
 from absl.testing import absltest
 from absl.testing import parameterized
 import jax
@@ -18,12 +16,25 @@ import numpy as np
 import optax
 
 from energynets.energies import SPENEnergy
+from energynets.inference import Adam
 from energynets.inference import GBIConfig
+from energynets.inference import Projected
 from energynets.nets import MLP
 from energynets.objectives import seal
 
 L, D, B = 4, 5, 8
-TRAIN_GBI = GBIConfig(method="projected", optimizer="adam", learning_rate=0.1, num_steps=3)
+TRAIN_GBI = GBIConfig(parametrization=Projected(), direction=Adam(), learning_rate=0.1, num_steps=3)
+OBJECTIVES = {
+  "margin": seal.SealMargin,
+  "regression": seal.SealRegression,
+  "regression_s": seal.SealRegressionS,
+  "nce": seal.SealNCE,
+}
+PHASES = {
+  "dynamic": seal.SealOptions(),
+  "loss_net": seal.SealOptions(train_task_net=False),
+  "task_net": seal.SealOptions(train_loss_net=False),
+}
 
 
 def _nets():
@@ -47,27 +58,31 @@ def _assert_trees_equal(test, a, b):
 def _named(name):
   """The library's loss-net objective `name`: K = 3 samples and TRAIN_GBI where it takes
   them."""
-  fields = {f.name for f in dataclasses.fields(seal.LOSS_NET_OBJECTIVES[name])}
+  cls = OBJECTIVES[name]
   common = {"num_samples": 3, "loss_aug_gbi": TRAIN_GBI}
-  return seal.get_loss_net_objective(name, **{k: v for k, v in common.items() if k in fields})
+  return cls(**{k: v for k, v in common.items() if k in cls.__dataclass_fields__})
 
 
 def _objective(phase, objective, task_opt=None, loss_opt=None):
   task_net, loss_net = _nets()
-  return seal.seal_objective(task_net, loss_net, task_opt or optax.sgd(0.05),
-                             loss_opt or optax.sgd(0.05),
-                             options=seal.SealOptions(phase=phase),
-                             loss_net_objective=_named(objective))
+  return seal.seal_objective(
+    loss_net,
+    task_net,
+    loss_opt or optax.sgd(0.05),
+    task_opt or optax.sgd(0.05),
+    options=PHASES[phase],
+    loss_net_objective=_named(objective),
+  )
 
 
 class DescentTest(parameterized.TestCase):
   """A few steps: each trained group's own loss falls, the other group and rng fixed."""
 
-  @parameterized.parameters(*seal.OBJECTIVES)
+  @parameterized.parameters(*OBJECTIVES)
   def test_dynamic_alternation_descends_both_losses(self, objective):
     task_net, loss_net = _nets()
     obj = _objective("dynamic", objective)
-    losses = seal.seal_losses(task_net, loss_net, loss_net_objective=_named(objective))
+    losses = seal.seal_losses(loss_net, task_net, loss_net_objective=_named(objective))
     task_net_loss = jax.jit(lambda *a: losses.task_net(*a)[0])
     batch = _batch(2)
     state = obj.init(jax.random.key(0), batch)
@@ -79,26 +94,29 @@ class DescentTest(parameterized.TestCase):
       theta1, phi1 = new["loss_net"].params, new["task_net"].params
       # The update's first half on (Θ_{t+1}, Φ_t) with the same key evaluates
       # L_E(Θ_{t+1}; Φ_t) on the same samples.
-      _, again = update({"loss_net": new["loss_net"], "task_net": state["task_net"]}, batch,
-                        rng)
-      self.assertLess(float(again["loss_net_loss"]), float(metrics["loss_net_loss"]),
-                      f"L_E, step {t}")
+      _, again = update({"loss_net": new["loss_net"], "task_net": state["task_net"]}, batch, rng)
+      self.assertLess(
+        float(again["loss_net_loss"]), float(metrics["loss_net_loss"]), f"L_E, step {t}"
+      )
       # Eq. 5: the task-net step is taken against the updated loss-net Θ_{t+1}.
       task_rng = jax.random.split(rng)[1]
       before = task_net_loss(phi0, theta1, batch, task_rng)
       np.testing.assert_allclose(metrics["task_net_loss"], before, rtol=1e-5)
-      self.assertLess(float(task_net_loss(phi1, theta1, batch, task_rng)), float(before),
-                      f"L_F, step {t}")
+      self.assertLess(
+        float(task_net_loss(phi1, theta1, batch, task_rng)), float(before), f"L_F, step {t}"
+      )
       self.assertFalse(np.allclose(jax.tree.leaves(theta0)[0], jax.tree.leaves(theta1)[0]))
-      np.testing.assert_allclose(metrics["loss"],
-                                 metrics["loss_net_loss"] + metrics["task_net_loss"],
-                                 rtol=1e-6)
       np.testing.assert_allclose(
-          metrics["grad_norm"], np.hypot(metrics["loss_net_grad_norm"],
-                                         metrics["task_net_grad_norm"]), rtol=1e-5)
+        metrics["loss"], metrics["loss_net_loss"] + metrics["task_net_loss"], rtol=1e-6
+      )
+      np.testing.assert_allclose(
+        metrics["grad_norm"],
+        np.hypot(metrics["loss_net_grad_norm"], metrics["task_net_grad_norm"]),
+        rtol=1e-5,
+      )
       state = new
 
-  @parameterized.parameters(*seal.OBJECTIVES)
+  @parameterized.parameters(*OBJECTIVES)
   def test_static_phases_descend_and_keep_the_other_net_frozen(self, objective):
     # Frozen groups get optimizers with weight decay: any applied update would show.
     decay = optax.adamw(0.1, weight_decay=0.5)

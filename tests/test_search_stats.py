@@ -17,14 +17,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from energynets.energies import SPENEnergy
-from energynets.inference import GBIConfig
-
 from energynets.energies import protocol
+from energynets.inference import GBIConfig
+from energynets.inference import Mirror
+from energynets.inference import Projected
 from energynets.objectives import ssvm as ssvm_lib
 
-PROJECTED = GBIConfig(method="projected", max_steps=50)
-KEYS = ("gbi_steps_mean", "gbi_steps_max", "gbi_converged_fraction", "search_error",
-        "search_error_rounded", "energy_gap_mean")
+PROJECTED = GBIConfig(parametrization=Projected(), max_steps=50)
+KEYS = (
+  "gbi_steps_mean",
+  "gbi_steps_max",
+  "gbi_converged_fraction",
+  "search_error",
+  "search_error_rounded",
+  "energy_gap_mean",
+)
 # Reported too when {0, 1}^L can be enumerated (every energy here is that small).
 EXACT_KEYS = ("exact_search_error", "exact_gap_mean")
 
@@ -36,7 +43,8 @@ def _init(energy, d, fill=np.zeros):
   entries they rely on.
   """
   shapes = jax.eval_shape(
-      lambda: protocol.as_energy(energy).init(jax.random.PRNGKey(0), jnp.zeros((1, d)), None))
+    lambda: protocol.as_energy(energy).init(jax.random.PRNGKey(0), jnp.zeros((1, d)), None)
+  )
   return jax.tree.map(lambda a: jnp.asarray(fill(a.shape), a.dtype), shapes)
 
 
@@ -46,8 +54,7 @@ def _linear(logits):
   b, l = logits.shape
   energy = SPENEnergy(l, (), num_measurements=2)
   params = _init(energy, b)
-  params["global"]["weights"]["kernel"] = jnp.zeros_like(
-      params["global"]["weights"]["kernel"])
+  params["global"]["weights"]["kernel"] = jnp.zeros_like(params["global"]["weights"]["kernel"])
   params["local_net"]["head"] = {"kernel": jnp.asarray(logits), "bias": jnp.zeros(l)}
   return energy, params, jnp.eye(b, dtype=jnp.float32)
 
@@ -61,17 +68,22 @@ def _trap(num_labels=3, batch=2):
   """
   energy = SPENEnergy(num_labels, (), num_measurements=num_labels)
   params = _init(energy, 1)
-  params["local_net"]["head"] = {"kernel": jnp.zeros((1, num_labels)),
-                                 "bias": -jnp.ones(num_labels)}
-  params["global"]["measurements"] = {"kernel": 40.0 * jnp.eye(num_labels),
-                                      "bias": jnp.full((num_labels,), -30.0)}
+  params["local_net"]["head"] = {
+    "kernel": jnp.zeros((1, num_labels)),
+    "bias": -jnp.ones(num_labels),
+  }
+  params["global"]["measurements"] = {
+    "kernel": 40.0 * jnp.eye(num_labels),
+    "bias": jnp.full((num_labels,), -30.0),
+  }
   params["global"]["weights"]["kernel"] = jnp.full((num_labels, 1), -0.2)
   return energy, params, jnp.zeros((batch, 1)), jnp.ones((batch, num_labels))
 
 
 # Jitted (the energy module, config and init static): eager while loops are slow.
-_search_statistics = jax.jit(ssvm_lib.search_statistics, static_argnums=(0, 4),
-                             static_argnames=("init",))
+_search_statistics = jax.jit(
+  ssvm_lib.search_statistics, static_argnums=(0, 4), static_argnames=("init",)
+)
 _infer = jax.jit(ssvm_lib.infer, static_argnums=(0, 3), static_argnames=("init",))
 
 
@@ -80,7 +92,6 @@ def _stats(*args, **kwargs):
 
 
 class SearchStatisticsTest(absltest.TestCase):
-
   def test_gbi_reaches_gold_minimizer_no_search_error(self):
     logits = [[3.0, -2.0, 1.0, -4.0], [-1.0, 2.5, -3.0, 0.5], [2.0, 2.0, -2.0, -2.0]]
     energy, params, x = _linear(logits)
@@ -109,7 +120,7 @@ class SearchStatisticsTest(absltest.TestCase):
 
   def test_gbi_stuck_in_local_minimum_is_search_error(self):
     energy, params, x, gold = _trap()
-    config = GBIConfig(method="mirror", max_steps=100)
+    config = GBIConfig(parametrization=Mirror(), max_steps=100)
     stats = _stats(energy, params, x, gold, config)
     self.assertEqual(stats["search_error"], 1.0)
     self.assertEqual(stats["search_error_rounded"], 1.0)
@@ -142,7 +153,7 @@ class SearchStatisticsTest(absltest.TestCase):
   def test_jit(self):
     # `_stats` jits with the config static; here the config is a traced pytree argument.
     energy, params, x, gold = _trap()
-    config = GBIConfig(method="mirror", max_steps=100)
+    config = GBIConfig(parametrization=Mirror(), max_steps=100)
     static = _stats(energy, params, x, gold, config)
     as_arg = jax.jit(functools.partial(ssvm_lib.search_statistics, energy))
     out = {k: float(v) for k, v in as_arg(params, x, gold, config).items()}

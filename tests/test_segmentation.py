@@ -25,9 +25,13 @@ from energynets import nets
 from energynets import objectives
 from energynets import testing
 from energynets.data import segmentation
+from energynets.energies import protocol
+from energynets.inference import Adam
+from energynets.inference import Mirror
+from energynets.inference import Momentum
+from energynets.inference import Projected
 from energynets.inference import gbi as gbi_lib
 from energynets.objectives import base
-from energynets.energies import protocol
 from energynets.objectives import scores
 from energynets.objectives import ssvm
 
@@ -46,9 +50,14 @@ def tiny_fcn():
 
 
 def tiny_energy(local=True, pooling="flatten"):
-  return energies.SegmentationEnergy(local_net=tiny_fcn() if local else None, features=(4, 8),
-                                     strides=(1, 2), kernel_size=3, hidden=(8,),
-                                     pooling=pooling)
+  return energies.SegmentationEnergy(
+    local_net=tiny_fcn() if local else None,
+    features=(4, 8),
+    strides=(1, 2),
+    kernel_size=3,
+    hidden=(8,),
+    pooling=pooling,
+  )
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +89,12 @@ def test_horse_splits_are_normalized_with_train_statistics_only(data_dir, horses
   np.testing.assert_allclose(ds.mean, mean)
   np.testing.assert_allclose(ds.std, std)
   # The checksum is the one shared/data lists; the recorded path names no machine.
-  sums = dict(line.split()[::-1] for line in (data_dir / "SHA256SUMS").read_text().splitlines()
-              if line.strip())
-  record, = ds.meta["files"]
+  sums = dict(
+    line.split()[::-1]
+    for line in (data_dir / "SHA256SUMS").read_text().splitlines()
+    if line.strip()
+  )
+  (record,) = ds.meta["files"]
   assert record["path"] == str(HORSE_FILE)
   assert sums[f"shared/data/{HORSE_FILE}"] == record["sha256"]
   assert ds.meta["num_examples"] == COUNTS
@@ -115,16 +127,25 @@ def test_a_valid_file_loads_by_path_with_train_statistics(tmp_path):
   np.testing.assert_array_equal(ds.validation.y, arrays["val_masks"])
 
 
-@pytest.mark.parametrize("changes, message", [
+@pytest.mark.parametrize(
+  "changes, message",
+  [
     (dict(val_masks=None), r"missing arrays \['val_masks'\]"),
     (dict(train_images=np.zeros((4, 8, 8, 3), np.float32)), "train_images must be uint8"),
     (dict(test_masks=np.zeros((3, 8, 7), np.uint8)), r"test_images must be \[N, H, W, C\]"),
     (dict(train_images=np.zeros((4, 8, 8), np.uint8)), r"train_images must be \[N, H, W, C\]"),
-    (dict(val_masks=np.full((2, 8, 8), 255, np.uint8)),
-     r"val_masks must hold only 0 and 1; found 255 at image 0, pixel \(0, 0\)"),
-    (dict(test_images=np.zeros((3, 16, 16, 3), np.uint8),
-          test_masks=np.zeros((3, 16, 16), np.uint8)), "disagree on the image size"),
-])
+    (
+      dict(val_masks=np.full((2, 8, 8), 255, np.uint8)),
+      r"val_masks must hold only 0 and 1; found 255 at image 0, pixel \(0, 0\)",
+    ),
+    (
+      dict(
+        test_images=np.zeros((3, 16, 16, 3), np.uint8), test_masks=np.zeros((3, 16, 16), np.uint8)
+      ),
+      "disagree on the image size",
+    ),
+  ],
+)
 def test_a_bad_file_is_an_error_naming_the_file_and_problem(tmp_path, changes, message):
   path = tmp_path / "bad.npz"
   _write(path, **changes)
@@ -165,8 +186,8 @@ def _match(image, mask, source_image, source_mask, pad, mode):
   for dy in range(padded_mask.shape[0] - h + 1):
     for dx in range(padded_mask.shape[1] - w + 1):
       for flip in (False, True):
-        crop = padded_image[dy:dy + h, dx:dx + w]
-        crop_mask = padded_mask[dy:dy + h, dx:dx + w]
+        crop = padded_image[dy : dy + h, dx : dx + w]
+        crop_mask = padded_mask[dy : dy + h, dx : dx + w]
         if flip:
           crop, crop_mask = crop[:, ::-1], crop_mask[:, ::-1]
         if np.array_equal(crop, image):
@@ -180,14 +201,15 @@ def test_augmentation_crops_and_flips_image_and_mask_alike(mode):
   # Continuous images (no two crops coincide) and masks unrelated to them.
   images = rng.normal(size=(48, 10, 12, 3)).astype(np.float32)
   masks = rng.integers(0, 2, (48, 10, 12)).astype(np.float32)
-  out_images, out_masks = segmentation.augment(images, masks, np.random.default_rng(7),
-                                               pad=3, pad_mode=mode)
+  out_images, out_masks = segmentation.augment(
+    images, masks, np.random.default_rng(7), pad=3, pad_mode=mode
+  )
   assert out_images.shape == images.shape and out_masks.shape == masks.shape
   seen = set()
   for i in range(len(images)):
     found = _match(out_images[i], out_masks[i], images[i], masks[i], 3, mode)
     assert len(found) == 1, (i, found)  # exactly one transform explains the image ...
-    (transform, mask_agrees), = found
+    ((transform, mask_agrees),) = found
     assert mask_agrees, (i, transform)  # ... and the mask underwent the same one
     seen.add(transform)
   # Random, not fixed: several offsets and both flips occur in 48 draws.
@@ -201,8 +223,9 @@ def test_augmentation_takes_random_smaller_crops(pad, crop):
   rng = np.random.default_rng(3)
   images = rng.normal(size=(40, 10, 12, 3)).astype(np.float32)
   masks = rng.integers(0, 2, (40, 10, 12)).astype(np.float32)
-  out_images, out_masks = segmentation.augment(images, masks, np.random.default_rng(7),
-                                               pad=pad, crop=crop)
+  out_images, out_masks = segmentation.augment(
+    images, masks, np.random.default_rng(7), pad=pad, crop=crop
+  )
   assert out_images.shape == (40, crop, crop, 3) and out_masks.shape == (40, crop, crop)
   offsets = set()
   for i in range(len(images)):
@@ -243,19 +266,33 @@ def test_crop_grid_and_average_crops_are_seals_36_crop_protocol():
 
 def test_the_crop_protocol_predicts_crops_and_averages_them(horses):
   import ml_collections
+
   from experiments import tasks
+
   ds, _ = horses
-  config = ml_collections.ConfigDict(dict(data=dict(
-      name="weizmann_horse", augment=True, augment_pad=0, augment_flip=True,
-      augment_pad_mode="constant", crop_size=24,
-      eval_crop_offsets=segmentation.SEAL_CROP_OFFSETS, eval_flip=False)))
+  config = ml_collections.ConfigDict(
+    dict(
+      data=dict(
+        name="weizmann_horse",
+        augment=True,
+        augment_pad=0,
+        augment_flip=True,
+        augment_pad_mode="constant",
+        crop_size=24,
+        eval_crop_offsets=segmentation.SEAL_CROP_OFFSETS,
+        eval_flip=False,
+      )
+    )
+  )
   batch = tasks.SEGMENTATION.train_batches(config, ds, 16, 0)(3)
   assert batch["x"].shape == (16, 24, 24, 3) and batch["y"].shape == (16, 24, 24)
   seen = []
+
   # A model that predicts each pixel's first channel: its crop average is the channel.
   def predict_rows(x):
     seen.append(x.shape)
     return x[..., 0]
+
   x = ds.validation.x[:5]
   out = tasks.SEGMENTATION.predict(config, predict_rows, x)
   assert seen == [(5 * 36, 24, 24, 3)]
@@ -268,31 +305,40 @@ def test_the_crop_protocol_predicts_crops_and_averages_them(horses):
 @pytest.mark.parametrize("crop_size", [24, 0])
 def test_flip_averaging_mirrors_back_before_averaging(horses, crop_size):
   import ml_collections
+
   from experiments import tasks
+
   ds, _ = horses
-  config = ml_collections.ConfigDict(dict(data=dict(
-      crop_size=crop_size, eval_crop_offsets=segmentation.SEAL_CROP_OFFSETS,
-      eval_flip=True)))
+  config = ml_collections.ConfigDict(
+    dict(
+      data=dict(
+        crop_size=crop_size, eval_crop_offsets=segmentation.SEAL_CROP_OFFSETS, eval_flip=True
+      )
+    )
+  )
   x = ds.validation.x[:5]
   seen = []
+
   def first_channel(rows):
     seen.append(rows.shape)
     return rows[..., 0]
+
   # A mirror-equivariant model's prediction survives the round trip unchanged...
-  np.testing.assert_allclose(tasks.SEGMENTATION.predict(config, first_channel, x),
-                             x[..., 0], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    tasks.SEGMENTATION.predict(config, first_channel, x), x[..., 0], rtol=1e-5, atol=1e-6
+  )
   crops = 36 if crop_size else 1
   width = crop_size or 32
   assert seen == [(2 * 5 * crops, width, width, 3)]
   # ...while a model that says "column index" everywhere averages with its mirror to
   # the constant (w - 1) / 2: the mirror's prediction is flipped back, not taken as is.
-  columns = lambda rows: np.broadcast_to(np.arange(rows.shape[2], dtype=np.float32),
-                                         rows.shape[:3])
-  np.testing.assert_allclose(tasks.SEGMENTATION.predict(config, columns, x),
-                             np.full((5, 32, 32), (width - 1) / 2), rtol=1e-6)
+  columns = lambda rows: np.broadcast_to(np.arange(rows.shape[2], dtype=np.float32), rows.shape[:3])
+  np.testing.assert_allclose(
+    tasks.SEGMENTATION.predict(config, columns, x), np.full((5, 32, 32), (width - 1) / 2), rtol=1e-6
+  )
   # The rows of the model's view: the crops, then their mirrors.
   rows = tasks.SEGMENTATION.rows_for_model(config, ds.validation.y[:5])
-  np.testing.assert_array_equal(rows[len(rows) // 2:], rows[:len(rows) // 2, :, ::-1])
+  np.testing.assert_array_equal(rows[len(rows) // 2 :], rows[: len(rows) // 2, :, ::-1])
   with pytest.raises(ValueError, match="rows, then their mirrors"):
     segmentation.average_mirrors(np.zeros((3, 4, 4)))
 
@@ -308,10 +354,12 @@ def test_augmented_batches_are_a_pure_function_of_seed_and_step():
   assert not np.array_equal(batch(0, 3)["x"], batch(1, 3)["x"])
   # The rows are the loop's (`train_batch_indices`), each augmented.
   from energynets.data import batching
+
   idx = batching.train_batch_indices(20, 4, 0, 3)
   for i, row in enumerate(idx):
-    found = _match(batch(0, 3)["x"][i], batch(0, 3)["y"][i], x[row], y[row],
-                   segmentation.DEFAULT_PAD, "constant")
+    found = _match(
+      batch(0, 3)["x"][i], batch(0, 3)["y"][i], x[row], y[row], segmentation.DEFAULT_PAD, "constant"
+    )
     assert [agree for _, agree in found] == [True]
 
 
@@ -323,11 +371,11 @@ def _mask_case(seed, n=12, size=(6, 7)):
   rng = np.random.default_rng(seed)
   gold = (rng.random((n,) + size) < rng.uniform(0.2, 0.6)).astype(np.int64)
   probs = np.clip(0.5 * gold + 0.8 * rng.random((n,) + size) - 0.2, 0.0, 1.0)
-  gold[0], probs[0] = 0, 0.2                 # empty gold, empty prediction -> 1
+  gold[0], probs[0] = 0, 0.2  # empty gold, empty prediction -> 1
   gold[1], probs[1] = 0, 0.2
-  probs[1, 2, 3] = 0.9                       # empty gold, one predicted pixel -> 0
-  probs[2] = 0.0                             # non-empty gold, empty prediction -> 0
-  probs[3] = gold[3]                         # exact prediction -> 1
+  probs[1, 2, 3] = 0.9  # empty gold, one predicted pixel -> 0
+  probs[2] = 0.0  # non-empty gold, empty prediction -> 0
+  probs[3] = gold[3]  # exact prediction -> 1
   probs[4] = np.where(gold[4] > 0, 0.5, 0.49)  # 0.5 is foreground: exact again
   return probs, gold
 
@@ -337,8 +385,9 @@ def _mask_case(seed, n=12, size=(6, 7)):
 def test_iou_metrics_match_sklearn_and_pooled_counts(seed, threshold):
   probs, gold = _mask_case(seed)
   pred = probs >= threshold
-  oracle = np.array([skm.jaccard_score(g.ravel(), p.ravel(), zero_division=1.0)
-                     for g, p in zip(gold, pred)])
+  oracle = np.array(
+    [skm.jaccard_score(g.ravel(), p.ravel(), zero_division=1.0) for g, p in zip(gold, pred)]
+  )
   np.testing.assert_allclose(metrics.per_image_iou(probs, gold, threshold), oracle)
   assert metrics.mean_iou(probs, gold, threshold) == pytest.approx(oracle.mean())
   inter = union = 0
@@ -375,14 +424,16 @@ def test_soft_iou_is_hard_iou_on_binary_masks_and_seals_form_on_soft_ones():
   pred = (probs >= 0.5).astype(np.float32)
   hard = metrics.per_image_iou(pred, gold)
   for fn in (lambda p, g: metrics.soft_iou(p, g, eps=1e-9), scores.soft_iou):
-    np.testing.assert_allclose(fn(jnp.asarray(pred), jnp.asarray(gold, jnp.float32)), hard,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+      fn(jnp.asarray(pred), jnp.asarray(gold, jnp.float32)), hard, atol=1e-6
+    )
   assert scores.soft_iou(jnp.zeros((1, 3, 3)), jnp.zeros((1, 3, 3)))[0] == 1.0
   # Soft predictions, binary gold: SEAL Eq. 10, Σ min / Σ max, per image.
   soft = np.random.default_rng(4).random(gold.shape)
   seal = np.minimum(soft, gold).sum((1, 2)) / np.maximum(soft, gold).sum((1, 2))
-  np.testing.assert_allclose(scores.soft_iou(jnp.asarray(soft), jnp.asarray(gold, float)),
-                             seal, rtol=1e-5)
+  np.testing.assert_allclose(
+    scores.soft_iou(jnp.asarray(soft), jnp.asarray(gold, float)), seal, rtol=1e-5
+  )
   # metrics.soft_iou reduces over every non-batch axis by default, either argument order
   # (off by its eps = 1e-7 where the gold is empty: eps / Σŷ).
   np.testing.assert_allclose(metrics.soft_iou(gold, soft), seal, rtol=1e-5, atol=1e-7)
@@ -398,8 +449,9 @@ def test_soft_iou_gradients_are_finite_and_exact():
     w = jnp.asarray(rng.normal(size=3))
     for fn in (lambda p: scores.soft_iou(p, gold), lambda p: metrics.soft_iou(gold, p, eps=1e-3)):
       value = lambda p: jnp.sum(w * fn(p))
-      analytic, numeric = testing.directional_derivatives(value, jax.grad(value),
-                                                          jnp.asarray(soft), seed=0)
+      analytic, numeric = testing.directional_derivatives(
+        value, jax.grad(value), jnp.asarray(soft), seed=0
+      )
       assert analytic == pytest.approx(numeric, rel=1e-6)
     # The exact score's empty/empty point: value 1, gradient 0 (finite).
     zeros = jnp.zeros((1, 4, 5))
@@ -447,8 +499,12 @@ def test_segmentation_energy_is_smooth_in_the_mask(local, pooling):
     # The local term is −Σ ȳ ℓ(x): its y-gradient is −ℓ, on top of the global term's.
     if local:
       encoding = energy.apply(params, x, method="encode")
-      global_only = lambda v: energy.apply(params, encoding._replace(
-          logits=jnp.zeros_like(encoding.logits)), v, method="energy_from_encoding")
+      global_only = lambda v: energy.apply(
+        params,
+        encoding._replace(logits=jnp.zeros_like(encoding.logits)),
+        v,
+        method="energy_from_encoding",
+      )
       g_global = jax.grad(lambda v: jnp.sum(global_only(v)))(jnp.asarray(y))
       np.testing.assert_allclose(d.grad_at_y, g_global - encoding.logits, rtol=1e-9)
     with pytest.raises(ValueError, match=r"y must be masks \[B, H, W\]"):
@@ -463,18 +519,19 @@ def test_gbi_over_the_box_lowers_the_energy_on_real_images(horses):
   assert model.domain == protocol.BOX and model.inits == ("uniform", "local")
   encoding = model.encode(params, batch["x"])
   y0 = model.start(encoding, batch["x"], "uniform")
-  config = gbi_lib.GBIConfig(method="mirror", optimizer="momentum", learning_rate=0.1,
-                             num_steps=15)
-  y, trace = jax.jit(lambda p: gbi_lib.gbi_scan(model.energy, p, encoding, y0, model.domain,
-                                                config))(params)
+  config = gbi_lib.GBIConfig(
+    parametrization=Mirror(), direction=Momentum(), learning_rate=0.1, num_steps=15
+  )
+  y, trace = jax.jit(
+    lambda p: gbi_lib.gbi_scan(model.energy, p, encoding, y0, model.domain, config)
+  )(params)
   assert y.shape == (8, 32, 32) and float(y.min()) >= 0.0 and float(y.max()) <= 1.0
   e0 = np.asarray(model.energy(params, encoding, y0))
   e_final = np.asarray(model.energy(params, encoding, y))
   np.testing.assert_allclose(trace.initial_energy, e0, rtol=1e-5)
   assert np.all(e_final < e0 - 1.0), (e0, e_final)  # every example, by a clear margin
   # Test-time GBI (gbi_while, through ssvm.infer) also ends below its start.
-  result = ssvm.infer(energy, params, batch["x"], gbi_lib.GBIConfig(max_steps=15),
-                      init="local")
+  result = ssvm.infer(energy, params, batch["x"], gbi_lib.GBIConfig(max_steps=15), init="local")
   start = model.start(encoding, batch["x"], "local")
   assert np.all(np.asarray(result.energy) < np.asarray(model.energy(params, encoding, start)))
 
@@ -489,14 +546,16 @@ def test_segmentation_model_starts_and_carries_a_pretrained_fcn(horses):
   encoding = model.encode(params, x)
   np.testing.assert_array_equal(model.start(encoding, x, "uniform"), jnp.full(y.shape, 0.5))
   fcn_logits = tiny_fcn().apply({"params": params["local_net"]}, x)
-  np.testing.assert_allclose(model.start(encoding, x, "local"), jax.nn.sigmoid(fcn_logits),
-                             rtol=1e-6)
+  np.testing.assert_allclose(
+    model.start(encoding, x, "local"), jax.nn.sigmoid(fcn_logits), rtol=1e-6
+  )
   # A local_bce FCN state becomes local_net; the global term is fresh.
   fcn_state = objectives.local_bce(tiny_fcn(), optax.adam(1e-3)).init(jax.random.key(5), batch)
   carried = model.carry(fcn_state, jax.random.key(6), x, y)
   testing.assert_trees_equal(carried["local_net"], fcn_state["net"].params)
-  testing.assert_trees_equal(model.carry({"energy": base.ParamGroup(params, None)},
-                                         jax.random.key(6), x, y), params)
+  testing.assert_trees_equal(
+    model.carry({"energy": base.ParamGroup(params, None)}, jax.random.key(6), x, y), params
+  )
   with pytest.raises(ValueError, match="cannot continue"):
     model.carry({"task_net": fcn_state["net"]}, jax.random.key(6), x, y)
   no_local = protocol.as_energy(tiny_energy(local=False))
@@ -523,8 +582,7 @@ def test_pixel_bce_trains_the_fcn_on_real_horses(horses):
 def test_fcn_on_bce_minus_soft_iou_computes_the_stated_loss_and_raises_the_soft_iou(horses):
   _, batch = horses
   net = tiny_fcn()
-  objective = objectives.local_bce(net, optax.adam(1e-2), score=scores.soft_iou,
-                                   score_weight=50.0)
+  objective = objectives.local_bce(net, optax.adam(1e-2), score=scores.soft_iou, score_weight=50.0)
   state = objective.init(jax.random.key(0), batch)
   _, logged = objective.update(state, batch, jax.random.key(1))
   # The first update reports the loss at the initial parameters; an independent
@@ -549,22 +607,34 @@ def test_fcn_on_bce_minus_soft_iou_computes_the_stated_loss_and_raises_the_soft_
 
 
 def _gbi(steps):
-  return gbi_lib.GBIConfig(method="projected", optimizer="adam", learning_rate=0.05,
-                           num_steps=steps, max_steps=steps)
+  return gbi_lib.GBIConfig(
+    parametrization=Projected(),
+    direction=Adam(),
+    learning_rate=0.05,
+    num_steps=steps,
+    max_steps=steps,
+  )
 
 
 def test_ssvm_and_dvn_train_the_segmentation_energy(horses):
   _, batch = horses
-  hinge = objectives.ssvm_hinge(tiny_energy(), optax.adam(1e-3), loss_aug_gbi=_gbi(5),
-                                predict_gbi=_gbi(5), init="local")
+  hinge = objectives.ssvm_hinge(
+    tiny_energy(),
+    optax.adam(1e-3),
+    options=objectives.SSVMOptions(loss_aug_gbi=_gbi(5), predict_gbi=_gbi(5), init="local"),
+  )
   state, losses, metrics_ = testing.fit_one_batch(hinge, batch, 6)
   assert np.all(np.isfinite(losses)) and float(metrics_["delta"]) > 0
   assert losses[-1] < losses[0], losses
   y = hinge.predict(state, batch["x"])
   assert y.shape == (8, 32, 32) and 0.0 <= float(y.min()) and float(y.max()) <= 1.0
   value_net = objectives.deep_value_network(
-      tiny_energy(local=False), optax.adam(1e-3), inference_gbi=_gbi(5),
-      predict_gbi=_gbi(5), score="soft_iou")
+    tiny_energy(local=False),
+    optax.adam(1e-3),
+    options=objectives.DVNOptions(
+      inference_gbi=_gbi(5), predict_gbi=_gbi(5), score=scores.soft_iou
+    ),
+  )
   state, losses, metrics_ = testing.fit_one_batch(value_net, batch, 10)
   assert metrics_["score_gold"] == pytest.approx(1.0)  # soft IoU of the gold mask
   assert 0.0 < float(metrics_["score_inference"]) < 1.0
@@ -574,15 +644,25 @@ def test_ssvm_and_dvn_train_the_segmentation_energy(horses):
 
 def test_seal_and_implicit_train_an_fcn_against_the_segmentation_energy(horses):
   _, batch = horses
-  seal = objectives.seal_objective(tiny_fcn(), tiny_energy(local=False), optax.adam(1e-3),
-                                   optax.adam(1e-3), objective="regression", score="soft_iou",
-                                   num_samples=2)
+  seal = objectives.seal_objective(
+    tiny_energy(local=False),
+    tiny_fcn(),
+    optax.adam(1e-3),
+    optax.adam(1e-3),
+    options=objectives.SealOptions(score=scores.soft_iou),
+    loss_net_objective=objectives.SealRegression(),
+  )
   state, losses, metrics_ = testing.fit_one_batch(seal, batch, 3)
   assert np.all(np.isfinite(losses)) and "task_net_loss" in metrics_
   assert seal.predict(state, batch["x"]).shape == (8, 32, 32)
-  implicit = objectives.implicit_objective(tiny_fcn(), tiny_energy(), optax.adam(1e-3),
-                                           optax.adam(1e-3), primary="dvn", score="soft_iou",
-                                           inner_steps=2, num_samples=2)
+  implicit = objectives.implicit_objective(
+    tiny_energy(),
+    tiny_fcn(),
+    optax.adam(1e-3),
+    optax.adam(1e-3),
+    options=objectives.ImplicitOptions(inner_steps=2, score=scores.soft_iou),
+    primary=objectives.ImplicitDVN(),
+  )
   state, losses, _ = testing.fit_one_batch(implicit, batch, 2)
   assert np.all(np.isfinite(losses))
   assert implicit.predict(state, batch["x"]).shape == (8, 32, 32)
@@ -594,7 +674,8 @@ def test_seal_and_implicit_train_an_fcn_against_the_segmentation_energy(horses):
 @pytest.mark.optimized_xla
 @pytest.mark.parametrize("learning_rate, alive", [(None, True), (1e-3, False)])
 def test_the_horse_dvn_config_keeps_its_value_network_sensitive_to_the_mask(
-    learning_rate, alive, data_dir, horses):
+  learning_rate, alive, data_dir, horses
+):
   """The full-size value network of dvn.py's horse config, 20 steps on the 24×24
   training crops of 8 images: σ(−E) must still tell the gold mask from the uniform 0.5
   start of GBI (else test-time GBI never moves: the 24.80 of horses.md). At Adam 1e-3 (the rate that
@@ -602,6 +683,7 @@ def test_the_horse_dvn_config_keeps_its_value_network_sensitive_to_the_mask(
   the parametrized 1e-3 case checks that this test sees it."""
   from experiments import builders
   from experiments import configuration
+
   overrides = [f"data.data_dir={data_dir}", "gbi.num_steps=2", "adversarial_gbi.num_steps=2"]
   if learning_rate is not None:
     overrides.append(f"optimizer.learning_rate={learning_rate}")
@@ -628,33 +710,62 @@ SEGMENTATION_CONFIGS = ("fcn", "dvn", "spen_ssvm", "seal_dynamic", "seal_static"
 
 def test_the_segmentation_configs_are_the_ones_that_declare_the_task():
   import importlib
+
   configs = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "configs"
-  declared = sorted(p.stem for p in configs.glob("*.py")
-                    if "segmentation" in getattr(importlib.import_module(
-                        f"experiments.configs.{p.stem}"), "TASKS", ()))
+  declared = sorted(
+    p.stem
+    for p in configs.glob("*.py")
+    if "segmentation"
+    in getattr(importlib.import_module(f"experiments.configs.{p.stem}"), "TASKS", ())
+  )
   assert declared == sorted(SEGMENTATION_CONFIGS)
 
 
 # Each config, and its variants that change the stages.
 SEGMENTATION_RUNS = [(m, ()) for m in SEGMENTATION_CONFIGS] + [
-    ("seal_dynamic", ("stage_order=pretrain+seal",))]
+  ("seal_dynamic", ("stage_order=pretrain+seal",))
+]
 
 
 # fcn and seal_dynamic (with its pretraining stage) in the default suite; the other
 # configs run on the multi-label task there, and here with --runslow.
-@pytest.mark.parametrize("method, overrides", [
-    pytest.param(m, o, marks=() if (m, o) in (("fcn", ()), ("seal_dynamic", ("stage_order=pretrain+seal",)))
-                 else pytest.mark.slow) for m, o in SEGMENTATION_RUNS])
-def test_every_segmentation_config_trains_and_writes_mean_iou(method, overrides, tmp_path,
-                                                             data_dir, horses):
+@pytest.mark.parametrize(
+  "method, overrides",
+  [
+    pytest.param(
+      m,
+      o,
+      marks=()
+      if (m, o) in (("fcn", ()), ("seal_dynamic", ("stage_order=pretrain+seal",)))
+      else pytest.mark.slow,
+    )
+    for m, o in SEGMENTATION_RUNS
+  ],
+)
+def test_every_segmentation_config_trains_and_writes_mean_iou(
+  method, overrides, tmp_path, data_dir, horses
+):
   """Each segmentation config runs end to end on the horses (tiny nets, a few steps)."""
   from experiments import configuration
   from experiments import tasks
   from experiments import train
-  config = configuration.get_config(method, "weizmann_horse", [
-      "train.steps=4", "train.eval_every=2", "train.log_every=2", "train.tensorboard=False",
-      "train.batch_size=8", f"data.data_dir={data_dir}", "model.features=(4, 8)",
-      "model.strides=(1, 2)", "model.kernel_size=3", *overrides])
+
+  config = configuration.get_config(
+    method,
+    "weizmann_horse",
+    [
+      "train.steps=4",
+      "train.eval_every=2",
+      "train.log_every=2",
+      "train.tensorboard=False",
+      "train.batch_size=8",
+      f"data.data_dir={data_dir}",
+      "model.features=(4, 8)",
+      "model.strides=(1, 2)",
+      "model.kernel_size=3",
+      *overrides,
+    ],
+  )
   assert tasks.task_for(config) is tasks.SEGMENTATION
   if "energy" in config:
     config.energy.update(dict(features=(4, 8), strides=(1, 2), kernel_size=3, hidden=(8,)))
@@ -670,8 +781,7 @@ def test_every_segmentation_config_trains_and_writes_mean_iou(method, overrides,
   assert results["meta"]["task"] == "segmentation"
   stages = list(configuration.name_list(config.stage_order) or [""])
   assert [s["stage"] for s in results["meta"]["stages"]] == stages
-  for key in ("validation/mean_iou", "validation/dataset_iou", "test/mean_iou",
-              "test/dataset_iou"):
+  for key in ("validation/mean_iou", "validation/dataset_iou", "test/mean_iou", "test/dataset_iou"):
     # An untrained net predicts at most everything (IoU ≈ the 0.28 foreground share).
     assert 0.0 <= results[key] <= 1.0, (key, results[key])
   written = json.loads((tmp_path / "results.json").read_text())
@@ -686,14 +796,26 @@ def test_every_segmentation_config_trains_and_writes_mean_iou(method, overrides,
 
 def test_segmentation_task_batches_are_augmented_and_deterministic(horses):
   import ml_collections
+
   from experiments import tasks
+
   ds, _ = horses
-  config = ml_collections.ConfigDict(dict(data=dict(
-      name="weizmann_horse", augment=True, augment_pad=4, augment_flip=True,
-      augment_pad_mode="constant", crop_size=0)))
+  config = ml_collections.ConfigDict(
+    dict(
+      data=dict(
+        name="weizmann_horse",
+        augment=True,
+        augment_pad=4,
+        augment_flip=True,
+        augment_pad_mode="constant",
+        crop_size=0,
+      )
+    )
+  )
   batch = tasks.SEGMENTATION.train_batches(config, ds, 16, 0)
   np.testing.assert_array_equal(batch(5)["x"], batch(5)["x"])
   from energynets.data import batching
+
   rows = batching.train_batch_indices(len(ds.train.x), 16, 0, 5)
   assert not np.array_equal(batch(5)["x"], ds.train.x[rows])  # augmented ...
   config.data.augment = False
@@ -704,18 +826,22 @@ def test_segmentation_task_batches_are_augmented_and_deterministic(horses):
 
 def test_compare_prints_mean_iou_columns_for_segmentation_rows():
   from experiments import compare
+  from experiments import comparison_tables
+
   run = {"validation/mean_iou": 0.751, "test/mean_iou": 0.7780, "test/dataset_iou": 0.8012}
   table = compare.format_table([("weizmann_horse", "fcn", [run])])
   assert "| mean IoU val | mean IoU test | dataset IoU test |" in table
   assert "| weizmann_horse | fcn | 75.10 | 77.80 | 80.12 |" in table
-  assert "| fcn | 77.80 |" in compare.format_pivot([("weizmann_horse", "fcn", [run])],
-                                                     "test/mean_iou")
-  assert "thresholded at 0.5" in compare._preamble(table)
+  assert "| fcn | 77.80 |" in compare.format_pivot(
+    [("weizmann_horse", "fcn", [run])], "test/mean_iou"
+  )
+  assert "thresholded at 0.5" in comparison_tables.preamble(table)
 
 
 def test_the_horse_figure_reads_saved_predictions(tmp_path, horses):
   from benchmarks import horse_figure
   from experiments import train
+
   ds, _ = horses
   rng = np.random.default_rng(0)
   runs = {}

@@ -21,8 +21,10 @@ TESTDATA = pathlib.Path(__file__).parent / "testdata"
 def test_parse_conll_fixture_exact():
   sents = data.parse_conll2003(TESTDATA / "conll_tiny.txt")
   assert [s.tokens for s in sents] == [
-      ("EU", "rejects", "German", "call", "."), ("Peter", "Blackburn"),
-      ("BRUSSELS", "1996-08-22", "Antidisestablishmentarianism")]
+    ("EU", "rejects", "German", "call", "."),
+    ("Peter", "Blackburn"),
+    ("BRUSSELS", "1996-08-22", "Antidisestablishmentarianism"),
+  ]
   assert sents[0].pos == ("NNP", "VBZ", "JJ", "NN", ".")
   assert sents[0].chunk == ("B-NP", "B-VP", "B-NP", "I-NP", "O")
   assert sents[0].tags == ("B-ORG", "O", "B-MISC", "O", "O")
@@ -34,8 +36,9 @@ def test_parse_conll_fixture_exact():
 def test_parse_twitter_fixture_exact():
   sents = data.parse_twitter_pos(TESTDATA / "twpos_tiny.txt")
   assert [s.tokens for s in sents] == [
-      ("I", "predict", "I", "won't", "win"),
-      ("@user", "\xa0", "lol", "#win", "http://t.co/x")]  # U+00A0 is a token.
+    ("I", "predict", "I", "won't", "win"),
+    ("@user", "\xa0", "lol", "#win", "http://t.co/x"),
+  ]  # U+00A0 is a token.
   assert [s.tags for s in sents] == [("O", "V", "O", "V", "V"), ("@", "G", "!", "#", "U")]
   assert sents[0].pos == () and sents[0].chunk == ()
 
@@ -58,24 +61,30 @@ def test_conll_wrong_column_count_names_file_and_line():
   assert "conll_malformed.txt, line 4" in str(err)
 
 
-@pytest.mark.parametrize("text, line, problem", [
+@pytest.mark.parametrize(
+  "text, line, problem",
+  [
     ("a\tN\nb\tV\textra\n", 2, "expected 2 columns"),
     ("a\tN\n\nb\n", 3, "expected 2 columns"),
     ("a\tN\n\tV\n", 2, "empty token"),
     ("a\tN\nb\t\n", 2, "empty tag"),
     ("a\tN\nb\tQ\n", 2, "unknown tag 'Q'"),
-])
+  ],
+)
 def test_twitter_malformed(tmp_path, text, line, problem):
   err = _error(data.parse_twitter_pos, tmp_path, text)
   assert err.line == line and problem in err.problem
 
 
-@pytest.mark.parametrize("text, line, problem", [
+@pytest.mark.parametrize(
+  "text, line, problem",
+  [
     ("EU NNP B-NP B-ORG extra\n", 1, "expected 4 columns"),
     ("EU NNP B-NP X-ORG\n", 1, "not IOB2"),
     ("EU NNP B-NP E-ORG\n", 1, "not IOB2"),
     ("EU NNP B-NP B-\n", 1, "not IOB2"),
-])
+  ],
+)
 def test_conll_malformed(tmp_path, text, line, problem):
   err = _error(data.parse_conll2003, tmp_path, text)
   assert err.line == line and problem in err.problem
@@ -106,7 +115,9 @@ def test_crlf_and_missing_final_blank_line(tmp_path):
 # ------------------------------------------------------------------ tagging schemes
 
 
-@pytest.mark.parametrize("iob2, bioes", [
+@pytest.mark.parametrize(
+  "iob2, bioes",
+  [
     ([], []),
     (["O"], ["O"]),
     (["B-PER"], ["S-PER"]),
@@ -114,7 +125,8 @@ def test_crlf_and_missing_final_blank_line(tmp_path):
     (["B-PER", "I-PER", "I-PER", "O", "B-LOC"], ["B-PER", "I-PER", "E-PER", "O", "S-LOC"]),
     (["B-PER", "B-PER", "I-PER"], ["S-PER", "B-PER", "E-PER"]),
     (["B-ORG", "B-LOC", "I-LOC", "I-LOC"], ["S-ORG", "B-LOC", "I-LOC", "E-LOC"]),
-])
+  ],
+)
 def test_iob2_bioes_hand_cases(iob2, bioes):
   assert data.iob2_to_bioes(iob2) == bioes
   assert data.bioes_to_iob2(bioes) == iob2
@@ -142,16 +154,22 @@ def test_scheme_round_trip_random():
     assert metrics.extract_spans(bioes, "bioes") == spans
     iob2 = data.bioes_to_iob2(bioes)
     assert metrics.extract_spans(iob2, "iob2") == spans
-    assert data.iob2_to_bioes(iob2) == bioes      # well-formed now: exact round trips.
+    assert data.iob2_to_bioes(iob2) == bioes  # well-formed now: exact round trips.
     assert data.bioes_to_iob2(data.iob2_to_bioes(iob2)) == iob2
   rand_bioes = _random_tags(rng, 40, "BIES")
-  assert (metrics.extract_spans(data.bioes_to_iob2(rand_bioes), "iob2")
-          == metrics.extract_spans(rand_bioes, "bioes"))
+  assert metrics.extract_spans(data.bioes_to_iob2(rand_bioes), "iob2") == metrics.extract_spans(
+    rand_bioes, "bioes"
+  )
 
 
 def test_scheme_tags():
   assert data.scheme_tags(["PER", "LOC", "PER"], "iob2") == (
-      "O", "B-LOC", "I-LOC", "B-PER", "I-PER")
+    "O",
+    "B-LOC",
+    "I-LOC",
+    "B-PER",
+    "I-PER",
+  )
   assert len(data.scheme_tags(["PER", "LOC", "ORG", "MISC"], "bioes")) == 17
 
 
@@ -200,15 +218,15 @@ def test_load_glove_fixture():
   vocab = _vocab()  # <pad> <unk> Blackburn Peter the unseen
   matrix, found = data.load_glove(TESTDATA / "glove_tiny.txt", vocab, 3, seed=1)
   assert matrix.shape == (6, 3) and matrix.dtype == np.float32 and found == 3
-  np.testing.assert_array_equal(matrix[0], 0)                          # padding
+  np.testing.assert_array_equal(matrix[0], 0)  # padding
   np.testing.assert_allclose(matrix[vocab.index("the")], [0.1, 0.2, 0.3])
-  np.testing.assert_allclose(matrix[vocab.index("Peter")], [1, 2, 3])   # via "peter"
+  np.testing.assert_allclose(matrix[vocab.index("Peter")], [1, 2, 3])  # via "peter"
   np.testing.assert_allclose(matrix[vocab.index("Blackburn")], [-0.5, 0, 0.5])
   again, _ = data.load_glove(TESTDATA / "glove_tiny.txt", vocab, 3, seed=1)
-  np.testing.assert_array_equal(matrix, again)                         # seeded rows
+  np.testing.assert_array_equal(matrix, again)  # seeded rows
   other, _ = data.load_glove(TESTDATA / "glove_tiny.txt", vocab, 3, seed=2)
   assert not np.array_equal(matrix[1], other[1])
-  assert 0 < np.abs(matrix[vocab.index("unseen")]).max() < 1           # small normal
+  assert 0 < np.abs(matrix[vocab.index("unseen")]).max() < 1  # small normal
 
 
 def test_load_glove_exact_match_beats_lowercase(tmp_path):
@@ -219,11 +237,14 @@ def test_load_glove_exact_match_beats_lowercase(tmp_path):
   assert found == 2
 
 
-@pytest.mark.parametrize("text, line, problem", [
+@pytest.mark.parametrize(
+  "text, line, problem",
+  [
     ("the 0.1 0.2 0.3\npeter 1 2\n", 2, "expected a word and 3 values, got 2"),
     ("the 0.1 0.2 0.3\n\npeter 1 2 x\n", 3, "not a number"),
     ("the 0.1 0.2 0.3 0.4\n", 1, "got 4"),
-])
+  ],
+)
 def test_load_glove_malformed(tmp_path, text, line, problem):
   path = tmp_path / "g.txt"
   path.write_text(text, encoding="utf-8")
@@ -249,14 +270,23 @@ def test_load_glove_missing_or_binary_file(tmp_path):
 def _tiny_conll(scheme="iob2", **kwargs):
   sents = data.parse_conll2003(TESTDATA / "conll_tiny.txt")
   return data.build_sequence_dataset(
-      "tiny", {"train": sents, "validation": sents[1:], "test": sents[2:]},
-      scheme=scheme, **kwargs)
+    "tiny", {"train": sents, "validation": sents[1:], "test": sents[2:]}, scheme=scheme, **kwargs
+  )
 
 
 def test_build_conll_fixture_exact():
   ds = _tiny_conll(max_word_length=6)
-  assert ds.tag_names == ("O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG",
-                          "B-PER", "I-PER")
+  assert ds.tag_names == (
+    "O",
+    "B-LOC",
+    "I-LOC",
+    "B-MISC",
+    "I-MISC",
+    "B-ORG",
+    "I-ORG",
+    "B-PER",
+    "I-PER",
+  )
   tr = ds.train
   assert tr.words.shape == (3, 5) and tr.chars.shape == (3, 5, 6)
   for name in ("words", "chars", "pos", "chunk", "tags", "lengths"):
@@ -265,7 +295,7 @@ def test_build_conll_fixture_exact():
   np.testing.assert_array_equal(tr.mask, [[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0]])
   assert ds.word_vocab.decode(tr.words[1]) == ["Peter", "Blackburn", "<pad>", "<pad>", "<pad>"]
   assert [ds.tag_names[i] for i in tr.tags[0]] == ["B-ORG", "O", "B-MISC", "O", "O"]
-  np.testing.assert_array_equal(tr.tags[1, 2:], 0)                  # padding: 0, masked
+  np.testing.assert_array_equal(tr.tags[1, 2:], 0)  # padding: 0, masked
   assert ds.pos_vocab.decode(tr.pos[0]) == ["NNP", "VBZ", "JJ", "NN", "."]
   assert ds.chunk_vocab.decode(tr.chunk[2, :3]) == ["B-NP", "I-NP", "I-NP"]
   # Characters: truncated to C = 6, zero padded.
@@ -282,34 +312,43 @@ def test_build_char_length_is_longest_word_when_shorter():
   ds = _tiny_conll()
   assert ds.test.chars.shape[2] == 20 and ds.validation.chars.shape[2] == 20
   sents = data.parse_conll2003(TESTDATA / "conll_tiny.txt")[:2]
-  ds = data.build_sequence_dataset("t", {"train": sents, "validation": sents, "test": sents},
-                                   scheme="iob2")
+  ds = data.build_sequence_dataset(
+    "t", {"train": sents, "validation": sents, "test": sents}, scheme="iob2"
+  )
   assert ds.train.chars.shape[2] == len("Blackburn")
 
 
 def test_build_unknown_words_min_count_and_lowercase():
   sents = data.parse_conll2003(TESTDATA / "conll_tiny.txt")
-  dev = [data.Sentence(tokens=("eu", "Zanzibar"), tags=("B-ORG", "O"), pos=("NNP", "XX"),
-                       chunk=("B-NP", "B-NP"))]
-  ds = data.build_sequence_dataset("t", {"train": sents, "validation": dev, "test": dev},
-                                   scheme="iob2")
-  np.testing.assert_array_equal(ds.validation.words, [[1, 1]])      # unseen -> unknown
-  assert ds.validation.pos[0, 1] == 1 and ds.meta["counts"]["validation"][
-      "unknown_word_rate"] == 1.0
-  ds = data.build_sequence_dataset("t", {"train": sents, "validation": dev, "test": dev},
-                                   scheme="iob2", lowercase=True)
+  dev = [
+    data.Sentence(
+      tokens=("eu", "Zanzibar"), tags=("B-ORG", "O"), pos=("NNP", "XX"), chunk=("B-NP", "B-NP")
+    )
+  ]
+  ds = data.build_sequence_dataset(
+    "t", {"train": sents, "validation": dev, "test": dev}, scheme="iob2"
+  )
+  np.testing.assert_array_equal(ds.validation.words, [[1, 1]])  # unseen -> unknown
+  assert (
+    ds.validation.pos[0, 1] == 1 and ds.meta["counts"]["validation"]["unknown_word_rate"] == 1.0
+  )
+  ds = data.build_sequence_dataset(
+    "t", {"train": sents, "validation": dev, "test": dev}, scheme="iob2", lowercase=True
+  )
   assert ds.word_vocab.decode(ds.validation.words[0]) == ["eu", "<unk>"]
-  ds = data.build_sequence_dataset("t", {"train": sents, "validation": dev, "test": dev},
-                                   scheme="iob2", min_count=2)
-  assert len(ds.word_vocab) == 2                                    # every word once
+  ds = data.build_sequence_dataset(
+    "t", {"train": sents, "validation": dev, "test": dev}, scheme="iob2", min_count=2
+  )
+  assert len(ds.word_vocab) == 2  # every word once
 
 
 def test_build_unseen_tag_is_an_error():
   sents = data.parse_conll2003(TESTDATA / "conll_tiny.txt")
   dev = [data.Sentence(tokens=("x",), tags=("B-DATE",), pos=("NN",), chunk=("O",))]
   with pytest.raises(ValueError, match=r"validation split: tag\(s\) \['B-DATE'\]"):
-    data.build_sequence_dataset("t", {"train": sents, "validation": dev, "test": sents},
-                                scheme="iob2")
+    data.build_sequence_dataset(
+      "t", {"train": sents, "validation": dev, "test": sents}, scheme="iob2"
+    )
 
 
 def test_build_bioes():
@@ -323,8 +362,11 @@ def test_build_bioes():
 def test_build_twitter_fixture():
   sents = data.parse_twitter_pos(TESTDATA / "twpos_tiny.txt")
   ds = data.build_sequence_dataset(
-      "tw", {"train": sents[:1], "validation": sents[1:], "test": sents},
-      scheme="pos", tag_names=data.TWITTER_POS_TAGS)
+    "tw",
+    {"train": sents[:1], "validation": sents[1:], "test": sents},
+    scheme="pos",
+    tag_names=data.TWITTER_POS_TAGS,
+  )
   assert ds.tag_names == data.TWITTER_POS_TAGS and ds.num_tags == 25
   # Tags unseen in train still map: the tag set is fixed.
   assert [ds.tag_names[i] for i in ds.validation.tags[0]] == ["@", "G", "!", "#", "U"]
@@ -346,11 +388,13 @@ def test_build_argument_errors():
   with pytest.raises(ValueError, match="need splits"):
     data.build_sequence_dataset("t", {"train": sents}, scheme="iob2")
   with pytest.raises(ValueError, match="scheme"):
-    data.build_sequence_dataset("t", {"train": sents, "validation": sents, "test": sents},
-                                scheme="iobes")
+    data.build_sequence_dataset(
+      "t", {"train": sents, "validation": sents, "test": sents}, scheme="iobes"
+    )
   with pytest.raises(ValueError, match="validation split has no sentences"):
-    data.build_sequence_dataset("t", {"train": sents, "validation": [], "test": sents},
-                                scheme="iob2")
+    data.build_sequence_dataset(
+      "t", {"train": sents, "validation": [], "test": sents}, scheme="iob2"
+    )
 
 
 def test_decode_tags():
@@ -440,7 +484,7 @@ def real_dir(data_dir) -> pathlib.Path:
   return data_dir
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(name: str, data_dir: str, **kwargs) -> data.SequenceDataset:
   return data.load_sequence_dataset(name, data_dir=data_dir, **kwargs)
 
@@ -454,17 +498,19 @@ def test_conll2003_counts(real_dir):
   assert _counts(ds, "sentences") == (14041, 3250, 3453)
   assert _counts(ds, "tokens") == (203621, 51362, 46435)
   assert _counts(ds, "entities") == (23499, 5942, 5648)
-  assert tuple(s.num_examples for s in (ds.train, ds.validation, ds.test)) == (
-      14041, 3250, 3453)
+  assert tuple(s.num_examples for s in (ds.train, ds.validation, ds.test)) == (14041, 3250, 3453)
   assert ds.num_tags == 9 and ds.train.max_length == int(ds.train.lengths.max())
   assert _counts(ds, "unknown_word_rate")[0] == 0.0
-  assert ds.train.chars.shape[2] == 20                     # capped
+  assert ds.train.chars.shape[2] == 20  # capped
   assert ds.pos_vocab is not None and ds.train.pos[ds.train.mask].min() >= 2
   gold = data.decode_tags(ds.test.tags, ds.test.mask, ds.tag_names)
   assert sum(len(metrics.extract_spans(t)) for t in gold) == 5648
   files = {r["path"]: r["sha256"] for r in ds.meta["files"]}
-  sums = dict(line.split()[::-1] for line in
-              (real_dir / "SHA256SUMS").read_text().splitlines() if "conll2003" in line)
+  sums = dict(
+    line.split()[::-1]
+    for line in (real_dir / "SHA256SUMS").read_text().splitlines()
+    if "conll2003" in line
+  )
   assert {f"shared/data/{p}": h for p, h in files.items()} == sums
   json.dumps(ds.meta)
 
@@ -474,10 +520,10 @@ def test_conll2003_bioes(real_dir):
   iob2 = _load("conll2003", str(real_dir))
   assert ds.num_tags == 17 and _counts(ds, "entities") == (23499, 5942, 5648)
   for split in ("train", "test"):
-    bioes_tags = data.decode_tags(getattr(ds, split).tags, getattr(ds, split).mask,
-                                  ds.tag_names)
-    iob2_tags = data.decode_tags(getattr(iob2, split).tags, getattr(iob2, split).mask,
-                                 iob2.tag_names)
+    bioes_tags = data.decode_tags(getattr(ds, split).tags, getattr(ds, split).mask, ds.tag_names)
+    iob2_tags = data.decode_tags(
+      getattr(iob2, split).tags, getattr(iob2, split).mask, iob2.tag_names
+    )
     assert [data.bioes_to_iob2(t) for t in bioes_tags] == iob2_tags  # exact round trip
     assert [data.iob2_to_bioes(t) for t in iob2_tags] == bioes_tags
 
@@ -490,7 +536,10 @@ def test_twitter_pos_counts(real_dir):
   assert len(np.unique(ds.train.tags[ds.train.mask])) == 25
   assert not ds.train.pos.any() and not ds.test.chunk.any() and ds.chunk_vocab is None
   assert [r["path"] for r in ds.meta["files"]] == [
-      "twitter_pos/oct27.traindev", "twitter_pos/oct27.test", "twitter_pos/daily547.conll"]
+    "twitter_pos/oct27.traindev",
+    "twitter_pos/oct27.test",
+    "twitter_pos/daily547.conll",
+  ]
   json.dumps(ds.meta)
 
 
@@ -499,14 +548,12 @@ def test_conll2003_bucketing_padding(real_dir):
   rng = np.random.default_rng(0)
   bucketed = data.padding_fraction(lengths, data.bucketed_batches(lengths, 32, rng))
   perm = np.random.default_rng(0).permutation(len(lengths))
-  shuffled = data.padding_fraction(
-      lengths, [perm[i:i + 32] for i in range(0, len(perm), 32)])
+  shuffled = data.padding_fraction(lengths, [perm[i : i + 32] for i in range(0, len(perm), 32)])
   assert bucketed < 0.06 and shuffled > 0.5 and bucketed < shuffled / 10
 
 
 def test_load_options(real_dir):
-  ds = _load("twitter_pos", str(real_dir), lowercase=True, min_count=2,
-             max_word_length=8)
+  ds = _load("twitter_pos", str(real_dir), lowercase=True, min_count=2, max_word_length=8)
   base = _load("twitter_pos", str(real_dir))
   assert len(ds.word_vocab) < len(base.word_vocab) and ds.train.chars.shape[2] == 8
   assert ds.meta["lowercase"] and ds.meta["min_count"] == 2
@@ -514,8 +561,10 @@ def test_load_options(real_dir):
 
 def test_packed_tokens_round_trip_and_one_hot_tags():
   ds = data.build_sequence_dataset(
-      "conll2003", {k: data.parse_conll2003(TESTDATA / "conll_tiny.txt")
-                    for k in ("train", "validation", "test")}, scheme="iob2")
+    "conll2003",
+    {k: data.parse_conll2003(TESTDATA / "conll_tiny.txt") for k in ("train", "validation", "test")},
+    scheme="iob2",
+  )
   split = ds.train
   x = data.pack_tokens(split)
   assert x.dtype == np.int32 and x.shape == split.words.shape + (3 + split.chars.shape[-1],)
@@ -531,6 +580,7 @@ def test_packed_tokens_round_trip_and_one_hot_tags():
 
 def test_length_bucketed_batches_are_deterministic_full_and_cropped():
   from energynets.data import batching
+
   rs = np.random.RandomState(0)
   n = 2000
   lengths = rs.randint(1, 60, n)
@@ -538,10 +588,12 @@ def test_length_bucketed_batches_are_deterministic_full_and_cropped():
   arrays = {"x": x[..., None], "y": np.ones((n, 64, 3)), "id": np.arange(n)}
   seen = []
   for step in range(n // 16):  # one epoch
-    batch = batching.length_bucketed_batch(arrays, lengths, 16, seed=3, step=step,
-                                           length_multiple=8)
-    again = batching.length_bucketed_batch(arrays, lengths, 16, seed=3, step=step,
-                                           length_multiple=8)
+    batch = batching.length_bucketed_batch(
+      arrays, lengths, 16, seed=3, step=step, length_multiple=8
+    )
+    again = batching.length_bucketed_batch(
+      arrays, lengths, 16, seed=3, step=step, length_multiple=8
+    )
     np.testing.assert_array_equal(batch["id"], again["id"])
     t = batch["x"].shape[1]
     assert batch["y"].shape[:2] == (16, t) and t % 8 == 0
@@ -550,10 +602,10 @@ def test_length_bucketed_batches_are_deterministic_full_and_cropped():
     seen.extend(batch["id"])
   assert len(set(seen)) == len(seen) == 16 * (n // 16)
   # Similar lengths: far less padding than the whole padded width.
-  waste = np.mean([1 - lengths[b].mean() / 64 for b in [seen[i:i + 16]
-                                                       for i in range(0, len(seen), 16)]])
+  waste = np.mean(
+    [1 - lengths[b].mean() / 64 for b in [seen[i : i + 16] for i in range(0, len(seen), 16)]]
+  )
   assert waste > 0.4  # random-length data padded to 64 wastes about half...
-  cropped = [batching.length_bucketed_batch(arrays, lengths, 16, 3, s, 8)
-             for s in range(40)]
+  cropped = [batching.length_bucketed_batch(arrays, lengths, 16, 3, s, 8) for s in range(40)]
   # (rounding up to a multiple of 8 alone wastes ~13% at these lengths)
   assert np.mean([1 - lengths[b["id"]].mean() / b["x"].shape[1] for b in cropped]) < 0.25

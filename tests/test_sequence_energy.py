@@ -21,12 +21,18 @@ import optax
 from energynets import domains
 from energynets import testing
 from energynets.data.sequences import unpack_tokens
-from energynets.energies import sequence as seq
-from energynets.inference import crf
-from energynets.inference.gbi import GBIConfig, gbi_scan
-from energynets.nets import rnn
 from energynets.energies import protocol
-from energynets.objectives import base, local, ssvm
+from energynets.energies import sequence as seq
+from energynets.inference import SGD
+from energynets.inference import Mirror
+from energynets.inference import Momentum
+from energynets.inference import crf
+from energynets.inference.gbi import GBIConfig
+from energynets.inference.gbi import gbi_scan
+from energynets.nets import rnn
+from energynets.objectives import base
+from energynets.objectives import local
+from energynets.objectives import ssvm
 
 VOCAB, CHARS, POS, CHUNK, L, T, C = 20, 7, 5, 4, 3, 4, 3
 ALL = seq.TLM_VARIANTS
@@ -34,9 +40,13 @@ ALL = seq.TLM_VARIANTS
 
 def make_tagger(packed=True):
   cls = rnn.PackedTagger if packed else rnn.BiLSTMTagger
-  return cls(embedder=rnn.TokenEmbedder(VOCAB, word_dim=4, char_vocab_size=CHARS, char_dim=2,
-                                        char_filters=3, num_pos=POS, pos_dim=2),
-             encoder=rnn.BiLSTM(4), num_tags=L)
+  return cls(
+    embedder=rnn.TokenEmbedder(
+      VOCAB, word_dim=4, char_vocab_size=CHARS, char_dim=2, char_filters=3, num_pos=POS, pos_dim=2
+    ),
+    encoder=rnn.BiLSTM(4),
+    num_tags=L,
+  )
 
 
 def make_energy(tlm=(), **kw):
@@ -49,9 +59,15 @@ def make_x(seed, lengths, steps=T, junk=False):
   rs = np.random.RandomState(seed)
   b = len(lengths)
   mask = np.arange(steps)[None] < np.asarray(lengths)[:, None]
-  x = np.concatenate([rs.randint(1, VOCAB, (b, steps, 1)), rs.randint(0, POS, (b, steps, 1)),
-                      rs.randint(0, CHUNK, (b, steps, 1)),
-                      rs.randint(0, CHARS, (b, steps, C))], axis=-1)
+  x = np.concatenate(
+    [
+      rs.randint(1, VOCAB, (b, steps, 1)),
+      rs.randint(0, POS, (b, steps, 1)),
+      rs.randint(0, CHUNK, (b, steps, 1)),
+      rs.randint(0, CHARS, (b, steps, C)),
+    ],
+    axis=-1,
+  )
   fill = rs.randint(0, 4, x.shape) if junk else np.zeros_like(x)
   fill[..., 0] = 0
   return jnp.asarray(np.where(mask[..., None], x, fill), jnp.int32)
@@ -64,7 +80,7 @@ def relaxed_y(seed, shape, dtype=np.float32):
 # Every module call is jitted, once per (module, method): eager LSTM scans recompile on
 # every call, which would make these tests slow. Modules are hashable, so equal energies
 # built by different tests share the compiled function.
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def jitted(module, method=None):
   return jax.jit(lambda params, *args: module.apply({"params": params}, *args, method=method))
 
@@ -106,16 +122,15 @@ def fit(loss, params, steps, lr=0.05):
 
 
 class PackedTaggerTest(absltest.TestCase):
-
   def test_packed_tagger_equals_dict_tagger(self):
     x = make_x(0, [4, 2, 0])
     packed, plain = make_tagger(True), make_tagger(False)
     shapes = jax.eval_shape(packed.init, jax.random.key(0), x)["params"]
     rs = np.random.RandomState(0)
     params = jax.tree.map(lambda a: jnp.asarray(rs.randn(*a.shape), a.dtype), shapes)
-    run = lambda net, inputs: jax.jit(lambda p, i: net.apply({"params": p}, i,
-                                                             return_features=True))(params,
-                                                                                    inputs)
+    run = lambda net, inputs: jax.jit(
+      lambda p, i: net.apply({"params": p}, i, return_features=True)
+    )(params, inputs)
     want_logits, want_features = run(plain, unpack_tokens(x))
     logits, features = run(packed, x)
     np.testing.assert_allclose(logits, want_logits, rtol=1e-6, atol=1e-7)
@@ -171,7 +186,7 @@ class LinearChainTest(parameterized.TestCase):
     num = candidates.shape[0]
     energies = []
     for b in range(len(lengths)):
-      tile = jax.tree.map(lambda a: jnp.repeat(a[b:b + 1], num, axis=0), enc)
+      tile = jax.tree.map(lambda a: jnp.repeat(a[b : b + 1], num, axis=0), enc)
       energies.append(from_encoding(energy, params, tile, one_hot(candidates, tile.mask)))
     energies = jnp.stack(energies)
     best = candidates[jnp.argmin(energies, axis=1)]
@@ -182,7 +197,6 @@ class LinearChainTest(parameterized.TestCase):
 
 
 class PaddingAndDerivativesTest(parameterized.TestCase):
-
   # The word-augmented backward TLM exercises both the reversal and the word inputs.
   @parameterized.parameters(((),), (("forward", "word_backward"),))
   def test_padding_changes_nothing(self, tlm):
@@ -214,17 +228,19 @@ class PaddingAndDerivativesTest(parameterized.TestCase):
       x = make_x(9, [4, 3, 2])
       params = init(energy, 9, x=x)
       # The tagger runs once, in float32; y's derivatives are float64 from there on.
-      enc = jax.tree.map(lambda a: a.astype(jnp.float64) if a.dtype == jnp.float32 else a,
-                         encode(energy, params, x))
+      enc = jax.tree.map(
+        lambda a: a.astype(jnp.float64) if a.dtype == jnp.float32 else a, encode(energy, params, x)
+      )
       params = jax.tree.map(lambda a: a.astype(jnp.float64), params)
       check = testing.energy_derivatives(
-          lambda y: from_encoding(energy, params, enc, y),
-          np.asarray(relaxed_y(10, (3, T, L), np.float64)), seed=0)
+        lambda y: from_encoding(energy, params, enc, y),
+        np.asarray(relaxed_y(10, (3, T, L), np.float64)),
+        seed=0,
+      )
       np.testing.assert_allclose(check.analytic, check.finite_difference, rtol=1e-6)
       # Examples are independent: example 0's gradient ignores the others' y.
       np.testing.assert_allclose(check.grad_at_y[0], check.grad_other[0], rtol=1e-12)
-      np.testing.assert_allclose(check.hvp, check.hvp_finite_difference, rtol=1e-4,
-                                 atol=1e-7)
+      np.testing.assert_allclose(check.hvp, check.hvp_finite_difference, rtol=1e-4, atol=1e-7)
 
   def test_jit(self):
     """Every other test runs jitted; here the jitted energy against eager execution."""
@@ -246,12 +262,12 @@ class PaddingAndDerivativesTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "tlm_variants"):
       init(make_energy(("sideways",)), x=x)
     with self.assertRaisesRegex(ValueError, "num_tags"):
-      jax.eval_shape(seq.SequenceEnergy(rnn.BiLSTM(3)).init, jax.random.key(0), x,
-                     jnp.zeros((1, T, L)))
+      jax.eval_shape(
+        seq.SequenceEnergy(rnn.BiLSTM(3)).init, jax.random.key(0), x, jnp.zeros((1, T, L))
+      )
 
 
 class TagLanguageModelTest(parameterized.TestCase):
-
   def test_energy_adds_the_weighted_tlm_terms(self):
     """Eq. (9): −Σ [ll_fwd + ll_bwd + γ (ll_word_fwd + ll_word_bwd)] on top of Eq. (7)."""
     energy = make_energy(ALL, gamma=0.3, tlm_weight=0.7)
@@ -265,8 +281,11 @@ class TagLanguageModelTest(parameterized.TestCase):
     self.assertEqual(set(ll), set(ALL))
     for v in ll.values():
       self.assertTrue(np.all(np.isfinite(v)) and np.all(np.asarray(v) < 0))
-    want = want - 0.7 * (ll["forward"] + ll["backward"]) - 0.3 * (ll["word_forward"]
-                                                                   + ll["word_backward"])
+    want = (
+      want
+      - 0.7 * (ll["forward"] + ll["backward"])
+      - 0.3 * (ll["word_forward"] + ll["word_backward"])
+    )
     np.testing.assert_allclose(apply(energy, params, x, y), want, rtol=1e-5)
 
   def test_backward_tlm_is_the_forward_tlm_on_the_reversed_sequence(self):
@@ -280,8 +299,9 @@ class TagLanguageModelTest(parameterized.TestCase):
     ll_reversed = tlm_log_likelihoods(energy, tlm, seq.reverse_real(y, mask), mask)
     np.testing.assert_allclose(ll["backward"], ll_reversed["forward"], rtol=1e-6)
     self.assertGreater(float(jnp.max(jnp.abs(ll["backward"][:3] - ll["forward"][:3]))), 1e-3)
-    np.testing.assert_array_equal(seq.reverse_real(jnp.arange(8).reshape(2, 4), mask[1:3]),
-                                  [[2, 1, 0, 3], [4, 5, 6, 7]])
+    np.testing.assert_array_equal(
+      seq.reverse_real(jnp.arange(8).reshape(2, 4), mask[1:3]), [[2, 1, 0, 3], [4, 5, 6, 7]]
+    )
 
   def test_pretrained_tlms_prefer_the_training_language(self):
     """Gold tags alternate (ABAB.. / BABA..); after pretraining, every variant gives
@@ -316,8 +336,10 @@ class TagLanguageModelTest(parameterized.TestCase):
     tlm = init(energy, 18)["tlm"]
     tlm, _, _ = fit(lambda p: seq.tlm_pretrain_loss(energy, p, gold, mask), tlm, 150)
     log_probs = tlm_log_probs(energy, tlm, gold, mask)
-    prob = {k: np.exp(np.take_along_axis(np.asarray(v)[..., :L], np.asarray(tags)[..., None],
-                                         -1)[..., 0]) for k, v in log_probs.items()}
+    prob = {
+      k: np.exp(np.take_along_axis(np.asarray(v)[..., :L], np.asarray(tags)[..., None], -1)[..., 0])
+      for k, v in log_probs.items()
+    }
     self.assertGreater(prob["backward"][:, 0].min(), 0.9)
     self.assertLess(prob["forward"][:, 0].max(), 0.7)
     self.assertGreater(prob["forward"][:, 2].min(), 0.9)
@@ -343,7 +365,6 @@ class TagLanguageModelTest(parameterized.TestCase):
 
 
 class SequenceModelTest(parameterized.TestCase):
-
   def test_gbi_mirror_descent_lowers_the_energy(self):
     energy = make_energy(("word_backward",))
     model = protocol.as_energy(energy)
@@ -351,13 +372,14 @@ class SequenceModelTest(parameterized.TestCase):
     self.assertIsInstance(model.domain, domains.Simplex)
     x = make_x(21, [4, 3, 2])
     params = init(energy, 21, x=x)
-    config = GBIConfig(method="mirror", optimizer="sgd", learning_rate=0.1, num_steps=10)
+    config = GBIConfig(parametrization=Mirror(), direction=SGD(), learning_rate=0.1, num_steps=10)
 
     @jax.jit
     def run(params, x):
       inputs = model.encode(params, x)
-      y, trace = gbi_scan(model.energy, params, inputs, model.start(inputs, x, "uniform"),
-                          model.domain, config)
+      y, trace = gbi_scan(
+        model.energy, params, inputs, model.start(inputs, x, "uniform"), model.domain, config
+      )
       # Test-time prediction (gbi_while) through ssvm.infer, from the tagger's softmax.
       result = ssvm.infer(model, params, x, GBIConfig(max_steps=10), init="local")
       start = model.energy(params, inputs, model.start(inputs, x, "local"))
@@ -373,18 +395,23 @@ class SequenceModelTest(parameterized.TestCase):
     model = protocol.as_energy(energy)
     self.assertEqual(model.groups, ("local_net", "pairwise"))
     x = make_x(22, [4, 3, 2, 1])
-    config = GBIConfig(method="mirror", optimizer="momentum", num_steps=30)
+    config = GBIConfig(parametrization=Mirror(), direction=Momentum(), num_steps=30)
 
     @functools.partial(jax.jit, static_argnums=1)
     def decode(params, init):
       """GBI's decoded one-hot output, its energy, the logits, and Viterbi's energy."""
       inputs = model.encode(params, x)
-      y, _ = gbi_scan(model.energy, params, inputs, model.start(inputs, x, init),
-                      model.domain, config)
+      y, _ = gbi_scan(
+        model.energy, params, inputs, model.start(inputs, x, init), model.domain, config
+      )
       decoded = domains.Simplex().decode(y) * inputs.mask[..., None]
       tags, _ = crf.viterbi_decode(inputs.logits, params["pairwise"], inputs.mask)
-      return (decoded, inputs.logits, model.energy(params, inputs, decoded),
-              model.energy(params, inputs, one_hot(tags, inputs.mask)))
+      return (
+        decoded,
+        inputs.logits,
+        model.energy(params, inputs, decoded),
+        model.energy(params, inputs, one_hot(tags, inputs.mask)),
+      )
 
     mask = np.asarray(unpack_tokens(x)["mask"])
     params = dict(init(energy, 22, x=x), pairwise=jnp.zeros((L, L)))
@@ -400,8 +427,7 @@ class SequenceModelTest(parameterized.TestCase):
     x = make_x(24, [4, 2])
     inputs = encode(energy, init(energy, 24, x=x), x)
     np.testing.assert_allclose(model.start(inputs, x, "uniform"), np.full((2, T, L), 1 / L))
-    np.testing.assert_allclose(model.start(inputs, x, "local"),
-                               jax.nn.softmax(inputs.logits, -1))
+    np.testing.assert_allclose(model.start(inputs, x, "local"), jax.nn.softmax(inputs.logits, -1))
     with self.assertRaisesRegex(ValueError, "unknown init"):
       model.start(inputs, x, "zeros")
 
@@ -416,17 +442,22 @@ class SequenceModelTest(parameterized.TestCase):
     rs = np.random.RandomState(0)
     tagger = jax.tree.map(lambda a: jnp.asarray(rs.randn(*a.shape), a.dtype), shapes)
     w = jnp.arange(L * L, dtype=jnp.float32).reshape(L, L)
-    crf_params = {"tagger": tagger,
-                  "crf": {"transitions": w, "start": jnp.zeros(L), "end": jnp.zeros(L)}}
+    crf_params = {
+      "tagger": tagger,
+      "crf": {"transitions": w, "start": jnp.zeros(L), "end": jnp.zeros(L)},
+    }
     # Both carries in one compiled function (each initializes the fresh groups).
-    params, from_crf = jax.jit(lambda rng: (
+    params, from_crf = jax.jit(
+      lambda rng: (
         model.carry({"net": base.init_group(tagger, optax.sgd(1e-3))}, rng, x, y),
-        model.carry({"net": base.ParamGroup(crf_params, None)}, rng, x, y)))(
-            jax.random.key(1))
+        model.carry({"net": base.ParamGroup(crf_params, None)}, rng, x, y),
+      )
+    )(jax.random.key(1))
     self.assertEqual(set(params), {"local_net", "pairwise"})
     jax.tree.map(np.testing.assert_array_equal, params["local_net"], tagger)
-    np.testing.assert_array_equal(jitted(energy, "local_logits")(params, x),
-                                  jitted(make_tagger())(tagger, x))
+    np.testing.assert_array_equal(
+      jitted(energy, "local_logits")(params, x), jitted(make_tagger())(tagger, x)
+    )
     # A previous sequence-energy state: everything carried.
     again = model.carry({"energy": base.ParamGroup(params, None)}, jax.random.key(2), x, y)
     jax.tree.map(np.testing.assert_array_equal, again, params)
@@ -437,8 +468,9 @@ class SequenceModelTest(parameterized.TestCase):
       model.carry({"task_net": None}, jax.random.key(0), x, y)
     with self.assertRaisesRegex(ValueError, "cannot carry"):
       model.carry({"net": base.ParamGroup({"head": {}}, None)}, jax.random.key(0), x, y)
-    self.assertEqual(protocol.as_energy(make_energy(("forward",))).groups,
-                     ("local_net", "pairwise", "tlm"))
+    self.assertEqual(
+      protocol.as_energy(make_energy(("forward",))).groups, ("local_net", "pairwise", "tlm")
+    )
 
 
 if __name__ == "__main__":
@@ -446,7 +478,10 @@ if __name__ == "__main__":
 
 
 def test_as_model_recognizes_a_sequence_energy():
-  tagger = rnn.PackedTagger(embedder=rnn.TokenEmbedder(vocab_size=5, word_dim=3),
-                            encoder=rnn.BiLSTM(hidden_size=2), num_tags=3)
+  tagger = rnn.PackedTagger(
+    embedder=rnn.TokenEmbedder(vocab_size=5, word_dim=3),
+    encoder=rnn.BiLSTM(hidden_size=2),
+    num_tags=3,
+  )
   model = protocol.as_energy(seq.SequenceEnergy(local_net=tagger))
   assert isinstance(model.domain, domains.Simplex)

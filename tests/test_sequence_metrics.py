@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import seqeval.metrics as sm  # a test oracle only
 from seqeval.metrics.sequence_labeling import get_entities
-from seqeval.scheme import IOB2, IOBES
+from seqeval.scheme import IOB2
+from seqeval.scheme import IOBES
 
 from energynets import data
 from energynets import metrics
@@ -42,7 +43,7 @@ def _well_formed(rng, n, scheme):
       chunk[0] = f"B-{kind}"
       if scheme == "bioes":
         chunk[-1] = f"E-{kind}" if size > 1 else f"S-{kind}"
-      tags[i:i + size] = chunk
+      tags[i : i + size] = chunk
     i += size
   return tags
 
@@ -58,8 +59,11 @@ def _corpus(seed, scheme, well_formed, num_sentences=200):
     keep = rng.random(len(g)) < 0.7
     pred.append([a if k else b for a, b, k in zip(g, p, keep)])
   if well_formed:  # mixing breaks well-formedness; re-writing chunk by chunk restores it.
-    there, back = ((data.bioes_to_iob2, data.iob2_to_bioes) if scheme == "bioes" else
-                   (data.iob2_to_bioes, data.bioes_to_iob2))
+    there, back = (
+      (data.bioes_to_iob2, data.iob2_to_bioes)
+      if scheme == "bioes"
+      else (data.iob2_to_bioes, data.bioes_to_iob2)
+    )
     pred = [back(there(p)) for p in pred]
   return gold, pred
 
@@ -67,8 +71,11 @@ def _corpus(seed, scheme, well_formed, num_sentences=200):
 def _seqeval(gold, pred, **kwargs):
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # zero-division warnings
-    return (sm.precision_score(gold, pred, **kwargs), sm.recall_score(gold, pred, **kwargs),
-            sm.f1_score(gold, pred, **kwargs))
+    return (
+      sm.precision_score(gold, pred, **kwargs),
+      sm.recall_score(gold, pred, **kwargs),
+      sm.f1_score(gold, pred, **kwargs),
+    )
 
 
 # ------------------------------------------------------------------ seqeval oracle
@@ -79,7 +86,8 @@ def test_extract_spans_equals_seqeval_entities(scheme):
   rng = np.random.default_rng(0)
   for _ in range(600):
     tags = (_random_tags if rng.random() < 0.7 else _well_formed)(
-        rng, int(rng.integers(0, 20)), scheme)
+      rng, int(rng.integers(0, 20)), scheme
+    )
     ours = [(t, s, e - 1) for t, s, e in metrics.extract_spans(tags, scheme)]  # inclusive
     assert ours == get_entities(tags), tags
 
@@ -116,20 +124,23 @@ def test_strict_mode_is_not_conlleval_on_ill_formed(scheme, oracle):
 # ------------------------------------------------------------------ hand cases
 
 
-@pytest.mark.parametrize("tags, scheme, spans", [
+@pytest.mark.parametrize(
+  "tags, scheme, spans",
+  [
     ([], "iob2", []),
     (["O", "O"], "iob2", []),
     (["B-PER", "I-PER", "O", "B-LOC"], "iob2", [("PER", 0, 2), ("LOC", 3, 4)]),
-    (["O", "I-PER", "I-PER"], "iob2", [("PER", 1, 3)]),            # conlleval: I- starts
+    (["O", "I-PER", "I-PER"], "iob2", [("PER", 1, 3)]),  # conlleval: I- starts
     (["B-PER", "I-LOC"], "iob2", [("PER", 0, 1), ("LOC", 1, 2)]),  # type change
     (["B-PER", "B-PER"], "iob2", [("PER", 0, 1), ("PER", 1, 2)]),
     (["B-PER", "I-PER", "E-PER", "S-LOC"], "bioes", [("PER", 0, 3), ("LOC", 3, 4)]),
     (["S-PER", "S-PER"], "bioes", [("PER", 0, 1), ("PER", 1, 2)]),
     (["E-PER", "I-PER"], "bioes", [("PER", 0, 1), ("PER", 1, 2)]),  # E- ends a chunk
     (["S-PER", "I-PER", "E-PER"], "bioes", [("PER", 0, 1), ("PER", 1, 3)]),
-    (["B-PER", "I-PER"], "bioes", [("PER", 0, 2)]),                 # unfinished: kept
+    (["B-PER", "I-PER"], "bioes", [("PER", 0, 2)]),  # unfinished: kept
     (["B-MISC", "I-MISC", "O"], "bioes", [("MISC", 0, 2)]),
-])
+  ],
+)
 def test_extract_spans_hand_cases(tags, scheme, spans):
   assert metrics.extract_spans(tags, scheme) == spans
 
@@ -174,9 +185,8 @@ def test_token_accuracy():
   gold = np.array([[1, 2, 3], [4, 0, 0]])
   pred = np.array([[1, 0, 3], [4, 5, 6]])
   mask = np.array([[1, 1, 1], [1, 0, 0]], bool)
-  assert metrics.token_accuracy(gold, pred, mask) == 0.75   # padding ignored
-  assert metrics.token_accuracy(jnp.asarray(gold), jnp.asarray(pred),
-                                mask.astype(np.int32)) == 0.75
+  assert metrics.token_accuracy(gold, pred, mask) == 0.75  # padding ignored
+  assert metrics.token_accuracy(jnp.asarray(gold), jnp.asarray(pred), mask.astype(np.int32)) == 0.75
   assert metrics.token_accuracy(gold, gold, mask) == 1.0
 
 
@@ -200,16 +210,19 @@ def test_token_accuracy_input_errors():
 def test_conll_dev_against_seqeval(request):
   path = os.environ.get(data.DATA_DIR_ENV)
   if not path or not (pathlib.Path(path) / "conll2003").is_dir():
-    pytest.skip("real data not found: set ENERGYNETS_DATA_DIR or place shared/data "
-                "beside the repository")
+    pytest.skip(
+      "real data not found: set ENERGYNETS_DATA_DIR or place shared/data beside the repository"
+    )
   dev = data.parse_conll2003(request.getfixturevalue("data_dir") / "conll2003/valid.txt")
   gold = [list(s.tags) for s in dev]
   rng = np.random.default_rng(0)
-  pred = [[t if rng.random() < 0.9 else str(rng.choice(["O", "B-PER", "I-ORG"])) for t in g]
-          for g in gold]  # ill-formed predictions, as an untrained tagger makes
+  pred = [
+    [t if rng.random() < 0.9 else str(rng.choice(["O", "B-PER", "I-ORG"])) for t in g] for g in gold
+  ]  # ill-formed predictions, as an untrained tagger makes
   ours = metrics.span_f1(gold, pred)
   assert ours == pytest.approx(_seqeval(gold, pred), abs=1e-12)
-  bioes = metrics.span_f1([data.iob2_to_bioes(g) for g in gold],
-                          [data.iob2_to_bioes(p) for p in pred], "bioes")
+  bioes = metrics.span_f1(
+    [data.iob2_to_bioes(g) for g in gold], [data.iob2_to_bioes(p) for p in pred], "bioes"
+  )
   assert bioes == pytest.approx(ours, abs=1e-12)  # conversion keeps the chunks
   assert sum(len(metrics.extract_spans(g)) for g in gold) == 5942

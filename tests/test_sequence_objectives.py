@@ -36,10 +36,13 @@ def test_token_cross_entropy_averages_over_real_tokens_only():
   np.testing.assert_allclose(token_cross_entropy(junk, batch["y"]), expected, rtol=1e-6)
 
 
-@pytest.mark.parametrize("build", [
+@pytest.mark.parametrize(
+  "build",
+  [
     lambda: local_token_ce(_tagger(), optax.adam(3e-2)),
     lambda: crf_objective(_tagger(), L, optax.adam(3e-2)),
-])
+  ],
+)
 def test_objectives_fit_one_batch(build):
   batch, _, _ = _batch()
   _, losses, _ = testing.fit_one_batch(build(), batch, num_steps=40)
@@ -50,14 +53,16 @@ def test_crf_predicts_the_viterbi_path_as_one_hot_tags():
   batch, mask, _ = _batch()
   objective = crf_objective(_tagger(), L, optax.adam(1e-2))
   state = objective.init(jax.random.key(0), batch)
-  params = jax.tree.map(lambda a: a + 0.3 * jax.random.normal(jax.random.key(1), a.shape),
-                        state["net"].params)
+  params = jax.tree.map(
+    lambda a: a + 0.3 * jax.random.normal(jax.random.key(1), a.shape), state["net"].params
+  )
   state = {"net": state["net"]._replace(params=params)}
   y = objective.predict(state, batch["x"])
   unaries = _tagger().apply({"params": params["tagger"]}, batch["x"])
   c = params["crf"]
-  tags, _ = inference.crf.viterbi_decode(unaries, c["transitions"], jnp.asarray(mask),
-                                         c["start"], c["end"])
+  tags, _ = inference.crf.viterbi_decode(
+    unaries, c["transitions"], jnp.asarray(mask), c["start"], c["end"]
+  )
   np.testing.assert_array_equal(np.asarray(y).argmax(-1)[mask], np.asarray(tags)[mask])
   np.testing.assert_array_equal(np.asarray(y).sum(-1), 1.0)
 
@@ -66,10 +71,10 @@ def test_crf_continues_a_token_ce_tagger():
   batch, _, _ = _batch()
   ce = local_token_ce(_tagger(), optax.adam(1e-2))
   prev = ce.init(jax.random.key(3), batch)
-  state = crf_objective(_tagger(), L, optax.adam(1e-2)).init_from(prev, jax.random.key(0),
-                                                                   batch)
-  for a, b in zip(jax.tree.leaves(prev["net"].params),
-                  jax.tree.leaves(state["net"].params["tagger"])):
+  state = crf_objective(_tagger(), L, optax.adam(1e-2)).init_from(prev, jax.random.key(0), batch)
+  for a, b in zip(
+    jax.tree.leaves(prev["net"].params), jax.tree.leaves(state["net"].params["tagger"])
+  ):
     np.testing.assert_array_equal(a, b)
   np.testing.assert_array_equal(state["net"].params["crf"]["transitions"], 0.0)
 
@@ -88,8 +93,7 @@ def test_sequence_task_scores_ner_spans_with_conlleval_semantics():
   assert scores["validation/span_f1"] == pytest.approx(0.8)
   assert scores["validation/token_acc"] == pytest.approx(7 / 8)
   pos = split._replace(scheme="pos")
-  assert set(tasks.sequence_validation_metrics(pos, np.eye(5)[pred])) == {
-      "validation/token_acc"}
+  assert set(tasks.sequence_validation_metrics(pos, np.eye(5)[pred])) == {"validation/token_acc"}
 
 
 def test_packed_tagger_equals_the_dict_tagger():
@@ -97,6 +101,8 @@ def test_packed_tagger_equals_the_dict_tagger():
   tagger = _tagger()
   params = tagger.init(jax.random.key(0), batch["x"])["params"]
   plain = nets.BiLSTMTagger(embedder=tagger.embedder, encoder=tagger.encoder, num_tags=L)
-  np.testing.assert_allclose(tagger.apply({"params": params}, batch["x"]),
-                             plain.apply({"params": params},
-                                         sequences.unpack_tokens(batch["x"])), rtol=1e-6)
+  np.testing.assert_allclose(
+    tagger.apply({"params": params}, batch["x"]),
+    plain.apply({"params": params}, sequences.unpack_tokens(batch["x"])),
+    rtol=1e-6,
+  )

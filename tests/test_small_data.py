@@ -16,36 +16,51 @@ from experiments import configuration
 
 
 def _record(dataset, size, method, mode, f1):
-  return {"dataset": dataset, "size": size, "method": method, "mode": mode,
-          small_data.METRIC: f1, "num_train": size or 4000}
+  return {
+    "dataset": dataset,
+    "size": size,
+    "method": method,
+    "mode": mode,
+    small_data.METRIC: f1,
+    "num_train": size or 4000,
+  }
 
 
 def test_verdicts_compare_tuned_methods_with_the_linear_model_from_500_rows():
-  records = [_record("d", 250, small_data.LINEAR, "tuned", 0.60),
-             _record("d", 250, "mlp", "tuned", 0.50),   # below, but under 500 rows
-             _record("d", 500, small_data.LINEAR, "tuned", 0.60),
-             _record("d", 500, "mlp", "tuned", 0.58),   # below
-             _record("d", 500, "mlp", "default", 0.10),  # defaults are not judged
-             _record("d", 500, "dmf", "tuned", 0.62),
-             _record("d", 0, small_data.LINEAR, "tuned", 0.70),
-             _record("d", 0, "mlp", "tuned", 0.71),
-             _record("d", 0, "dmf", "tuned", 0.69)]
+  records = [
+    _record("d", 250, small_data.LINEAR, "tuned", 0.60),
+    _record("d", 250, "mlp", "tuned", 0.50),  # below, but under 500 rows
+    _record("d", 500, small_data.LINEAR, "tuned", 0.60),
+    _record("d", 500, "mlp", "tuned", 0.58),  # below
+    _record("d", 500, "mlp", "default", 0.10),  # defaults are not judged
+    _record("d", 500, "dmf", "tuned", 0.62),
+    _record("d", 0, small_data.LINEAR, "tuned", 0.70),
+    _record("d", 0, "mlp", "tuned", 0.71),
+    _record("d", 0, "dmf", "tuned", 0.69),
+  ]
   lines = small_data.verdicts(records)
-  assert lines[0] == ("Tuned deep methods below the tuned linear model (from 500 training "
-                      "rows): mlp on d n=500 (-2.00), dmf on d n=all (-1.00).")
+  assert lines[0] == (
+    "Tuned deep methods below the tuned linear model (from 500 training "
+    "rows): mlp on d n=500 (-2.00), dmf on d n=all (-1.00)."
+  )
   # dmf − mlp over the two sizes both ran: (+4 − 2) / 2 = +1.
   assert "dmf tuned − mlp tuned, mean over 2 (dataset, size): +1.00 points." in lines
   # Defaults alone, or no linear model, measure nothing: the verdict says so.
-  for alone in ([_record("d", 500, "mlp", "default", 0.5)],
-                [_record("d", 500, "mlp", "tuned", 0.5)]):
-    assert small_data.verdicts(alone)[0].endswith("rows): not measured (no tuned deep "
-                                                  "method and tuned linear model at the "
-                                                  "same size).")
+  for alone in (
+    [_record("d", 500, "mlp", "default", 0.5)],
+    [_record("d", 500, "mlp", "tuned", 0.5)],
+  ):
+    assert small_data.verdicts(alone)[0].endswith(
+      "rows): not measured (no tuned deep method and tuned linear model at the same size)."
+    )
 
 
 def test_table_has_a_row_per_dataset_and_size_and_marks_missing_cells():
-  records = [_record("d", 250, small_data.LINEAR, "tuned", 0.6),
-             _record("d", 250, "mlp", "tuned", 0.5), _record("d", 0, "mlp", "default", 0.7)]
+  records = [
+    _record("d", 250, small_data.LINEAR, "tuned", 0.6),
+    _record("d", 250, "mlp", "tuned", 0.5),
+    _record("d", 0, "mlp", "default", 0.7),
+  ]
   lines = small_data.table(records).splitlines()
   assert lines[0] == "| dataset | train rows | LR (sklearn, tuned) | mlp default | mlp tuned |"
   assert lines[2] == "| d | 250 | 60.00 | — | 50.00 |"
@@ -57,7 +72,10 @@ def test_merge_keeps_earlier_cells_that_were_not_run_again():
   again = [_record("d", 500, "mlp", "tuned", 0.7), _record("d", 500, "dmf", "tuned", 0.8)]
   merged = small_data.merge(again, earlier)
   assert [(r["size"], r["method"], r[small_data.METRIC]) for r in merged] == [
-      (250, "mlp", 0.5), (500, "mlp", 0.7), (500, "dmf", 0.8)]
+    (250, "mlp", 0.5),
+    (500, "mlp", 0.7),
+    (500, "dmf", 0.8),
+  ]
 
 
 def test_linear_model_on_the_validation_split_picks_the_best_validation_setting(data_dir):
@@ -65,22 +83,34 @@ def test_linear_model_on_the_validation_split_picks_the_best_validation_setting(
   # every (C, scaling) directly and keeps the best validation example-F1.
   from sklearn import preprocessing  # pylint: disable=g-import-not-at-top
   from sklearn.linear_model import LogisticRegression  # pylint: disable=g-import-not-at-top
+
   ds = data.load_dataset("yeast", data_dir=data_dir, feature_scaling="none", num_train=150)
   keep = np.arange(5)  # five labels keep it quick
-  ds = types.SimpleNamespace(**{name: data.Split(part.x, part.y[:, keep]) for name, part in
-                                (("train", ds.train), ("validation", ds.validation),
-                                 ("test", ds.test))})
+  ds = types.SimpleNamespace(
+    **{
+      name: data.Split(part.x, part.y[:, keep])
+      for name, part in (("train", ds.train), ("validation", ds.validation), ("test", ds.test))
+    }
+  )
   space = {"loss.l2_c": (0.01, 1.0), "data.feature_scaling": ("none", "zscore")}
   result = br_tuned_vs_sklearn.sklearn_tuned_br(ds, None, space)
   scores = {}
   for c in space["loss.l2_c"]:
     for scaling in space["data.feature_scaling"]:
-      scaler = (preprocessing.StandardScaler() if scaling == "zscore"
-                else preprocessing.FunctionTransformer()).fit(ds.train.x)
-      probs = np.stack([LogisticRegression(C=c, max_iter=5000)
-                        .fit(scaler.transform(ds.train.x), ds.train.y[:, j])
-                        .predict_proba(scaler.transform(ds.validation.x))[:, 1]
-                        for j in range(len(keep))], 1)
+      scaler = (
+        preprocessing.StandardScaler()
+        if scaling == "zscore"
+        else preprocessing.FunctionTransformer()
+      ).fit(ds.train.x)
+      probs = np.stack(
+        [
+          LogisticRegression(C=c, max_iter=5000)
+          .fit(scaler.transform(ds.train.x), ds.train.y[:, j])
+          .predict_proba(scaler.transform(ds.validation.x))[:, 1]
+          for j in range(len(keep))
+        ],
+        1,
+      )
       threshold = metrics.tune_threshold(ds.validation.y, probs)
       scores[(c, scaling)] = metrics.example_f1(ds.validation.y, probs >= threshold)
   best = max(scores, key=scores.get)
@@ -91,21 +121,25 @@ def test_linear_model_on_the_validation_split_picks_the_best_validation_setting(
 
 
 def test_cell_config_is_the_committed_config_with_the_by_path_budget(data_dir):
-  tuned = small_data.cell_config(small_data.Cell("yeast", 500, "mlp", "tuned"), str(data_dir),
-                                 ["train.steps=7", "tune.trials=2"])
+  tuned = small_data.cell_config(
+    small_data.Cell("yeast", 500, "mlp", "tuned"), str(data_dir), ["train.steps=7", "tune.trials=2"]
+  )
   mulan = configuration.get_config("mlp", "mulan").tune
   assert tuned.data.name == "yeast" and tuned.data.num_train == 500
   assert tuned.train.steps == 7
   assert tuned.tune.enabled and tuned.tune.trials == 2 and tuned.tune.folds == mulan.folds
-  default = small_data.cell_config(small_data.Cell("yeast", 0, "spen_ssvm", "default"),
-                                   str(data_dir))
+  default = small_data.cell_config(
+    small_data.Cell("yeast", 0, "spen_ssvm", "default"), str(data_dir)
+  )
   assert not default.tune.enabled and default.data.num_train == 0
   assert default.to_dict() | {"tune": None} == configuration.get_config(
-      "spen_ssvm", "yeast", [f"data.data_dir={data_dir}"]).to_dict() | {"tune": None}
+    "spen_ssvm", "yeast", [f"data.data_dir={data_dir}"]
+  ).to_dict() | {"tune": None}
 
 
-@pytest.mark.parametrize("modes", [
-    ("default",), pytest.param(("default", "tuned"), marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+  "modes", [("default",), pytest.param(("default", "tuned"), marks=pytest.mark.slow)]
+)
 def test_smoke_run_writes_every_cell_and_resumes(data_dir, tmp_path, modes):
   workdir = str(tmp_path / "runs")
   overrides = ("train.steps=4", "train.eval_every=2", "tune.trials=2", "tune.folds=2")
@@ -113,7 +147,8 @@ def test_smoke_run_writes_every_cell_and_resumes(data_dir, tmp_path, modes):
   records = small_data.run(all_cells, workdir, str(data_dir), overrides=overrides)
   # The size yeast does not have is left out.
   assert [(r["size"], r["method"], r["mode"]) for r in records] == [
-      (60, small_data.LINEAR, "tuned")] + [(60, "mlp", mode) for mode in modes]
+    (60, small_data.LINEAR, "tuned")
+  ] + [(60, "mlp", mode) for mode in modes]
   assert all(r["num_train"] == 60 for r in records)
   if "tuned" in modes:
     with open(os.path.join(workdir, "yeast", "n60", "mlp_tuned", "results.json")) as f:
@@ -124,17 +159,28 @@ def test_smoke_run_writes_every_cell_and_resumes(data_dir, tmp_path, modes):
   linear = records[0]
   assert set(linear["chosen"]) == {"C", "scaling"}
   # A rerun reads every finished cell instead of training it again.
-  stamps = {r["method"] + r["mode"]: os.path.getmtime(os.path.join(
-      workdir, "yeast", "n60", f"{r['method']}_{r['mode']}", "results.json"))
-      for r in records}
+  stamps = {
+    r["method"] + r["mode"]: os.path.getmtime(
+      os.path.join(workdir, "yeast", "n60", f"{r['method']}_{r['mode']}", "results.json")
+    )
+    for r in records
+  }
   again = small_data.run(all_cells, workdir, str(data_dir), overrides=overrides)
   assert [r[small_data.METRIC] for r in again] == [r[small_data.METRIC] for r in records]
-  assert stamps == {r["method"] + r["mode"]: os.path.getmtime(os.path.join(
-      workdir, "yeast", "n60", f"{r['method']}_{r['mode']}", "results.json"))
-      for r in again}
+  assert stamps == {
+    r["method"] + r["mode"]: os.path.getmtime(
+      os.path.join(workdir, "yeast", "n60", f"{r['method']}_{r['mode']}", "results.json")
+    )
+    for r in again
+  }
   # A report of the finished cells trains nothing, not even the missing ones.
-  only = small_data.run(all_cells + small_data.cells(["yeast"], [70], ["mlp"], ["default"]),
-                        workdir, str(data_dir), overrides=overrides, report_only=True)
+  only = small_data.run(
+    all_cells + small_data.cells(["yeast"], [70], ["mlp"], ["default"]),
+    workdir,
+    str(data_dir),
+    overrides=overrides,
+    report_only=True,
+  )
   assert only == again
   report = small_data.report(records)
   assert "| yeast | 60 |" in report

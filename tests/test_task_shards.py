@@ -17,6 +17,9 @@ import sys
 from typing import NamedTuple
 
 import ml_collections
+from multiprocess import _free_port
+from multiprocess import _run_all
+from multiprocess import _subprocess_env
 import numpy as np
 import pytest
 
@@ -25,7 +28,6 @@ from energynets.data import denoising
 from energynets.data import segmentation
 from energynets.data.sequences import bucketed_batches
 from experiments import tasks
-from multiprocess import _free_port, _run_all, _subprocess_env
 
 
 def _sequences(n=61, t=40, seed=0):
@@ -43,8 +45,11 @@ def _old_length_bucketed_batch(arrays, lengths, batch_size, seed, step, length_m
   """The unsharded rule, written out: epoch e is `bucketed_batches` under
   `rng([seed, e])`, full batches in order, cropped to the longest rounded up."""
   epoch, position = divmod(step, lengths.size // batch_size)
-  full = [b for b in bucketed_batches(lengths, batch_size, np.random.default_rng([seed, epoch]))
-          if len(b) == batch_size]
+  full = [
+    b
+    for b in bucketed_batches(lengths, batch_size, np.random.default_rng([seed, epoch]))
+    if len(b) == batch_size
+  ]
   idx = full[position % len(full)]
   padded = arrays["x"].shape[1]
   t = min(-(-int(lengths[idx].max()) // length_multiple) * length_multiple, padded)
@@ -60,8 +65,9 @@ def test_one_shard_is_the_unsharded_bucketed_stream(step):
   arrays = {"x": x, "y": y}
   expected = _old_length_bucketed_batch(arrays, lengths, 8, 3, step, 16)
   for shards in (None, [0]):
-    got = batching.length_bucketed_batch(arrays, lengths, 8, 3, step, 16, num_shards=1,
-                                         shards=shards)
+    got = batching.length_bucketed_batch(
+      arrays, lengths, 8, 3, step, 16, num_shards=1, shards=shards
+    )
     for k in expected:
       np.testing.assert_array_equal(got[k], expected[k])
 
@@ -74,26 +80,34 @@ def test_process_parts_of_bucketed_batches_make_the_global_batch(num_shards, pro
   steps_per_epoch = min(b - a for a, b in bounds) // per_shard
   seen = [set() for _ in bounds]
   for step in range(2 * steps_per_epoch + 1):
-    whole = batching.length_bucketed_batch(arrays, lengths, batch_size, 3, step, 8,
-                                           num_shards=num_shards)
+    whole = batching.length_bucketed_batch(
+      arrays, lengths, batch_size, 3, step, 8, num_shards=num_shards
+    )
     rows = whole["x"][:, 0, 0]  # row i's tokens hold i; every sentence has a token
     assert len(rows) == batch_size == len(set(rows))
     for q, (a, b) in enumerate(bounds):  # B/S rows of shard q, at its place
-      part = rows[q * per_shard:(q + 1) * per_shard]
+      part = rows[q * per_shard : (q + 1) * per_shard]
       assert np.all((a <= part) & (part < b))
       if step < steps_per_epoch:
         seen[q].update(part.tolist())
     # One length for all: the global batch's longest sentence, rounded up to 8.
     assert whole["x"].shape[1] == min(-(-lengths[rows].max() // 8) * 8, x.shape[1])
-    np.testing.assert_array_equal(whole["x"], x[rows, :whole["x"].shape[1]])
-    np.testing.assert_array_equal(whole["y"], y[rows, :whole["x"].shape[1]])
+    np.testing.assert_array_equal(whole["x"], x[rows, : whole["x"].shape[1]])
+    np.testing.assert_array_equal(whole["y"], y[rows, : whole["x"].shape[1]])
     parts = []
     for p in range(processes):
       held = batching.process_rows(len(x), p, processes)
       part = batching.length_bucketed_batch(
-          {"x": x[held].copy(), "y": y[held].copy()}, lengths, batch_size, 3, step, 8,
-          num_shards=num_shards, shards=batching.process_shards(num_shards, p, processes),
-          first_row=held.start)
+        {"x": x[held].copy(), "y": y[held].copy()},
+        lengths,
+        batch_size,
+        3,
+        step,
+        8,
+        num_shards=num_shards,
+        shards=batching.process_shards(num_shards, p, processes),
+        first_row=held.start,
+      )
       parts.append(part)
     for k in ("x", "y"):
       np.testing.assert_array_equal(np.concatenate([part[k] for part in parts]), whole[k])
@@ -113,8 +127,9 @@ def test_bucketed_shards_are_shuffled_independently_and_reject_bad_input():
   with pytest.raises(ValueError, match="batch size 96 exceeds the 80 training examples"):
     batching.length_bucketed_batch(arrays, lengths, 96, 0, 0, 8, num_shards=4)
   with pytest.raises(ValueError, match="not among the 40 rows held from row 0"):
-    batching.length_bucketed_batch({"x": x[:40], "y": y[:40]}, lengths, 16, 0, 0, 8,
-                                   num_shards=2, shards=[1])
+    batching.length_bucketed_batch(
+      {"x": x[:40], "y": y[:40]}, lengths, 16, 0, 0, 8, num_shards=2, shards=[1]
+    )
 
 
 def _images(n=30, seed=0):
@@ -128,8 +143,9 @@ def test_one_shard_augments_like_the_unsharded_batch(step):
   x, y = _images()
   idx = batching.train_batch_indices(len(x), 6, 2, step)
   # The unsharded rule: one generator per step, draws in row order (segmentation.augment).
-  images, masks = segmentation.augment(x[idx], y[idx], np.random.default_rng([21, 2, step]),
-                                       pad=2, flip=True, crop=6)
+  images, masks = segmentation.augment(
+    x[idx], y[idx], np.random.default_rng([21, 2, step]), pad=2, flip=True, crop=6
+  )
   got = segmentation.augmented_batch(x, y, 6, 2, step, pad=2, flip=True, crop=6)
   np.testing.assert_array_equal(got["x"], images)
   np.testing.assert_array_equal(got["y"], masks)
@@ -140,22 +156,42 @@ def test_process_parts_of_augmented_batches_make_the_global_batch(num_shards, pr
   x, y = _images()
   batch_size = 2 * num_shards
   for step in range(7):
-    whole = segmentation.augmented_batch(x, y, batch_size, 1, step, pad=2, flip=True,
-                                         pad_mode="reflect", crop=6, num_shards=num_shards)
+    whole = segmentation.augmented_batch(
+      x, y, batch_size, 1, step, pad=2, flip=True, pad_mode="reflect", crop=6, num_shards=num_shards
+    )
     idx = batching.sharded_batch_indices(len(x), batch_size, 1, step, num_shards)
     # The global batch's rows, augmented as one batch would be (its one generator).
-    images, masks = segmentation.augment(x[idx], y[idx], np.random.default_rng([21, 1, step]),
-                                         pad=2, flip=True, pad_mode="reflect", crop=6)
+    images, masks = segmentation.augment(
+      x[idx],
+      y[idx],
+      np.random.default_rng([21, 1, step]),
+      pad=2,
+      flip=True,
+      pad_mode="reflect",
+      crop=6,
+    )
     np.testing.assert_array_equal(whole["x"], images)
     np.testing.assert_array_equal(whole["y"], masks)
     parts = []
     for p in range(processes):
       held = batching.process_rows(len(x), p, processes)
-      parts.append(segmentation.augmented_batch(
-          x[held], y[held], batch_size, 1, step, pad=2, flip=True, pad_mode="reflect",
-          crop=6, num_shards=num_shards,
-          shards=batching.process_shards(num_shards, p, processes), first_row=held.start,
-          num_rows=len(x)))
+      parts.append(
+        segmentation.augmented_batch(
+          x[held],
+          y[held],
+          batch_size,
+          1,
+          step,
+          pad=2,
+          flip=True,
+          pad_mode="reflect",
+          crop=6,
+          num_shards=num_shards,
+          shards=batching.process_shards(num_shards, p, processes),
+          first_row=held.start,
+          num_rows=len(x),
+        )
+      )
     for k in ("x", "y"):
       np.testing.assert_array_equal(np.concatenate([part[k] for part in parts]), whole[k])
 
@@ -167,23 +203,30 @@ def _sequence_data():
   def split(n, seed):
     x, y, mask, _ = _sequences(n, seed=seed)
     return tasks.SequenceSplit(x, y, mask, ("A", "B", "C"), "pos")
-  return tasks.SequenceData("toy", split(61, 0), split(23, 1), split(17, 2), 3, None,
-                            {"split_rule": "toy"})
+
+  return tasks.SequenceData(
+    "toy", split(61, 0), split(23, 1), split(17, 2), 3, None, {"split_rule": "toy"}
+  )
 
 
 def _segmentation_data():
   def split(n, seed):
     return segmentation.SegmentationSplit(*_images(n, seed))
-  return segmentation.SegmentationDataset("toy", split(30, 0), split(11, 1), split(9, 2),
-                                          np.zeros(3), np.ones(3), {"split_rule": "toy"})
+
+  return segmentation.SegmentationDataset(
+    "toy", split(30, 0), split(11, 1), split(9, 2), np.zeros(3), np.ones(3), {"split_rule": "toy"}
+  )
 
 
 def _denoising_data():
   rng = np.random.default_rng(0)
+
   def split(n):
     clean = rng.random((n, 6, 6)).astype(np.float32)
-    return denoising.DenoisingSplit(clean + 0.1 * rng.normal(size=clean.shape).astype(np.float32),
-                                    clean)
+    return denoising.DenoisingSplit(
+      clean + 0.1 * rng.normal(size=clean.shape).astype(np.float32), clean
+    )
+
   return tasks.DenoisingData("toy", split(13), split(7), split(5), split(6), {"split_rule": "toy"})
 
 
@@ -191,10 +234,14 @@ def _fields(split) -> dict:
   return split._asdict() if hasattr(split, "_asdict") else dict(vars(split))
 
 
-@pytest.mark.parametrize("task,make,splits", [
+@pytest.mark.parametrize(
+  "task,make,splits",
+  [
     (tasks.SEQUENCE, _sequence_data, ("train", "validation", "test")),
     (tasks.SEGMENTATION, _segmentation_data, ("train", "validation", "test")),
-    (tasks.DENOISING, _denoising_data, ("train", "validation", "test", "natural"))])
+    (tasks.DENOISING, _denoising_data, ("train", "validation", "test", "natural")),
+  ],
+)
 def test_task_keeps_its_rows_and_scores_all(task, make, splits):
   whole = make()
   assert task.keep_rows(whole, 0, 1) is whole
@@ -205,7 +252,8 @@ def test_task_keeps_its_rows_and_scores_all(task, make, splits):
         assert all(_fields(getattr(d, name))[key] == value for d in parts)
         continue
       np.testing.assert_array_equal(
-          np.concatenate([_fields(getattr(d, name))[key] for d in parts]), value)
+        np.concatenate([_fields(getattr(d, name))[key] for d in parts]), value
+      )
       assert all(_fields(getattr(d, name))[key].base is None for d in parts)  # copies
     assert all(tasks.num_examples(d, name) == len(getattr(whole, name).x) for d in parts)
   n = len(whole.train.x)
@@ -233,16 +281,28 @@ def test_sharded_tasks_keep_what_the_whole_data_determines():
   scenes = _denoising_data()
   images = np.asarray(scenes.train.x, np.float64)
   for d in (tasks.DENOISING.keep_rows(scenes, p, 2) for p in range(2)):
-    assert d.input_statistics == {"input_mean": float(images.mean()),
-                                  "input_std": float(images.std())}
+    assert d.input_statistics == {
+      "input_mean": float(images.mean()),
+      "input_std": float(images.std()),
+    }
 
 
-@pytest.mark.parametrize("task,make", [(tasks.SEQUENCE, _sequence_data),
-                                       (tasks.SEGMENTATION, _segmentation_data)])
+@pytest.mark.parametrize(
+  "task,make", [(tasks.SEQUENCE, _sequence_data), (tasks.SEGMENTATION, _segmentation_data)]
+)
 def test_task_batches_of_processes_make_one_process_batches(task, make):
-  config = ml_collections.ConfigDict(dict(data=dict(
-      length_multiple=8, augment=True, augment_pad=1, augment_flip=True,
-      augment_pad_mode="constant", crop_size=6)))
+  config = ml_collections.ConfigDict(
+    dict(
+      data=dict(
+        length_multiple=8,
+        augment=True,
+        augment_pad=1,
+        augment_flip=True,
+        augment_pad_mode="constant",
+        crop_size=6,
+      )
+    )
+  )
   whole = make()
   # One process, the default one shard: the unsharded stream.
   unsharded = task.train_batches(config, whole, 8, 0)
@@ -252,13 +312,14 @@ def test_task_batches_of_processes_make_one_process_batches(task, make):
       np.testing.assert_array_equal(one_shard(step)[k], v)
   everything = task.train_batches(config, whole, 8, 0, 4)
   for processes in (2, 4):
-    parts = [task.train_batches(config, task.keep_rows(whole, p, processes), 8, 0, 4)
-             for p in range(processes)]
+    parts = [
+      task.train_batches(config, task.keep_rows(whole, p, processes), 8, 0, 4)
+      for p in range(processes)
+    ]
     for step in range(5):
       batch = everything(step)
       for k in batch:
-        np.testing.assert_array_equal(np.concatenate([part(step)[k] for part in parts]),
-                                      batch[k])
+        np.testing.assert_array_equal(np.concatenate([part(step)[k] for part in parts]), batch[k])
 
 
 # ------------------------------------------------------------------ 3. two processes
@@ -277,31 +338,53 @@ class _Run(NamedTuple):
   metrics: tuple[str, ...]
 
 
-_COMMON = ("--config.train.steps=4", "--config.train.batch_size=8",
-           "--config.train.eval_every=2", "--config.train.log_every=2",
-           "--config.train.checkpoint_every=2", "--config.train.tensorboard=False")
+_COMMON = (
+  "--config.train.steps=4",
+  "--config.train.batch_size=8",
+  "--config.train.eval_every=2",
+  "--config.train.log_every=2",
+  "--config.train.checkpoint_every=2",
+  "--config.train.tensorboard=False",
+)
 TWO_PROCESS_RUNS = {
-    "sequence": _Run("bilstm.py:twitter_pos",
-                     ("--config.train.eval_batch_size=256", "--config.model.hidden=8",
-                      "--config.model.word_dim=8", "--config.model.char_dim=4",
-                      "--config.model.char_filters=4"),
-                     {"train": 1327, "validation": 500, "test": 547},
-                     ("test/token_acc", "validation/token_acc")),
-    # Augmented crops in training; 36 crops per image averaged at evaluation.
-    "segmentation": _Run("fcn.py:weizmann_horse",
-                         ("--config.train.eval_batch_size=288",
-                          "--config.model.features=(4,4,4)", "--config.data.eval_flip=True"),
-                         {"train": 160, "validation": 40, "test": 128},
-                         ("test/dataset_iou", "test/mean_iou", "validation/dataset_iou",
-                          "validation/mean_iou")),
-    # Standardized by all training rows' statistics; the natural-image crops split too.
-    "denoising": _Run("cnn_denoiser.py:depth_scenes",
-                      ("--config.train.batch_size=4", "--config.train.eval_batch_size=4",
-                       "--config.data.num_train=16", "--config.data.num_validation=8",
-                       "--config.data.num_test=8", "--config.data.height=16",
-                       "--config.data.width=16"),
-                      {"train": 16, "validation": 8, "test": 8, "natural": 80},
-                      ("natural/psnr", "test/psnr", "validation/psnr")),
+  "sequence": _Run(
+    "bilstm.py:twitter_pos",
+    (
+      "--config.train.eval_batch_size=256",
+      "--config.model.hidden=8",
+      "--config.model.word_dim=8",
+      "--config.model.char_dim=4",
+      "--config.model.char_filters=4",
+    ),
+    {"train": 1327, "validation": 500, "test": 547},
+    ("test/token_acc", "validation/token_acc"),
+  ),
+  # Augmented crops in training; 36 crops per image averaged at evaluation.
+  "segmentation": _Run(
+    "fcn.py:weizmann_horse",
+    (
+      "--config.train.eval_batch_size=288",
+      "--config.model.features=(4,4,4)",
+      "--config.data.eval_flip=True",
+    ),
+    {"train": 160, "validation": 40, "test": 128},
+    ("test/dataset_iou", "test/mean_iou", "validation/dataset_iou", "validation/mean_iou"),
+  ),
+  # Standardized by all training rows' statistics; the natural-image crops split too.
+  "denoising": _Run(
+    "cnn_denoiser.py:depth_scenes",
+    (
+      "--config.train.batch_size=4",
+      "--config.train.eval_batch_size=4",
+      "--config.data.num_train=16",
+      "--config.data.num_validation=8",
+      "--config.data.num_test=8",
+      "--config.data.height=16",
+      "--config.data.width=16",
+    ),
+    {"train": 16, "validation": 8, "test": 8, "natural": 80},
+    ("natural/psnr", "test/psnr", "validation/psnr"),
+  ),
 }
 
 
@@ -311,20 +394,41 @@ def test_two_processes_train_like_one_with_two_shards(tmp_path, data_dir, task):
   run = TWO_PROCESS_RUNS[task]
   data = [f"--config.data.data_dir={data_dir}"] if task != "denoising" else []  # generated
   # --verbose: the INFO log (what each process holds) on stderr, in its captured log.
-  main = [sys.executable, "-m", "experiments.main", "--verbose",
-          f"--config=experiments/configs/{run.config}", *data, *_COMMON, *run.overrides]
+  main = [
+    sys.executable,
+    "-m",
+    "experiments.main",
+    "--verbose",
+    f"--config=experiments/configs/{run.config}",
+    *data,
+    *_COMMON,
+    *run.overrides,
+  ]
   coordinator = f"127.0.0.1:{_free_port()}"
-  runs = {f"process_{i}": ([*main, f"--workdir={tmp_path / 'two'}",
-                            f"--coordinator_address={coordinator}", "--num_processes=2",
-                            f"--process_id={i}"], _subprocess_env(1))
-          for i in range(2)}
+  runs = {
+    f"process_{i}": (
+      [
+        *main,
+        f"--workdir={tmp_path / 'two'}",
+        f"--coordinator_address={coordinator}",
+        "--num_processes=2",
+        f"--process_id={i}",
+      ],
+      _subprocess_env(1),
+    )
+    for i in range(2)
+  }
   # One process with 2 devices (the same reductions) drawing the batches of two.
-  runs["reference"] = ([*main, f"--workdir={tmp_path / 'one'}", "--config.data.num_shards=2"],
-                       _subprocess_env(2))
+  runs["reference"] = (
+    [*main, f"--workdir={tmp_path / 'one'}", "--config.data.num_shards=2"],
+    _subprocess_env(2),
+  )
   _run_all(runs, tmp_path)
   for i in range(2):
-    half = ", ".join(f"rows {n * i // 2}:{n * (i + 1) // 2} of {s} "
-                     f"({n * (i + 1) // 2 - n * i // 2} of {n})" for s, n in run.sizes.items())
+    half = ", ".join(
+      f"rows {n * i // 2}:{n * (i + 1) // 2} of {s} ({n * (i + 1) // 2 - n * i // 2} of {n})"
+      for s, n in run.sizes.items()
+    )
     assert f"process {i} of 2 holds {half}" in _held((tmp_path / f"process_{i}.log").read_text())
   assert "holds all rows" in _held((tmp_path / "reference.log").read_text())
 
@@ -337,8 +441,7 @@ def test_two_processes_train_like_one_with_two_shards(tmp_path, data_dir, task):
   results = json.loads((two / "results.json").read_text())
   reference_results = json.loads((one / "results.json").read_text())
   assert tuple(sorted(k for k in reference_results if k != "meta")) == run.metrics
-  assert ({k: results[k] for k in run.metrics} ==
-          {k: reference_results[k] for k in run.metrics})
+  assert {k: results[k] for k in run.metrics} == {k: reference_results[k] for k in run.metrics}
   assert results["meta"]["dataset_meta"]["process_rows"]["processes"] == 2
   # run.json rebuilds the objective from what the whole data determined.
   runs = [json.loads((d / "run.json").read_text()) for d in (two, one)]

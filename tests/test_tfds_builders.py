@@ -13,9 +13,9 @@ import pytest
 tfds = pytest.importorskip("tensorflow_datasets")
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-from energynets.data import load_dataset
-from energynets.data import REGISTRY
-from energynets.data import tfds_builders
+from energynets.data import REGISTRY  # noqa: E402
+from energynets.data import load_dataset  # noqa: E402
+from energynets.data import tfds_builders  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -35,8 +35,7 @@ def built(tfds_dir, data_dir):
   """name -> (data sources, load_dataset result), each built once per module."""
   out = {}
   for name, kwargs in CASES:
-    sources = tfds_builders.data_source(name, data_dir=data_dir, tfds_dir=tfds_dir,
-                                        **kwargs)
+    sources = tfds_builders.data_source(name, data_dir=data_dir, tfds_dir=tfds_dir, **kwargs)
     out[name] = sources, load_dataset(name, data_dir=data_dir, **kwargs)
   return out
 
@@ -58,8 +57,9 @@ def test_records_equal_load_dataset(built, name):
       got = _stack(source, key)
       assert got.dtype == np.float32 and got.shape == want_array.shape, (split, key)
       # Bit patterns, so -0.0 and NaN payloads count too: the same arrays, same order.
-      np.testing.assert_array_equal(got.view(np.uint32), want_array.view(np.uint32),
-                                    err_msg=f"{name}/{split}/{key}")
+      np.testing.assert_array_equal(
+        got.view(np.uint32), want_array.view(np.uint32), err_msg=f"{name}/{split}/{key}"
+      )
     # Single-record access agrees with the batched read.
     last = source[len(source) - 1]
     np.testing.assert_array_equal(last["x"], want.x[-1])
@@ -97,8 +97,7 @@ def test_reading_needs_no_raw_data(built, tfds_dir, monkeypatch):
   sources = tfds_builders.data_source("yeast", tfds_dir=tfds_dir, fold=3)
   assert len(sources["test"]) == 242
   # The plain TFDS entry points find the same data by string name.
-  by_name = tfds.data_source("energynets_yeast/seed0-fold3", data_dir=tfds_dir,
-                             download=False)
+  by_name = tfds.data_source("energynets_yeast/seed0-fold3", data_dir=tfds_dir, download=False)
   np.testing.assert_array_equal(by_name["train"][7]["x"], sources["train"][7]["x"])
   reader = tfds.builder_from_directory(tfds_dir / "energynets_genbase" / "seed0" / "1.0.0")
   assert len(reader.as_data_source()["validation"]) == 46
@@ -115,14 +114,17 @@ def test_every_registered_dataset_has_a_builder():
     assert default.load_kwargs() == {"split_seed": 0, "fold": 0, "resplit": False}
 
 
-@pytest.mark.parametrize("dataset, kwargs, name", [
+@pytest.mark.parametrize(
+  "dataset, kwargs, name",
+  [
     ("bibtex", {}, "seed0"),
     ("bibtex", {"split_seed": 3, "resplit": True}, "seed3-resplit"),
     ("yeast", {}, "seed0-fold0"),
     ("yeast", {"split_seed": 2, "fold": 9}, "seed2-fold9"),
     ("synthetic", {"num_train": 1500}, "seed0-num_train1500"),
     ("synthetic", {"block_size": 2, "num_blocks": 8}, "seed0-block_size2-num_blocks8"),
-])
+  ],
+)
 def test_config_names_round_trip(dataset, kwargs, name):
   config = tfds_builders.make_config(dataset, **kwargs)
   assert config.name == name
@@ -133,16 +135,19 @@ def test_config_names_round_trip(dataset, kwargs, name):
   assert cls.get_builder_config(name).load_kwargs() == config.load_kwargs()
 
 
-@pytest.mark.parametrize("dataset, name", [
-    ("bibtex", "seed0-fold1"),           # Not cross-validated.
-    ("yeast", "seed0"),                  # Fold missing: not canonical.
-    ("yeast", "seed0-fold10"),           # Out of range.
-    ("yeast", "fold3-seed0"),            # Reordered alias.
-    ("yeast", "seed00-fold3"),           # Zero-padded alias.
-    ("genbase", "seed0-resplit"),        # No re-split offered.
-    ("cal500", "seed0-num_train5"),      # Generator argument on real data.
-    ("synthetic", "num_train5"),         # No seed.
-])
+@pytest.mark.parametrize(
+  "dataset, name",
+  [
+    ("bibtex", "seed0-fold1"),  # Not cross-validated.
+    ("yeast", "seed0"),  # Fold missing: not canonical.
+    ("yeast", "seed0-fold10"),  # Out of range.
+    ("yeast", "fold3-seed0"),  # Reordered alias.
+    ("yeast", "seed00-fold3"),  # Zero-padded alias.
+    ("genbase", "seed0-resplit"),  # No re-split offered.
+    ("cal500", "seed0-num_train5"),  # Generator argument on real data.
+    ("synthetic", "num_train5"),  # No seed.
+  ],
+)
 def test_invalid_config_names(dataset, name):
   assert tfds_builders.parse_config_name(dataset, name) is None
   with pytest.raises(ValueError):
@@ -160,10 +165,15 @@ def test_invalid_options_raise_before_building(tmp_path):
 
 
 def test_synthetic_generator_arguments_set_shapes(tfds_dir):
-  kwargs = {"num_train": 40, "num_validation": 5, "num_test": 6, "num_features": 10,
-            "num_blocks": 3, "block_size": 2}
-  sources = tfds_builders.data_source("synthetic", tfds_dir=tfds_dir, split_seed=4,
-                                      **kwargs)
+  kwargs = {
+    "num_train": 40,
+    "num_validation": 5,
+    "num_test": 6,
+    "num_features": 10,
+    "num_blocks": 3,
+    "block_size": 2,
+  }
+  sources = tfds_builders.data_source("synthetic", tfds_dir=tfds_dir, split_seed=4, **kwargs)
   ds = load_dataset("synthetic", split_seed=4, **kwargs)
   for split in tfds_builders.SPLITS:
     np.testing.assert_array_equal(_stack(sources[split], "x"), getattr(ds, split).x)
@@ -204,9 +214,16 @@ def test_build_and_read_without_tensorflow(tmp_path):
         print("tfds.load needs tensorflow")
       print("ok")
   """)
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-      [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
-  result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
+  env = dict(
+    os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
+  )
+  result = subprocess.run(
+    [sys.executable, "-c", script],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=120,
+    check=False,
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.splitlines()[-2:] == ["tfds.load needs tensorflow", "ok"]

@@ -25,6 +25,7 @@ from energynets.nets import MLP
 from energynets.objectives import local_bce
 from energynets.train import prefetch as prefetch_lib
 from energynets.train import profiling
+from experiments import choices
 
 TESTS_DIR = pathlib.Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
@@ -42,8 +43,16 @@ def _objective():
 
 
 def _options(**kw):
-  defaults = dict(steps=30, batch_size=32, seed=3, log_every=5, eval_every=10,
-                  checkpoint_every=10, select_metric=None, tensorboard=False)
+  defaults = dict(
+    steps=30,
+    batch_size=32,
+    seed=3,
+    log_every=5,
+    eval_every=10,
+    checkpoint_every=10,
+    select_metric=None,
+    tensorboard=False,
+  )
   return train_lib.LoopOptions(**{**defaults, **kw})
 
 
@@ -66,7 +75,6 @@ def _assert_same_run(test, expected_dir, expected, got_dir, got):
 
 
 class PrefetchTest(parameterized.TestCase):
-
   @parameterized.parameters(0, 1, 3)
   def test_prefetched_batches_are_the_loops_step_by_step(self, depth):
     mesh = train_lib.make_mesh()
@@ -113,8 +121,9 @@ class PrefetchTest(parameterized.TestCase):
     batches = prefetch_lib.Prefetcher(lambda s: s, 0, 1000, 2)
     self.assertEqual(batches(0), 0)
     batches.close()
-    self.assertFalse(any(t.name == "energynets-prefetch" and t.is_alive()
-                         for t in threading.enumerate()))
+    self.assertFalse(
+      any(t.name == "energynets-prefetch" and t.is_alive() for t in threading.enumerate())
+    )
 
   def test_fit_ends_with_the_same_state_and_metrics_with_and_without_prefetch(self):
     data, obj = _toy_data(), _objective()
@@ -127,7 +136,6 @@ class PrefetchTest(parameterized.TestCase):
 
 
 class AsyncCheckpointTest(parameterized.TestCase):
-
   def test_an_async_save_keeps_the_state_and_meta_as_they_were_at_the_call(self):
     directory = self.create_tempdir().full_path
     state = {"w": jax.numpy.arange(6.0).reshape(2, 3)}
@@ -179,11 +187,20 @@ class AsyncCheckpointTest(parameterized.TestCase):
     data, obj = _toy_data(), _objective()
     base = pathlib.Path(self.create_tempdir().full_path)
     killed = base / "killed"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(TESTS_DIR)]),
-           "JAX_PLATFORMS": "cpu", "JAX_DEFAULT_MATMUL_PRECISION": "highest"}
+    env = {
+      **os.environ,
+      "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(TESTS_DIR)]),
+      "JAX_PLATFORMS": "cpu",
+      "JAX_DEFAULT_MATMUL_PRECISION": "highest",
+    }
     proc = subprocess.run(
-        [sys.executable, "-c", f"import test_throughput as t; t._killed_run({str(killed)!r})"],
-        env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+      [sys.executable, "-c", f"import test_throughput as t; t._killed_run({str(killed)!r})"],
+      env=env,
+      cwd=REPO_ROOT,
+      capture_output=True,
+      text=True,
+      timeout=300,
+    )
     self.assertEqual(proc.returncode, -signal.SIGKILL, proc.stderr[-3000:])
     checkpoints = killed / "checkpoints"
     unfinished = [p for p in checkpoints.iterdir() if ".orbax-checkpoint-tmp" in p.name]
@@ -202,6 +219,7 @@ def _killed_run(workdir: str) -> None:
   committed (run in a subprocess by the test above)."""
   # Imported here: private orbax API, held back only in the process that is killed.
   from orbax.checkpoint._src.path import atomicity  # pylint: disable=g-import-not-at-top
+
   held = threading.Event()
   rename = atomicity.async_path.rename
 
@@ -226,7 +244,6 @@ def _killed_run(workdir: str) -> None:
 
 
 class ProfileTest(parameterized.TestCase):
-
   def test_profile_steps_write_a_trace_under_workdir_profile(self):
     workdir = self.create_tempdir().full_path
     train_lib.fit(_objective(), _toy_data(), _options(steps=6, profile_steps="2:4"), workdir)
@@ -236,12 +253,15 @@ class ProfileTest(parameterized.TestCase):
 
   def test_a_gs_workdir_gets_the_trace_copied_from_a_local_folder(self):
     from energynets import testing  # pylint: disable=g-import-not-at-top
+
     root = pathlib.Path(self.create_tempdir().full_path)
     with testing.fake_gcs(root / "gcs") as bucket_root:
-      train_lib.fit(_objective(), _toy_data(), _options(steps=4, profile_steps=(1, 3)),
-                    "gs://bucket/run")
-      traces = list((bucket_root / "bucket" / "run" / "profile").glob(
-          "plugins/profile/*/*.xplane.pb"))
+      train_lib.fit(
+        _objective(), _toy_data(), _options(steps=4, profile_steps=(1, 3)), "gs://bucket/run"
+      )
+      traces = list(
+        (bucket_root / "bucket" / "run" / "profile").glob("plugins/profile/*/*.xplane.pb")
+      )
     self.assertLen(traces, 1)
 
   def test_no_profile_by_default(self):
@@ -251,12 +271,16 @@ class ProfileTest(parameterized.TestCase):
 
   @parameterized.parameters("5", "4:2", "a:b", "1:2:3", "-1:3", ([3],), (7,))
   def test_a_bad_value_is_a_one_line_error(self, value):
-    with self.assertRaisesRegex(ValueError, r"^profile_steps must be 'start:stop' with "
-                                r"0 <= start < stop, got [^\n]+$"):
-      train_lib.LoopOptions.from_config({"steps": 1, "batch_size": 2, "profile_steps": value})
+    with self.assertRaisesRegex(
+      ValueError,
+      r"^profile_steps must be 'start:stop' with "
+      r"0 <= start < stop, got [^\n]+$",
+    ):
+      choices.loop_options({"steps": 1, "batch_size": 2, "profile_steps": value})
 
-  @parameterized.parameters(("", None), (None, None), ("2:5", (2, 5)), (" 0 : 3 ", (0, 3)),
-                            ([1, 4], (1, 4)))
+  @parameterized.parameters(
+    ("", None), (None, None), ("2:5", (2, 5)), (" 0 : 3 ", (0, 3)), ([1, 4], (1, 4))
+  )
   def test_values_parse(self, value, expected):
     self.assertEqual(profiling.parse_profile_steps(value), expected)
     if value is not None:
@@ -264,40 +288,63 @@ class ProfileTest(parameterized.TestCase):
 
 
 class CommandLineTest(parameterized.TestCase):
-
   def _main(self, workdir, *flags):
     return subprocess.run(
-        [sys.executable, "-m", "experiments.main", "--config=experiments/configs/mlp.py:synthetic",
-         "--config.data.num_train=64", "--config.train.tensorboard=False",
-         "--config.train.steps=3", "--config.train.batch_size=16",
-         "--config.train.eval_every=3", "--config.train.log_every=1", f"--workdir={workdir}",
-         *flags], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "JAX_PLATFORMS": "cpu"})
+      [
+        sys.executable,
+        "-m",
+        "experiments.main",
+        "--config=experiments/configs/mlp.py:synthetic",
+        "--config.data.num_train=64",
+        "--config.train.tensorboard=False",
+        "--config.train.steps=3",
+        "--config.train.batch_size=16",
+        "--config.train.eval_every=3",
+        "--config.train.log_every=1",
+        f"--workdir={workdir}",
+        *flags,
+      ],
+      cwd=REPO_ROOT,
+      capture_output=True,
+      text=True,
+      timeout=300,
+      env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
 
   def test_every_config_family_has_the_throughput_keys_with_their_defaults(self):
     from experiments import configuration  # pylint: disable=g-import-not-at-top
-    for method, dataset in [("mlp", "bibtex"), ("e2e", "depth_scenes_32"),
-                            ("bilstm", "twitter_pos"), ("fcn", "weizmann_horse")]:
-      options = train_lib.LoopOptions.from_config(
-          configuration.get_config(method, dataset).train)
-      self.assertEqual((options.prefetch, options.async_checkpoint, options.profile_steps),
-                       (1, True, None))
+
+    for method, dataset in [
+      ("mlp", "bibtex"),
+      ("e2e", "depth_scenes_32"),
+      ("bilstm", "twitter_pos"),
+      ("fcn", "weizmann_horse"),
+    ]:
+      options = choices.loop_options(configuration.get_config(method, dataset).train)
+      self.assertEqual(
+        (options.prefetch, options.async_checkpoint, options.profile_steps), (1, True, None)
+      )
 
   def test_a_run_from_before_the_throughput_keys_resumes_with_any_of_them(self):
     from experiments import workdirs  # pylint: disable=g-import-not-at-top
+
     old = {"train": {"steps": 10}, "stages": {"fine": {"train": {"steps": 4}}}}
-    new = {"train": {"steps": 10, "prefetch": 0, "async_checkpoint": False,
-                     "profile_steps": "2:4"},
-           "stages": {"fine": {"train": {"steps": 4, "prefetch": 3}}}}
+    new = {
+      "train": {"steps": 10, "prefetch": 0, "async_checkpoint": False, "profile_steps": "2:4"},
+      "stages": {"fine": {"train": {"steps": 4, "prefetch": 3}}},
+    }
     self.assertEqual(workdirs.config_changes(old, new), [])
 
   def test_profile_steps_from_the_command_line_write_a_trace(self):
     workdir = self.create_tempdir().full_path
-    proc = self._main(workdir, "--config.train.profile_steps=1:2",
-                      "--config.train.prefetch=2", "--config.train.async_checkpoint=False")
+    proc = self._main(
+      workdir,
+      "--config.train.profile_steps=1:2",
+      "--config.train.prefetch=2",
+      "--config.train.async_checkpoint=False",
+    )
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
-    self.assertLen(list(pathlib.Path(workdir, "profile").glob("plugins/profile/*/*.xplane.pb")),
-                   1)
+    self.assertLen(list(pathlib.Path(workdir, "profile").glob("plugins/profile/*/*.xplane.pb")), 1)
 
   def test_a_bad_profile_steps_is_one_line_and_exit_status_2(self):
     workdir = self.create_tempdir().full_path
@@ -305,9 +352,10 @@ class CommandLineTest(parameterized.TestCase):
     self.assertEqual(proc.returncode, 2, proc.stderr[-3000:])
     self.assertNotIn("Traceback", proc.stderr)
     self.assertEqual(
-        proc.stderr.strip().splitlines()[-1],
-        "experiments.main: error: config.train: profile_steps must be 'start:stop' with "
-        "0 <= start < stop, got '5'")
+      proc.stderr.strip().splitlines()[-1],
+      "experiments.main: error: config.train: profile_steps must be 'start:stop' with "
+      "0 <= start < stop, got '5'",
+    )
     self.assertFalse(os.path.exists(os.path.join(workdir, "metrics.jsonl")))
 
 

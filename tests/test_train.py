@@ -10,11 +10,13 @@ import jax
 import numpy as np
 import optax
 
-from energynets.data.batching import padded_batches, train_batch_indices
+from energynets import train as train_lib
+from energynets.data.batching import padded_batches
+from energynets.data.batching import train_batch_indices
 from energynets.nets import MLP
 from energynets.objectives import local_bce
-from energynets import train as train_lib
 from energynets.train.optimizers import make_optimizer
+from experiments import choices
 
 
 def _toy_data(n=256, d=12, labels=5, seed=0):
@@ -29,9 +31,17 @@ def _objective(lr=1e-2):
 
 
 def _options(**kw):
-  defaults = dict(steps=40, batch_size=32, seed=3, log_every=10, eval_every=10,
-                  checkpoint_every=20, select_metric="validation/loss", select_mode="min",
-                  tensorboard=False)
+  defaults = dict(
+    steps=40,
+    batch_size=32,
+    seed=3,
+    log_every=10,
+    eval_every=10,
+    checkpoint_every=20,
+    select_metric="validation/loss",
+    select_mode="min",
+    tensorboard=False,
+  )
   return train_lib.LoopOptions(**{**defaults, **kw})
 
 
@@ -62,7 +72,6 @@ def _jsonl(path):
 
 
 class BatchingTest(parameterized.TestCase):
-
   def test_batches_are_a_function_of_seed_and_step(self):
     a = train_batch_indices(100, 16, seed=1, step=7)
     np.testing.assert_array_equal(a, train_batch_indices(100, 16, seed=1, step=7))
@@ -83,54 +92,139 @@ class BatchingTest(parameterized.TestCase):
 
 
 class LoopTest(parameterized.TestCase):
-
   def test_kill_and_resume_equals_uninterrupted(self):
     data = _toy_data()
     obj = _objective()
     base = self.create_tempdir().full_path
-    full = train_lib.fit(obj, data, _options(), os.path.join(base, "full"),
-                         evaluate=_evaluator(obj, data))
+    full = train_lib.fit(
+      obj,
+      data,
+      _options(),
+      os.path.join(base, "full"),
+      validation=train_lib.Validation(_evaluator(obj, data)),
+    )
     killed_dir = os.path.join(base, "killed")
     with self.assertRaises(KeyboardInterrupt):
-      train_lib.fit(obj, data, _options(), killed_dir, evaluate=_evaluator(obj, data, crash_at=30))
+      train_lib.fit(
+        obj,
+        data,
+        _options(),
+        killed_dir,
+        validation=train_lib.Validation(_evaluator(obj, data, crash_at=30)),
+      )
     # The kill came after the step-20 checkpoint and before the step-40 one.
-    self.assertEqual(train_lib.Checkpointer(os.path.join(killed_dir, "checkpoints")).latest_step(),
-                     20)
-    resumed = train_lib.fit(obj, data, _options(), killed_dir, evaluate=_evaluator(obj, data))
+    self.assertEqual(
+      train_lib.Checkpointer(os.path.join(killed_dir, "checkpoints")).latest_step(), 20
+    )
+    resumed = train_lib.fit(
+      obj, data, _options(), killed_dir, validation=train_lib.Validation(_evaluator(obj, data))
+    )
     for a, b in zip(_leaves(full.state), _leaves(resumed.state)):
       np.testing.assert_array_equal(a, b)
     self.assertEqual(full.selected_step, resumed.selected_step)
     self.assertEqual(full.history, resumed.history)
-    self.assertEqual(_jsonl(os.path.join(base, "full", "metrics.jsonl")),
-                     _jsonl(os.path.join(killed_dir, "metrics.jsonl")))
+    self.assertEqual(
+      _jsonl(os.path.join(base, "full", "metrics.jsonl")),
+      _jsonl(os.path.join(killed_dir, "metrics.jsonl")),
+    )
 
   def test_selects_best_validation_state(self):
     data = _toy_data()
     obj = _objective(lr=0.05)
-    res = train_lib.fit(obj, data, _options(steps=60), self.create_tempdir().full_path,
-                        evaluate=_evaluator(obj, data))
+    res = train_lib.fit(
+      obj,
+      data,
+      _options(steps=60),
+      self.create_tempdir().full_path,
+      validation=train_lib.Validation(_evaluator(obj, data)),
+    )
     losses = {h["step"]: h["validation/loss"] for h in res.history}
     self.assertEqual(res.selected_step, min(losses, key=losses.get))
-    self.assertAlmostEqual(_evaluator(obj, data)(res.state)["validation/loss"],
-                           losses[res.selected_step], places=5)
+    self.assertAlmostEqual(
+      _evaluator(obj, data)(res.state)["validation/loss"], losses[res.selected_step], places=5
+    )
+
+
+class ValidationTest(parameterized.TestCase):
+  def test_without_validation_the_default_options_return_the_last_state(self):
+    options = train_lib.LoopOptions(steps=4, batch_size=32, tensorboard=False)
+    res = train_lib.fit(_objective(), _toy_data(), options, self.create_tempdir().full_path)
+    self.assertEqual(
+      (res.final_step, res.selected_step, res.selected_value, res.history), (4, 4, None, [])
+    )
+
+  def test_a_select_metric_without_validation_is_an_error(self):
+    workdir = self.create_tempdir().full_path
+    with self.assertRaisesRegex(
+      ValueError,
+      r"^select_metric='validation/loss' has nothing to "
+      r"evaluate: pass fit\(\.\.\., validation=Validation\(\.\.\.\)\) "
+      r"or select_metric=None$",
+    ):
+      train_lib.fit(_objective(), _toy_data(), _options(), workdir)
+    self.assertFalse(os.path.exists(os.path.join(workdir, "checkpoints")))
+
+  def test_validation_rows_alone_evaluate_select_and_stop(self):
+    data = _toy_data()
+    options = train_lib.LoopOptions(
+      steps=40, batch_size=32, eval_every=10, log_every=10, tensorboard=False
+    )
+    res = train_lib.fit(
+      _objective(lr=0.05),
+      data,
+      options,
+      self.create_tempdir().full_path,
+      validation=train_lib.Validation(x=data["x"], y=data["y"]),
+    )
+    self.assertEqual([r["step"] for r in res.history], [10, 20, 30, 40])
+    self.assertEqual(
+      set(res.history[0]), {"step", "validation/example_f1", "validation/hamming_loss"}
+    )
+    f1 = {r["step"]: r["validation/example_f1"] for r in res.history}
+    self.assertEqual(res.selected_value, max(f1.values()))
+    self.assertEqual(f1[res.selected_step], res.selected_value)
+
+  def test_validation_is_a_validation_value(self):
+    with self.assertRaisesRegex(TypeError, "validation must be a Validation"):
+      train_lib.fit(
+        _objective(),
+        _toy_data(),
+        _options(),
+        self.create_tempdir().full_path,
+        validation={"x": np.zeros(2), "y": np.zeros(2)},
+      )
+    with self.assertRaisesRegex(ValueError, "needs both x and y"):
+      train_lib.Validation(x=np.zeros(2))
+    with self.assertRaisesRegex(ValueError, "needs evaluate="):
+      train_lib.Validation()
 
 
 class StagedTrainingTest(parameterized.TestCase):
-
   def test_next_stage_starts_from_previous_params_with_fresh_optimizer(self):
     data = _toy_data()
     first, second = _objective(lr=0.05), _objective(lr=1e-3)
     base = self.create_tempdir().full_path
-    stage1 = train_lib.fit(first, data, _options(steps=20), os.path.join(base, "s1"),
-                           evaluate=_evaluator(first, data))
+    stage1 = train_lib.fit(
+      first,
+      data,
+      _options(steps=20),
+      os.path.join(base, "s1"),
+      validation=train_lib.Validation(_evaluator(first, data)),
+    )
     seen = {}
 
     def evaluate(state):
       seen.setdefault("first", jax.tree_util.tree_map(np.asarray, state))
       return _evaluator(second, data)(state)
 
-    train_lib.fit(second, data, _options(steps=0 + 10, eval_every=10), os.path.join(base, "s2"),
-                  evaluate=evaluate, previous_state=stage1.state)
+    train_lib.fit(
+      second,
+      data,
+      _options(steps=0 + 10, eval_every=10),
+      os.path.join(base, "s2"),
+      validation=train_lib.Validation(evaluate),
+      previous_state=stage1.state,
+    )
     # After 10 steps at a small rate the parameters moved, but only a little from stage 1's.
     start = jax.tree_util.tree_leaves(stage1.state["net"].params)
     after = jax.tree_util.tree_leaves(seen["first"]["net"].params)
@@ -145,34 +239,35 @@ class StagedTrainingTest(parameterized.TestCase):
 
 
 class NanGuardTest(parameterized.TestCase):
-
   def test_nan_loss_raises_and_last_checkpoint_is_finite(self):
     data = _toy_data()
     workdir = self.create_tempdir().full_path
     obj = _objective()
-    opts = _options(steps=40, checkpoint_every=10, log_every=10, eval_every=1000)
+    opts = _options(steps=40, checkpoint_every=10, log_every=10, select_metric=None)
     train_lib.fit(obj, data, dataclasses.replace(opts, steps=20), workdir)
     poisoned = {"x": np.full_like(data["x"], np.nan), "y": data["y"]}
-    with self.assertRaisesRegex(train_lib.NonFiniteLossError,
-                                r"non-finite loss at step 21 .*last good checkpoint is step 20"):
+    with self.assertRaisesRegex(
+      train_lib.NonFiniteLossError, r"non-finite loss at step 21 .*last good checkpoint is step 20"
+    ):
       train_lib.fit(obj, poisoned, opts, workdir)
     ckpt = train_lib.Checkpointer(os.path.join(workdir, "checkpoints"))
     self.assertEqual(ckpt.latest_step(), 20)
 
 
 class OptimizerTest(parameterized.TestCase):
-
   @parameterized.parameters("adam", "adamw", "sgd", "momentum")
   def test_known_optimizers_build(self, name):
-    opt = make_optimizer({"name": name, "learning_rate": 0.1, "schedule": "cosine",
-                          "warmup_steps": 2}, total_steps=10)
+    opt = make_optimizer(
+      {"name": name, "learning_rate": 0.1, "schedule": "cosine", "warmup_steps": 2}, total_steps=10
+    )
     opt.init({"w": np.zeros(3, np.float32)})
 
   def test_sgd_weight_decay_is_pytorchs(self):
     # PyTorch's SGD, written out: buf = μ·buf + (g + wd·w); w -= lr·buf.
     lr, mu, wd = 0.1, 0.9, 0.01
-    opt = make_optimizer({"name": "momentum", "learning_rate": lr, "momentum": mu,
-                          "weight_decay": wd}, total_steps=10)
+    opt = make_optimizer(
+      {"name": "momentum", "learning_rate": lr, "momentum": mu, "weight_decay": wd}, total_steps=10
+    )
     w = np.array([1.0, -2.0, 3.0])
     state = opt.init(w)
     ref_w, buf = w.copy(), np.zeros(3)
@@ -192,5 +287,4 @@ class OptimizerTest(parameterized.TestCase):
 
   def test_unknown_train_option_is_an_error(self):
     with self.assertRaisesRegex(ValueError, "unknown train options"):
-      train_lib.LoopOptions.from_config({"steps": 1, "batch_size": 2, "stpes": 3})
-
+      choices.loop_options({"steps": 1, "batch_size": 2, "stpes": 3})

@@ -15,8 +15,7 @@ def _row_keys(x):
 
 def test_subset_rows_come_from_train_and_held_out_splits_are_unchanged(data_dir):
   whole = data.load_dataset("yeast", data_dir=data_dir, feature_scaling="none")
-  small = data.load_dataset("yeast", data_dir=data_dir, feature_scaling="none",
-                            num_train=250)
+  small = data.load_dataset("yeast", data_dir=data_dir, feature_scaling="none", num_train=250)
   assert small.train.num_examples == 250
   assert _row_keys(small.train.x) <= _row_keys(whole.train.x)
   np.testing.assert_array_equal(small.test.x, whole.test.x)
@@ -26,8 +25,9 @@ def test_subset_rows_come_from_train_and_held_out_splits_are_unchanged(data_dir)
 
 
 def test_subsets_are_nested_and_seeded(data_dir):
-  load = lambda n, seed=0: data.load_dataset("genbase", data_dir=data_dir, num_train=n,
-                                             split_seed=seed)
+  load = lambda n, seed=0: data.load_dataset(
+    "genbase", data_dir=data_dir, num_train=n, split_seed=seed
+  )
   a, b = load(100), load(300)
   assert _row_keys(a.train.x) <= _row_keys(b.train.x)
   np.testing.assert_array_equal(load(100).train.x, a.train.x)
@@ -38,11 +38,12 @@ def test_subsets_are_nested_and_seeded(data_dir):
 @pytest.mark.parametrize("scaling", ["zscore", "maxabs"])
 def test_scaling_statistics_come_from_the_kept_rows(data_dir, scaling):
   from sklearn import preprocessing  # pylint: disable=g-import-not-at-top
+
   raw = data.load_dataset("yeast", data_dir=data_dir, feature_scaling="none", num_train=200)
-  scaled = data.load_dataset("yeast", data_dir=data_dir, feature_scaling=scaling,
-                             num_train=200)
-  scaler = {"zscore": preprocessing.StandardScaler,
-            "maxabs": preprocessing.MaxAbsScaler}[scaling]().fit(raw.train.x)
+  scaled = data.load_dataset("yeast", data_dir=data_dir, feature_scaling=scaling, num_train=200)
+  scaler = {"zscore": preprocessing.StandardScaler, "maxabs": preprocessing.MaxAbsScaler}[
+    scaling
+  ]().fit(raw.train.x)
   np.testing.assert_allclose(scaled.train.x, scaler.transform(raw.train.x), atol=1e-4)
   np.testing.assert_allclose(scaled.test.x, scaler.transform(raw.test.x), atol=1e-4)
   assert scaled.meta["preprocessing"]["feature_scaling"]["applied"] == scaling
@@ -71,8 +72,9 @@ def test_too_many_rows_is_one_clear_error(data_dir):
 
 
 def test_config_key_reaches_the_loader(data_dir):
-  config = configuration.get_config("mlp", "genbase",
-                                    [f"data.data_dir={data_dir}", "data.num_train=120"])
+  config = configuration.get_config(
+    "mlp", "genbase", [f"data.data_dir={data_dir}", "data.num_train=120"]
+  )
   ds = tasks.task_for(config).load(config)
   assert ds.train.num_examples == 120
   assert ds.meta["train_subset"]["kept"] == 120

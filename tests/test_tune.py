@@ -16,14 +16,16 @@ from experiments import cli
 from experiments import configuration
 from experiments import search_spaces
 from experiments import tasks
+from experiments import trials
 from experiments import tune
 from experiments.configs import base
 
 SHARED_YEAST = pathlib.Path(os.environ.get("ENERGYNETS_DATA_DIR", "")) / "yeast"
 
 
-def _write_mulan(folder: pathlib.Path, num_train: int = 90, num_test: int = 30,
-                 seed: int = 0) -> pathlib.Path:
+def _write_mulan(
+  folder: pathlib.Path, num_train: int = 90, num_test: int = 30, seed: int = 0
+) -> pathlib.Path:
   """A dense MULAN folder: 6 features on very different scales, 3 labels that are
   noisy linear functions of them."""
   rng = np.random.default_rng(seed)
@@ -39,8 +41,9 @@ def _write_mulan(folder: pathlib.Path, num_train: int = 90, num_test: int = 30,
     lines = [",".join([*(f"{v:.6g}" for v in x[i]), *(str(b) for b in y[i])]) for i in rows]
     (folder / f"toy-{name}.arff").write_text(header + "\n".join(lines) + "\n")
   (folder / "toy.xml").write_text(
-      '<?xml version="1.0" encoding="utf-8"?>\n<labels xmlns="http://mulan.sourceforge.net/'
-      'labels">' + "".join(f'<label name="l{j}"></label>' for j in range(3)) + "</labels>\n")
+    '<?xml version="1.0" encoding="utf-8"?>\n<labels xmlns="http://mulan.sourceforge.net/'
+    'labels">' + "".join(f'<label name="l{j}"></label>' for j in range(3)) + "</labels>\n"
+  )
   return folder
 
 
@@ -49,9 +52,14 @@ def toy(tmp_path_factory):
   return _write_mulan(tmp_path_factory.mktemp("toy"))
 
 
-@pytest.mark.parametrize("scaling, oracle", [
-    ("zscore", preprocessing.StandardScaler), ("maxabs", preprocessing.MaxAbsScaler),
-    ("none", None)])
+@pytest.mark.parametrize(
+  "scaling, oracle",
+  [
+    ("zscore", preprocessing.StandardScaler),
+    ("maxabs", preprocessing.MaxAbsScaler),
+    ("none", None),
+  ],
+)
 def test_feature_scaling_matches_sklearn_fit_on_train(toy, scaling, oracle):
   raw = data.load_dataset(toy, feature_scaling="none")
   scaled = data.load_dataset(toy, feature_scaling=scaling)
@@ -64,8 +72,7 @@ def test_feature_scaling_matches_sklearn_fit_on_train(toy, scaling, oracle):
   # The statistics come from the train split alone: a scaler fit on all rows differs.
   if oracle is not None:
     everything = np.concatenate([raw.train.x, raw.validation.x, raw.test.x])
-    assert not np.allclose(oracle().fit(everything).transform(raw.test.x), scaled.test.x,
-                           atol=1e-4)
+    assert not np.allclose(oracle().fit(everything).transform(raw.test.x), scaled.test.x, atol=1e-4)
 
 
 def test_auto_scaling_is_the_loaders_previous_rule(toy):
@@ -82,8 +89,9 @@ def test_training_folds_partition_the_training_rows():
   folds = tune.fold_indices(103, 5, seed=3)
   assert len(folds) == 5 and {len(f) for f in folds} == {20, 21}
   np.testing.assert_array_equal(np.sort(np.concatenate(folds)), np.arange(103))
-  np.testing.assert_array_equal(np.concatenate(folds), np.concatenate(
-      tune.fold_indices(103, 5, seed=3)))  # seeded
+  np.testing.assert_array_equal(
+    np.concatenate(folds), np.concatenate(tune.fold_indices(103, 5, seed=3))
+  )  # seeded
   with pytest.raises(ValueError):
     splits.training_folds(3, 5, seed=0)
 
@@ -96,10 +104,13 @@ def test_search_spaces_grid_and_draws():
   assert drawn == search_spaces.sample(space, 4, seed=0)
   assert search_spaces.sample(space, 0, seed=0) == search_spaces.grid(space)
   assert search_spaces.parse(["loss.l2_c=0.1,1", "data.feature_scaling=none,maxabs"]) == {
-      "loss.l2_c": (0.1, 1), "data.feature_scaling": ("none", "maxabs")}
+    "loss.l2_c": (0.1, 1),
+    "data.feature_scaling": ("none", "maxabs"),
+  }
   assert "loss.l2_c" in search_spaces.for_config("br", "mulan")
   assert search_spaces.for_config("experiments/configs/br.py:mulan", "mulan") == (
-      search_spaces.for_config("br", "mulan"))
+    search_spaces.for_config("br", "mulan")
+  )
   assert search_spaces.for_config("dvn", "bibtex") == search_spaces.DEFAULT
 
 
@@ -121,8 +132,7 @@ def test_tuner_selects_on_held_out_training_rows_only(toy, tmp_path, monkeypatch
     assert dataset.test.num_examples == 0
     for split in (dataset.train, dataset.validation):
       assert {r.tobytes() for r in split.x} <= train_rows
-    assert not {r.tobytes() for r in dataset.validation.x} & {r.tobytes()
-                                                               for r in dataset.train.x}
+    assert not {r.tobytes() for r in dataset.validation.x} & {r.tobytes() for r in dataset.train.x}
     events.append("trial")
     return fit_held_out(config, dataset, workdir)
 
@@ -133,11 +143,14 @@ def test_tuner_selects_on_held_out_training_rows_only(toy, tmp_path, monkeypatch
     assert dataset.test.num_examples == raw.test.num_examples
     return multilabel_results(dataset, predictions)
 
-  monkeypatch.setattr(tune, "fit_held_out", spy_fit)
+  monkeypatch.setattr(trials, "fit_held_out", spy_fit)
   # The only test evaluation of a multi-label run is its task's `results`.
   monkeypatch.setattr(tasks, "MULTILABEL", tasks.MULTILABEL._replace(results=spy_results))
-  config = configuration.get_config("br", "mulan", [
-      f"data.path={toy}", "train.steps=40", "train.eval_every=20", "train.batch_size=32"])
+  config = configuration.get_config(
+    "br",
+    "mulan",
+    [f"data.path={toy}", "train.steps=40", "train.eval_every=20", "train.batch_size=32"],
+  )
   space = {"loss.l2_c": (0.01, 10.0), "data.feature_scaling": ("none",)}
   result = tune.tune(config, tmp_path, space=space, folds=2)
   # 2 settings × 2 folds, then the refit's one test evaluation.
@@ -150,8 +163,7 @@ def test_tuner_selects_on_held_out_training_rows_only(toy, tmp_path, monkeypatch
     assert r["selected_step"] == r["folds"][0]["steps"][int(np.argmax(curve))]
   best = max(records, key=lambda r: r["value"])
   chosen = json.loads((tmp_path / "chosen.json").read_text())
-  assert chosen["trial"] == best["trial"] == max(
-      range(2), key=lambda i: (records[i]["value"], -i))
+  assert chosen["trial"] == best["trial"] == max(range(2), key=lambda i: (records[i]["value"], -i))
   assert chosen["overrides"] == {**best["params"], "train.steps": best["selected_step"]}
   results = json.loads((tmp_path / "results.json").read_text())
   assert results["meta"]["config"]["train"]["steps"] == best["selected_step"]
@@ -161,8 +173,11 @@ def test_tuner_selects_on_held_out_training_rows_only(toy, tmp_path, monkeypatch
 
 
 def test_validation_split_selection_reruns_the_chosen_setting(toy, tmp_path):
-  config = configuration.get_config("br", "mulan", [
-      f"data.path={toy}", "train.steps=20", "train.eval_every=20", "train.batch_size=32"])
+  config = configuration.get_config(
+    "br",
+    "mulan",
+    [f"data.path={toy}", "train.steps=20", "train.eval_every=20", "train.batch_size=32"],
+  )
   result = tune.tune(config, tmp_path, space={"data.feature_scaling": ("maxabs",)}, folds=1)
   (trial,) = result.trials
   validation = data.load_dataset(toy).validation.num_examples
@@ -174,12 +189,16 @@ def test_validation_split_selection_reruns_the_chosen_setting(toy, tmp_path):
 
 
 def test_trial_overrides_apply_to_the_trials_not_to_the_final_run(toy, tmp_path):
-  config = configuration.get_config("br", "mulan", [
-      f"data.path={toy}", "train.steps=6", "train.eval_every=6", "train.batch_size=32"])
+  config = configuration.get_config(
+    "br",
+    "mulan",
+    [f"data.path={toy}", "train.steps=6", "train.eval_every=6", "train.batch_size=32"],
+  )
   overrides = tune.trial_overrides(2, 7)
   assert overrides == {"train.eval_every": 2, "train.early_stopping_patience": 7}
-  result = tune.tune(config, tmp_path, space={"data.feature_scaling": ("none",)}, folds=1,
-                     trial_overrides=overrides)
+  result = tune.tune(
+    config, tmp_path, space={"data.feature_scaling": ("none",)}, folds=1, trial_overrides=overrides
+  )
   (trial,) = result.trials
   assert trial["folds"][0]["steps"] == [2, 4, 6]
   meta = result.results["meta"]
@@ -191,8 +210,11 @@ def test_trial_overrides_apply_to_the_trials_not_to_the_final_run(toy, tmp_path)
 
 @pytest.mark.slow
 def test_tuner_with_two_jobs_records_what_one_job_does(toy, tmp_path):
-  config = configuration.get_config("br", "mulan", [
-      f"data.path={toy}", "train.steps=40", "train.eval_every=20", "train.batch_size=32"])
+  config = configuration.get_config(
+    "br",
+    "mulan",
+    [f"data.path={toy}", "train.steps=40", "train.eval_every=20", "train.batch_size=32"],
+  )
   space = {"loss.l2_c": (0.1, 10.0), "data.feature_scaling": ("zscore", "maxabs")}
   one = tune.tune(config, tmp_path / "one", space=space, folds=3, jobs=1)
   two = tune.tune(config, tmp_path / "two", space=space, folds=3, jobs=2)
@@ -205,8 +227,8 @@ def test_tuner_with_two_jobs_records_what_one_job_does(toy, tmp_path):
 @pytest.mark.skipif(not SHARED_YEAST.is_dir(), reason="needs shared/data/yeast")
 def test_tuned_br_matches_tuned_sklearn_logistic_regression(tmp_path):
   from benchmarks import br_tuned_vs_sklearn  # pylint: disable=g-import-not-at-top
-  ours, theirs, _ = br_tuned_vs_sklearn.compare(str(SHARED_YEAST), str(tmp_path), folds=5,
-                                                jobs=2)
+
+  ours, theirs, _ = br_tuned_vs_sklearn.compare(str(SHARED_YEAST), str(tmp_path), folds=5, jobs=2)
   assert abs(ours["test/example_f1"] - theirs["test/example_f1"]) <= 0.005
 
 
@@ -214,54 +236,94 @@ def test_tuned_br_matches_tuned_sklearn_logistic_regression(tmp_path):
 def test_command_line_tunes_and_reports_user_errors_in_one_line(toy, tmp_path):
   import subprocess  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
-  base = [sys.executable, "-m", "experiments.tune", "--config=experiments/configs/br.py:mulan",
-          f"--config.data.path={toy}", "--config.train.eval_every=20", "--folds=2"]
+
+  base = [
+    sys.executable,
+    "-m",
+    "experiments.tune",
+    "--config=experiments/configs/br.py:mulan",
+    f"--config.data.path={toy}",
+    "--config.train.eval_every=20",
+    "--folds=2",
+  ]
   root = pathlib.Path(__file__).resolve().parents[1]
-  done = subprocess.run([*base, f"--workdir={tmp_path / 'ok'}", "--search=train.steps=40",
-                         "--search=loss.l2_c=0.1,1", "--search=data.feature_scaling=maxabs",
-                         "--trial_eval_every=10"],
-                        cwd=root, capture_output=True, text=True, check=True)
+  done = subprocess.run(
+    [
+      *base,
+      f"--workdir={tmp_path / 'ok'}",
+      "--search=train.steps=40",
+      "--search=loss.l2_c=0.1,1",
+      "--search=data.feature_scaling=maxabs",
+      "--trial_eval_every=10",
+    ],
+    cwd=root,
+    capture_output=True,
+    text=True,
+    check=True,
+  )
   chosen = json.loads((tmp_path / "ok" / "chosen.json").read_text())
   assert set(chosen["overrides"]) == {"loss.l2_c", "data.feature_scaling", "train.steps"}
   assert chosen["budget"]["trial_overrides"] == {"train.eval_every": 10}
   assert chosen["num_trials"] == 2 and "\ntest/example_f1 " in done.stdout
-  bad = subprocess.run([*base, f"--workdir={tmp_path / 'bad'}", "--search=loss.l2cc=1"],
-                       cwd=root, capture_output=True, text=True)
+  bad = subprocess.run(
+    [*base, f"--workdir={tmp_path / 'bad'}", "--search=loss.l2cc=1"],
+    cwd=root,
+    capture_output=True,
+    text=True,
+  )
   assert bad.returncode == 2
   assert bad.stderr.strip().splitlines()[-1] == (
-      "experiments.tune: error: search space: unknown config key loss.l2cc; did you mean "
-      "loss.l2_c?")
+    "experiments.tune: error: search space: unknown config key loss.l2cc; did you mean loss.l2_c?"
+  )
 
 
 # Multi-label configs with a search space of their own beyond br and mlp (the rest, dvn
 # and seal_ranking, take search_spaces.DEFAULT).
-NETWORK_SPACES = ("dmf", "infnet", "implicit", "seal_dynamic", "seal_static", "spen_ssvm",
-                  "spen_gbi", "e2e")
+NETWORK_SPACES = (
+  "dmf",
+  "infnet",
+  "implicit",
+  "seal_dynamic",
+  "seal_static",
+  "spen_ssvm",
+  "spen_gbi",
+  "e2e",
+)
 
 
 def _tiny_config(name, toy, *extra):
   """`name`'s by-path config on the toy folder, every stage 2 steps, evaluated each."""
   config = configuration.get_config(name, "mulan", [f"data.path={toy}"])
   stages = configuration.name_list(config.get("stage_order", "")) or ()
-  return configuration.get_config(name, "mulan", [
-      f"data.path={toy}", "train.steps=2", "train.eval_every=1", "train.batch_size=16",
-      *(f"stages.{stage}.train.steps=2" for stage in stages), *extra])
+  return configuration.get_config(
+    name,
+    "mulan",
+    [
+      f"data.path={toy}",
+      "train.steps=2",
+      "train.eval_every=1",
+      "train.batch_size=16",
+      *(f"stages.{stage}.train.steps=2" for stage in stages),
+      *extra,
+    ],
+  )
 
 
 @pytest.mark.parametrize("name", NETWORK_SPACES)
 def test_search_space_settings_apply_and_build(name, toy):
   from experiments import builders  # pylint: disable=g-import-not-at-top
+
   config = _tiny_config(name, toy)
   space = search_spaces.for_config(f"experiments/configs/{name}.py:mulan", "mulan")
   assert space == search_spaces.for_config(name, "mulan") != search_spaces.DEFAULT
-  tune._check_tunable(config, space)  # pylint: disable=protected-access
+  tune.check_tunable(config, space)
   points = search_spaces.grid(space)
   assert len(points) == 24
   for params in points:
-    flat = configuration.flatten_dict(tune._with(config, params).to_dict())  # pylint: disable=protected-access
+    flat = configuration.flatten_dict(configuration.with_overrides(config, params).to_dict())
     assert all(flat[key] == value for key, value in params.items())
   # The learning rate searched is the one the (last searched) stage trains with.
-  stages = dict(configuration.stage_configs(tune._with(config, points[-1])))  # pylint: disable=protected-access
+  stages = dict(configuration.stage_configs(configuration.with_overrides(config, points[-1])))
   key = next(k for k in space if k.endswith("optimizer.learning_rate"))
   stage = key.split(".")[1] if key.startswith("stages.") else next(iter(stages))
   assert stages[stage].optimizer.learning_rate == points[-1][key]
@@ -271,8 +333,10 @@ def test_search_space_settings_apply_and_build(name, toy):
 
 
 # The network a searched dropout key acts on, by the config key that sizes its hidden layers.
-_DROPOUT_NETWORK = {"model.dropout": ("model", "hidden"),
-                    "energy.dropout": ("energy", "feature_hidden")}
+_DROPOUT_NETWORK = {
+  "model.dropout": ("model", "hidden"),
+  "energy.dropout": ("energy", "feature_hidden"),
+}
 
 
 @pytest.mark.parametrize("name", NETWORK_SPACES)
@@ -293,7 +357,7 @@ def test_searched_dropout_acts_on_hidden_layers_in_every_stage(name):
 def test_searching_a_key_every_stage_sets_is_a_user_error(toy):
   config = _tiny_config("spen_ssvm", toy)
   with pytest.raises(cli.UserError, match="stages.<stage>.optimizer.learning_rate"):
-    tune._check_tunable(config, {"optimizer.learning_rate": (1e-3,)})  # pylint: disable=protected-access
+    tune.check_tunable(config, {"optimizer.learning_rate": (1e-3,)})
 
 
 @pytest.mark.slow
@@ -301,8 +365,11 @@ def test_searching_a_key_every_stage_sets_is_a_user_error(toy):
 def test_search_space_trial_trains_every_stage(name, toy):
   config = _tiny_config(name, toy)
   space = search_spaces.for_config(name, "mulan")
-  dataset = tune._selection_data(tasks.task_for(config).load(  # pylint: disable=protected-access
-      tune._with(config, {"data.feature_scaling": "none"})))  # pylint: disable=protected-access
+  dataset = trials.selection_data(
+    tasks.task_for(config).load(
+      configuration.with_overrides(config, {"data.feature_scaling": "none"})
+    )
+  )
   record = tune.run_trial(config.to_dict(), dataset, None, 0, search_spaces.grid(space)[-1])
   stages = configuration.name_list(config.get("stage_order", "")) or ("",)
   assert [s["stage"] for s in record["folds"][0]["stages"]] == list(stages)
@@ -313,25 +380,33 @@ def test_search_space_trial_trains_every_stage(name, toy):
 @pytest.mark.slow
 def test_staged_config_tunes_on_folds_and_reruns_the_chosen_setting(toy, tmp_path):
   config = _tiny_config("dmf", toy)
-  space = {"stages.pairwise.optimizer.learning_rate": (1e-3, 1e-2),
-           "data.feature_scaling": ("maxabs",)}
+  space = {
+    "stages.pairwise.optimizer.learning_rate": (1e-3, 1e-2),
+    "data.feature_scaling": ("maxabs",),
+  }
   result = tune.tune(config, tmp_path, space=space, folds=2)
   assert len(result.trials) == 2 and result.folds == 2
   assert "train.steps" not in result.chosen  # each stage selects; no refit step count
   assert result.metric == "validation/example_f1"  # the pairwise stage's
   stages = result.results["meta"]["stages"]
   assert [s["stage"] for s in stages] == ["pretrain", "pairwise"]
-  assert (result.results["meta"]["config"]["stages"]["pairwise"]["optimizer"]["learning_rate"]
-          == result.chosen["stages.pairwise.optimizer.learning_rate"])
+  assert (
+    result.results["meta"]["config"]["stages"]["pairwise"]["optimizer"]["learning_rate"]
+    == result.chosen["stages.pairwise.optimizer.learning_rate"]
+  )
   assert 0 <= result.results["test/example_f1"] <= 1
 
 
 def test_early_stopped_fold_ends_the_trial_curve(toy, monkeypatch):
-  config = configuration.get_config("br", "mulan", [
-      f"data.path={toy}", "train.steps=6", "train.eval_every=1", "train.batch_size=16"])
-  dataset = tune._selection_data(data.load_dataset(toy))  # pylint: disable=protected-access
+  config = configuration.get_config(
+    "br",
+    "mulan",
+    [f"data.path={toy}", "train.steps=6", "train.eval_every=1", "train.batch_size=16"],
+  )
+  dataset = trials.selection_data(data.load_dataset(toy))
   from energynets import train as train_lib  # pylint: disable=g-import-not-at-top
   from energynets.train import early_stopping  # pylint: disable=g-import-not-at-top
+
   curves = iter([[0.5, 0.6, 0.7, 0.8, 0.9, 0.95], [0.5, 0.6, 0.55, 0.55, 0.55, 0.55]])
 
   def fake_fit(config, dataset, workdir):
@@ -341,9 +416,8 @@ def test_early_stopped_fold_ends_the_trial_curve(toy, monkeypatch):
     stop = 5 if reason else 6
     return [("", train_lib.FitResult(None, stop, 2, 0.6, history[:stop], reason))]
 
-  monkeypatch.setattr(tune, "fit_held_out", fake_fit)
-  record = tune.run_trial(config.to_dict(), dataset, [np.arange(0, 30), np.arange(30, 60)], 0,
-                          {})
+  monkeypatch.setattr(trials, "fit_held_out", fake_fit)
+  record = tune.run_trial(config.to_dict(), dataset, [np.arange(0, 30), np.arange(30, 60)], 0, {})
   assert [f["final_step"] for f in record["folds"]] == [6, 5]
   assert record["folds"][1]["stop_reason"].startswith("early stopping")
   # The mean curve ends where the fold that stopped did: (0.9 + 0.55) / 2 at step 5.
@@ -358,13 +432,22 @@ def _tiny_by_path(tmp_path):
   folds, 4 steps: `(config, config file)`, the file declaring the grid."""
   config_file = tmp_path / "tiny_br.py"
   config_file.write_text(
-      "from experiments.configs import br\n\n\n"
-      "def get_config(dataset='mulan'):\n  return br.get_config(dataset)\n\n\n"
-      "def get_search_space(dataset='mulan'):\n"
-      "  return {'loss.l2_c': (0.1, 10.0), 'data.feature_scaling': ('none',)}\n")
-  config = configuration.get_config("br", "mulan", [
-      f"data.path={TINY_MULAN}", "train.steps=4", "train.eval_every=2",
-      "train.tensorboard=False", "tune.folds=2"])
+    "from experiments.configs import br\n\n\n"
+    "def get_config(dataset='mulan'):\n  return br.get_config(dataset)\n\n\n"
+    "def get_search_space(dataset='mulan'):\n"
+    "  return {'loss.l2_c': (0.1, 10.0), 'data.feature_scaling': ('none',)}\n"
+  )
+  config = configuration.get_config(
+    "br",
+    "mulan",
+    [
+      f"data.path={TINY_MULAN}",
+      "train.steps=4",
+      "train.eval_every=2",
+      "train.tensorboard=False",
+      "tune.folds=2",
+    ],
+  )
   return config, str(config_file)
 
 
@@ -372,8 +455,11 @@ def _tiny_by_path(tmp_path):
 def compilation_cache(tmp_path):
   """JAX's persistent compilation cache in `tmp_path`, as experiments.main keeps it while
   it tunes (the folds and trials share compiled programs); JAX's setting is restored."""
-  keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
-          "jax_persistent_cache_min_entry_size_bytes")
+  keys = (
+    "jax_compilation_cache_dir",
+    "jax_persistent_cache_min_compile_time_secs",
+    "jax_persistent_cache_min_entry_size_bytes",
+  )
   saved = {key: getattr(jax.config, key) for key in keys}
   jax.config.update("jax_compilation_cache_dir", None)
   compilation_cache_lib.reset_cache()
@@ -387,13 +473,14 @@ def compilation_cache(tmp_path):
 @pytest.mark.usefixtures("compilation_cache")
 def test_main_by_path_tunes_writes_a_loadable_run_and_resumes(tmp_path, monkeypatch):
   import energynets as en  # pylint: disable=g-import-not-at-top
+
   config, config_file = _tiny_by_path(tmp_path)
   assert config.tune.enabled  # the by-path default
   workdir = tmp_path / "run"
   results = tune.run_experiment(config, workdir, config_file=config_file)
-  trials = (workdir / "trials.jsonl").read_text()
+  trial_lines = (workdir / "trials.jsonl").read_text()
   chosen = json.loads((workdir / "chosen.json").read_text())
-  assert len(trials.splitlines()) == 2 and chosen["folds"] == 2
+  assert len(trial_lines.splitlines()) == 2 and chosen["folds"] == 2
   tuning = results["meta"]["tuning"]
   assert tuning["overrides"] == chosen["overrides"] and tuning["num_trials"] == 2
   assert tuning["budget"]["grid_size"] == 2 and tuning["seconds"] > 0
@@ -402,16 +489,16 @@ def test_main_by_path_tunes_writes_a_loadable_run_and_resumes(tmp_path, monkeypa
   assert on_disk["meta"]["config"]["loss"]["l2_c"] == chosen["overrides"]["loss.l2_c"]
   # The chosen run is at the workdir's root, as a plain run's.
   predictor = en.load_run(workdir)
-  soft = predictor.predict_soft(data.load_dataset(TINY_MULAN, feature_scaling="none").test.x)
+  soft = predictor.predict(data.load_dataset(TINY_MULAN, feature_scaling="none").test.x)
   saved = np.load(workdir / "test_predictions.npz")["test"]
   np.testing.assert_allclose(soft, saved, rtol=1e-5, atol=1e-6)
 
   def no_trial(*args, **kwargs):
     raise AssertionError("a rerun searched again")
 
-  monkeypatch.setattr(tune, "run_trial", no_trial)
+  monkeypatch.setattr(trials, "run_trial", no_trial)
   again = tune.run_experiment(config, workdir, config_file=config_file)
-  assert (workdir / "trials.jsonl").read_text() == trials
+  assert (workdir / "trials.jsonl").read_text() == trial_lines
   assert again["test/example_f1"] == results["test/example_f1"]
   assert again["meta"]["tuning"]["overrides"] == chosen["overrides"]
 

@@ -18,8 +18,9 @@ from energynets.train import storage
 def handshakes(monkeypatch):
   """The workdirs the exchange ran for, as `storage` sees a 2-process run."""
   calls = []
-  monkeypatch.setattr(storage, "jax", types.SimpleNamespace(process_count=lambda: 2,
-                                                            process_index=lambda: 0))
+  monkeypatch.setattr(
+    storage, "jax", types.SimpleNamespace(process_count=lambda: 2, process_index=lambda: 0)
+  )
   monkeypatch.setattr(storage, "_handshake", lambda workdir: calls.append(workdir) or True)
   monkeypatch.setattr(storage, "_checked", set())
   return calls
@@ -39,9 +40,9 @@ def test_a_workdir_and_the_folders_in_it_are_checked_once(tmp_path, handshakes):
   assert handshakes == [run, tmp_path / "run_2", "gs://bucket/run"]
 
 
-def test_a_workdir_without_a_coordination_service_is_not_marked_checked(tmp_path,
-                                                                          monkeypatch,
-                                                                          handshakes):
+def test_a_workdir_without_a_coordination_service_is_not_marked_checked(
+  tmp_path, monkeypatch, handshakes
+):
   calls = []
   monkeypatch.setattr(storage, "_handshake", lambda workdir: calls.append(workdir) and False)
   storage.check_shared_workdir(tmp_path)
@@ -59,9 +60,10 @@ def test_one_process_never_exchanges(tmp_path, monkeypatch, handshakes):
 def test_an_experiment_run_checks_its_workdir_once(tmp_path, handshakes):
   from experiments import configuration
   from experiments import train
-  config = configuration.get_config("br", "synthetic",
-                                    ["train.steps=2", "train.tensorboard=False",
-                                     "train.eval_every=2"])
+
+  config = configuration.get_config(
+    "br", "synthetic", ["train.steps=2", "train.tensorboard=False", "train.eval_every=2"]
+  )
   train.train_and_evaluate(config, str(tmp_path))
   assert (tmp_path / "results.json").exists()
   # train_and_evaluate checks the workdir; fit (the same folder) skips its check.

@@ -11,7 +11,9 @@ on the validation split only (`tune_on_validation`), never on test; BM3D is give
 true noise sigma, as is standard (it is a noise level, not a tuned weight).
 """
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +21,22 @@ from energynets import metrics
 
 # TV weights tried by `evaluate_baselines` (skimage's `weight`: larger = smoother). For
 # noise sigma 0.01-0.1 on depth scenes the validation optimum is inside the grid.
-TV_WEIGHT_GRID: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07,
-                                     0.08, 0.1, 0.12, 0.15, 0.2, 0.3)
+TV_WEIGHT_GRID: tuple[float, ...] = (
+  0.005,
+  0.01,
+  0.02,
+  0.03,
+  0.04,
+  0.05,
+  0.06,
+  0.07,
+  0.08,
+  0.1,
+  0.12,
+  0.15,
+  0.2,
+  0.3,
+)
 # Chambolle TV solver tolerance and iteration cap (see `tv_denoise`); at these the PSNR
 # is within ~0.03 dB of a 5000-iteration solve.
 TV_EPS = 1e-6
@@ -42,8 +58,7 @@ def _images(name: str, x: Any) -> tuple[np.ndarray, bool]:
   if a.ndim == 2:
     return a[None], True
   if a.ndim != 3 or a.size == 0:
-    raise ValueError(f"{name} must be images [N, H, W] or one image [H, W]; got shape "
-                     f"{a.shape}")
+    raise ValueError(f"{name} must be images [N, H, W] or one image [H, W]; got shape {a.shape}")
   return a, False
 
 
@@ -74,15 +89,17 @@ def median_denoise(x: Any, size: int) -> np.ndarray:
     float32 filtered images, the shape of `x`.
   """
   from scipy import ndimage  # pylint: disable=g-import-not-at-top
-  if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 3 or (
-      size % 2 == 0):
+
+  if (
+    isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 3 or (size % 2 == 0)
+  ):
     raise ValueError(f"median size must be an odd integer >= 3; got {size!r}")
-  return _per_image(x, lambda image: ndimage.median_filter(image, size=int(size),
-                                                           mode="reflect"))
+  return _per_image(x, lambda image: ndimage.median_filter(image, size=int(size), mode="reflect"))
 
 
-def tv_denoise(x: Any, weight: float, *, eps: float = TV_EPS,
-               max_num_iter: int = TV_MAX_ITERATIONS) -> np.ndarray:
+def tv_denoise(
+  x: Any, weight: float, *, eps: float = TV_EPS, max_num_iter: int = TV_MAX_ITERATIONS
+) -> np.ndarray:
   """Total-variation denoising of each image (Chambolle's algorithm, scikit-image).
 
   Each image is denoised on its own as a 2-D image (a stack passed to
@@ -102,19 +119,22 @@ def tv_denoise(x: Any, weight: float, *, eps: float = TV_EPS,
     float32 denoised images, the shape of `x`.
   """
   from skimage.restoration import denoise_tv_chambolle  # pylint: disable=g-import-not-at-top
+
   weight = float(weight)
   if not weight > 0:
     raise ValueError(f"TV weight must be > 0; got {weight}")
-  return _per_image(x, lambda image: denoise_tv_chambolle(
-      image, weight=weight, eps=eps, max_num_iter=max_num_iter))
+  return _per_image(
+    x, lambda image: denoise_tv_chambolle(image, weight=weight, eps=eps, max_num_iter=max_num_iter)
+  )
 
 
 def _import_bm3d():
   try:
     import bm3d  # pylint: disable=g-import-not-at-top
   except ImportError as e:
-    raise ImportError("bm3d_denoise needs the `bm3d` package: pip install bm3d (or "
-                      "pip install -e '.[bench]')") from e
+    raise ImportError(
+      "bm3d_denoise needs the `bm3d` package: pip install bm3d (or pip install -e '.[bench]')"
+    ) from e
   return bm3d
 
 
@@ -142,14 +162,19 @@ def bm3d_denoise(x: Any, sigma: float) -> np.ndarray:
   images, _ = _images("x", x)
   if min(images.shape[1:]) < BM3D_MIN_SIDE:
     # bm3d 4.0.3 segfaults on 8 x 8 input, killing the process; refuse small images.
-    raise ValueError(f"bm3d_denoise needs images at least {BM3D_MIN_SIDE}x"
-                     f"{BM3D_MIN_SIDE}; got {images.shape[1:]}")
+    raise ValueError(
+      f"bm3d_denoise needs images at least {BM3D_MIN_SIDE}x{BM3D_MIN_SIDE}; got {images.shape[1:]}"
+    )
   return _per_image(x, lambda image: bm3d.bm3d(image, sigma_psd=sigma))
 
 
-def tune_on_validation(fn: Callable[[np.ndarray, Any], np.ndarray],
-                       param_grid: Sequence[Any], val_noisy: Any, val_clean: Any,
-                       peak: float = 1.0) -> tuple[Any, list[tuple[Any, float]]]:
+def tune_on_validation(
+  fn: Callable[[np.ndarray, Any], np.ndarray],
+  param_grid: Sequence[Any],
+  val_noisy: Any,
+  val_clean: Any,
+  peak: float = 1.0,
+) -> tuple[Any, list[tuple[Any, float]]]:
   """The grid value whose `fn(val_noisy, value)` has the best validation PSNR.
 
   Ties (within 1e-9 dB) go to the earliest grid value, so the order of the grid is the
@@ -173,11 +198,15 @@ def tune_on_validation(fn: Callable[[np.ndarray, Any], np.ndarray],
   return next(p for p, s in scores if s >= best - _TIE_ATOL), scores
 
 
-def evaluate_baselines(dataset, *, methods: Sequence[str] = BASELINES,
-                       tv_grid: Sequence[float] = TV_WEIGHT_GRID,
-                       median_grid: Sequence[int] = MEDIAN_SIZE_GRID,
-                       bm3d_sigma: float | None = None,
-                       peak: float = 1.0) -> dict[str, dict[str, float]]:
+def evaluate_baselines(
+  dataset,
+  *,
+  methods: Sequence[str] = BASELINES,
+  tv_grid: Sequence[float] = TV_WEIGHT_GRID,
+  median_grid: Sequence[int] = MEDIAN_SIZE_GRID,
+  bm3d_sigma: float | None = None,
+  peak: float = 1.0,
+) -> dict[str, dict[str, float]]:
   """PSNR of the classical baselines on the validation and test splits.
 
   The median window and TV's weight are tuned on validation PSNR
@@ -206,21 +235,35 @@ def evaluate_baselines(dataset, *, methods: Sequence[str] = BASELINES,
     raise ValueError("evaluate_baselines needs non-empty validation and test splits")
 
   def scores(denoise: Callable[[np.ndarray], np.ndarray]) -> dict[str, float]:
-    return {f"{name}/psnr": metrics.psnr(split.y, denoise(split.x), peak=peak)
-            for name, split in (("validation", val), ("test", test))}
+    return {
+      f"{name}/psnr": metrics.psnr(split.y, denoise(split.x), peak=peak)
+      for name, split in (("validation", val), ("test", test))
+    }
 
   results: dict[str, dict[str, float]] = {}
   for method in methods:
     if method == "noisy":
       results[method] = scores(identity)
     elif method in ("median", "tv"):
-      fn, grid, key = ((median_denoise, median_grid, "size") if method == "median" else
-                       (tv_denoise, tv_grid, "weight"))
+      fn, grid, key = (
+        (median_denoise, median_grid, "size")
+        if method == "median"
+        else (tv_denoise, tv_grid, "weight")
+      )
       best, grid_scores = tune_on_validation(fn, grid, val.x, val.y, peak)
-      results[method] = {**scores(lambda x, fn=fn, p=best: fn(x, p)), key: float(best),
-                         **{f"validation/psnr@{p:g}": s for p, s in grid_scores}}
+      results[method] = {
+        **scores(_with_parameter(fn, best)),
+        key: float(best),
+        **{f"validation/psnr@{p:g}": s for p, s in grid_scores},
+      }
     else:
       sigma = dataset.noise_sigma if bm3d_sigma is None else float(bm3d_sigma)
-      results[method] = {**scores(lambda x, s=sigma: bm3d_denoise(x, s)),
-                         "sigma": sigma}
+      results[method] = {**scores(_with_parameter(bm3d_denoise, sigma)), "sigma": sigma}
   return results
+
+
+def _with_parameter(
+  denoise: Callable[[Any, Any], np.ndarray], parameter: Any
+) -> Callable[[np.ndarray], np.ndarray]:
+  """`x -> denoise(x, parameter)`."""
+  return lambda x: denoise(x, parameter)

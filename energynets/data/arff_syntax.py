@@ -13,11 +13,14 @@ and the *first declared value* of a nominal one.
 """
 
 import codecs
+from collections.abc import Generator
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
 import dataclasses
 import math
 import pathlib
 import re
-from typing import Iterable, Iterator, Sequence
 
 from energynets.data.errors import DataError
 from energynets.data.errors import PathLike
@@ -37,6 +40,7 @@ class Attribute:
     values: declared nominal values, or hierarchy nodes for 'hierarchical'.
     line: 1-based line of the declaration.
   """
+
   name: str
   kind: str
   values: tuple[str, ...] = ()
@@ -49,6 +53,7 @@ class Attribute:
 @dataclasses.dataclass(frozen=True)
 class ArffHeader:
   """The header of an ARFF file; `data_line` is the 1-based line of `@data`."""
+
   path: str
   relation: str
   attributes: tuple[Attribute, ...]
@@ -113,7 +118,7 @@ def _read_name(s: str, path: str, line: int) -> tuple[str, str]:
         i += 2
         continue
       if s[i] == quote:
-        return unescape(s[1:i]), s[i + 1:]
+        return unescape(s[1:i]), s[i + 1 :]
       i += 1
     raise DataError(path, line, f"unterminated quoted name {s[:60]!r}")
   parts = s.split(None, 1)
@@ -150,7 +155,7 @@ def file_encoding(path: PathLike) -> str:
   return "utf-8"
 
 
-def stream_lines(path: PathLike, encoding: str | None = None) -> Iterator[str]:
+def stream_lines(path: PathLike, encoding: str | None = None) -> Generator[str, None, None]:
   """The lines of `read_lines(path)`, one at a time: memory for a line, not the file.
 
   Args:
@@ -169,7 +174,7 @@ def stream_lines(path: PathLike, encoding: str | None = None) -> Iterator[str]:
   return _stream_lines(path, encoding or file_encoding(path))
 
 
-def _stream_lines(path: pathlib.Path, encoding: str) -> Iterator[str]:
+def _stream_lines(path: pathlib.Path, encoding: str) -> Generator[str, None, None]:
   with path.open("rb") as f:
     line = ""
     for k, raw in enumerate(f):  # binary lines end at b"\n" only, as `str.split("\n")`
@@ -196,8 +201,9 @@ def _parse_attribute(rest: str, path: str, line: int) -> Attribute:
       raise DataError(path, line, f"attribute {name!r}: unterminated nominal value list")
     values = tuple(unquote(v) for v in split_fields(type_text[1:-1], path, line))
     if any(not v for v in values) or len(set(values)) != len(values):
-      raise DataError(path, line, f"attribute {name!r}: empty or repeated nominal value "
-                      f"in {type_text[:80]!r}")
+      raise DataError(
+        path, line, f"attribute {name!r}: empty or repeated nominal value in {type_text[:80]!r}"
+      )
     return Attribute(name, "nominal", values, line)
   word = type_text.split()[0].lower()
   if word in _NUMERIC_TYPES:
@@ -205,7 +211,7 @@ def _parse_attribute(rest: str, path: str, line: int) -> Attribute:
   if word in ("string", "date"):
     return Attribute(name, word, (), line)
   if word == "hierarchical":
-    nodes = tuple(n.strip() for n in type_text[len("hierarchical"):].split(","))
+    nodes = tuple(n.strip() for n in type_text[len("hierarchical") :].split(","))
     if not nodes or any(not n for n in nodes):
       raise DataError(path, line, f"attribute {name!r}: empty hierarchy node list")
     return Attribute(name, "hierarchical", nodes, line)
@@ -249,8 +255,7 @@ def read_header(path: PathLike, lines: Iterable[str] | None = None) -> ArffHeade
       # Repeated names are kept (expr_FUN repeats one); see `unique_names`.
       return ArffHeader(str(path), relation or "", tuple(attributes), lineno)
     else:
-      raise DataError(path, lineno, f"expected @relation, @attribute or @data, got "
-                      f"{s[:60]!r}")
+      raise DataError(path, lineno, f"expected @relation, @attribute or @data, got {s[:60]!r}")
   last_line = count - (1 if count and not last else 0)
   raise DataError(path, last_line, "no @data section (file truncated or not ARFF)")
 
@@ -284,17 +289,19 @@ def parse_float(token: str, path: str, line: int, attr: Attribute) -> float:
   return v
 
 
-def parse_numeric_fields(tokens: Sequence[str], attrs: Sequence[Attribute], path: str,
-                         line: int) -> list[float]:
+def parse_numeric_fields(
+  tokens: Sequence[str], attrs: Sequence[Attribute], path: str, line: int
+) -> list[float]:
   """Floats of `tokens`, NaN for '?'; anything else non-finite is an error."""
+  values: list[float] | None
   try:
     values = [math.nan if t == MISSING else float(t) for t in tokens]
   except ValueError:
     values = None
   # float() also accepts 'nan'/'inf', which would masquerade as missing or overflow.
-  if values is None or not all(math.isfinite(v) or t == MISSING
-                               for v, t in zip(values, tokens)):
+  if values is None or not all(math.isfinite(v) or t == MISSING for v, t in zip(values, tokens)):
     for t, a in zip(tokens, attrs):
       if t != MISSING:
         parse_float(t, path, line, a)
+  assert values is not None, "parse_float raises on the token float() refuses"
   return values

@@ -13,13 +13,26 @@ holding every shard draws the same global batch. Length-bucketed sequence batche
 (`length_bucketed_batch`) follow the same rule, each shard bucketing its own rows.
 """
 
-from typing import Iterable, Iterator, Mapping
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
 
 import numpy as np
 
+__all__ = [
+  "length_bucketed_batch",
+  "padded_batches",
+  "process_rows",
+  "process_shards",
+  "shard_bounds",
+  "sharded_batch_indices",
+  "train_batch_indices",
+]
 
-def train_batch_indices(num_examples: int, batch_size: int, seed: int, step: int,
-                        shard: int | None = None) -> np.ndarray:
+
+def train_batch_indices(
+  num_examples: int, batch_size: int, seed: int, step: int, shard: int | None = None
+) -> np.ndarray:
   """Row indices of training step `step` (0-based): epochs of seeded permutations.
 
   The last partial batch of an epoch is dropped, so every step sees a full batch.
@@ -41,7 +54,7 @@ def train_batch_indices(num_examples: int, batch_size: int, seed: int, step: int
   epoch, position = divmod(step, steps_per_epoch)
   key = [seed, epoch] if shard is None else [seed, shard, epoch]
   perm = np.random.default_rng(key).permutation(num_examples)
-  return perm[position * batch_size:(position + 1) * batch_size]
+  return perm[position * batch_size : (position + 1) * batch_size]
 
 
 def shard_bounds(num_rows: int, num_shards: int, shard: int) -> tuple[int, int]:
@@ -59,8 +72,9 @@ def shard_bounds(num_rows: int, num_shards: int, shard: int) -> tuple[int, int]:
     `(start, stop)`.
   """
   if num_shards < 1 or not 0 <= shard < num_shards:
-    raise ValueError(f"shard {shard} of {num_shards}: need num_shards >= 1 and "
-                     f"0 <= shard < num_shards")
+    raise ValueError(
+      f"shard {shard} of {num_shards}: need num_shards >= 1 and 0 <= shard < num_shards"
+    )
   return shard * num_rows // num_shards, (shard + 1) * num_rows // num_shards
 
 
@@ -78,14 +92,22 @@ def process_shards(num_shards: int, process_index: int, process_count: int) -> r
     ValueError: `num_shards` is not a multiple of `process_count`.
   """
   if num_shards < 1 or num_shards % process_count:
-    raise ValueError(f"{num_shards} data shards cannot be split over {process_count} "
-                     f"processes: use a multiple of {process_count}")
+    raise ValueError(
+      f"{num_shards} data shards cannot be split over {process_count} "
+      f"processes: use a multiple of {process_count}"
+    )
   per_process = num_shards // process_count
   return range(process_index * per_process, (process_index + 1) * per_process)
 
 
-def sharded_batch_indices(num_rows: int, batch_size: int, seed: int, step: int,
-                          num_shards: int, shards: Iterable[int] | None = None) -> np.ndarray:
+def sharded_batch_indices(
+  num_rows: int,
+  batch_size: int,
+  seed: int,
+  step: int,
+  num_shards: int,
+  shards: Iterable[int] | None = None,
+) -> np.ndarray:
   """Row indices (of the whole split) of step `step`'s batch, drawn shard by shard.
 
   The global batch is the concatenation over shards q = 0..S-1 of `batch_size / S`
@@ -109,25 +131,35 @@ def sharded_batch_indices(num_rows: int, batch_size: int, seed: int, step: int,
       raise ValueError(f"shards {list(shards)} of 1: the only shard is 0")
     return train_batch_indices(num_rows, batch_size, seed, step)
   if batch_size % num_shards:
-    raise ValueError(f"batch size {batch_size} is not divisible by the {num_shards} data "
-                     f"shards; use a multiple of {num_shards}")
+    raise ValueError(
+      f"batch size {batch_size} is not divisible by the {num_shards} data "
+      f"shards; use a multiple of {num_shards}"
+    )
   per_shard = batch_size // num_shards
   parts = []
   for shard in range(num_shards) if shards is None else shards:
     start, stop = shard_bounds(num_rows, num_shards, shard)
     if per_shard > stop - start:
-      raise ValueError(f"batch size {batch_size} over {num_shards} data shards takes "
-                       f"{per_shard} rows per step from each shard, but shard {shard} has "
-                       f"only {stop - start} of the {num_rows} training rows")
+      raise ValueError(
+        f"batch size {batch_size} over {num_shards} data shards takes "
+        f"{per_shard} rows per step from each shard, but shard {shard} has "
+        f"only {stop - start} of the {num_rows} training rows"
+      )
     parts.append(start + train_batch_indices(stop - start, per_shard, seed, step, shard))
   return np.concatenate(parts)
 
 
-def length_bucketed_batch(arrays: Mapping[str, np.ndarray], lengths: np.ndarray,
-                          batch_size: int, seed: int, step: int,
-                          length_multiple: int = 32, num_shards: int = 1,
-                          shards: Iterable[int] | None = None,
-                          first_row: int = 0) -> dict[str, np.ndarray]:
+def length_bucketed_batch(
+  arrays: Mapping[str, np.ndarray],
+  lengths: np.ndarray,
+  batch_size: int,
+  seed: int,
+  step: int,
+  length_multiple: int = 32,
+  num_shards: int = 1,
+  shards: Iterable[int] | None = None,
+  first_row: int = 0,
+) -> dict[str, np.ndarray]:
   """The training batch of step `step` for variable-length sequences: similar lengths.
 
   Each epoch is `sequences.bucketed_batches` with `rng = [seed, epoch]` (full batches
@@ -171,43 +203,53 @@ def length_bucketed_batch(arrays: Mapping[str, np.ndarray], lengths: np.ndarray,
     parts = [_bucketed_indices(lengths, batch_size, [seed], step)]
   else:
     if batch_size % num_shards:
-      raise ValueError(f"batch size {batch_size} is not divisible by the {num_shards} data "
-                       f"shards; use a multiple of {num_shards}")
+      raise ValueError(
+        f"batch size {batch_size} is not divisible by the {num_shards} data "
+        f"shards; use a multiple of {num_shards}"
+      )
     per_shard = batch_size // num_shards
     parts = []
     # Every shard has at least floor(N / S) >= B / S rows, since B <= N.
     for shard in range(num_shards):
       start, stop = shard_bounds(lengths.size, num_shards, shard)
-      parts.append(start + _bucketed_indices(lengths[start:stop], per_shard, [seed, shard],
-                                             step))
+      parts.append(start + _bucketed_indices(lengths[start:stop], per_shard, [seed, shard], step))
   # One cropped length for the whole global batch, also where this process holds part.
   longest = max(int(lengths[idx].max()) for idx in parts)
   idx = np.concatenate([parts[q] for q in (range(len(parts)) if shards is None else shards)])
   idx = idx - first_row
   held = len(next(iter(arrays.values())))
   if idx.min() < 0 or idx.max() >= held:
-    raise ValueError(f"the batch's rows are not among the {held} rows held from row "
-                     f"{first_row} on: hold the rows of the shards drawn from")
+    raise ValueError(
+      f"the batch's rows are not among the {held} rows held from row "
+      f"{first_row} on: hold the rows of the shards drawn from"
+    )
   padded = max(v.shape[1] for v in arrays.values() if v.ndim >= 2)
   t = min(-(-longest // length_multiple) * length_multiple, padded)
-  return {k: v[idx, :t] if v.ndim >= 2 and v.shape[1] == padded else v[idx]
-          for k, v in arrays.items()}
+  return {
+    k: v[idx, :t] if v.ndim >= 2 and v.shape[1] == padded else v[idx] for k, v in arrays.items()
+  }
 
 
-def _bucketed_indices(lengths: np.ndarray, batch_size: int, key: list[int],
-                      step: int) -> np.ndarray:
+def _bucketed_indices(
+  lengths: np.ndarray, batch_size: int, key: list[int], step: int
+) -> np.ndarray:
   """Row indices (of `lengths`) of step `step`: epoch `e`'s full `bucketed_batches`
   under `rng = key + [e]`, taken in order."""
   from energynets.data.sequences import bucketed_batches  # sequences imports this module's peers
+
   steps_per_epoch = lengths.size // batch_size
   epoch, position = divmod(step, steps_per_epoch)
-  full = [b for b in bucketed_batches(lengths, batch_size, np.random.default_rng(key + [epoch]))
-          if len(b) == batch_size]
+  full = [
+    b
+    for b in bucketed_batches(lengths, batch_size, np.random.default_rng(key + [epoch]))
+    if len(b) == batch_size
+  ]
   return full[position % len(full)]
 
 
-def padded_batches(arrays: Mapping[str, np.ndarray], batch_size: int
-                   ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+def padded_batches(
+  arrays: Mapping[str, np.ndarray], batch_size: int
+) -> Iterator[tuple[dict[str, np.ndarray], int]]:
   """Fixed-shape evaluation batches (the last one zero-padded) and their valid-row count.
 
   A fixed shape means one compilation for the whole evaluation.

@@ -12,9 +12,9 @@ import pathlib
 import numpy as np
 
 from energynets.data import splits
+from energynets.data.arff_syntax import MISSING
 from energynets.data.arff_syntax import Attribute
 from energynets.data.arff_syntax import data_lines
-from energynets.data.arff_syntax import MISSING
 from energynets.data.arff_syntax import parse_numeric_fields
 from energynets.data.arff_syntax import read_header
 from energynets.data.arff_syntax import read_lines
@@ -38,6 +38,7 @@ class ClusArff:
     label_paths: per row, the `@`-separated class paths as written.
     y: float32 [N, L]; ancestor-closed: a path's ancestors are positive too.
   """
+
   path: str
   attributes: tuple[Attribute, ...]
   columns: tuple[np.ndarray, ...]
@@ -71,8 +72,9 @@ def parse_clus_arff(path: PathLike) -> ClusArff:
   spath = str(path)
   hier = [j for j, a in enumerate(header.attributes) if a.kind == "hierarchical"]
   if len(hier) != 1:
-    raise DataError(path, header.data_line, f"expected one 'hierarchical' class "
-                    f"attribute, found {len(hier)}")
+    raise DataError(
+      path, header.data_line, f"expected one 'hierarchical' class attribute, found {len(hier)}"
+    )
   class_index = hier[0]
   class_attr = header.attributes[class_index]
   nodes = class_attr.values
@@ -83,8 +85,11 @@ def parse_clus_arff(path: PathLike) -> ClusArff:
   for node in nodes:
     missing = [a for a in _ancestors(node) if a not in column_of]
     if missing:
-      raise DataError(path, class_attr.line, f"hierarchy node {node!r} is declared but "
-                      f"its ancestor {missing[0]!r} is not")
+      raise DataError(
+        path,
+        class_attr.line,
+        f"hierarchy node {node!r} is declared but its ancestor {missing[0]!r} is not",
+      )
     closure[node] = [column_of[a] for a in _ancestors(node)] + [column_of[node]]
   features = [(j, a) for j, a in enumerate(header.attributes) if j != class_index]
   for _, a in features:
@@ -105,19 +110,23 @@ def parse_clus_arff(path: PathLike) -> ClusArff:
       raise DataError(path, lineno, "sparse rows are not supported in CLUS files")
     fields = split_fields(s, spath, lineno)
     if len(fields) != num_attrs:
-      raise DataError(path, lineno, f"row has {len(fields)} fields, expected {num_attrs} "
-                      f"(truncated or malformed line?)")
+      raise DataError(
+        path,
+        lineno,
+        f"row has {len(fields)} fields, expected {num_attrs} (truncated or malformed line?)",
+      )
     fields = [unquote(f) for f in fields]
-    num_values[n] = parse_numeric_fields([fields[j] for j in numeric],
-                                         [header.attributes[j] for j in numeric],
-                                         spath, lineno)
+    num_values[n] = parse_numeric_fields(
+      [fields[j] for j in numeric], [header.attributes[j] for j in numeric], spath, lineno
+    )
     row_codes = []
     for j in nominal:
       token = fields[j]
       code = -1 if token == MISSING else codes[j].get(token)
       if code is None:
-        raise DataError(path, lineno, f"bad value {token!r} for nominal attribute "
-                        f"{header.attributes[j].name!r}")
+        raise DataError(
+          path, lineno, f"bad value {token!r} for nominal attribute {header.attributes[j].name!r}"
+        )
       row_codes.append(code)
     nom_values[n] = row_codes
     label_field = fields[class_index]
@@ -133,14 +142,19 @@ def parse_clus_arff(path: PathLike) -> ClusArff:
     n += 1
   if n == 0:
     raise DataError(path, header.data_line, "no data rows after @data")
-  columns = {}
+  columns: dict[int, np.ndarray] = {}
   for k, j in enumerate(numeric):
     columns[j] = num_values[:n, k].copy()
   for k, j in enumerate(nominal):
     columns[j] = nom_values[:n, k].copy()
-  return ClusArff(path=spath, attributes=tuple(a for _, a in features),
-                  columns=tuple(columns[j] for j, _ in features), label_nodes=nodes,
-                  label_paths=tuple(all_paths), y=y[:n])
+  return ClusArff(
+    path=spath,
+    attributes=tuple(a for _, a in features),
+    columns=tuple(columns[j] for j, _ in features),
+    label_nodes=nodes,
+    label_paths=tuple(all_paths),
+    y=y[:n],
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +167,7 @@ class ClusPreprocessor:
     standardizer: train mean/std of the one-hot features, or None.
     feature_names: names of the D output columns (`name=value` for one-hot).
   """
+
   attributes: tuple[Attribute, ...]
   fill: tuple[float, ...]
   standardizer: splits.Standardizer | None
@@ -161,12 +176,18 @@ class ClusPreprocessor:
   def encode(self, data: ClusArff) -> np.ndarray:
     """Imputed and one-hot features, float64 [N, D], before standardization."""
     if len(data.attributes) != len(self.attributes):
-      raise DataError(data.path, None, f"{len(data.attributes)} feature attributes, the "
-                      f"train file has {len(self.attributes)}")
+      raise DataError(
+        data.path,
+        None,
+        f"{len(data.attributes)} feature attributes, the train file has {len(self.attributes)}",
+      )
     for a, b in zip(data.attributes, self.attributes):
       if not a.same_type(b):
-        raise DataError(data.path, a.line, f"attribute {a.name!r} differs from the train "
-                        f"file's declaration of {b.name!r}")
+        raise DataError(
+          data.path,
+          a.line,
+          f"attribute {a.name!r} differs from the train file's declaration of {b.name!r}",
+        )
     blocks = []
     for attr, column, fill in zip(self.attributes, data.columns, self.fill):
       if attr.kind == "numeric":
@@ -184,8 +205,7 @@ class ClusPreprocessor:
     return x.astype(np.float32)
 
 
-def fit_clus_preprocessor(train: ClusArff, *, standardize: bool = True
-                          ) -> ClusPreprocessor:
+def fit_clus_preprocessor(train: ClusArff, *, standardize: bool = True) -> ClusPreprocessor:
   """Fits imputation (numeric: train mean; nominal: train mode), full one-hot over the
   declared values, and (optionally) standardization, all on `train` only."""
   fill = []
@@ -211,5 +231,6 @@ def fit_clus_preprocessor(train: ClusArff, *, standardize: bool = True
 
 def count_missing(data: ClusArff) -> int:
   """Number of missing feature cells."""
-  return int(sum(np.sum(np.isnan(c)) if c.dtype.kind == "f" else np.sum(c < 0)
-                 for c in data.columns))
+  return int(
+    sum(np.sum(np.isnan(c)) if c.dtype.kind == "f" else np.sum(c < 0) for c in data.columns)
+  )

@@ -9,10 +9,10 @@ off); where that is off or fails, a `MissingDataError` lists every missing file 
 the fetch command.
 """
 
+from collections.abc import Mapping
 import hashlib
 import os
 import pathlib
-from typing import Mapping
 
 from energynets.data.errors import DataError
 
@@ -39,8 +39,7 @@ def auto_fetch_enabled() -> bool:
     False when $ENERGYNETS_AUTO_FETCH is '0', 'false', 'no' or 'off' (any case); True
     otherwise, also when it is unset.
   """
-  return os.environ.get(AUTO_FETCH_ENV, "1").strip().lower() not in ("0", "false", "no",
-                                                                     "off")
+  return os.environ.get(AUTO_FETCH_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def fetch_command(name: str, root: pathlib.Path | None = None) -> str:
@@ -60,8 +59,9 @@ def fetch_command(name: str, root: pathlib.Path | None = None) -> str:
   return command
 
 
-def resolve_data_dir(data_dir: str | os.PathLike | None = None, *,
-                     must_exist: bool = True) -> pathlib.Path:
+def resolve_data_dir(
+  data_dir: str | os.PathLike | None = None, *, must_exist: bool = True
+) -> pathlib.Path:
   """The data directory: `data_dir` if given, else $ENERGYNETS_DATA_DIR, else the default.
 
   Args:
@@ -83,14 +83,19 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None, *,
   else:
     return default_data_dir()
   if must_exist and not path.is_dir():
-    raise DataError(path, None, f"data directory (from the {origin}) does not exist; pass "
-                    f"data_dir=... (--data_dir) or set {DATA_DIR_ENV}, or fetch the data "
-                    f"into it with `python -m {FETCH_MODULE} all --data_dir={path}`")
+    raise DataError(
+      path,
+      None,
+      f"data directory (from the {origin}) does not exist; pass "
+      f"data_dir=... (--data_dir) or set {DATA_DIR_ENV}, or fetch the data "
+      f"into it with `python -m {FETCH_MODULE} all --data_dir={path}`",
+    )
   return path
 
 
-def dataset_files(data_dir, subdir: str, files: Mapping[str, str], name: str
-                  ) -> tuple[pathlib.Path, dict[str, pathlib.Path]]:
+def dataset_files(
+  data_dir, subdir: str, files: Mapping[str, str], name: str
+) -> tuple[pathlib.Path, dict[str, pathlib.Path]]:
   """`(folder, {role: path})` of a dataset's files under the data directory.
 
   Missing files of a registered dataset are downloaded first
@@ -116,6 +121,7 @@ def dataset_files(data_dir, subdir: str, files: Mapping[str, str], name: str
   if any(not p.is_file() for p in paths.values()):
     # Imported here: the fetcher reads the dataset registries, which import this module.
     from energynets.data import fetch  # pylint: disable=g-import-not-at-top
+
     fetch.fetch_missing(name, root, [p for p in paths.values() if not p.is_file()])
   return folder, paths
 
@@ -129,14 +135,19 @@ def sha256_of(path: str | os.PathLike) -> str:
   return h.hexdigest()
 
 
-def file_record(path: pathlib.Path, expected: str | None,
-                relative_to: pathlib.Path | None = None) -> dict[str, str]:
+def file_record(
+  path: pathlib.Path, expected: str | None, relative_to: pathlib.Path | None = None
+) -> dict[str, str]:
   """Path (relative to `relative_to`, so results name no machine's layout) and sha256."""
   if not path.is_file():
     raise DataError(path, None, "file not found")
   digest = sha256_of(path)
   if expected is not None and digest != expected:
-    raise DataError(path, None, f"sha256 {digest} differs from the registry's {expected}: "
-                    f"not the registered file (to use it anyway, load its folder by path)")
+    raise DataError(
+      path,
+      None,
+      f"sha256 {digest} differs from the registry's {expected}: "
+      f"not the registered file (to use it anyway, load its folder by path)",
+    )
   shown = path.relative_to(relative_to) if relative_to is not None else path
   return {"path": str(shown), "sha256": digest}

@@ -1,4 +1,5 @@
-"""`DataError`: the error every data reader raises for a bad or missing input file."""
+"""`DataError`: the error every data reader raises for a bad or missing input file;
+`FetchError`: a registered dataset could not be downloaded."""
 
 import os
 
@@ -36,9 +37,22 @@ class MissingDataError(DataError):
     command: the fetch command to run.
   """
 
-  def __init__(self, folder: PathLike, dataset: str, missing: list[str], command: str,
-               problem: str):
+  def __init__(
+    self, folder: PathLike, dataset: str, missing: list[str], command: str, problem: str
+  ):
     self.dataset = dataset
     self.missing = list(missing)
     self.command = command
     super().__init__(folder, None, problem)
+
+
+class FetchError(RuntimeError):
+  """A dataset could not be fetched; the message is one line saying why and what to do.
+
+  Attributes:
+    cause: the short reason (e.g. the machine is offline), without the file listing.
+  """
+
+  def __init__(self, message: str, cause: str | None = None):
+    super().__init__(message)
+    self.cause = cause or message

@@ -10,9 +10,13 @@ problem. It never returns a silently wrong array.
 """
 
 import collections
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
 import dataclasses
 import pathlib
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,8 +26,8 @@ from energynets.data.arff_syntax import read_lines
 from energynets.data.arff_syntax import stream_lines
 from energynets.data.errors import DataError
 from energynets.data.errors import PathLike
-from energynets.data.mulan_decoder import mulan_decoder
 from energynets.data.mulan_decoder import MulanDecoder
+from energynets.data.mulan_decoder import mulan_decoder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +44,7 @@ class MulanArff:
     one_hot: names of nominal features expanded one-hot.
     dropped: names of the attributes left out.
   """
+
   path: str
   x: np.ndarray
   y: np.ndarray
@@ -49,17 +54,29 @@ class MulanArff:
   one_hot: tuple[str, ...]
   dropped: tuple[str, ...]
 
-def _result(decoder: MulanDecoder, x: np.ndarray, y: np.ndarray,
-            drop_attributes: Sequence[str]) -> MulanArff:
-  return MulanArff(path=decoder.path, x=x, y=y, feature_names=tuple(decoder.feature_names),
-                   label_names=tuple(decoder.label_names),
-                   binary_nominal=tuple(decoder.binary_nominal),
-                   one_hot=tuple(decoder.one_hot), dropped=tuple(drop_attributes))
+
+def _result(
+  decoder: MulanDecoder, x: np.ndarray, y: np.ndarray, drop_attributes: Sequence[str]
+) -> MulanArff:
+  return MulanArff(
+    path=decoder.path,
+    x=x,
+    y=y,
+    feature_names=tuple(decoder.feature_names),
+    label_names=tuple(decoder.label_names),
+    binary_nominal=tuple(decoder.binary_nominal),
+    one_hot=tuple(decoder.one_hot),
+    dropped=tuple(drop_attributes),
+  )
 
 
-def read_mulan(arff_path: PathLike, xml_path: PathLike | None = None,
-               num_labels: int | None = None, drop_attributes: Sequence[str] = (),
-               rows: Iterable[int] | None = None) -> MulanArff:
+def read_mulan(
+  arff_path: PathLike,
+  xml_path: PathLike | None = None,
+  num_labels: int | None = None,
+  drop_attributes: Sequence[str] = (),
+  rows: Iterable[int] | None = None,
+) -> MulanArff:
   """`parse_mulan_arff` plus the encoding notes; see there.
 
   `rows`: the data rows to keep (0-based, in file order; `MulanReader.read`), read
@@ -110,8 +127,13 @@ class MulanReader:
     num_labels: L.
   """
 
-  def __init__(self, arff_path: PathLike, xml_path: PathLike | None = None,
-               num_labels: int | None = None, drop_attributes: Sequence[str] = ()):
+  def __init__(
+    self,
+    arff_path: PathLike,
+    xml_path: PathLike | None = None,
+    num_labels: int | None = None,
+    drop_attributes: Sequence[str] = (),
+  ):
     """Reads the header (and the XML label header) and checks the label layout.
 
     Args:
@@ -167,8 +189,9 @@ class MulanReader:
       raise DataError(self.path, self._decoder.header.data_line, "no data rows after @data")
     return n
 
-  def rows(self, wanted: Callable[[int], bool] | None = None
-           ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+  def rows(
+    self, wanted: Callable[[int], bool] | None = None
+  ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """One pass over the data rows: `(row index, x [D], y [L])`, float32, in file order.
 
     `x` and `y` are overwritten by the next row: copy what is kept.
@@ -213,8 +236,9 @@ class MulanReader:
       x = np.stack(xs) if xs else np.empty((0, self.num_features), np.float32)
       y = np.stack(ys) if ys else np.empty((0, self.num_labels), np.float32)
       return _result(self._decoder, x, y, self._dropped)
-    keep = np.asarray(rows if isinstance(rows, (range, np.ndarray)) else list(rows),
-                      np.int64).reshape(-1)
+    keep = np.asarray(
+      rows if isinstance(rows, (range, np.ndarray)) else list(rows), np.int64
+    ).reshape(-1)
     if np.any(np.diff(keep) <= 0) or (keep.size and keep[0] < 0):
       raise ValueError(f"{self.path}: rows to keep must be increasing and non-negative")
     x = np.empty((keep.size, self.num_features), np.float32)
@@ -227,8 +251,9 @@ class MulanReader:
         x[k], y[k] = xr, yr
         k += 1
     if k < keep.size:
-      raise ValueError(f"{self.path}: row {keep[k]} asked for, but the file has "
-                       f"{num_rows} data rows")
+      raise ValueError(
+        f"{self.path}: row {keep[k]} asked for, but the file has {num_rows} data rows"
+      )
     return _result(self._decoder, x, y, self._dropped)
 
 
@@ -241,17 +266,22 @@ def record_encoding(meta: dict[str, Any], first: "MulanArff | MulanReader") -> N
   """
   positives = collections.Counter(value for _, value in first.binary_nominal)
   meta["preprocessing"] = {
-      "dropped_attributes": list(first.dropped),
-      # Summarized: bibtex alone has 1836 such attributes.
-      "binary_nominal_indicator": {"num_attributes": len(first.binary_nominal),
-                                   "value_encoded_as_1": dict(positives)},
-      "one_hot": list(first.one_hot),
+    "dropped_attributes": list(first.dropped),
+    # Summarized: bibtex alone has 1836 such attributes.
+    "binary_nominal_indicator": {
+      "num_attributes": len(first.binary_nominal),
+      "value_encoded_as_1": dict(positives),
+    },
+    "one_hot": list(first.one_hot),
   }
 
 
-def parse_mulan_arff(arff_path: PathLike, xml_path: PathLike | None = None,
-                     num_labels: int | None = None, drop_attributes: Sequence[str] = ()
-                     ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], tuple[str, ...]]:
+def parse_mulan_arff(
+  arff_path: PathLike,
+  xml_path: PathLike | None = None,
+  num_labels: int | None = None,
+  drop_attributes: Sequence[str] = (),
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...], tuple[str, ...]]:
   """Parses a MULAN ARFF file (dense and/or sparse rows).
 
   Features: numeric as is; two-valued nominal as one 0/1 indicator (1 for the value

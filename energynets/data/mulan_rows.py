@@ -21,7 +21,11 @@ along axis 0 (row after row, starting from the first), so the statistics, and wi
 them every kept value, are bit-identical to those of the whole-file load.
 """
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
+import functools
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +34,8 @@ from energynets.data import splits
 from energynets.data.errors import DataError
 from energynets.data.mulan import MulanReader
 from energynets.data.mulan import record_encoding
-from energynets.data.splits import MultiLabelDataset, Split
+from energynets.data.splits import MultiLabelDataset
+from energynets.data.splits import Split
 
 _SPLITS = ("train", "validation", "test")
 
@@ -55,18 +60,28 @@ def count_rows(readers: Sequence[MulanReader]) -> list[int]:
 
 def positive_rows(readers: Sequence[MulanReader]) -> np.ndarray:
   """bool `[N]`: which rows of the files, concatenated, have a positive label."""
-  return np.concatenate([np.asarray([bool((y > 0).any()) for _, _, y in r.rows()], bool)
-                         for r in readers])
+  return np.concatenate(
+    [np.asarray([bool((y > 0).any()) for _, _, y in r.rows()], bool) for r in readers]
+  )
 
 
-def _train_pass(readers: Sequence[MulanReader], counts: Sequence[int], split_of: np.ndarray,
-                visit: Callable[[np.ndarray], None], fill: np.ndarray | None) -> None:
+def _is_train_row(split_of: np.ndarray, i: int) -> bool:
+  return split_of[i] == 0
+
+
+def _train_pass(
+  readers: Sequence[MulanReader],
+  counts: Sequence[int],
+  split_of: np.ndarray,
+  visit: Callable[[np.ndarray], None],
+  fill: np.ndarray | None,
+) -> None:
   """Calls `visit(row float64 [D])` on every training row in order, imputed with `fill`
   (None: as read); only the training rows are decoded."""
   offset = 0
   for reader, n in zip(readers, counts):
-    mine = split_of[offset:offset + n]
-    for _, x, _ in reader.rows(wanted=lambda i, mine=mine: mine[i] == 0):
+    mine = split_of[offset : offset + n]
+    for _, x, _ in reader.rows(wanted=functools.partial(_is_train_row, mine)):
       if fill is not None:
         x = x.copy()
         missing = np.isnan(x)
@@ -75,10 +90,15 @@ def _train_pass(readers: Sequence[MulanReader], counts: Sequence[int], split_of:
     offset += n
 
 
-def read_process_rows(readers: Sequence[MulanReader], counts: Sequence[int],
-                      indices: Mapping[str, np.ndarray], process_index: int,
-                      process_count: int, scaling: str | Callable[[bool], str],
-                      binary_file: int | None = None) -> tuple[dict, dict]:
+def read_process_rows(
+  readers: Sequence[MulanReader],
+  counts: Sequence[int],
+  indices: Mapping[str, np.ndarray],
+  process_index: int,
+  process_count: int,
+  scaling: str | Callable[[bool], str],
+  binary_file: int | None = None,
+) -> tuple[dict, dict]:
   """Process `process_index`'s rows of each split, imputed and scaled as the whole load.
 
   Args:
@@ -108,10 +128,13 @@ def read_process_rows(readers: Sequence[MulanReader], counts: Sequence[int],
     split_of[idx] = k
     position[idx] = np.arange(len(idx))
     held[name] = batching.process_rows(len(idx), process_index, process_count)
-  out = {name: (np.empty((held[name].stop - held[name].start, readers[0].num_features),
-                         np.float32),
-                np.empty((held[name].stop - held[name].start, readers[0].num_labels),
-                         np.float32)) for name in _SPLITS}
+  out = {
+    name: (
+      np.empty((held[name].stop - held[name].start, readers[0].num_features), np.float32),
+      np.empty((held[name].stop - held[name].start, readers[0].num_labels), np.float32),
+    )
+    for name in _SPLITS
+  }
   num_features = readers[0].num_features
   nan_free = _Sum()
   observed = np.zeros(num_features, np.int64)
@@ -152,13 +175,18 @@ def read_process_rows(readers: Sequence[MulanReader], counts: Sequence[int],
       mask = np.isnan(x)
       x[mask] = np.broadcast_to(fill, x.shape)[mask]
   train_has_nan = bool(np.any(observed < num_train))
-  scaler, num_constant = None, None
+  scaler: splits.Standardizer | splits.MaxAbsScaler | None = None
+  num_constant = None
   if scaling in ("zscore", "maxabs"):
     total, peak = raw_sum, raw_peak
     if train_has_nan:  # the statistics are those of the imputed training rows
       total, peak = _Sum(), np.zeros(num_features, np.float64)
-      _train_pass(readers, counts, split_of, lambda r: (total.add(r), np.maximum(
-          peak, np.abs(r), out=peak)), fill)
+
+      def add_row(r: np.ndarray) -> None:
+        total.add(r)
+        np.maximum(peak, np.abs(r), out=peak)
+
+      _train_pass(readers, counts, split_of, add_row, fill)
     if scaling == "maxabs":
       scaler = splits.MaxAbsScaler(scale=np.where(peak > 0, peak, 1.0))
     else:
@@ -166,22 +194,34 @@ def read_process_rows(readers: Sequence[MulanReader], counts: Sequence[int],
       squares = _Sum()
       _train_pass(readers, counts, split_of, lambda r: squares.add((r - mean) * (r - mean)), fill)
       std = np.sqrt(squares.total / num_train)
-      scaler = splits.Standardizer(mean=mean, scale=np.where(std > 0, std, 1.0),
-                                   constant=std == 0)
+      scaler = splits.Standardizer(mean=mean, scale=np.where(std > 0, std, 1.0), constant=std == 0)
       num_constant = scaler.num_constant
   elif scaling != "none":
     raise ValueError(f"unknown feature_scaling {scaling!r}")
   if scaler is not None:
     out = {name: (scaler(x), y) for name, (x, y) in out.items()}
-  return out, {"num_missing": num_missing if num_missing else None, "scaling": scaling,
-               "num_constant": num_constant, "binary": binary, "held": held}
+  return out, {
+    "num_missing": num_missing if num_missing else None,
+    "scaling": scaling,
+    "num_constant": num_constant,
+    "binary": binary,
+    "held": held,
+  }
 
 
-def load_mulan_rows(name: str, rule: str, readers: Mapping[str, MulanReader],
-                    process_rows: tuple[int, int], *, split_seed: int, fold: int,
-                    resplit_sizes: Mapping[str, int] | None, scaling_option: str,
-                    auto: str | Callable[[bool], str], meta: dict[str, Any]
-                    ) -> MultiLabelDataset:
+def load_mulan_rows(
+  name: str,
+  rule: str,
+  readers: Mapping[str, MulanReader],
+  process_rows: tuple[int, int],
+  *,
+  split_seed: int,
+  fold: int,
+  resplit_sizes: Mapping[str, int] | None,
+  scaling_option: str,
+  auto: str | Callable[[bool], str],
+  meta: dict[str, Any],
+) -> MultiLabelDataset:
   """`select_process_rows` of the whole MULAN dataset, read line by line.
 
   Only the process's rows of each split are stored (`read_process_rows`); the split
@@ -212,9 +252,9 @@ def load_mulan_rows(name: str, rule: str, readers: Mapping[str, MulanReader],
   """
   first = next(iter(readers.values()))
   for reader in readers.values():
-    if (reader.feature_names, reader.label_names) != (first.feature_names,
-                                                      first.label_names):
+    if (reader.feature_names, reader.label_names) != (first.feature_names, first.label_names):
       raise DataError(reader.path, None, f"attributes differ from {first.path}")
+  scaling: str | Callable[[bool], str]
   if callable(auto):
     scaling = lambda binary: splits.resolve_scaling(scaling_option, auto(binary), name)
   else:
@@ -222,27 +262,40 @@ def load_mulan_rows(name: str, rule: str, readers: Mapping[str, MulanReader],
   files = [readers[role] for role in (("all",) if "all" in readers else ("train", "test"))]
   counts = count_rows(files)
   positive = positive_rows(files) if resplit_sizes is not None else None
-  tr, va, te = splits.split_indices(rule, counts, positive, split_seed=split_seed, fold=fold,
-                                    resplit_sizes=resplit_sizes, meta=meta)
+  tr, va, te = splits.split_indices(
+    rule, counts, positive, split_seed=split_seed, fold=fold, resplit_sizes=resplit_sizes, meta=meta
+  )
   record_encoding(meta, first)
   index, count = process_rows
   parts, info = read_process_rows(
-      files, counts, {"train": tr, "validation": va, "test": te}, index, count, scaling,
-      binary_file=0)
+    files, counts, {"train": tr, "validation": va, "test": te}, index, count, scaling, binary_file=0
+  )
   totals = {"train": len(tr), "validation": len(va), "test": len(te)}
   splits.record_preprocessing(
-      meta, info["num_missing"], info["scaling"], info["num_constant"], totals,
-      first.feature_names, first.label_names, scaling_option=scaling_option,
-      auto=auto(info["binary"]) if callable(auto) else auto)
+    meta,
+    info["num_missing"],
+    info["scaling"],
+    info["num_constant"],
+    totals,
+    first.feature_names,
+    first.label_names,
+    scaling_option=scaling_option,
+    auto=auto(info["binary"]) if callable(auto) else auto,
+  )
   if count > 1:
     meta["process_rows"] = held_rows(info["held"], totals, index, count)
-  return MultiLabelDataset(name=name, label_names=tuple(first.label_names),
-                           feature_names=tuple(first.feature_names), meta=meta,
-                           **{split: Split(x, y) for split, (x, y) in parts.items()})
+  return MultiLabelDataset(
+    name=name,
+    label_names=tuple(first.label_names),
+    feature_names=tuple(first.feature_names),
+    meta=meta,
+    **{split: Split(x, y) for split, (x, y) in parts.items()},
+  )
 
 
-def held_rows(held: Mapping[str, slice], totals: Mapping[str, int], index: int,
-              count: int) -> dict[str, Any]:
+def held_rows(
+  held: Mapping[str, slice], totals: Mapping[str, int], index: int, count: int
+) -> dict[str, Any]:
   """The record of the rows one process holds, `meta["process_rows"]`.
 
   Args:

@@ -5,7 +5,8 @@ keeps the padding small; `pack_tokens` / `one_hot_tags` give the one-array-per-s
 form the models read (`energynets.tokens`).
 """
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -15,9 +16,12 @@ from energynets.tokens import PACKED_COLUMNS
 BATCHES_PER_BUCKET = 4
 
 
-def bucketed_batches(lengths: np.ndarray, batch_size: int,
-                     rng: np.random.Generator | int,
-                     num_buckets: int | None = None) -> Iterator[np.ndarray]:
+def bucketed_batches(
+  lengths: np.ndarray,
+  batch_size: int,
+  rng: np.random.Generator | int,
+  num_buckets: int | None = None,
+) -> Iterator[np.ndarray]:
   """One epoch of index batches of similar-length sentences, in random order.
 
   Sentences are sorted by length (ties in random order) and cut into `num_buckets`
@@ -32,21 +36,22 @@ def bucketed_batches(lengths: np.ndarray, batch_size: int,
   if lengths.ndim != 1 or lengths.size == 0:
     raise ValueError(f"lengths must be a non-empty 1-D array; got shape {lengths.shape}")
   if batch_size < 1 or (num_buckets is not None and num_buckets < 1):
-    raise ValueError(f"batch_size and num_buckets must be >= 1; got {batch_size}, "
-                     f"{num_buckets}")
+    raise ValueError(f"batch_size and num_buckets must be >= 1; got {batch_size}, {num_buckets}")
   if num_buckets is None:
     num_buckets = max(1, lengths.size // (BATCHES_PER_BUCKET * batch_size))
   rng = np.random.default_rng(rng)
   order = rng.permutation(lengths.size)
   order = order[np.argsort(lengths[order], kind="stable")]
-  order = np.concatenate([rng.permutation(b)
-                          for b in np.array_split(order, min(num_buckets, lengths.size))])
-  batches = [order[i:i + batch_size] for i in range(0, lengths.size, batch_size)]
+  order = np.concatenate(
+    [rng.permutation(b) for b in np.array_split(order, min(num_buckets, lengths.size))]
+  )
+  batches = [order[i : i + batch_size] for i in range(0, lengths.size, batch_size)]
   return iter([batches[k] for k in rng.permutation(len(batches))])  # checks ran eagerly.
 
 
-def batch_of(split: SequenceSplit, indices: np.ndarray,
-             length_multiple: int = 1) -> dict[str, np.ndarray]:
+def batch_of(
+  split: SequenceSplit, indices: np.ndarray, length_multiple: int = 1
+) -> dict[str, np.ndarray]:
   """The batch of rows `indices`, cropped to its longest sentence.
 
   `length_multiple` > 1 rounds the cropped length up (never beyond the split's T),
@@ -61,8 +66,10 @@ def batch_of(split: SequenceSplit, indices: np.ndarray,
     raise ValueError(f"indices must be a non-empty 1-D array; got shape {indices.shape}")
   t = int(split.lengths[indices].max())
   t = min(-(-t // length_multiple) * length_multiple, split.max_length)
-  return {name: getattr(split, name)[indices, :t]
-          for name in ("words", "chars", "pos", "chunk", "tags", "mask")}
+  return {
+    name: getattr(split, name)[indices, :t]
+    for name in ("words", "chars", "pos", "chunk", "tags", "mask")
+  }
 
 
 def padding_fraction(lengths: np.ndarray, batches: Iterable[np.ndarray]) -> float:

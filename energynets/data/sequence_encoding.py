@@ -9,8 +9,12 @@ positions hold 0 but are masked out. The padded length T of a split is its longe
 sentence (`energynets.data.sequence_batches` crops each batch to its own).
 """
 
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 import dataclasses
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -54,8 +58,9 @@ def bioes_to_iob2(tags: Sequence[str]) -> list[str]:
 
 def scheme_tags(entity_types: Iterable[str], scheme: str) -> tuple[str, ...]:
   """The full tag set of a span scheme: 'O', then each prefix for each sorted type."""
-  return ("O",) + tuple(f"{p}-{t}" for t in sorted(set(entity_types))
-                        for p in _SCHEME_PREFIXES[scheme])
+  return ("O",) + tuple(
+    f"{p}-{t}" for t in sorted(set(entity_types)) for p in _SCHEME_PREFIXES[scheme]
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +76,7 @@ class SequenceSplit:
     mask: bool [N, T], True on real tokens.
     lengths: int32 [N] sentence lengths.
   """
+
   words: np.ndarray
   chars: np.ndarray
   pos: np.ndarray
@@ -83,11 +89,14 @@ class SequenceSplit:
     shape = self.words.shape
     for name in ("pos", "chunk", "tags", "mask"):
       if getattr(self, name).shape != shape:
-        raise ValueError(f"SequenceSplit: {name} has shape {getattr(self, name).shape}, "
-                         f"words {shape}")
+        raise ValueError(
+          f"SequenceSplit: {name} has shape {getattr(self, name).shape}, words {shape}"
+        )
     if len(shape) != 2 or self.chars.shape[:2] != shape or self.lengths.shape != shape[:1]:
-      raise ValueError(f"SequenceSplit needs words [N, T], chars [N, T, C], lengths [N]; "
-                       f"got {shape}, {self.chars.shape}, {self.lengths.shape}")
+      raise ValueError(
+        f"SequenceSplit needs words [N, T], chars [N, T, C], lengths [N]; "
+        f"got {shape}, {self.chars.shape}, {self.lengths.shape}"
+      )
     if not np.array_equal(self.mask, np.arange(shape[1]) < self.lengths[:, None]):
       raise ValueError("SequenceSplit: mask does not match lengths")
 
@@ -112,6 +121,7 @@ class SequenceDataset:
   per split (sentences, tokens, unknown-word rate, entities for NER) and vocabulary
   sizes.
   """
+
   name: str
   train: SequenceSplit
   validation: SequenceSplit
@@ -137,12 +147,15 @@ class SequenceDataset:
     return len(self.tag_vocab)
 
 
-def _encode_split(split: str, sentences: Sequence[Sentence], vocab: Mapping[str, Any],
-                  max_word_length: int) -> tuple[SequenceSplit, dict[str, Any]]:
+def _encode_split(
+  split: str, sentences: Sequence[Sentence], vocab: Mapping[str, Any], max_word_length: int
+) -> tuple[SequenceSplit, dict[str, Any]]:
   unseen = sorted({t for s in sentences for t in s.tags} - set(vocab["tag"].items))
   if unseen:
-    raise ValueError(f"{split} split: tag(s) {unseen} not in the tag set built from the "
-                     f"training split {list(vocab['tag'].items)}")
+    raise ValueError(
+      f"{split} split: tag(s) {unseen} not in the tag set built from the "
+      f"training split {list(vocab['tag'].items)}"
+    )
   lengths = np.array([len(s.tokens) for s in sentences], np.int32)
   n, t = len(lengths), int(lengths.max())
   rows = np.repeat(np.arange(n), lengths)
@@ -159,25 +172,40 @@ def _encode_split(split: str, sentences: Sequence[Sentence], vocab: Mapping[str,
   c = min(max(map(len, types)), max_word_length)
   table = np.zeros((len(types), c), np.int32)
   for w, k in types.items():
-    table[k, :min(len(w), c)] = vocab["char"].encode(w[:c])
+    table[k, : min(len(w), c)] = vocab["char"].encode(w[:c])
 
   words = padded("tokens", vocab["word"].encode)
-  arrays = {"words": words, "chars": padded("tokens", lambda ws: table[[types[w] for w in ws]]),
-            "tags": padded("tags", vocab["tag"].encode)}
+  arrays = {
+    "words": words,
+    "chars": padded("tokens", lambda ws: table[[types[w] for w in ws]]),
+    "tags": padded("tags", vocab["tag"].encode),
+  }
   for name in ("pos", "chunk"):  # Twitter has neither: zeros.
-    arrays[name] = (np.zeros((n, t), np.int32) if vocab[name] is None else
-                    padded(name, vocab[name].encode))
+    arrays[name] = (
+      np.zeros((n, t), np.int32) if vocab[name] is None else padded(name, vocab[name].encode)
+    )
   mask = np.arange(t) < lengths[:, None]
-  counts = {"sentences": n, "tokens": int(lengths.sum()), "max_length": t, "char_length": c,
-            "unknown_word_rate": float(np.mean(words[mask] == UNK_ID))}
+  counts = {
+    "sentences": n,
+    "tokens": int(lengths.sum()),
+    "max_length": t,
+    "char_length": c,
+    "unknown_word_rate": float(np.mean(words[mask] == UNK_ID)),
+  }
   return SequenceSplit(mask=mask, lengths=lengths, **arrays), counts
 
 
-def build_sequence_dataset(name: str, sentences: Mapping[str, Sequence[Sentence]], *,
-                           scheme: str, tag_names: Sequence[str] | None = None,
-                           lowercase: bool = False, min_count: int = 1,
-                           max_word_length: int = DEFAULT_MAX_WORD_LENGTH,
-                           meta: Mapping[str, Any] | None = None) -> SequenceDataset:
+def build_sequence_dataset(
+  name: str,
+  sentences: Mapping[str, Sequence[Sentence]],
+  *,
+  scheme: str,
+  tag_names: Sequence[str] | None = None,
+  lowercase: bool = False,
+  min_count: int = 1,
+  max_word_length: int = DEFAULT_MAX_WORD_LENGTH,
+  meta: Mapping[str, Any] | None = None,
+) -> SequenceDataset:
   """Encodes parsed splits {'train', 'validation', 'test'} into a `SequenceDataset`.
 
   Vocabularies come from the train split only: words (`min_count`, `lowercase`),
@@ -196,40 +224,66 @@ def build_sequence_dataset(name: str, sentences: Mapping[str, Sequence[Sentence]
   if empty:
     raise ValueError(f"the {empty[0]} split has no sentences")
   if scheme == "bioes":
-    sentences = {k: [dataclasses.replace(s, tags=tuple(iob2_to_bioes(s.tags))) for s in v]
-                 for k, v in sentences.items()}
+    sentences = {
+      k: [dataclasses.replace(s, tags=tuple(iob2_to_bioes(s.tags))) for s in v]
+      for k, v in sentences.items()
+    }
   train = sentences["train"]
   if tag_names is None:
     train_tags = {t for s in train for t in s.tags}
-    tag_names = (sorted(train_tags) if scheme == "pos" else
-                 scheme_tags((t[2:] for t in train_tags if t != "O"), scheme))
+    tag_names = (
+      sorted(train_tags)
+      if scheme == "pos"
+      else scheme_tags((t[2:] for t in train_tags if t != "O"), scheme)
+    )
+  word_vocab = Vocabulary.build((w for s in train for w in s.tokens), min_count, lowercase)
+  char_vocab = Vocabulary.build(ch for s in train for w in s.tokens for ch in w)
+  tag_vocab = Vocabulary(tuple(tag_names), reserved=False)
+  pos_vocab = Vocabulary.build(p for s in train for p in s.pos) if train[0].pos else None
+  chunk_vocab = Vocabulary.build(c for s in train for c in s.chunk) if train[0].chunk else None
   vocab = {
-      "word": Vocabulary.build((w for s in train for w in s.tokens), min_count, lowercase),
-      "char": Vocabulary.build(ch for s in train for w in s.tokens for ch in w),
-      "tag": Vocabulary(tuple(tag_names), reserved=False),
-      "pos": Vocabulary.build(p for s in train for p in s.pos) if train[0].pos else None,
-      "chunk": Vocabulary.build(c for s in train for c in s.chunk) if train[0].chunk else None,
+    "word": word_vocab,
+    "char": char_vocab,
+    "tag": tag_vocab,
+    "pos": pos_vocab,
+    "chunk": chunk_vocab,
   }
   parts, counts = {}, {}
   for split in ("train", "validation", "test"):
-    parts[split], counts[split] = _encode_split(split, sentences[split], vocab,
-                                                max_word_length)
+    parts[split], counts[split] = _encode_split(split, sentences[split], vocab, max_word_length)
     if scheme != "pos":
-      counts[split]["entities"] = sum(len(metrics.extract_spans(s.tags, scheme))
-                                      for s in sentences[split])
+      counts[split]["entities"] = sum(
+        len(metrics.extract_spans(s.tags, scheme)) for s in sentences[split]
+      )
   meta = dict(meta or {})
-  meta.update(dataset=name, scheme=scheme, lowercase=lowercase, min_count=min_count,
-              max_word_length=max_word_length, counts=counts, tag_names=list(tag_names),
-              vocab_sizes={k: len(v) for k, v in vocab.items() if v is not None})
-  return SequenceDataset(name=name, scheme=scheme, meta=meta, **parts,
-                         **{f"{k}_vocab": v for k, v in vocab.items()})
+  meta.update(
+    dataset=name,
+    scheme=scheme,
+    lowercase=lowercase,
+    min_count=min_count,
+    max_word_length=max_word_length,
+    counts=counts,
+    tag_names=list(tag_names),
+    vocab_sizes={k: len(v) for k, v in vocab.items() if v is not None},
+  )
+  return SequenceDataset(
+    name=name,
+    scheme=scheme,
+    meta=meta,
+    train=parts["train"],
+    validation=parts["validation"],
+    test=parts["test"],
+    word_vocab=word_vocab,
+    char_vocab=char_vocab,
+    tag_vocab=tag_vocab,
+    pos_vocab=pos_vocab,
+    chunk_vocab=chunk_vocab,
+  )
 
 
-def decode_tags(tag_ids: np.ndarray, mask: np.ndarray, tag_names: Sequence[str]
-                ) -> list[list[str]]:
+def decode_tags(tag_ids: np.ndarray, mask: np.ndarray, tag_names: Sequence[str]) -> list[list[str]]:
   """Padded [N, T] tag ids -> one list of tag strings per sentence (for `span_f1`)."""
   tag_ids, mask = np.asarray(tag_ids), np.asarray(mask, bool)
   if tag_ids.shape != mask.shape or tag_ids.ndim != 2:
-    raise ValueError(f"tag_ids and mask must both be [N, T]; got {tag_ids.shape} and "
-                     f"{mask.shape}")
+    raise ValueError(f"tag_ids and mask must both be [N, T]; got {tag_ids.shape} and {mask.shape}")
   return [[tag_names[i] for i in row[m]] for row, m in zip(tag_ids, mask)]

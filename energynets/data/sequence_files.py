@@ -10,9 +10,9 @@ the file, the line and the problem. Only the line terminator is stripped from a
 Twitter line: tokens may be (or start with) U+00A0, which `str.strip` would eat.
 """
 
+from collections.abc import Callable
 import dataclasses
 import pathlib
-from typing import Callable
 
 from energynets.data.errors import DataError
 from energynets.data.errors import PathLike
@@ -32,6 +32,7 @@ class Sentence:
     chunk: CoNLL chunk tags (input features); () for Twitter.
     line: 1-based line of the first token in its file, for error messages.
   """
+
   tokens: tuple[str, ...]
   tags: tuple[str, ...]
   pos: tuple[str, ...] = ()
@@ -41,9 +42,11 @@ class Sentence:
   def __post_init__(self):
     n = len(self.tokens)
     if not n or len(self.tags) != n or len(self.pos) not in (0, n) or len(self.chunk) not in (0, n):
-      raise ValueError(f"Sentence needs >= 1 token and one tag (and POS, chunk if given) per "
-                       f"token; got {n} tokens, {len(self.tags)} tags, {len(self.pos)} POS, "
-                       f"{len(self.chunk)} chunk")
+      raise ValueError(
+        f"Sentence needs >= 1 token and one tag (and POS, chunk if given) per "
+        f"token; got {n} tokens, {len(self.tags)} tags, {len(self.pos)} POS, "
+        f"{len(self.chunk)} chunk"
+      )
 
 
 def _read_lines(path: PathLike) -> list[str]:
@@ -58,15 +61,19 @@ def _read_lines(path: PathLike) -> list[str]:
   return [line.rstrip("\r") for line in text.split("\n")]
 
 
-def _parse_columns(path: PathLike, columns: tuple[str, ...],
-                   split_line: Callable[[str], list[str]],
-                   check: Callable[[list[str], int], None]) -> list[list[tuple]]:
+def _parse_columns(
+  path: PathLike,
+  columns: tuple[str, ...],
+  split_line: Callable[[str], list[str]],
+  check: Callable[[list[str], int], None],
+) -> list[list[tuple]]:
   """Blank-line separated blocks of rows with `len(columns)` non-empty fields each.
 
   Returns one list of (line, fields) rows per sentence; `-DOCSTART-` lines end a
   sentence and are dropped.
   """
-  blocks, rows = [], []
+  blocks: list[list[tuple]] = []
+  rows: list[tuple] = []
   for lineno, line in enumerate(_read_lines(path), 1):
     fields = split_line(line) if line.strip(" \t") else []
     if not fields or fields[0] == "-DOCSTART-":  # a sentence boundary.
@@ -75,8 +82,11 @@ def _parse_columns(path: PathLike, columns: tuple[str, ...],
       rows = []
       continue
     if len(fields) != len(columns):
-      raise DataError(path, lineno, f"expected {len(columns)} columns ({' '.join(columns)}), "
-                      f"got {len(fields)}: {line!r}")
+      raise DataError(
+        path,
+        lineno,
+        f"expected {len(columns)} columns ({' '.join(columns)}), got {len(fields)}: {line!r}",
+      )
     for name, value in zip(columns, fields):
       if not value:
         raise DataError(path, lineno, f"empty {name}")
@@ -96,6 +106,7 @@ def parse_conll2003(path: PathLike) -> list[Sentence]:
   'O', 'B-TYPE' or 'I-TYPE'; an I- tag that does not continue a same-type chunk is
   accepted (conlleval reads it as a chunk start).
   """
+
   def check(fields, lineno):
     tag = fields[3]
     prefix, sep, kind = tag.partition("-")
@@ -103,9 +114,16 @@ def parse_conll2003(path: PathLike) -> list[Sentence]:
       raise DataError(path, lineno, f"NER tag {tag!r} is not IOB2 ('O', 'B-TYPE', 'I-TYPE')")
 
   blocks = _parse_columns(path, ("token", "POS", "chunk", "NER"), str.split, check)
-  return [Sentence(tokens=tuple(f[0] for _, f in rows), pos=tuple(f[1] for _, f in rows),
-                   chunk=tuple(f[2] for _, f in rows), tags=tuple(f[3] for _, f in rows),
-                   line=rows[0][0]) for rows in blocks]
+  return [
+    Sentence(
+      tokens=tuple(f[0] for _, f in rows),
+      pos=tuple(f[1] for _, f in rows),
+      chunk=tuple(f[2] for _, f in rows),
+      tags=tuple(f[3] for _, f in rows),
+      line=rows[0][0],
+    )
+    for rows in blocks
+  ]
 
 
 def parse_twitter_pos(path: PathLike) -> list[Sentence]:
@@ -114,9 +132,16 @@ def parse_twitter_pos(path: PathLike) -> list[Sentence]:
 
   def check(fields, lineno):
     if fields[1] not in known:
-      raise DataError(path, lineno, f"unknown tag {fields[1]!r}; the Twitter POS tags are "
-                      f"{' '.join(TWITTER_POS_TAGS)}")
+      raise DataError(
+        path,
+        lineno,
+        f"unknown tag {fields[1]!r}; the Twitter POS tags are {' '.join(TWITTER_POS_TAGS)}",
+      )
 
   blocks = _parse_columns(path, ("token", "tag"), lambda line: line.split("\t"), check)
-  return [Sentence(tokens=tuple(f[0] for _, f in rows), tags=tuple(f[1] for _, f in rows),
-                   line=rows[0][0]) for rows in blocks]
+  return [
+    Sentence(
+      tokens=tuple(f[0] for _, f in rows), tags=tuple(f[1] for _, f in rows), line=rows[0][0]
+    )
+    for rows in blocks
+  ]

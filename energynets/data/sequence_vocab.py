@@ -6,11 +6,12 @@ outputs, and a tag outside it is an error.
 """
 
 import collections
+from collections.abc import Iterable
+from collections.abc import Iterator
 import dataclasses
 import functools
 import importlib.metadata
 import pathlib
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -35,6 +36,7 @@ class Vocabulary:
     reserved: whether ids 0 and 1 are padding and unknown.
     lowercase: strings are lower-cased before lookup.
   """
+
   items: tuple[str, ...]
   reserved: bool = True
   lowercase: bool = False
@@ -42,8 +44,9 @@ class Vocabulary:
 
   def __post_init__(self):
     if self.reserved and tuple(self.items[:2]) != (PAD, UNK):
-      raise ValueError(f"a reserved vocabulary starts with {PAD!r}, {UNK!r}; got "
-                       f"{tuple(self.items[:2])}")
+      raise ValueError(
+        f"a reserved vocabulary starts with {PAD!r}, {UNK!r}; got {tuple(self.items[:2])}"
+      )
     index = {s: i for i, s in enumerate(self.items)}
     if len(index) != len(self.items):
       dup = next(s for s, c in collections.Counter(self.items).items() if c > 1)
@@ -51,8 +54,9 @@ class Vocabulary:
     object.__setattr__(self, "_index", index)
 
   @classmethod
-  def build(cls, strings: Iterable[str], min_count: int = 1,
-            lowercase: bool = False) -> "Vocabulary":
+  def build(
+    cls, strings: Iterable[str], min_count: int = 1, lowercase: bool = False
+  ) -> "Vocabulary":
     """Padding, unknown, then every string seen `min_count` times, most frequent first.
 
     Ties are broken alphabetically, so the ids depend only on the counts.
@@ -60,8 +64,10 @@ class Vocabulary:
     if not isinstance(min_count, int) or min_count < 1:
       raise ValueError(f"min_count must be an integer >= 1; got {min_count!r}")
     counts = collections.Counter(s.lower() if lowercase else s for s in strings)
-    kept = sorted((s for s, c in counts.items() if c >= min_count and s not in (PAD, UNK)),
-                  key=lambda s: (-counts[s], s))
+    kept = sorted(
+      (s for s, c in counts.items() if c >= min_count and s not in (PAD, UNK)),
+      key=lambda s: (-counts[s], s),
+    )
     return cls((PAD, UNK, *kept), reserved=True, lowercase=lowercase)
 
   def __len__(self) -> int:
@@ -104,8 +110,9 @@ def _glove_vectors(path: pathlib.Path, dim: int) -> Iterator[tuple[str, np.ndarr
         if fields == [""]:
           continue
         if len(fields) != dim + 1 or not fields[0]:
-          raise DataError(path, lineno, f"expected a word and {dim} values, got "
-                          f"{len(fields) - 1} values")
+          raise DataError(
+            path, lineno, f"expected a word and {dim} values, got {len(fields) - 1} values"
+          )
         try:
           yield fields[0], np.array(fields[1:], np.float32)
         except ValueError:
@@ -149,15 +156,21 @@ def _package_files(name: str) -> tuple[pathlib.Path, pathlib.Path]:
   try:
     dist = importlib.metadata.distribution(name)
   except importlib.metadata.PackageNotFoundError:
-    raise DataError(name, None, f"GloVe package not installed ({GLOVE_INSTALL_HINT})"
-                    ) from None
+    raise DataError(name, None, f"GloVe package not installed ({GLOVE_INSTALL_HINT})") from None
   files = dist.files or []
   npy = [f for f in files if f.name.endswith(".npy")]
   index = [f for f in files if f.name.endswith(".parquet")]
   if len(npy) != 1 or len(index) != 1:
-    raise DataError(name, None, f"expected one .npy matrix and one .parquet word index in "
-                    f"the package, found {len(npy)} and {len(index)}")
-  return pathlib.Path(dist.locate_file(npy[0])), pathlib.Path(dist.locate_file(index[0]))
+    raise DataError(
+      name,
+      None,
+      f"expected one .npy matrix and one .parquet word index in "
+      f"the package, found {len(npy)} and {len(index)}",
+    )
+  return (
+    pathlib.Path(str(dist.locate_file(npy[0]))),
+    pathlib.Path(str(dist.locate_file(index[0]))),
+  )
 
 
 @functools.lru_cache(maxsize=2)
@@ -169,13 +182,15 @@ def _package_vectors(name: str) -> tuple[np.ndarray, tuple[str, ...]]:
   except (OSError, ValueError) as e:
     raise DataError(npy, None, f"not a .npy matrix ({e})") from None
   if matrix.ndim != 2 or not np.issubdtype(matrix.dtype, np.floating):
-    raise DataError(npy, None, f"expected a float matrix [words, dim], got {matrix.dtype} "
-                    f"{matrix.shape}")
+    raise DataError(
+      npy, None, f"expected a float matrix [words, dim], got {matrix.dtype} {matrix.shape}"
+    )
   try:
     import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
   except ImportError:
-    raise DataError(index, None, "reading the word index needs pyarrow "
-                    f"({GLOVE_INSTALL_HINT})") from None
+    raise DataError(
+      index, None, f"reading the word index needs pyarrow ({GLOVE_INSTALL_HINT})"
+    ) from None
   try:
     table = pq.read_table(index)
   except Exception as e:  # pyarrow raises several types for a damaged file.
@@ -184,8 +199,9 @@ def _package_vectors(name: str) -> tuple[np.ndarray, tuple[str, ...]]:
     raise DataError(index, None, f"expected one column of words, got {table.column_names}")
   words = table.column(0).to_pylist()
   if len(words) != matrix.shape[0] or not all(isinstance(w, str) for w in words):
-    raise DataError(index, None, f"expected {matrix.shape[0]} words (the matrix rows), got "
-                    f"{len(words)} entries")
+    raise DataError(
+      index, None, f"expected {matrix.shape[0]} words (the matrix rows), got {len(words)} entries"
+    )
   return matrix, tuple(words)
 
 
@@ -211,8 +227,9 @@ def glove_source_kind(source: PathLike) -> str:
   return "file"
 
 
-def load_glove(source: PathLike, vocabulary: Vocabulary, dim: int, seed: int = 0,
-               scale: float = 0.1) -> tuple[np.ndarray, int]:
+def load_glove(
+  source: PathLike, vocabulary: Vocabulary, dim: int, seed: int = 0, scale: float = 0.1
+) -> tuple[np.ndarray, int]:
   """Embedding matrix [V, dim] float32 for `vocabulary` from GloVe vectors.
 
   A vocabulary word takes the vector of the same word in the source, else that of its
@@ -242,18 +259,23 @@ def load_glove(source: PathLike, vocabulary: Vocabulary, dim: int, seed: int = 0
     raise ValueError(f"dim must be a positive integer; got {dim!r}")
   package = glove_source_kind(source) == "package"
   if not package and not pathlib.Path(source).is_file():
-    raise DataError(source, None, "file not found (nor an installed GloVe package: "
-                    f"{', '.join(GLOVE_PACKAGES)})")
+    raise DataError(
+      source, None, f"file not found (nor an installed GloVe package: {', '.join(GLOVE_PACKAGES)})"
+    )
   rng = np.random.default_rng(seed)
   matrix = rng.normal(0.0, scale, (len(vocabulary), dim)).astype(np.float32)
   if vocabulary.reserved:
     matrix[PAD_ID] = 0.0
   matcher = _Matcher(vocabulary)
   if package:
-    vectors, words = _package_vectors(source)
+    vectors, words = _package_vectors(str(source))
     if vectors.shape[1] != dim:
-      raise DataError(source, None, f"{vectors.shape[1]}-dimensional vectors, but the "
-                      f"embedding has {dim} (set word_dim={vectors.shape[1]})")
+      raise DataError(
+        source,
+        None,
+        f"{vectors.shape[1]}-dimensional vectors, but the "
+        f"embedding has {dim} (set word_dim={vectors.shape[1]})",
+      )
     source_row = np.full(len(vocabulary), -1, np.int64)
     for k, word in enumerate(words):
       for i in matcher.rows_for(word):

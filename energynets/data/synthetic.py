@@ -14,8 +14,9 @@ DEFAULT_NUM_VALIDATION = 1_000
 DEFAULT_NUM_TEST = 1_000
 
 
-def block_exclusivity_weights(*, seed: int, num_features: int = 64, num_blocks: int = 4,
-                              block_size: int = 4) -> np.ndarray:
+def block_exclusivity_weights(
+  *, seed: int, num_features: int = 64, num_blocks: int = 4, block_size: int = 4
+) -> np.ndarray:
   """The ground-truth map A, float64 [num_features, num_blocks * block_size].
 
   It is the first draw of `np.random.default_rng(seed)`, so it is the A that
@@ -25,8 +26,9 @@ def block_exclusivity_weights(*, seed: int, num_features: int = 64, num_blocks: 
   return rng.standard_normal((num_features, num_blocks * block_size))
 
 
-def block_exclusivity(n: int, *, seed: int, num_features: int = 64, num_blocks: int = 4,
-                      block_size: int = 4) -> tuple[np.ndarray, np.ndarray]:
+def block_exclusivity(
+  n: int, *, seed: int, num_features: int = 64, num_blocks: int = 4, block_size: int = 4
+) -> tuple[np.ndarray, np.ndarray]:
   """n examples of the block-exclusivity task.
 
   A is fixed by `seed`; the rows of X are drawn after A from the same generator, so
@@ -37,8 +39,10 @@ def block_exclusivity(n: int, *, seed: int, num_features: int = 64, num_blocks: 
     exactly one 1 per block.
   """
   if n < 0 or num_features < 1 or num_blocks < 1 or block_size < 1:
-    raise ValueError(f"bad block_exclusivity sizes: n={n}, num_features={num_features}, "
-                     f"num_blocks={num_blocks}, block_size={block_size}")
+    raise ValueError(
+      f"bad block_exclusivity sizes: n={n}, num_features={num_features}, "
+      f"num_blocks={num_blocks}, block_size={block_size}"
+    )
   rng = np.random.default_rng(seed)
   a = rng.standard_normal((num_features, num_blocks * block_size))
   x = rng.standard_normal((n, num_features)).astype(np.float32)

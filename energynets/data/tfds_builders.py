@@ -31,20 +31,21 @@ Usage:
   sources['train'][0]  # {'x': float32 [103], 'y': float32 [14]}
 """
 
+from collections.abc import Mapping
 import dataclasses
 import os
 import re
 import types
-from typing import Any, Mapping
+from typing import Any
 
 from etils import epath
 import numpy as np
 import tensorflow_datasets as tfds
 
 from energynets.data.registry import DATA_DIR_ENV
+from energynets.data.registry import REGISTRY
 from energynets.data.registry import DatasetSpec
 from energynets.data.registry import load_dataset
-from energynets.data.registry import REGISTRY
 from energynets.data.registry import resolve_data_dir
 
 SPLITS = ("train", "validation", "test")
@@ -70,6 +71,7 @@ class MultilabelConfig(tfds.core.BuilderConfig):
     resplit: the implicit-energy paper's re-split (bibtex, delicious only).
     synthetic_kwargs: sorted (name, value) generator arguments (synthetic only).
   """
+
   split_seed: int = 0
   fold: int = 0
   resplit: bool = False
@@ -77,17 +79,28 @@ class MultilabelConfig(tfds.core.BuilderConfig):
 
   def load_kwargs(self) -> dict[str, Any]:
     """Keyword arguments of `load_dataset` that reproduce this variant."""
-    return dict(split_seed=self.split_seed, fold=self.fold, resplit=self.resplit,
-                **dict(self.synthetic_kwargs))
+    return dict(
+      split_seed=self.split_seed,
+      fold=self.fold,
+      resplit=self.resplit,
+      **dict(self.synthetic_kwargs),
+    )
 
 
 def _is_nonneg_int(value: Any) -> bool:
-  return (isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-          and value >= 0)
+  return bool(
+    isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= 0
+  )
 
 
-def make_config(dataset: str, *, split_seed: int = 0, fold: int = 0,
-                resplit: bool = False, **synthetic_kwargs: int) -> MultilabelConfig:
+def make_config(
+  dataset: str,
+  *,
+  split_seed: int = 0,
+  fold: int = 0,
+  resplit: bool = False,
+  **synthetic_kwargs: int,
+) -> MultilabelConfig:
   """The canonically named config of registered `dataset` for these arguments.
 
   Options a dataset does not offer are rejected here, as `load_dataset` would
@@ -98,40 +111,53 @@ def make_config(dataset: str, *, split_seed: int = 0, fold: int = 0,
   """
   spec = _spec(dataset)
   if not _is_nonneg_int(split_seed):
-    raise ValueError(f"{spec.name}: split_seed must be a non-negative integer, got "
-                     f"{split_seed!r}")
+    raise ValueError(f"{spec.name}: split_seed must be a non-negative integer, got {split_seed!r}")
   parts = [f"seed{int(split_seed)}"]
   num_folds = _NUM_FOLDS.get(spec.split_rule)
   if num_folds is not None:
     if not _is_nonneg_int(fold) or fold >= num_folds:
-      raise ValueError(f"{spec.name}: fold must be an integer in 0..{num_folds - 1}, got "
-                       f"{fold!r}")
+      raise ValueError(f"{spec.name}: fold must be an integer in 0..{num_folds - 1}, got {fold!r}")
     parts.append(f"fold{int(fold)}")
   elif fold != 0:
-    raise ValueError(f"{spec.name}: `fold` only applies to cross-validated datasets; got "
-                     f"fold={fold!r}")
+    raise ValueError(
+      f"{spec.name}: `fold` only applies to cross-validated datasets; got fold={fold!r}"
+    )
   if resplit:
     if not spec.resplit_counts:
-      raise ValueError(f"{spec.name}: resplit=True is not offered (only "
-                       f"{sorted(n for n, s in REGISTRY.items() if s.resplit_counts)})")
+      raise ValueError(
+        f"{spec.name}: resplit=True is not offered (only "
+        f"{sorted(n for n, s in REGISTRY.items() if s.resplit_counts)})"
+      )
     parts.append("resplit")
   if synthetic_kwargs and spec.kind != "synthetic":
-    raise ValueError(f"{spec.name}: unexpected arguments {sorted(synthetic_kwargs)} (only "
-                     f"the synthetic dataset takes generator arguments)")
+    raise ValueError(
+      f"{spec.name}: unexpected arguments {sorted(synthetic_kwargs)} (only "
+      f"the synthetic dataset takes generator arguments)"
+    )
   for key, value in sorted(synthetic_kwargs.items()):
     # Keys without digits keep `num_train1500` parseable back into (key, value).
     if not _SYNTHETIC_KEY.match(key) or not _is_nonneg_int(value):
-      raise ValueError(f"{spec.name}: generator argument {key}={value!r} must be a "
-                       f"lowercase name and a non-negative integer")
+      raise ValueError(
+        f"{spec.name}: generator argument {key}={value!r} must be a "
+        f"lowercase name and a non-negative integer"
+      )
     parts.append(f"{key}{int(value)}")
-  load_kwargs = dict(split_seed=int(split_seed), fold=int(fold), resplit=bool(resplit),
-                     **{k: int(v) for k, v in synthetic_kwargs.items()})
+  load_kwargs = dict(
+    split_seed=int(split_seed),
+    fold=int(fold),
+    resplit=bool(resplit),
+    **{k: int(v) for k, v in synthetic_kwargs.items()},
+  )
   return MultilabelConfig(
-      name="-".join(parts),
-      description=f"load_dataset({spec.name!r}, " + ", ".join(
-          f"{k}={v!r}" for k, v in load_kwargs.items()) + ")",
-      split_seed=int(split_seed), fold=int(fold), resplit=bool(resplit),
-      synthetic_kwargs=tuple(sorted((k, int(v)) for k, v in synthetic_kwargs.items())))
+    name="-".join(parts),
+    description=f"load_dataset({spec.name!r}, "
+    + ", ".join(f"{k}={v!r}" for k, v in load_kwargs.items())
+    + ")",
+    split_seed=int(split_seed),
+    fold=int(fold),
+    resplit=bool(resplit),
+    synthetic_kwargs=tuple(sorted((k, int(v)) for k, v in synthetic_kwargs.items())),
+  )
 
 
 def parse_config_name(dataset: str, name: str) -> MultilabelConfig | None:
@@ -162,12 +188,14 @@ def parse_config_name(dataset: str, name: str) -> MultilabelConfig | None:
 
 def _spec(dataset: str) -> DatasetSpec:
   key = dataset.lower()
-  if key.startswith(TFDS_PREFIX) and key[len(TFDS_PREFIX):] in REGISTRY:
-    key = key[len(TFDS_PREFIX):]
+  if key.startswith(TFDS_PREFIX) and key[len(TFDS_PREFIX) :] in REGISTRY:
+    key = key[len(TFDS_PREFIX) :]
   if key not in REGISTRY:
-    raise ValueError(f"no TFDS builder for {dataset!r}: registered datasets are "
-                     f"{sorted(REGISTRY)} (a MULAN dataset given by path has no builder; "
-                     f"use energynets.data.load_dataset)")
+    raise ValueError(
+      f"no TFDS builder for {dataset!r}: registered datasets are "
+      f"{sorted(REGISTRY)} (a MULAN dataset given by path has no builder; "
+      f"use energynets.data.load_dataset)"
+    )
   return REGISTRY[key]
 
 
@@ -176,12 +204,17 @@ def _feature_shapes(spec: DatasetSpec, config: MultilabelConfig) -> tuple[int, i
   if not config.synthetic_kwargs:
     return spec.num_features, spec.num_labels
   # Generator arguments can change D and L; a 1+1+1-row draw reports them cheaply.
-  probe = load_dataset(spec.name, **{**config.load_kwargs(), "num_train": 1,
-                                     "num_validation": 1, "num_test": 1})
+  probe = load_dataset(
+    spec.name, **{**config.load_kwargs(), "num_train": 1, "num_validation": 1, "num_test": 1}
+  )
   return probe.num_features, probe.num_labels
 
 
-class EnergynetsMultilabel(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+# tfds's registration hook takes `skip_registration`; mypy sees only object's hook.
+class EnergynetsMultilabel(
+  tfds.core.GeneratorBasedBuilder,  # type: ignore[call-arg]
+  skip_registration=True,
+):
   """Base of the per-dataset builders; `SPEC` says which dataset.
 
   Not registered itself: only the generated subclasses have a dataset to build.
@@ -197,8 +230,7 @@ class EnergynetsMultilabel(tfds.core.GeneratorBasedBuilder, skip_registration=Tr
   # is only used to look for a checksums.tsv, and these builders download nothing.
   code_path = epath.Path(__file__)
 
-  def __init__(self, *, file_format: str | tfds.core.FileFormat | None = None,
-               **kwargs: Any):
+  def __init__(self, *, file_format: str | tfds.core.FileFormat | None = None, **kwargs: Any):
     super().__init__(file_format=file_format, **kwargs)
     # A prepared dataset keeps the format recorded in its dataset_info.json (the
     # file TFDS checks before restoring it); only a new one gets the TF-free default.
@@ -206,12 +238,10 @@ class EnergynetsMultilabel(tfds.core.GeneratorBasedBuilder, skip_registration=Tr
       self.info.set_file_format(DEFAULT_FILE_FORMAT, override=True)
 
   @classmethod
-  def get_builder_config(cls, name: str, version: Any = None
-                         ) -> tfds.core.BuilderConfig | None:
+  def get_builder_config(cls, name: str, version: Any = None) -> tfds.core.BuilderConfig | None:
     # Any canonical name is a valid config, not only the predeclared ones, so a
     # seed can be named in a TFDS string ('energynets_cal500/seed3').
-    return super().get_builder_config(name, version) or parse_config_name(
-        cls.SPEC.name, name)
+    return super().get_builder_config(name, version) or parse_config_name(cls.SPEC.name, name)
 
   def _info(self) -> tfds.core.DatasetInfo:
     spec = self.SPEC
@@ -220,23 +250,23 @@ class EnergynetsMultilabel(tfds.core.GeneratorBasedBuilder, skip_registration=Tr
     def vector(size: int) -> tfds.features.Tensor:
       # Raw little-endian bytes: lossless, needs only numpy, and about 4x faster
       # to write than the default float-list encoding.
-      return tfds.features.Tensor(shape=(size,), dtype=np.float32,
-                                  encoding=tfds.features.Encoding.BYTES)
+      return tfds.features.Tensor(
+        shape=(size,), dtype=np.float32, encoding=tfds.features.Encoding.BYTES
+      )
 
     return tfds.core.DatasetInfo(
-        builder=self,
-        description=f"{spec.name}: {spec.split}. {spec.notes}".strip(),
-        features=tfds.features.FeaturesDict({"x": vector(num_features),
-                                             "y": vector(num_labels)}),
-        supervised_keys=("x", "y"),
-        homepage=spec.url or None,
-        citation=spec.citation or None,
-        # Filled while generating (names, load_dataset's meta); saved as
-        # metadata.json, so a reader gets them without the raw files.
-        metadata=tfds.core.MetadataDict(),
-        # Record i must stay row i of load_dataset; TFDS would otherwise reorder
-        # examples by a hash of their keys.
-        disable_shuffling=True,
+      builder=self,
+      description=f"{spec.name}: {spec.split}. {spec.notes}".strip(),
+      features=tfds.features.FeaturesDict({"x": vector(num_features), "y": vector(num_labels)}),
+      supervised_keys=("x", "y"),
+      homepage=spec.url or None,
+      citation=spec.citation or None,
+      # Filled while generating (names, load_dataset's meta); saved as
+      # metadata.json, so a reader gets them without the raw files.
+      metadata=tfds.core.MetadataDict(),
+      # Record i must stay row i of load_dataset; TFDS would otherwise reorder
+      # examples by a hash of their keys.
+      disable_shuffling=True,
     )
 
   def _split_generators(self, dl_manager: tfds.download.DownloadManager):
@@ -246,10 +276,10 @@ class EnergynetsMultilabel(tfds.core.GeneratorBasedBuilder, skip_registration=Tr
     data_dir = str(dl_manager.manual_dir) if spec.files else None
     ds = load_dataset(spec.name, data_dir=data_dir, **config.load_kwargs())
     self.info.metadata.update(
-        label_names=list(ds.label_names),
-        feature_names=list(ds.feature_names),
-        meta=ds.meta,
-        load_kwargs=config.load_kwargs(),
+      label_names=list(ds.label_names),
+      feature_names=list(ds.feature_names),
+      meta=ds.meta,
+      load_kwargs=config.load_kwargs(),
     )
     return {name: self._generate_examples(getattr(ds, name)) for name in SPLITS}
 
@@ -267,11 +297,13 @@ def _manual_instructions(spec: DatasetSpec) -> str | None:
     return None  # generated in-process
   files = ", ".join(sorted(spec.files.values()))
   source = f"\nPublic copies: {spec.url}<file>." if spec.url else ""
-  return (f"Put {files} in `<manual_dir>/{spec.subdir}/`: the manual dir is the project "
-          f"data directory (the one ${DATA_DIR_ENV} points to). Pass it with "
-          f"`download_config=tfds.download.DownloadConfig(manual_dir=...)`, or use "
-          f"energynets.data.tfds_builders.data_source(..., data_dir=...).{source}\n"
-          f"{spec.notes}")
+  return (
+    f"Put {files} in `<manual_dir>/{spec.subdir}/`: the manual dir is the project "
+    f"data directory (the one ${DATA_DIR_ENV} points to). Pass it with "
+    f"`download_config=tfds.download.DownloadConfig(manual_dir=...)`, or use "
+    f"energynets.data.tfds_builders.data_source(..., data_dir=...).{source}\n"
+    f"{spec.notes}"
+  )
 
 
 def _predeclared_configs(spec: DatasetSpec) -> list[MultilabelConfig]:
@@ -287,27 +319,30 @@ def _predeclared_configs(spec: DatasetSpec) -> list[MultilabelConfig]:
 def _make_builder_class(spec: DatasetSpec) -> type[EnergynetsMultilabel]:
   """A registered builder subclass for one registry entry."""
   attrs = {
-      "__module__": __name__,
-      "__doc__": f"TFDS builder of `load_dataset({spec.name!r})`.\n\n{spec.split}.",
-      # Explicit, so the TFDS name is the registry name whatever the class name.
-      "name": TFDS_PREFIX + spec.name,
-      "SPEC": spec,
-      "BUILDER_CONFIGS": _predeclared_configs(spec),
-      "MANUAL_DOWNLOAD_INSTRUCTIONS": _manual_instructions(spec),
+    "__module__": __name__,
+    "__doc__": f"TFDS builder of `load_dataset({spec.name!r})`.\n\n{spec.split}.",
+    # Explicit, so the TFDS name is the registry name whatever the class name.
+    "name": TFDS_PREFIX + spec.name,
+    "SPEC": spec,
+    "BUILDER_CONFIGS": _predeclared_configs(spec),
+    "MANUAL_DOWNLOAD_INSTRUCTIONS": _manual_instructions(spec),
   }
-  return types.new_class(_class_name(spec.name), (EnergynetsMultilabel,),
-                         exec_body=lambda ns: ns.update(attrs))
+  return types.new_class(
+    _class_name(spec.name), (EnergynetsMultilabel,), exec_body=lambda ns: ns.update(attrs)
+  )
 
 
 # Registry name -> builder class. Each class is also a module attribute under its
 # own name (EnergynetsYeast, ...), so it pickles and can be imported by name.
 BUILDERS: dict[str, type[EnergynetsMultilabel]] = {
-    name: _make_builder_class(spec) for name, spec in REGISTRY.items()}
+  name: _make_builder_class(spec) for name, spec in REGISTRY.items()
+}
 globals().update({cls.__name__: cls for cls in BUILDERS.values()})
 
 
-def builder(name: str, *, tfds_dir: str | os.PathLike | None = None,
-            **load_kwargs: Any) -> EnergynetsMultilabel:
+def builder(
+  name: str, *, tfds_dir: str | os.PathLike | None = None, **load_kwargs: Any
+) -> EnergynetsMultilabel:
   """The builder of registered dataset `name` for the variant `load_kwargs` picks.
 
   Args:
@@ -321,13 +356,18 @@ def builder(name: str, *, tfds_dir: str | os.PathLike | None = None,
   config = make_config(spec.name, **load_kwargs)
   # By name, so a predeclared config is used as the same object (TFDS rejects an
   # equal-named copy).
-  return BUILDERS[spec.name](config=config.name,
-                             data_dir=None if tfds_dir is None else os.fspath(tfds_dir))
+  return BUILDERS[spec.name](
+    config=config.name, data_dir=None if tfds_dir is None else os.fspath(tfds_dir)
+  )
 
 
-def data_source(name: str, *, data_dir: str | os.PathLike | None = None,
-                tfds_dir: str | os.PathLike | None = None,
-                **load_kwargs: Any) -> Mapping[str, Any]:
+def data_source(
+  name: str,
+  *,
+  data_dir: str | os.PathLike | None = None,
+  tfds_dir: str | os.PathLike | None = None,
+  **load_kwargs: Any,
+) -> Mapping[str, Any]:
   """Builds `name` into `tfds_dir` if needed; returns its random-access splits.
 
   The same as `tfds.data_source` on the builder, with the project's data
@@ -351,6 +391,5 @@ def data_source(name: str, *, data_dir: str | os.PathLike | None = None,
   b = builder(name, tfds_dir=tfds_dir, **load_kwargs)
   if not b.is_prepared():
     manual_dir = resolve_data_dir(data_dir) if b.MANUAL_DOWNLOAD_INSTRUCTIONS else None
-    b.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+    b.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
   return b.as_data_source()

@@ -22,7 +22,8 @@ like the variable it multiplies), and `f` returns a scalar. Integer leaves of `p
 allow_int=True)` gives.
 """
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -44,8 +45,9 @@ def hvp(f: Callable[[PyTree], jax.Array], x: PyTree, v: PyTree) -> PyTree:
   return jax.jvp(jax.grad(f), (x,), (v,))[1]
 
 
-def cross_hvp(f: Callable[[PyTree, PyTree], jax.Array], phi: PyTree, y: PyTree,
-              v: PyTree) -> PyTree:
+def cross_hvp(
+  f: Callable[[PyTree, PyTree], jax.Array], phi: PyTree, y: PyTree, v: PyTree
+) -> PyTree:
   """`∂/∂φ ⟨∇_y f(φ, y), v⟩ = (∂²f/∂φ∂y) v`, a pytree shaped like `phi`.
 
   Defined as the VJP of `φ ↦ ∇_y f(φ, y)` against `v`. It is computed, by the symmetry
@@ -62,8 +64,9 @@ def cross_hvp(f: Callable[[PyTree, PyTree], jax.Array], phi: PyTree, y: PyTree,
   return hvp_and_cross_hvp(f, phi, y, v)[2]
 
 
-def hvp_and_cross_hvp(f: Callable[[PyTree, PyTree], jax.Array], phi: PyTree, y: PyTree,
-                      v: PyTree) -> tuple[PyTree, PyTree, PyTree]:
+def hvp_and_cross_hvp(
+  f: Callable[[PyTree, PyTree], jax.Array], phi: PyTree, y: PyTree, v: PyTree
+) -> tuple[PyTree, PyTree, PyTree]:
   """`(∇_y f, ∇²_yy f v, (∂²f/∂φ∂y) v)` at `(phi, y)` from one forward-over-reverse pass.
 
   The adjoint of an unrolled GBI step needs all three at every iterate: the gradient
@@ -82,6 +85,7 @@ def hvp_and_cross_hvp(f: Callable[[PyTree, PyTree], jax.Array], phi: PyTree, y: 
   Returns:
     `(grad_y, hvp_y, cross)`: shaped like `y`, `y`, `phi`.
   """
+
   def joint_grad(y_):
     return jax.grad(f, argnums=(0, 1), allow_int=True)(phi, y_)
 
@@ -89,8 +93,9 @@ def hvp_and_cross_hvp(f: Callable[[PyTree, PyTree], jax.Array], phi: PyTree, y: 
   return grad_y, hess_v, cross
 
 
-def finite_difference_hvp(f: Callable[[PyTree], jax.Array], x: PyTree, v: PyTree,
-                          eps: float = 1e-5) -> PyTree:
+def finite_difference_hvp(
+  f: Callable[[PyTree], jax.Array], x: PyTree, v: PyTree, eps: float = 1e-5
+) -> PyTree:
   """`(∇f(x + εv) − ∇f(x − εv)) / 2ε`: a test oracle for `hvp`, never used in training.
 
   This is how E2E-SPEN (following Domke 2012) computed its Hessian-vector products.
@@ -99,11 +104,11 @@ def finite_difference_hvp(f: Callable[[PyTree], jax.Array], x: PyTree, v: PyTree
   """
   grad = jax.grad(f)
   shifted = lambda s: jax.tree.map(lambda a, b: a + s * eps * b, x, v)
-  return jax.tree.map(lambda p, m: (p - m) / (2.0 * eps), grad(shifted(1.0)),
-                      grad(shifted(-1.0)))
+  return jax.tree.map(lambda p, m: (p - m) / (2.0 * eps), grad(shifted(1.0)), grad(shifted(-1.0)))
 
 
 def tree_vdot(a: PyTree, b: PyTree) -> jax.Array:
   """`Σ ⟨a_i, b_i⟩` over matching float leaves (a scalar)."""
-  return sum((jnp.vdot(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b))),
-             jnp.zeros(()))
+  return sum(
+    (jnp.vdot(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b))), jnp.zeros(())
+  )

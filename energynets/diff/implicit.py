@@ -25,12 +25,11 @@ is a stationary point and the inverse-Hessian product is solved.
   when H is positive definite, unreliable when it is not (δ > 0 helps).
 - `Neumann` and `ConjugateGradient`: the two solvers as values, each with one method
   `solve(hvp_fn, v) -> H⁻¹v`; any object with that method (`InverseHVPSolver`) is a
-  solver too. `InverseHVP` is the same choice as one record with a `method` string (what
-  the experiment configs write); `get_solver` maps it (or a solver value) to a solver.
+  solver too.
 - `inverse_hvp`: `H⁻¹v` by any of these.
-- `implicit_gradient(aux_loss, prim_loss, θ, φ, config)`: the explicit and implicit
+- `implicit_gradient(aux_loss, prim_loss, θ, φ, solver)`: the explicit and implicit
   terms above, separately (what the implicit objective logs), and their sum.
-- `implicit_solution(aux_loss, config)`: the same gradient as a `jax.custom_vjp`: an
+- `implicit_solution(aux_loss, solver)`: the same gradient as a `jax.custom_vjp`: an
   identity `θ ↦ θ` whose VJP w.r.t. φ (and any other argument of `L_aux`) is the
   implicit one, so `jax.grad(lambda φ: L_prim(implicit_solution(...)(θ, φ), φ))` is
   `dL_prim/dφ` and composes with anything else (in the style of jaxopt's `custom_root`,
@@ -46,8 +45,11 @@ arguments of `L_aux` in `implicit_solution` (the batch) may hold integer leaves:
 cotangents are `float0` zeros.
 """
 
+from collections.abc import Callable
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional, Protocol, Union
+from typing import Any
+from typing import NamedTuple
+from typing import Protocol
 
 import jax
 import jax.numpy as jnp
@@ -56,49 +58,16 @@ from energynets.diff.hvp import cross_hvp
 from energynets.diff.hvp import tree_vdot
 
 PyTree = Any
-METHODS = ("neumann", "cg")
 
 # Loop bodies unrolled at most this many iterations per loop iteration: small loops
 # (the configs' K and T_inner) unroll fully, long ones stay quick to compile.
 MAX_UNROLL = 16
 
 
-class InverseHVP(NamedTuple):
-  """How to solve `H w = v` for the implicit term, as one record with a method name.
-
-  The form the experiment configs write (`InverseHVP(**config.inverse_hvp)`);
-  `get_solver` maps it to the solver value it stands for (`Neumann` or
-  `ConjugateGradient`, which code may pass directly instead).
-
-  Attributes:
-    method: `'neumann'` (truncated von Neumann series) or `'cg'` (conjugate gradients).
-    num_terms: K, the number of Hessian-vector products: Neumann terms beyond the
-      identity, or the maximum number of CG iterations.
-    alpha: the Neumann preconditioning scale α (H is replaced by αH, so α should be at
-      most about 1/‖H‖; Lorraine et al. tie it to the inner learning rate). Unused by CG.
-    damping: δ ≥ 0, solve `(H + δI) w = v` (both methods): regularizes a singular or
-      indefinite H. CG needs δ > |λ_min(H)| on an indefinite H.
-    tol: CG's relative residual tolerance (its early stop). Unused by Neumann.
-  """
-  method: str = "neumann"
-  num_terms: int = 10
-  alpha: float = 1e-2
-  damping: float = 0.0
-  tol: float = 1e-6
-
-
-def check_config(config: InverseHVP) -> None:
-  """ValueError naming the bad field of `config`."""
-  if config.method not in METHODS:
-    raise ValueError(f"unknown inverse-HVP method {config.method!r}; expected one of "
-                     f"{METHODS}")
-  _check_solver_options(config.method, config.num_terms, config.alpha, config.damping,
-                        f"inverse-HVP num_terms ({config.method})")
-
-
-def _check_solver_options(method: str, num_terms: int, alpha: Optional[float],
-                          damping: float, num_terms_name: str) -> None:
-  """The checks shared by `InverseHVP` records and the solver values they stand for.
+def _check_solver_options(
+  method: str, num_terms: int, alpha: float | None, damping: float, num_terms_name: str
+) -> None:
+  """The checks of the solver values' options.
 
   Args:
     method: `'neumann'` (K ≥ 0 terms, α > 0) or `'cg'` (K ≥ 1 iterations; α unused).
@@ -113,7 +82,7 @@ def _check_solver_options(method: str, num_terms: int, alpha: Optional[float],
   minimum = 0 if method == "neumann" else 1
   if num_terms < minimum:
     raise ValueError(f"{num_terms_name} must be >= {minimum}; got {num_terms}")
-  if method == "neumann" and not alpha > 0:
+  if method == "neumann" and not (alpha is not None and alpha > 0):
     raise ValueError(f"the Neumann scale alpha must be > 0; got {alpha}")
   if damping < 0:
     raise ValueError(f"inverse-HVP damping must be >= 0; got {damping}")
@@ -141,13 +110,13 @@ class Neumann:
       when the eigenvalues of α(H + δI) lie in (0, 2)).
     damping: δ ≥ 0.
   """
+
   num_terms: int = 10
   alpha: float = 1e-2
   damping: float = 0.0
 
   def __post_init__(self):
-    _check_solver_options("neumann", self.num_terms, self.alpha, self.damping,
-                          "Neumann num_terms")
+    _check_solver_options("neumann", self.num_terms, self.alpha, self.damping, "Neumann num_terms")
 
   def solve(self, hvp_fn: Callable[[PyTree], PyTree], v: PyTree) -> PyTree:
     """`neumann_inverse_hvp(hvp_fn, v)` with these options.
@@ -159,8 +128,9 @@ class Neumann:
     Returns:
       A pytree shaped like `v`.
     """
-    return neumann_inverse_hvp(hvp_fn, v, num_terms=self.num_terms, alpha=self.alpha,
-                               damping=self.damping)
+    return neumann_inverse_hvp(
+      hvp_fn, v, num_terms=self.num_terms, alpha=self.alpha, damping=self.damping
+    )
 
 
 @jax.tree_util.register_static
@@ -173,6 +143,7 @@ class ConjugateGradient:
     tol: the relative residual at which CG stops early.
     damping: δ ≥ 0 (CG needs H + δI positive definite to be reliable).
   """
+
   max_iter: int = 10
   tol: float = 1e-6
   damping: float = 0.0
@@ -190,36 +161,24 @@ class ConjugateGradient:
     Returns:
       A pytree shaped like `v`.
     """
-    return cg_inverse_hvp(hvp_fn, v, num_terms=self.max_iter, damping=self.damping,
-                          tol=self.tol)
+    return cg_inverse_hvp(hvp_fn, v, num_terms=self.max_iter, damping=self.damping, tol=self.tol)
 
 
-SolverLike = Union[InverseHVP, InverseHVPSolver]
-
-
-def get_solver(solver: SolverLike) -> InverseHVPSolver:
-  """The solver value an `InverseHVP` record stands for, or a solver value as is.
+def check_solver(solver: Any) -> None:
+  """Refuses anything that is not an inverse-HVP solver value.
 
   Args:
-    solver: an `InverseHVP` (`'neumann'` -> `Neumann(num_terms, alpha, damping)`,
-      `'cg'` -> `ConjugateGradient(num_terms, tol, damping)`), or any object with a
-      `solve(hvp_fn, v)` method.
-
-  Returns:
-    An object with `solve(hvp_fn, v) -> H⁻¹v`.
+    solver: `Neumann(...)`, `ConjugateGradient(...)` or any object with a
+      `solve(hvp_fn, v)` method (`InverseHVPSolver`).
 
   Raises:
-    ValueError: on a bad `InverseHVP` field. TypeError: on anything else without `solve`.
+    TypeError: one line naming what was given (a name, a class, ...).
   """
-  if isinstance(solver, InverseHVP):
-    check_config(solver)
-    if solver.method == "neumann":
-      return Neumann(solver.num_terms, solver.alpha, solver.damping)
-    return ConjugateGradient(solver.num_terms, solver.tol, solver.damping)
   if isinstance(solver, type) or not callable(getattr(solver, "solve", None)):
-    raise TypeError(f"expected an inverse-HVP solver (Neumann(...), ConjugateGradient(...), "
-                    f"InverseHVP(...) or an object with solve(hvp_fn, v)); got {solver!r}")
-  return solver
+    raise TypeError(
+      f"expected an inverse-HVP solver (Neumann(...), ConjugateGradient(...) "
+      f"or an object with solve(hvp_fn, v)); got {solver!r}"
+    )
 
 
 def _solver_damping(solver: InverseHVPSolver) -> float:
@@ -236,8 +195,14 @@ def _damped(hvp_fn: Callable[[PyTree], PyTree], damping: float) -> Callable[[PyT
   return lambda v: _axpy(damping, v, hvp_fn(v))
 
 
-def neumann_inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree, *, num_terms: int,
-                        alpha: float, damping: float = 0.0) -> PyTree:
+def neumann_inverse_hvp(
+  hvp_fn: Callable[[PyTree], PyTree],
+  v: PyTree,
+  *,
+  num_terms: int,
+  alpha: float,
+  damping: float = 0.0,
+) -> PyTree:
   """`α Σ_{k=0..K} (I − α(H + δI))^k v` with K = `num_terms` Hessian products.
 
   Args:
@@ -257,13 +222,20 @@ def neumann_inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree, *, num_te
   # Unrolled (up to MAX_UNROLL terms per loop iteration): K is small, and XLA:CPU ran a
   # loop over an LSTM's Hessian products several times slower than the unrolled terms
   # (objectives/implicit/training.py).
-  (_, total), _ = jax.lax.scan(term, (v, v), None, length=num_terms,
-                               unroll=max(1, min(num_terms, MAX_UNROLL)))
+  (_, total), _ = jax.lax.scan(
+    term, (v, v), None, length=num_terms, unroll=max(1, min(num_terms, MAX_UNROLL))
+  )
   return jax.tree.map(lambda t: alpha * t, total)
 
 
-def cg_inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree, *, num_terms: int,
-                   damping: float = 0.0, tol: float = 1e-6) -> PyTree:
+def cg_inverse_hvp(
+  hvp_fn: Callable[[PyTree], PyTree],
+  v: PyTree,
+  *,
+  num_terms: int,
+  damping: float = 0.0,
+  tol: float = 1e-6,
+) -> PyTree:
   """`(H + δI)⁻¹ v` by at most `num_terms` conjugate-gradient iterations from 0.
 
   Args:
@@ -276,25 +248,28 @@ def cg_inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree, *, num_terms: 
   Returns:
     A pytree shaped like `v`.
   """
-  solution, _ = jax.scipy.sparse.linalg.cg(_damped(hvp_fn, damping), v, tol=tol,
-                                           maxiter=num_terms)
+  solution, _ = jax.scipy.sparse.linalg.cg(_damped(hvp_fn, damping), v, tol=tol, maxiter=num_terms)
   return solution
 
 
-def inverse_hvp(hvp_fn: Callable[[PyTree], PyTree], v: PyTree,
-                config: SolverLike = Neumann()) -> PyTree:
-  """`H⁻¹ v` by the solver `config` stands for (`get_solver`).
+def inverse_hvp(
+  hvp_fn: Callable[[PyTree], PyTree], v: PyTree, solver: InverseHVPSolver = Neumann()
+) -> PyTree:
+  """`H⁻¹ v` by `solver`.
 
   Args:
     hvp_fn: `u -> H u` (a pytree map, e.g. `lambda u: hvp(f, x, u)`).
     v: the right-hand side, any pytree.
-    config: a solver value (`Neumann`, `ConjugateGradient`, any `InverseHVPSolver`) or an
-      `InverseHVP` record.
+    solver: a solver value (`Neumann`, `ConjugateGradient`, any `InverseHVPSolver`).
 
   Returns:
     A pytree shaped like `v`.
+
+  Raises:
+    TypeError: `solver` has no `solve` method.
   """
-  return get_solver(config).solve(hvp_fn, v)
+  check_solver(solver)
+  return solver.solve(hvp_fn, v)
 
 
 class ImplicitGradient(NamedTuple):
@@ -310,6 +285,7 @@ class ImplicitGradient(NamedTuple):
       Hessian product): how well the inverse-HVP was solved.
     aux: what `prim_loss` returned beside its value when `has_aux` (else None).
   """
+
   value: jax.Array
   total: PyTree
   explicit: PyTree
@@ -319,8 +295,9 @@ class ImplicitGradient(NamedTuple):
   aux: Any = None
 
 
-def _solve(aux_at_phi: Callable[[PyTree], jax.Array], theta: PyTree, rhs: PyTree,
-           solver: InverseHVPSolver) -> tuple[PyTree, jax.Array]:
+def _solve(
+  aux_at_phi: Callable[[PyTree], jax.Array], theta: PyTree, rhs: PyTree, solver: InverseHVPSolver
+) -> tuple[PyTree, jax.Array]:
   """`(w, relative residual)` with `w ≈ (H + δI)⁻¹ rhs`, H the Hessian of `aux_at_phi`.
 
   The gradient is linearized once (`jax.linearize` of `jax.grad`: the forward-over-
@@ -337,10 +314,15 @@ def _solve(aux_at_phi: Callable[[PyTree], jax.Array], theta: PyTree, rhs: PyTree
   return w, residual
 
 
-def implicit_gradient(aux_loss: Callable[[PyTree, PyTree], jax.Array],
-                      prim_loss: Callable[[PyTree, PyTree], jax.Array], theta: PyTree,
-                      phi: PyTree, config: SolverLike = Neumann(), *,
-                      has_aux: bool = False) -> ImplicitGradient:
+def implicit_gradient(
+  aux_loss: Callable[[PyTree, PyTree], jax.Array],
+  prim_loss: Callable[[PyTree, PyTree], jax.Array],
+  theta: PyTree,
+  phi: PyTree,
+  solver: InverseHVPSolver = Neumann(),
+  *,
+  has_aux: bool = False,
+) -> ImplicitGradient:
   """The gradient of `φ ↦ L_prim(θ*(φ), φ)` at `θ ≈ θ*(φ)`, by Eq. 4.
 
   Args:
@@ -348,15 +330,20 @@ def implicit_gradient(aux_loss: Callable[[PyTree, PyTree], jax.Array],
     prim_loss: `(θ, φ) -> scalar` L_prim, the outer objective.
     theta: the inner solution reached (treated as θ*; no gradient flows through how).
     phi: the outer parameters.
-    config: the inverse-HVP solver: a solver value or an `InverseHVP` (`get_solver`).
+    solver: the inverse-HVP solver, a value (`Neumann`, `ConjugateGradient`, any
+      `InverseHVPSolver`).
     has_aux: `prim_loss` returns `(value, aux)` (as `jax.value_and_grad`'s `has_aux`).
 
   Returns:
     An `ImplicitGradient`.
+
+  Raises:
+    TypeError: `solver` has no `solve` method.
   """
-  solver = get_solver(config)
+  check_solver(solver)
   value, (prim_grad_theta, explicit) = jax.value_and_grad(
-      prim_loss, argnums=(0, 1), has_aux=has_aux)(theta, phi)
+    prim_loss, argnums=(0, 1), has_aux=has_aux
+  )(theta, phi)
   value, aux = value if has_aux else (value, None)
   w, residual = _solve(lambda t: aux_loss(t, phi), theta, prim_grad_theta, solver)
   cross = cross_hvp(lambda p, t: aux_loss(t, p), phi, theta, w)
@@ -365,8 +352,9 @@ def implicit_gradient(aux_loss: Callable[[PyTree, PyTree], jax.Array],
   return ImplicitGradient(value, total, explicit, implicit, prim_grad_theta, residual, aux)
 
 
-def implicit_solution(aux_loss: Callable[..., jax.Array],
-                      config: SolverLike = Neumann()) -> Callable[..., PyTree]:
+def implicit_solution(
+  aux_loss: Callable[..., jax.Array], solver: InverseHVPSolver = Neumann()
+) -> Callable[..., PyTree]:
   """`solution(θ, φ, *args) -> θ`, whose VJP is that of the inner argmin at θ.
 
   `aux_loss(θ, φ, *args)` is L_aux. The returned function is the identity on θ; its
@@ -376,12 +364,16 @@ def implicit_solution(aux_loss: Callable[..., jax.Array],
 
   Args:
     aux_loss: `(θ, φ, *args) -> scalar`, the inner objective θ minimizes.
-    config: the inverse-HVP solver: a solver value or an `InverseHVP` (`get_solver`).
+    solver: the inverse-HVP solver, a value (`Neumann`, `ConjugateGradient`, any
+      `InverseHVPSolver`).
 
   Returns:
     `solution(θ, φ, *args) -> θ`.
+
+  Raises:
+    TypeError: `solver` has no `solve` method.
   """
-  solver = get_solver(config)
+  check_solver(solver)
 
   @jax.custom_vjp
   def solution(theta, phi, *args):
@@ -394,11 +386,11 @@ def implicit_solution(aux_loss: Callable[..., jax.Array],
     theta, phi, args = residuals
     w, _ = _solve(lambda t: aux_loss(t, phi, *args), theta, g, solver)
     cross_phi, cross_args = cross_hvp(
-        lambda phi_args, t: aux_loss(t, phi_args[0], *phi_args[1]), (phi, args), theta, w)
+      lambda phi_args, t: aux_loss(t, phi_args[0], *phi_args[1]), (phi, args), theta, w
+    )
     negate = lambda c: c if c.dtype == jax.dtypes.float0 else -c
     theta_bar = jax.tree.map(jnp.zeros_like, theta)
-    return (theta_bar, jax.tree.map(negate, cross_phi),
-            *jax.tree.map(negate, cross_args))
+    return (theta_bar, jax.tree.map(negate, cross_phi), *jax.tree.map(negate, cross_args))
 
   solution.defvjp(fwd, bwd)
   return solution

@@ -5,21 +5,37 @@ Every objective takes an `Energy` (`protocol`): build one from a plain function
 are modules whose `as_energy()` gives theirs.
 """
 
-from energynets.energies.protocol import (Energy, EnergyShapeError, as_energy,
-                                          energy_from_function, energy_from_module)
-from energynets.energies.protocol import check as check_energy
-from energynets.energies.icnn import ICNNEnergy, InputConvexNet, NonNegDense
-from energynets.energies.image import (ConvScoreNet, DeepPriorEnergy, FieldOfExperts,
-                                       GaussianDataTerm, SegmentationEncoding,
-                                       SegmentationEnergy, segmentation_param_groups,
-                                       soft_abs, softplus_t)
-from energynets.energies.mlc import (Encoding, LocalNetEnergy, MeasurementEnergy, SPENEnergy,
-                                     param_groups)
-from energynets.energies.sequence import (SequenceEncoding,
-                                          SequenceEnergy, TagLanguageModels, TagLM,
-                                          tlm_log_likelihoods, tlm_log_probs,
-                                          tlm_pretrain_loss)
 from energynets.energies import sequence
+from energynets.energies.icnn import ICNNEnergy
+from energynets.energies.icnn import InputConvexNet
+from energynets.energies.icnn import NonNegDense
+from energynets.energies.image import DeepPriorEnergy
+from energynets.energies.image import FieldOfExperts
+from energynets.energies.image import GaussianDataTerm
+from energynets.energies.image import soft_abs
+from energynets.energies.image import softplus_t
+from energynets.energies.mlc import Encoding
+from energynets.energies.mlc import LocalNetEnergy
+from energynets.energies.mlc import MeasurementEnergy
+from energynets.energies.mlc import SPENEnergy
+from energynets.energies.mlc import param_groups
+from energynets.energies.protocol import Energy
+from energynets.energies.protocol import EnergyShapeError
+from energynets.energies.protocol import as_energy
+from energynets.energies.protocol import check as check_energy
+from energynets.energies.protocol import energy_from_function
+from energynets.energies.protocol import energy_from_module
+from energynets.energies.segmentation import ConvScoreNet
+from energynets.energies.segmentation import SegmentationEncoding
+from energynets.energies.segmentation import SegmentationEnergy
+from energynets.energies.segmentation import segmentation_param_groups
+from energynets.energies.sequence import SequenceEncoding
+from energynets.energies.sequence import SequenceEnergy
+from energynets.energies.sequence import TagLanguageModels
+from energynets.energies.sequence import TagLM
+from energynets.energies.sequence import tlm_log_likelihoods
+from energynets.energies.sequence import tlm_log_probs
+from energynets.energies.sequence import tlm_pretrain_loss
 
 TLM_VARIANTS: tuple[str, ...] = sequence.TLM_VARIANTS
 """The tag-language-model global energies of `SequenceEnergy` (Tu et al. 2020):
@@ -29,10 +45,37 @@ GLOBAL_ENERGIES: dict[str, tuple[str, ...]] = sequence.GLOBAL_ENERGIES
 """The paper's three global-energy settings (Tu et al. 2020, Table 4), name -> the
 `TLM_VARIANTS` it uses: `'a'` forward, `'b'` forward + backward, `'c'` all four."""
 
-__all__ = ["Energy", "EnergyShapeError", "as_energy", "check_energy", "energy_from_function",
-           "energy_from_module", "ConvScoreNet", "DeepPriorEnergy", "Encoding", "FieldOfExperts", "GaussianDataTerm", "ICNNEnergy",
-           "InputConvexNet", "LocalNetEnergy", "MeasurementEnergy", "NonNegDense", "SPENEnergy", "param_groups",
-           "soft_abs", "softplus_t", "SegmentationEncoding", "SegmentationEnergy",
-           "segmentation_param_groups",
-           "GLOBAL_ENERGIES", "SequenceEncoding", "SequenceEnergy", "TLM_VARIANTS", "TagLM",
-           "TagLanguageModels", "tlm_log_likelihoods", "tlm_log_probs", "tlm_pretrain_loss"]
+__all__ = [
+  "Energy",
+  "EnergyShapeError",
+  "as_energy",
+  "check_energy",
+  "energy_from_function",
+  "energy_from_module",
+  "ConvScoreNet",
+  "DeepPriorEnergy",
+  "Encoding",
+  "FieldOfExperts",
+  "GaussianDataTerm",
+  "ICNNEnergy",
+  "InputConvexNet",
+  "LocalNetEnergy",
+  "MeasurementEnergy",
+  "NonNegDense",
+  "SPENEnergy",
+  "param_groups",
+  "soft_abs",
+  "softplus_t",
+  "SegmentationEncoding",
+  "SegmentationEnergy",
+  "segmentation_param_groups",
+  "GLOBAL_ENERGIES",
+  "SequenceEncoding",
+  "SequenceEnergy",
+  "TLM_VARIANTS",
+  "TagLM",
+  "TagLanguageModels",
+  "tlm_log_likelihoods",
+  "tlm_log_probs",
+  "tlm_pretrain_loss",
+]

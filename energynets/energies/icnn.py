@@ -34,24 +34,29 @@ term, the negative control of the convexity tests. SoftPlus keeps E twice
 differentiable in ȳ, as unrolled GBI training needs.
 """
 
+from collections.abc import Sequence
 import math
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from energynets.energies.mlc import Encoding, LocalNetEnergy
+from energynets.energies.mlc import Encoding
+from energynets.energies.mlc import LocalNetEnergy
 from energynets.nets import MLP
-from energynets.nets.mlp import DropoutRates, softplus
+from energynets.nets.mlp import DropoutRates
+from energynets.nets.mlp import softplus
 
 
 def _nonneg_init(spread: float = 0.5):
   """`raw` such that softplus(raw) ≈ exp(spread · N(0, 1)) / fan_in."""
+
   def init(key, shape, dtype=jnp.float32):
     fan_in = shape[0]
     center = math.log(math.expm1(1.0 / fan_in))  # softplus⁻¹(1 / fan_in)
     return center + spread * jax.random.normal(key, shape, dtype)
+
   return init
 
 
@@ -60,6 +65,7 @@ class NonNegDense(nn.Module):
 
   With `enforce=False` the kernel is `raw_kernel` itself (signed).
   """
+
   features: int
   enforce: bool = True
 
@@ -79,6 +85,7 @@ class InputConvexNet(nn.Module):
   Parameters per layer j: `y_j` (A_j, b_j), `x_j` (U_j; absent without u), `z_j`
   (W₊_j, for j ≥ 1); then `output` (w₊).
   """
+
   hidden: Sequence[int]
   enforce_convexity: bool = True
 
@@ -92,6 +99,7 @@ class InputConvexNet(nn.Module):
       if z is not None:
         pre = pre + NonNegDense(width, self.enforce_convexity, name=f"z_{j}")(z)
       z = softplus(pre)
+    assert z is not None, "hidden has at least one layer"
     return NonNegDense(1, self.enforce_convexity, name="output")(z)[..., 0]
 
 
@@ -115,6 +123,7 @@ class ICNNEnergy(LocalNetEnergy):
     dtype: the compute dtype of F and the local head (`SPENEnergy.dtype`); the convex
       ȳ-path stays float32.
   """
+
   num_labels: int
   feature_hidden: Sequence[int] = (150, 150)
   feature_activation: str = "relu"
@@ -123,17 +132,22 @@ class ICNNEnergy(LocalNetEnergy):
   enforce_convexity: bool = True
   dropout: DropoutRates = 0.0
   input_dropout: float = 0.0
-  dtype: Optional[Any] = None
+  dtype: Any | None = None
 
   def setup(self):
     if self.num_labels < 1 or not self.hidden or min(self.hidden) < 1:
-      raise ValueError(f"bad ICNNEnergy sizes: num_labels={self.num_labels}, "
-                       f"hidden={tuple(self.hidden)}")
-    self.local_net = MLP(hidden=tuple(self.feature_hidden), num_outputs=self.num_labels,
-                         activation=self.feature_activation, dropout=self.dropout,
-                         input_dropout=self.input_dropout, dtype=self.dtype)
-    self.global_energy = InputConvexNet(tuple(self.hidden), self.enforce_convexity,
-                                        name="global")
+      raise ValueError(
+        f"bad ICNNEnergy sizes: num_labels={self.num_labels}, hidden={tuple(self.hidden)}"
+      )
+    self.local_net = MLP(
+      hidden=tuple(self.feature_hidden),
+      num_outputs=self.num_labels,
+      activation=self.feature_activation,
+      dropout=self.dropout,
+      input_dropout=self.input_dropout,
+      dtype=self.dtype,
+    )
+    self.global_energy = InputConvexNet(tuple(self.hidden), self.enforce_convexity, name="global")
 
   def energy_from_encoding(self, encoding: Encoding, y: jax.Array) -> jax.Array:
     """`[B]`: the energy of `y [B, L]` given a precomputed `encode(x)`."""

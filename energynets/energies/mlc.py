@@ -33,7 +33,9 @@ F(x) is computed once per input (`encode`) and reused by every GBI step
 F(x)").
 """
 
-from typing import Any, NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
+from typing import NamedTuple
 
 import flax
 import flax.linen as nn
@@ -42,7 +44,8 @@ import jax.numpy as jnp
 
 from energynets import domains
 from energynets.energies import protocol
-from energynets.nets import MLP, activation_by_name
+from energynets.nets import MLP
+from energynets.nets import activation_by_name
 from energynets.nets.mlp import DropoutRates
 
 
@@ -54,6 +57,7 @@ class Encoding(NamedTuple):
       or x itself when `feature_hidden=()`.
     logits: `[B, L]`, the local logits ℓ(x) = head(F(x)).
   """
+
   features: jax.Array
   logits: jax.Array
 
@@ -61,15 +65,20 @@ class Encoding(NamedTuple):
 class _DenseParams(nn.Module):
   """The parameters of `nn.Dense(features, use_bias)`: same names, shapes, dtype and
   initializers (so the same values from the same key), returned instead of applied."""
+
   features: int
   use_bias: bool = True
 
   @nn.compact
-  def __call__(self, in_features: int) -> tuple[jax.Array, Optional[jax.Array]]:
-    kernel = self.param("kernel", nn.linear.default_kernel_init,
-                        (in_features, self.features), jnp.float32)
-    bias = (self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
-            if self.use_bias else None)
+  def __call__(self, in_features: int) -> tuple[jax.Array, jax.Array | None]:
+    kernel = self.param(
+      "kernel", nn.linear.default_kernel_init, (in_features, self.features), jnp.float32
+    )
+    bias = (
+      self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
+      if self.use_bias
+      else None
+    )
     return kernel, bias
 
 
@@ -83,6 +92,7 @@ class MeasurementEnergy(nn.Module):
   SPEN's 15 measurements minor, the softplus of this term took most of a GBI step
   (8x slower than transposed; benchmarks/suite.py's profile).
   """
+
   num_measurements: int
   activation: str = "softplus"
 
@@ -151,6 +161,7 @@ class SPENEnergy(LocalNetEnergy):
       at every GBI step on the float32 iterate ȳ, and their gradient in ȳ drives
       inference; the local logits come back float32, so the energy sums in float32.
   """
+
   num_labels: int
   feature_hidden: Sequence[int] = (150, 150)
   feature_activation: str = "relu"
@@ -159,22 +170,29 @@ class SPENEnergy(LocalNetEnergy):
   num_conditional: int = 0
   dropout: DropoutRates = 0.0
   input_dropout: float = 0.0
-  dtype: Optional[Any] = None
+  dtype: Any | None = None
 
   def setup(self):
     if self.num_labels < 1 or self.num_measurements < 1 or self.num_conditional < 0:
-      raise ValueError(f"bad SPENEnergy sizes: num_labels={self.num_labels}, "
-                       f"num_measurements={self.num_measurements}, "
-                       f"num_conditional={self.num_conditional}")
+      raise ValueError(
+        f"bad SPENEnergy sizes: num_labels={self.num_labels}, "
+        f"num_measurements={self.num_measurements}, "
+        f"num_conditional={self.num_conditional}"
+      )
     activation_by_name(self.activation)  # fail early on an unknown name
-    self.local_net = MLP(hidden=tuple(self.feature_hidden), num_outputs=self.num_labels,
-                         activation=self.feature_activation, dropout=self.dropout,
-                         input_dropout=self.input_dropout, dtype=self.dtype)
-    self.label_energy = MeasurementEnergy(self.num_measurements, self.activation,
-                                          name="global")
+    self.local_net = MLP(
+      hidden=tuple(self.feature_hidden),
+      num_outputs=self.num_labels,
+      activation=self.feature_activation,
+      dropout=self.dropout,
+      input_dropout=self.input_dropout,
+      dtype=self.dtype,
+    )
+    self.label_energy = MeasurementEnergy(self.num_measurements, self.activation, name="global")
     if self.num_conditional:
-      self.conditional_energy = MeasurementEnergy(self.num_conditional, self.activation,
-                                                  name="conditional")
+      self.conditional_energy = MeasurementEnergy(
+        self.num_conditional, self.activation, name="conditional"
+      )
 
   def energy_from_encoding(self, encoding: Encoding, y: jax.Array) -> jax.Array:
     """`[B]`: the energy of `y [B, L]` given a precomputed `encode(x)` (GBI's inner call)."""
@@ -201,13 +219,17 @@ class SPENEnergy(LocalNetEnergy):
       features = encoding.features.astype(candidates.dtype)
       shape = (features.shape[0], candidates.shape[0])
       pairs = jnp.concatenate(
-          [jnp.broadcast_to(candidates[None], shape + candidates.shape[1:]),
-           jnp.broadcast_to(features[:, None], shape + features.shape[1:])], axis=-1)
+        [
+          jnp.broadcast_to(candidates[None], shape + candidates.shape[1:]),
+          jnp.broadcast_to(features[:, None], shape + features.shape[1:]),
+        ],
+        axis=-1,
+      )
       energy = energy + self.conditional_energy(pairs)
     return energy
 
 
-def param_groups(energy: SPENEnergy) -> tuple[str, ...]:
+def param_groups(energy: LocalNetEnergy) -> tuple[str, ...]:
   """The top-level parameter names of `energy`, the units that can be clamped."""
   conditional = getattr(energy, "num_conditional", 0)  # ICNNEnergy has none
   return ("local_net", "global") + (("conditional",) if conditional else ())
@@ -224,17 +246,30 @@ def local_net_energy(energy: LocalNetEnergy) -> protocol.Energy:
   def carry(prev_state, rng, x, y=None):
     reference = jax.eval_shape(lambda: init(rng, x))
     if "energy" in prev_state:
-      return protocol.carried(prev_state["energy"].params, reference,
-                              f"the previous state into this {type(energy).__name__}")
+      return protocol.carried(
+        prev_state["energy"].params,
+        reference,
+        f"the previous state into this {type(energy).__name__}",
+      )
     if "net" in prev_state:
-      local = protocol.carried(prev_state["net"].params, reference["local_net"],
-                               f"the local_bce network into this {type(energy).__name__} "
-                               f"as local_net")
+      local = protocol.carried(
+        prev_state["net"].params,
+        reference["local_net"],
+        f"the local_bce network into this {type(energy).__name__} as local_net",
+      )
       return dict(init(rng, x), local_net=local)
-    raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; expected "
-                     "'energy' (a SPEN stage) or 'net' (local_bce)")
+    raise ValueError(
+      f"cannot continue from a state with keys {sorted(prev_state)}; expected "
+      "'energy' (a SPEN stage) or 'net' (local_bce)"
+    )
 
   return protocol.encoded_module(
-      energy, domain=domains.Box(), y_shape=lambda x: (energy.num_labels,),
-      groups=param_groups(energy), local_start=jax.nn.sigmoid, carry=carry,
-      candidate_energy=hasattr(energy, "candidate_energies"), init=init)
+    energy,
+    domain=domains.Box(),
+    y_shape=lambda x: (energy.num_labels,),
+    groups=param_groups(energy),
+    local_start=jax.nn.sigmoid,
+    carry=carry,
+    candidate_energy=hasattr(energy, "candidate_energies"),
+    init=init,
+  )

@@ -50,7 +50,10 @@ Parameters, by top-level name (the units staged training clamps or trains):
   the variant, and `words`, the word-augmented TLMs' shared embedding.
 """
 
-from typing import Any, NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
+from typing import NamedTuple
+from typing import cast
 
 import flax
 import flax.linen as nn
@@ -58,12 +61,17 @@ import jax
 import jax.numpy as jnp
 
 from energynets import domains
-from energynets.tokens import unpack_tokens
 from energynets.energies import protocol
+
 # The TLM names stay importable from here, where the energy that uses them lives.
-from energynets.energies.tag_language_models import (  # noqa: F401
-    GLOBAL_ENERGIES, TLM_VARIANTS, Initializer, TagLanguageModels, TagLM, reverse_real,
-    tlm_log_likelihood)
+from energynets.energies.tag_language_models import GLOBAL_ENERGIES  # noqa: F401
+from energynets.energies.tag_language_models import TLM_VARIANTS  # noqa: F401
+from energynets.energies.tag_language_models import Initializer  # noqa: F401
+from energynets.energies.tag_language_models import TagLanguageModels  # noqa: F401
+from energynets.energies.tag_language_models import TagLM  # noqa: F401
+from energynets.energies.tag_language_models import reverse_real  # noqa: F401
+from energynets.energies.tag_language_models import tlm_log_likelihood  # noqa: F401
+from energynets.tokens import unpack_tokens
 
 
 class SequenceEncoding(NamedTuple):
@@ -76,10 +84,11 @@ class SequenceEncoding(NamedTuple):
     word_vectors: `[B, T, D]`, the word-augmented TLMs' word embeddings (zero at
       padding), or None when no word-augmented TLM is on.
   """
+
   features: jax.Array
   logits: jax.Array
   mask: jax.Array
-  word_vectors: Optional[jax.Array] = None
+  word_vectors: jax.Array | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -89,20 +98,29 @@ class SequenceEncoding(NamedTuple):
 def _num_tags(local_net: nn.Module) -> int:
   num_tags = getattr(local_net, "num_tags", None)
   if not isinstance(num_tags, int) or num_tags < 1:
-    raise ValueError(f"SequenceEnergy.local_net must be a tagger with num_tags >= 1 (e.g. "
-                     f"PackedTagger); got {type(local_net).__name__} with num_tags={num_tags}")
+    raise ValueError(
+      f"SequenceEnergy.local_net must be a tagger with num_tags >= 1 (e.g. "
+      f"PackedTagger); got {type(local_net).__name__} with num_tags={num_tags}"
+    )
   return num_tags
 
 
-def tag_language_models(energy: "SequenceEnergy", name: Optional[str] = None
-                        ) -> TagLanguageModels:
+def tag_language_models(energy: "SequenceEnergy", name: str | None = None) -> TagLanguageModels:
   """The `TagLanguageModels` module of `energy` (its `tlm` group), unbound."""
   vocab_size = energy.tlm_vocab_size or getattr(
-      getattr(energy.local_net, "embedder", None), "vocab_size", 0)
-  return TagLanguageModels(tuple(energy.tlm_variants), _num_tags(energy.local_net),
-                           energy.tlm_hidden, energy.tlm_cell, vocab_size,
-                           energy.tlm_word_dim, energy.tlm_word_init,
-                           energy.word_tlm_lookahead, name=name)
+    getattr(energy.local_net, "embedder", None), "vocab_size", 0
+  )
+  return TagLanguageModels(
+    tuple(energy.tlm_variants),
+    _num_tags(energy.local_net),
+    energy.tlm_hidden,
+    energy.tlm_cell,
+    vocab_size,
+    energy.tlm_word_dim,
+    energy.tlm_word_init,
+    energy.word_tlm_lookahead,
+    name=name,
+  )
 
 
 class SequenceEnergy(nn.Module):
@@ -130,6 +148,7 @@ class SequenceEnergy(nn.Module):
       separates gold from F_Φ(x) by more than the margin Δ and every hinge stays zero
       (W then never moves); s < 1 tempers it, as a softmax temperature 1/s would.
   """
+
   local_net: nn.Module
   tlm_variants: Sequence[str] = ()
   gamma: float = 1.0
@@ -138,7 +157,7 @@ class SequenceEnergy(nn.Module):
   tlm_cell: str = "optimized_lstm"
   tlm_vocab_size: int = 0
   tlm_word_dim: int = 100
-  tlm_word_init: Optional[Initializer] = None
+  tlm_word_init: Initializer | None = None
   word_tlm_lookahead: bool = False
   pairwise_scale: float = 0.0
   local_scale: float = 1.0
@@ -149,8 +168,9 @@ class SequenceEnergy(nn.Module):
       raise ValueError(f"pairwise_scale must be >= 0; got {self.pairwise_scale}")
     if not self.local_scale > 0:
       raise ValueError(f"local_scale must be > 0; got {self.local_scale}")
-    init = (nn.initializers.normal(self.pairwise_scale) if self.pairwise_scale
-            else nn.initializers.zeros)
+    init = (
+      nn.initializers.normal(self.pairwise_scale) if self.pairwise_scale else nn.initializers.zeros
+    )
     self.pairwise = self.param("pairwise", init, (num_tags, num_tags))
     if self.tlm_variants:
       self.tlm = tag_language_models(self)
@@ -183,15 +203,18 @@ class SequenceEnergy(nn.Module):
   def energy_from_encoding(self, encoding: SequenceEncoding, y: jax.Array) -> jax.Array:
     """`[B]`: the energy of `y [B, T, L]` given `encode(x)` (GBI's inner call)."""
     if y.ndim != 3 or y.shape != encoding.logits.shape:
-      raise ValueError(f"y must be [B, T, L] = {encoding.logits.shape} to match the "
-                       f"encoding's logits; got {y.shape}")
+      raise ValueError(
+        f"y must be [B, T, L] = {encoding.logits.shape} to match the "
+        f"encoding's logits; got {y.shape}"
+      )
     mask = encoding.mask
     # where, not a product: junk at padding (even NaN) reaches neither value nor gradient.
     y_real = jnp.where(mask[..., None], y, 0.0)
     local = -self.local_scale * jnp.sum(y_real * encoding.logits, axis=(1, 2))
     # Padded rows of y_real are zero, so only transitions between real tokens count.
-    pair = -jnp.einsum("bti,ij,btj->b", y_real[:, :-1], self.pairwise.astype(y.dtype),
-                       y_real[:, 1:])
+    pair = -jnp.einsum(
+      "bti,ij,btj->b", y_real[:, :-1], self.pairwise.astype(y.dtype), y_real[:, 1:]
+    )
     energy = local + pair
     if self.tlm_variants:
       loglik = self.tlm.log_likelihoods(y, mask, encoding.word_vectors)
@@ -219,32 +242,48 @@ def sequence_energy(energy: SequenceEnergy) -> protocol.Energy:
   def carry(prev_state, rng, x, y=None):
     reference = jax.eval_shape(lambda: init(rng, x))
     if "energy" in prev_state:
-      return protocol.carried(prev_state["energy"].params, reference,
-                              "the previous state into this SequenceEnergy")
+      return protocol.carried(
+        prev_state["energy"].params, reference, "the previous state into this SequenceEnergy"
+      )
     if "net" in prev_state:
       prev = flax.core.unfreeze(prev_state["net"].params)
       if isinstance(prev, dict) and set(prev) == {"tagger", "crf"}:
         carried = dict(
-            local_net=protocol.carried(
-                prev["tagger"], reference["local_net"],
-                "the CRF's tagger into this SequenceEnergy as local_net"),
-            pairwise=protocol.carried(
-                prev["crf"]["transitions"], reference["pairwise"],
-                "the CRF transitions into this SequenceEnergy as pairwise"))
+          local_net=protocol.carried(
+            prev["tagger"],
+            reference["local_net"],
+            "the CRF's tagger into this SequenceEnergy as local_net",
+          ),
+          pairwise=protocol.carried(
+            prev["crf"]["transitions"],
+            reference["pairwise"],
+            "the CRF transitions into this SequenceEnergy as pairwise",
+          ),
+        )
       else:
-        carried = dict(local_net=protocol.carried(
-            prev, reference["local_net"],
-            "the token-CE tagger into this SequenceEnergy as local_net"))
+        carried = dict(
+          local_net=protocol.carried(
+            prev,
+            reference["local_net"],
+            "the token-CE tagger into this SequenceEnergy as local_net",
+          )
+        )
       # Checked before the (costly) fresh initialization of the other groups.
       return dict(init(rng, x), **carried)
-    raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; expected "
-                     "'energy' (a sequence-energy stage) or 'net' (token CE or CRF)")
+    raise ValueError(
+      f"cannot continue from a state with keys {sorted(prev_state)}; expected "
+      "'energy' (a sequence-energy stage) or 'net' (token CE or CRF)"
+    )
 
   return protocol.encoded_module(
-      energy, domain=domains.Simplex(),
-      y_shape=lambda x: (x.shape[1], _num_tags(energy.local_net)),
-      groups=param_groups(energy), local_start=lambda logits: jax.nn.softmax(logits, -1),
-      carry=carry, init=init)
+    energy,
+    domain=domains.Simplex(),
+    y_shape=lambda x: (x.shape[1], _num_tags(energy.local_net)),
+    groups=param_groups(energy),
+    local_start=lambda logits: jax.nn.softmax(logits, -1),
+    carry=carry,
+    init=init,
+  )
 
 
 def param_groups(energy: SequenceEnergy) -> tuple[str, ...]:
@@ -262,8 +301,9 @@ def _tlm_params(params: Any) -> Any:
   return params["tlm"] if "tlm" in params else params
 
 
-def tlm_log_likelihoods(energy: SequenceEnergy, params: Any, y: jax.Array, mask: jax.Array,
-                        words: Optional[jax.Array] = None) -> dict[str, jax.Array]:
+def tlm_log_likelihoods(
+  energy: SequenceEnergy, params: Any, y: jax.Array, mask: jax.Array, words: jax.Array | None = None
+) -> dict[str, jax.Array]:
   """`{variant: [B]}`, each TLM's log-likelihood of y (`params`: the energy's, or only
   their `tlm` group); `words [B, T]` ids are needed by the word-augmented TLMs."""
   module = tag_language_models(energy)
@@ -272,11 +312,13 @@ def tlm_log_likelihoods(energy: SequenceEnergy, params: Any, y: jax.Array, mask:
     vectors = tlm.embed_words(words, mask) if words is not None and tlm.uses_words else None
     return tlm.log_likelihoods(y, mask, vectors)
 
-  return module.apply({"params": _tlm_params(params)}, method=fn)
+  # Nothing is mutable, so apply returns fn's value alone.
+  return cast(dict[str, jax.Array], module.apply({"params": _tlm_params(params)}, method=fn))
 
 
-def tlm_log_probs(energy: SequenceEnergy, params: Any, y: jax.Array, mask: jax.Array,
-                  words: Optional[jax.Array] = None) -> dict[str, jax.Array]:
+def tlm_log_probs(
+  energy: SequenceEnergy, params: Any, y: jax.Array, mask: jax.Array, words: jax.Array | None = None
+) -> dict[str, jax.Array]:
   """`{variant: [B, T, L + 1]}`: `TagLanguageModels.log_probs` with these params."""
   module = tag_language_models(energy)
 
@@ -284,11 +326,16 @@ def tlm_log_probs(energy: SequenceEnergy, params: Any, y: jax.Array, mask: jax.A
     vectors = tlm.embed_words(words, mask) if words is not None and tlm.uses_words else None
     return tlm.log_probs(y, mask, vectors)
 
-  return module.apply({"params": _tlm_params(params)}, method=fn)
+  return cast(dict[str, jax.Array], module.apply({"params": _tlm_params(params)}, method=fn))
 
 
-def tlm_pretrain_loss(energy: SequenceEnergy, params: Any, y_gold: jax.Array,
-                      mask: jax.Array, words: Optional[jax.Array] = None) -> jax.Array:
+def tlm_pretrain_loss(
+  energy: SequenceEnergy,
+  params: Any,
+  y_gold: jax.Array,
+  mask: jax.Array,
+  words: jax.Array | None = None,
+) -> jax.Array:
   """Scalar: the TLMs' NLL of the gold tag sequences per predicted symbol.
 
   For one-hot `y_gold [B, T, L]` the TLM energy term *is* the sequence's negative

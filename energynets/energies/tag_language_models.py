@@ -25,7 +25,7 @@ sequences) gives the 2018 variant: pretrain, then clamp `tlm` (`trainable=`).
 local and pairwise terms; its docstring lists the choices the paper leaves open.
 """
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import flax.linen as nn
 import jax
@@ -63,12 +63,13 @@ class TagLM(nn.Module):
   the end symbol (last column) for position k + 1. Output k depends on inputs 0..k
   only, so the outputs a row of length n needs (k ≤ n) never see its padding.
   """
+
   num_tags: int
   hidden_size: int = 128
   cell: str = "optimized_lstm"
 
   @nn.compact
-  def __call__(self, y: jax.Array, words: Optional[jax.Array] = None) -> jax.Array:
+  def __call__(self, y: jax.Array, words: jax.Array | None = None) -> jax.Array:
     b, _, num_tags = y.shape
     if num_tags != self.num_tags:
       raise ValueError(f"TagLM has {self.num_tags} tags; got y of shape {y.shape}")
@@ -82,14 +83,16 @@ class TagLM(nn.Module):
     # The zero initial state in the dtype the steps compute in (float64 inputs under
     # x64 with float32 params included), which the scan requires of its carry.
     dtype = cell.dtype or jnp.promote_types(inputs.dtype, cell.param_dtype)
-    carry = jax.tree.map(lambda c: c.astype(dtype),
-                         cell.initialize_carry(jax.random.key(0), inputs[:, 0].shape))
+    carry = jax.tree.map(
+      lambda c: c.astype(dtype), cell.initialize_carry(jax.random.key(0), inputs[:, 0].shape)
+    )
     hidden = nn.RNN(cell)(inputs, initial_carry=carry)
     return jax.nn.log_softmax(nn.Dense(num_tags + 1, name="head")(hidden), axis=-1)
 
 
-def tlm_log_likelihood(log_probs: jax.Array, y: jax.Array, mask: jax.Array
-                       ) -> tuple[jax.Array, jax.Array]:
+def tlm_log_likelihood(
+  log_probs: jax.Array, y: jax.Array, mask: jax.Array
+) -> tuple[jax.Array, jax.Array]:
   """Per-token `log(y_tᵀ ȳ_t)` `[B, T]` (0 at padding) and the end term `[B]`.
 
   `log_probs [B, T + 1, L + 1]` is a `TagLM` output on y in its reading order. The
@@ -114,29 +117,34 @@ class TagLanguageModels(nn.Module):
   each row under that TLM (`[B]`; the negative of its energy term); `log_probs` the
   per-token predictive log-probabilities in the original token order.
   """
+
   variants: tuple[str, ...]
   num_tags: int
   hidden_size: int = 128
   cell: str = "optimized_lstm"
   vocab_size: int = 0
   word_dim: int = 100
-  word_init: Optional[Initializer] = None
+  word_init: Initializer | None = None
   word_lookahead: bool = False
 
   def setup(self):
     unknown = set(self.variants) - set(TLM_VARIANTS)
     if unknown or not self.variants or len(set(self.variants)) != len(self.variants):
-      raise ValueError(f"tlm_variants must be distinct names from {TLM_VARIANTS}; got "
-                       f"{self.variants}")
+      raise ValueError(
+        f"tlm_variants must be distinct names from {TLM_VARIANTS}; got {self.variants}"
+      )
     if self.cell not in CELLS:
       raise ValueError(f"unknown TLM cell {self.cell!r}; expected one of {sorted(CELLS)}")
-    self.models = {v: TagLM(self.num_tags, self.hidden_size, self.cell, name=v)
-                   for v in self.variants}
+    self.models = {
+      v: TagLM(self.num_tags, self.hidden_size, self.cell, name=v) for v in self.variants
+    }
     if self.uses_words:
       if self.vocab_size < 1:
-        raise ValueError("the word-augmented TLMs need the vocabulary size: set "
-                         "SequenceEnergy.tlm_vocab_size, or give local_net an embedder "
-                         "with vocab_size")
+        raise ValueError(
+          "the word-augmented TLMs need the vocabulary size: set "
+          "SequenceEnergy.tlm_vocab_size, or give local_net an embedder "
+          "with vocab_size"
+        )
       init = self.word_init or nn.linear.default_embed_init
       self.words = nn.Embed(self.vocab_size, self.word_dim, embedding_init=init)
 
@@ -148,8 +156,7 @@ class TagLanguageModels(nn.Module):
     """`[B, T]` word ids -> `[B, T, word_dim]`, zero at padding."""
     return self.words(words) * mask[..., None]
 
-  def _run(self, variant: str, y: jax.Array, mask: jax.Array,
-           word_vectors: Optional[jax.Array]):
+  def _run(self, variant: str, y: jax.Array, mask: jax.Array, word_vectors: jax.Array | None):
     """The variant's `TagLM` output on y in its reading order, and y in that order."""
     backward = variant.endswith("backward")
     y = jnp.where(mask[..., None], y, 0.0)
@@ -158,17 +165,23 @@ class TagLanguageModels(nn.Module):
     words = None
     if variant.startswith("word_"):
       if word_vectors is None:
-        raise ValueError(f"the {variant!r} TLM needs word vectors (SequenceEncoding."
-                         f"word_vectors, or words=... for the pretraining loss)")
+        raise ValueError(
+          f"the {variant!r} TLM needs word vectors (SequenceEncoding."
+          f"word_vectors, or words=... for the pretraining loss)"
+        )
       words = reverse_real(word_vectors, mask) if backward else word_vectors
       zero = jnp.zeros_like(words[:, :1])
       # Step k reads x_k (x_0: the start word, zeros) or, with lookahead, x_{k+1}.
-      words = (jnp.concatenate([words, zero], axis=1) if self.word_lookahead
-               else jnp.concatenate([zero, words], axis=1))
+      words = (
+        jnp.concatenate([words, zero], axis=1)
+        if self.word_lookahead
+        else jnp.concatenate([zero, words], axis=1)
+      )
     return self.models[variant](y, words), y
 
-  def log_likelihoods(self, y: jax.Array, mask: jax.Array,
-                      word_vectors: Optional[jax.Array] = None) -> dict[str, jax.Array]:
+  def log_likelihoods(
+    self, y: jax.Array, mask: jax.Array, word_vectors: jax.Array | None = None
+  ) -> dict[str, jax.Array]:
     """`{variant: [B]}`: `Σ_t log(y_tᵀ ȳ_t)` over the n + 1 predictions of each row."""
     out = {}
     for variant in self.variants:
@@ -177,8 +190,9 @@ class TagLanguageModels(nn.Module):
       out[variant] = jnp.sum(per_token, axis=-1) + end
     return out
 
-  def log_probs(self, y: jax.Array, mask: jax.Array,
-                word_vectors: Optional[jax.Array] = None) -> dict[str, jax.Array]:
+  def log_probs(
+    self, y: jax.Array, mask: jax.Array, word_vectors: jax.Array | None = None
+  ) -> dict[str, jax.Array]:
     """`{variant: [B, T, L + 1]}`: the distribution each TLM predicts for token t (last
     column: the boundary symbol), from the tokens before t (forward) or after t
     (backward), in the original token order; padding rows are meaningless."""
@@ -186,6 +200,5 @@ class TagLanguageModels(nn.Module):
     for variant in self.variants:
       log_probs, _ = self._run(variant, y, mask, word_vectors)
       log_probs = log_probs[:, :-1]
-      out[variant] = (reverse_real(log_probs, mask) if variant.endswith("backward")
-                      else log_probs)
+      out[variant] = reverse_real(log_probs, mask) if variant.endswith("backward") else log_probs
     return out

@@ -28,11 +28,9 @@ Conventions shared by every function here.
   sequence score needs no recursion and is a gather).
 """
 
-from typing import Optional
-
 import jax
-import jax.numpy as jnp
 from jax import lax
+import jax.numpy as jnp
 
 
 def _check(unaries, transitions, mask, start, end, tags=None):
@@ -41,11 +39,15 @@ def _check(unaries, transitions, mask, start, end, tags=None):
     raise ValueError(f"unaries must be [B, T, L]; got shape {unaries.shape}")
   b, t, num_tags = unaries.shape
   if t == 0:
-    raise ValueError("unaries has T = 0 time steps; a CRF needs T >= 1 "
-                     "(empty rows are expressed with mask, not with T = 0)")
+    raise ValueError(
+      "unaries has T = 0 time steps; a CRF needs T >= 1 "
+      "(empty rows are expressed with mask, not with T = 0)"
+    )
   if transitions.shape != (num_tags, num_tags):
-    raise ValueError(f"transitions must be [L, L] = {(num_tags, num_tags)} to match "
-                     f"unaries {unaries.shape}; got {transitions.shape}")
+    raise ValueError(
+      f"transitions must be [L, L] = {(num_tags, num_tags)} to match "
+      f"unaries {unaries.shape}; got {transitions.shape}"
+    )
   if mask.shape != (b, t):
     raise ValueError(f"mask must be [B, T] = {(b, t)} to match unaries; got {mask.shape}")
   if tags is not None and tags.shape != (b, t):
@@ -111,17 +113,26 @@ def _log_partition(alpha, end, mask):
   return jnp.where(mask.any(axis=-1), log_z, 0.0)
 
 
-def crf_log_partition(unaries: jax.Array, transitions: jax.Array, mask: jax.Array,
-                      start: Optional[jax.Array] = None,
-                      end: Optional[jax.Array] = None) -> jax.Array:
+def crf_log_partition(
+  unaries: jax.Array,
+  transitions: jax.Array,
+  mask: jax.Array,
+  start: jax.Array | None = None,
+  end: jax.Array | None = None,
+) -> jax.Array:
   """log Z `[B]` by the forward algorithm; differentiable (its unary gradient is the marginals)."""
   start, end, mask = _check(unaries, transitions, mask, start, end)
   return _log_partition(_forward(unaries, transitions, mask, start), end, mask)
 
 
-def crf_sequence_score(unaries: jax.Array, transitions: jax.Array, tags: jax.Array,
-                       mask: jax.Array, start: Optional[jax.Array] = None,
-                       end: Optional[jax.Array] = None) -> jax.Array:
+def crf_sequence_score(
+  unaries: jax.Array,
+  transitions: jax.Array,
+  tags: jax.Array,
+  mask: jax.Array,
+  start: jax.Array | None = None,
+  end: jax.Array | None = None,
+) -> jax.Array:
   """Unnormalized log-score `[B]` of the given tags; tags at padded positions are ignored.
 
   No recursion is needed, so this is a vectorized gather rather than a scan. Padded
@@ -137,21 +148,33 @@ def crf_sequence_score(unaries: jax.Array, transitions: jax.Array, tags: jax.Arr
   lengths = mask.sum(axis=-1)
   nonempty = (lengths > 0).astype(unaries.dtype)
   last = jnp.take_along_axis(tags, jnp.maximum(lengths - 1, 0)[:, None], axis=1)[:, 0]
-  return ((unary * maskf).sum(-1) + (pair * maskf[:, 1:]).sum(-1)
-          + nonempty * (start[tags[:, 0]] + end[last]))
+  return (
+    (unary * maskf).sum(-1)
+    + (pair * maskf[:, 1:]).sum(-1)
+    + nonempty * (start[tags[:, 0]] + end[last])
+  )
 
 
-def crf_log_likelihood(unaries: jax.Array, transitions: jax.Array, tags: jax.Array,
-                       mask: jax.Array, start: Optional[jax.Array] = None,
-                       end: Optional[jax.Array] = None) -> jax.Array:
+def crf_log_likelihood(
+  unaries: jax.Array,
+  transitions: jax.Array,
+  tags: jax.Array,
+  mask: jax.Array,
+  start: jax.Array | None = None,
+  end: jax.Array | None = None,
+) -> jax.Array:
   """log P(tags | x) `[B]` = score − log Z; the CRF training loss is its negative mean."""
   score = crf_sequence_score(unaries, transitions, tags, mask, start, end)
   return score - crf_log_partition(unaries, transitions, mask, start, end)
 
 
-def crf_marginals(unaries: jax.Array, transitions: jax.Array, mask: jax.Array,
-                  start: Optional[jax.Array] = None,
-                  end: Optional[jax.Array] = None) -> jax.Array:
+def crf_marginals(
+  unaries: jax.Array,
+  transitions: jax.Array,
+  mask: jax.Array,
+  start: jax.Array | None = None,
+  end: jax.Array | None = None,
+) -> jax.Array:
   """Per-token posteriors P(y_t = j | x) `[B, T, L]` by forward-backward; 0 at padding.
 
   An explicit backward recursion (rather than `grad` of log Z) keeps the identity
@@ -168,9 +191,13 @@ def crf_marginals(unaries: jax.Array, transitions: jax.Array, mask: jax.Array,
   return jnp.where(mask[..., None], post, 0.0)
 
 
-def viterbi_decode(unaries: jax.Array, transitions: jax.Array, mask: jax.Array,
-                   start: Optional[jax.Array] = None,
-                   end: Optional[jax.Array] = None) -> tuple[jax.Array, jax.Array]:
+def viterbi_decode(
+  unaries: jax.Array,
+  transitions: jax.Array,
+  mask: jax.Array,
+  start: jax.Array | None = None,
+  end: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array]:
   """Highest-scoring tags `[B, T]` int32 (0 at padding) and their score `[B]`.
 
   Padded positions get identity back-pointers and carry the max-messages unchanged,
@@ -188,8 +215,7 @@ def viterbi_decode(unaries: jax.Array, transitions: jax.Array, mask: jax.Array,
     cand = delta[:, :, None] + transitions[None]
     best_prev = jnp.argmax(cand, axis=1).astype(jnp.int32)
     new = jnp.max(cand, axis=1) + u_t
-    return (jnp.where(m_t[:, None], new, delta),
-            jnp.where(m_t[:, None], best_prev, identity))
+    return (jnp.where(m_t[:, None], new, delta), jnp.where(m_t[:, None], best_prev, identity))
 
   delta, backptr = lax.scan(forward, start[None] + u[0], (u[1:], m[1:]))
   final = delta + end

@@ -23,7 +23,9 @@ most significant bit). Nothing is differentiated: the argmin is piecewise consta
 the result is `stop_gradient`-ed (the SSVM differentiates the energy at a fixed ŷ).
 """
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +42,7 @@ DEFAULT_CHUNK_SIZE = 4096
 class ExhaustiveResult(NamedTuple):
   """`y`: `[B, L]` the minimizing labeling (0/1 in `y_like`'s dtype); `objective`: `[B]`
   its objective value."""
+
   y: jax.Array
   objective: jax.Array
 
@@ -51,8 +54,7 @@ def _bits(index: jax.Array, num_labels: int, dtype) -> jax.Array:
   return ((index[:, None] >> shifts[None, :]) & 1).astype(dtype)
 
 
-def labelings(start: jax.Array | int, count: int, num_labels: int,
-              dtype=jnp.float32) -> jax.Array:
+def labelings(start: jax.Array | int, count: int, num_labels: int, dtype=jnp.float32) -> jax.Array:
   """`[count, num_labels]`: the labelings with indices `start .. start + count − 1`, label
   0 the most significant bit (index 0 is all-zero, `2^L − 1` all-one)."""
   index = jnp.asarray(start, jnp.int32) + jnp.arange(count, dtype=jnp.int32)
@@ -63,8 +65,9 @@ def check_num_labels(num_labels: int) -> None:
   """ValueError unless 1 ≤ L ≤ `MAX_LABELS` (2^L labelings must be enumerable)."""
   if not 1 <= num_labels <= MAX_LABELS:
     raise ValueError(
-        f"exhaustive inference enumerates 2^L labelings; L={num_labels} is outside "
-        f"1..{MAX_LABELS} (use GBI for larger label spaces)")
+      f"exhaustive inference enumerates 2^L labelings; L={num_labels} is outside "
+      f"1..{MAX_LABELS} (use GBI for larger label spaces)"
+    )
 
 
 def pairwise_table(energy: Callable[[PyTree, PyTree, jax.Array], jax.Array]) -> TableFn:
@@ -82,8 +85,14 @@ def pairwise_table(energy: Callable[[PyTree, PyTree, jax.Array], jax.Array]) -> 
   return table
 
 
-def exhaustive_minimize(table: TableFn, params: PyTree, inputs: PyTree, y_like: jax.Array,
-                        *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> ExhaustiveResult:
+def exhaustive_minimize(
+  table: TableFn,
+  params: PyTree,
+  inputs: PyTree,
+  y_like: jax.Array,
+  *,
+  chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> ExhaustiveResult:
   """`argmin_{y ∈ {0,1}^L} objective(y)` per example, by scoring every labeling.
 
   Args:
@@ -105,7 +114,7 @@ def exhaustive_minimize(table: TableFn, params: PyTree, inputs: PyTree, y_like: 
   check_num_labels(num_labels)
   if chunk_size < 1 or chunk_size & (chunk_size - 1):
     raise ValueError(f"chunk_size must be a power of two; got {chunk_size}")
-  total = 2 ** num_labels
+  total = 2**num_labels
   chunk = min(chunk_size, total)
   params, inputs = jax.lax.stop_gradient((params, inputs))
   dtype = y_like.dtype
@@ -114,20 +123,25 @@ def exhaustive_minimize(table: TableFn, params: PyTree, inputs: PyTree, y_like: 
     best_value, best_index, nan_seen = carry
     values = table(params, inputs, labelings(start, chunk, num_labels, dtype))
     if values.shape != (batch, chunk):
-      raise ValueError(f"the objective table must be [B, C] = {(batch, chunk)}; got "
-                       f"{values.shape}")
+      raise ValueError(f"the objective table must be [B, C] = {(batch, chunk)}; got {values.shape}")
     nan_seen = nan_seen | jnp.any(jnp.isnan(values), axis=1)
     values = jnp.where(jnp.isnan(values), jnp.inf, values)
     local = jnp.argmin(values, axis=1)
     value = jnp.take_along_axis(values, local[:, None], axis=1)[:, 0]
     # Strictly lower only, so that ties keep the earlier (lower-index) labeling.
     better = value < best_value
-    return (jnp.where(better, value, best_value),
-            jnp.where(better, start + local.astype(jnp.int32), best_index), nan_seen), None
+    return (
+      jnp.where(better, value, best_value),
+      jnp.where(better, start + local.astype(jnp.int32), best_index),
+      nan_seen,
+    ), None
 
   starts = jnp.arange(0, total, chunk, dtype=jnp.int32)
-  init = (jnp.full((batch,), jnp.inf, dtype), jnp.zeros((batch,), jnp.int32),
-          jnp.zeros((batch,), bool))
+  init = (
+    jnp.full((batch,), jnp.inf, dtype),
+    jnp.zeros((batch,), jnp.int32),
+    jnp.zeros((batch,), bool),
+  )
   (best_value, best_index, nan_seen), _ = jax.lax.scan(scan_chunk, init, starts)
   # A NaN objective is reported, not skipped: the example's value is NaN, which the
   # training loop's finiteness check names.

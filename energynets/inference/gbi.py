@@ -9,22 +9,25 @@ optionally with τ annealed (`entropy_anneal_init`, `entropy_anneal_steps`): a
 continuation from a smooth, nearly convex problem (large τ, the minimum near the
 domain's centre) down to the energy itself, which on non-convex energies such as
 SPEN's HardTanh measurements reaches lower minima than descending E from one start
-(results/spen.md);
+(results/spen/spen.md);
 
-with one of three update rules (`GBIConfig.method`):
+with an update in the coordinates of `GBIConfig.parametrization`
+(`energynets.inference.parametrizations`):
 
-- `'projected'`: `y ← project(y − η d)` (Euclidean projected gradient);
-- `'mirror'`:    `y ← domain.mirror_step(y, d, η)` (entropic mirror descent, SPEN §2 and
+- `Projected()`: `y ← project(y − η d)` (Euclidean projected gradient);
+- `Mirror()`:    `y ← domain.mirror_step(y, d, η)` (entropic mirror descent, SPEN §2 and
   E2E-SPEN Eq. 7);
-- `'logit'`:     optimize `z` with `y = domain.from_logits(z)`: `z ← z − η d`
+- `Logit()`:     optimize `z` with `y = domain.from_logits(z)`: `z ← z − η d`
   (E2E-SPEN Eq. 8, the form it prefers for unrolled training);
 
-where `d` is the search direction produced by `GBIConfig.optimizer` from the gradient
-in the optimized coordinates (`y`, or `z` in logit mode): `'sgd'` (d = g), `'momentum'`
-(heavy ball `m ← μ m + g`, d = m; SPEN uses μ = 0.95, η = 0.1) or `'adam'` (SEAL's GBI
-baseline). In mirror mode the momentum/Adam direction replaces the gradient inside the
-mirror step (`energynets.inference.directions`: per-example state, so no example's
-trajectory depends on which other examples share its batch).
+where `d` is the search direction that `GBIConfig.direction`
+(`energynets.inference.directions`) produces from the gradient in the optimized
+coordinates (`y`, or `z` in logit mode): `SGD()` (d = g), `Momentum(μ)` (heavy ball
+`m ← μ m + g`, d = m; SPEN uses μ = 0.95, η = 0.1) or `Adam(...)` (SEAL's GBI baseline).
+In mirror mode the momentum/Adam direction replaces the gradient inside the mirror step.
+Direction state is per example, so no example's trajectory depends on which other
+examples share its batch. Both choices are values: a user's own parametrization or
+direction (any hashable object with the same methods) plugs in by being passed.
 
 On a device mesh with a `'model'` axis (`energynets.train.make_mesh`), the iterate and
 its gradient, when `[B, L]`, are kept split over the label axis
@@ -41,8 +44,8 @@ Two drivers share one step function:
   converged (SPEN §7.4 uses 90%) or at `max_steps`. Used at test time; the number of
   steps each example took is reported.
 
-What a driver returns is `GBIConfig.pick`: the last iterate (`'last'`), or the iterate
-of lowest objective among all it visited, `y_0` included (`'best'`: SEAL's public GBI,
+What a driver returns is the last iterate, or with `GBIConfig.pick_best` the iterate of
+lowest objective among all it visited, `y_0` included (SEAL's public GBI,
 whose `BestSamplePicker` keeps the best point of the trajectory, since Adam on a
 non-convex energy does not descend monotonically).
 
@@ -51,112 +54,67 @@ examples independent (no batch statistics). The gradient w.r.t. y is `jax.grad` 
 batch sum, which is then the per-example gradient. `y` may have any trailing shape
 (`[B, L]`, `[B, T, K]`, `[B, H, W]`, ...). `x` and `params` are arbitrary pytrees.
 
-jit: `GBIConfig` is a NamedTuple registered as a pytree whose only leaf is
-`step_sizes`; every other field is static metadata. It can therefore be passed either
-as a static argument (when `step_sizes is None` it is hashable) or as an ordinary
-argument, in which case the learned step sizes are traced and differentiable. Domains
+jit: `GBIConfig` (`energynets.inference.gbi_config`) is a NamedTuple registered as a
+pytree whose only leaf is `step_sizes`; every other field (the parametrization and
+direction values included) is static metadata. It can therefore be passed either as a
+static argument (when `step_sizes is None` it is hashable) or as an ordinary argument,
+in which case the learned step sizes are traced and differentiable. Domains
 are static pytrees too; `energy` must be static (a function).
 """
 
+from collections.abc import Callable
 import math
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from energynets import domains as domains_lib
 from energynets.inference import directions
+from energynets.inference.gbi_config import GBIConfig
+from energynets.inference.gbi_config import check_step_sizes
+from energynets.inference.gbi_config import validate_config
 from energynets.sharding import constrain_label_axis
+
+__all__ = [
+  "ANNEAL_RATIO",
+  "EnergyFn",
+  "entropy_weight_at",
+  "gbi_scan",
+  "gbi_step",
+  "gbi_while",
+  "GBIConfig",
+  "GBIResult",
+  "GBIState",
+  "GBITrace",
+  "init_state",
+  "make_objective",
+  "PyTree",
+  "step_sizes",
+  "to_y",
+  "to_z",
+  "check_step_sizes",
+  "validate_config",
+]
 
 PyTree = Any
 EnergyFn = Callable[[PyTree, PyTree, jax.Array], jax.Array]
-
-METHODS = ("projected", "mirror", "logit")
-OPTIMIZERS = ("sgd", "momentum", "adam")
-PICKS = ("last", "best")
-
-
-class GBIConfig(NamedTuple):
-  """Options of gradient-based inference.
-
-  Attributes:
-    method: `'projected' | 'mirror' | 'logit'` (see module docstring).
-    optimizer: `'sgd' | 'momentum' | 'adam'`.
-    learning_rate: η, used for every step unless `step_sizes` is given.
-    momentum: μ of the heavy-ball optimizer (SPEN A.5: 0.95).
-    b1, b2, adam_eps, adam_eps_root: Adam's constants; `adam_eps_root` sits inside
-      the square root so that differentiating through a zero second moment (e.g. a
-      coordinate with zero gradient) stays finite, as in optax.
-    entropy_weight: τ ≥ 0; the objective is `energy − τ · entropy` (E2E-SPEN §4.2
-      smoothing; SPEN A.4 "temperature"). Pair it with 'mirror' or 'logit': the
-      entropy's gradient is unbounded at the faces, so 'projected' iterates that reach
-      a face are kicked back (with heavy momentum this can cycle).
-    entropy_anneal_init, entropy_anneal_steps: entropy annealing (continuation). With
-      `entropy_anneal_steps = A > 0`, the objective evaluated after step t (t = 0 at
-      y0) uses `τ_t = max(τ_0 · 1000^(−t/A), entropy_weight)` for t < A and
-      `entropy_weight` from then on, `τ_0 = entropy_anneal_init`: a geometric decay by
-      a factor 1000 over A steps. `gbi_while` tests convergence only once annealing is
-      over (every example runs at least A steps). A = 0 (the default) is plain GBI.
-    num_steps: T of `gbi_scan`.
-    rel_tol: per-example convergence when `|E_t − E_{t−1}| / max(|E_{t−1}|, tiny) < rel_tol`.
-    abs_tol: ... or when `max |y_t − y_{t−1}| < abs_tol` (l∞ over the example's y).
-    max_steps: hard cap of `gbi_while`.
-    stop_fraction: `gbi_while` stops once this fraction of the batch has converged.
-    step_sizes: optional `[T]` per-step learning rates (learned step sizes, E2E-SPEN
-      §6.1; the caller keeps them positive, e.g. via softplus). They replace
-      `learning_rate`. `gbi_while` uses `step_sizes[min(t, T−1)]`.
-    remat: `jax.checkpoint` each `gbi_scan` step (recompute the energy's internals in
-      the backward pass instead of storing them; E2E-SPEN §4.3).
-    pick: `'last' | 'best'`: the drivers return the final iterate, or the visited
-      iterate (`y_0` included) of lowest objective, per example. `'best'` needs a fixed
-      temperature (no annealing): objectives at different τ do not compare.
-  """
-
-  method: str = "mirror"
-  optimizer: str = "momentum"
-  learning_rate: float = 0.1
-  momentum: float = 0.95
-  b1: float = 0.9
-  b2: float = 0.999
-  adam_eps: float = 1e-8
-  adam_eps_root: float = 1e-16
-  entropy_weight: float = 0.0
-  entropy_anneal_init: float = 0.0
-  entropy_anneal_steps: int = 0
-  num_steps: int = 20
-  # Tolerances are not given in SPEN; these are assumptions, tune per task.
-  rel_tol: float = 1e-4
-  abs_tol: float = 1e-4
-  max_steps: int = 100
-  stop_fraction: float = 1.0
-  step_sizes: Optional[jax.Array] = None
-  remat: bool = False
-  pick: str = "last"
-
-
-def _config_flatten(config: GBIConfig):
-  return (config.step_sizes,), config._replace(step_sizes=None)
-
-
-def _config_unflatten(static: GBIConfig, children) -> GBIConfig:
-  return static._replace(step_sizes=children[0])
-
-
-# Only step_sizes is a leaf: strings and Python numbers stay static under jit/vmap/grad.
-jax.tree_util.register_pytree_node(GBIConfig, _config_flatten, _config_unflatten)
 
 
 class GBIState(NamedTuple):
   """The loop carry shared by both drivers.
 
-  `z` is the optimized variable: `y` itself for projected/mirror, the logits in logit
-  mode. `objective` and `grad` are evaluated at the current `z`, so a step needs one
+  `z` is the optimized variable (`GBIConfig.parametrization`): `y` itself for projected
+  and mirror steps, the logits in logit mode; `opt` is the direction's state.
+  `objective` and `grad` are evaluated at the current `z`, so a step needs one
   energy+gradient evaluation and convergence tests compare consecutive iterates.
   """
+
   z: jax.Array
-  opt: directions.OptState
+  opt: PyTree
   objective: jax.Array  # [B]
-  grad: jax.Array       # like z
+  grad: jax.Array  # like z
 
 
 class GBITrace(NamedTuple):
@@ -167,6 +125,7 @@ class GBITrace(NamedTuple):
     energies: `[T, B]`, the minimized objective at each of `ys`.
     initial_energy: `[B]`, the objective at `y_0`.
   """
+
   ys: jax.Array
   energies: jax.Array
   initial_energy: jax.Array
@@ -177,44 +136,16 @@ class GBIResult(NamedTuple):
 
   Attributes:
     y: `[B, ...]`, the final (frozen at convergence) iterate, in the domain (with
-      `GBIConfig.pick='best'`, the visited iterate of lowest objective).
+      `GBIConfig.pick_best`, the visited iterate of lowest objective).
     energy: `[B]`, the minimized objective (`energy − τ·entropy`) at `y`.
     steps: `[B]` int32, update steps each example took before it was frozen.
     converged: `[B]` bool, whether the example met a tolerance within `max_steps`.
   """
+
   y: jax.Array
   energy: jax.Array
   steps: jax.Array
   converged: jax.Array
-
-
-def validate_config(config: GBIConfig) -> None:
-  """Raises `ValueError` on an unknown method/optimizer or an out-of-range option."""
-  if config.method not in METHODS:
-    raise ValueError(f"unknown GBI method {config.method!r}; expected one of {METHODS}")
-  if config.optimizer not in OPTIMIZERS:
-    raise ValueError(f"unknown GBI optimizer {config.optimizer!r}; expected one of "
-                     f"{OPTIMIZERS}")
-  if not 0.0 <= config.stop_fraction <= 1.0:
-    raise ValueError(f"stop_fraction must be in [0, 1]; got {config.stop_fraction}")
-  if config.num_steps < 0 or config.max_steps < 0:
-    raise ValueError("num_steps and max_steps must be non-negative")
-  if config.entropy_weight < 0:
-    raise ValueError(f"entropy_weight must be non-negative; got {config.entropy_weight}")
-  if config.entropy_anneal_steps < 0:
-    raise ValueError("entropy_anneal_steps must be non-negative; got "
-                     f"{config.entropy_anneal_steps}")
-  if config.pick not in PICKS:
-    raise ValueError(f"unknown GBI pick {config.pick!r}; expected one of {PICKS}")
-  if config.pick == "best" and config.entropy_anneal_steps:
-    raise ValueError("pick='best' compares objectives along the trajectory, which entropy "
-                     f"annealing (entropy_anneal_steps={config.entropy_anneal_steps}) "
-                     "evaluates at different temperatures; use pick='last'")
-  if config.entropy_anneal_steps and config.entropy_anneal_init <= config.entropy_weight:
-    raise ValueError(
-        f"entropy annealing starts above the final temperature: entropy_anneal_init="
-        f"{config.entropy_anneal_init} must exceed entropy_weight={config.entropy_weight} "
-        f"when entropy_anneal_steps={config.entropy_anneal_steps}")
 
 
 ANNEAL_RATIO = 1e-3  # τ falls by this factor over `entropy_anneal_steps` steps.
@@ -227,12 +158,15 @@ def entropy_weight_at(config: GBIConfig, t: jax.Array | int) -> jax.Array | floa
   a = config.entropy_anneal_steps
   t = jnp.asarray(t, jnp.float32)
   annealed = config.entropy_anneal_init * ANNEAL_RATIO ** (t / a)
-  return jnp.where(t < a, jnp.maximum(annealed, config.entropy_weight),
-                   config.entropy_weight)
+  return jnp.where(t < a, jnp.maximum(annealed, config.entropy_weight), config.entropy_weight)
 
 
-def make_objective(energy: EnergyFn, domain: domains_lib.Domain,
-                   config: GBIConfig, tau: Optional[jax.Array | float] = None) -> EnergyFn:
+def make_objective(
+  energy: EnergyFn,
+  domain: domains_lib.Domain,
+  config: GBIConfig,
+  tau: jax.Array | float | None = None,
+) -> EnergyFn:
   """`(params, x, y) -> [B]`: the energy, minus `τ·entropy` when τ is non-zero.
 
   τ is `tau` when given (an annealing step's temperature, possibly traced), else
@@ -245,8 +179,9 @@ def make_objective(energy: EnergyFn, domain: domains_lib.Domain,
   def objective(params, x, y):
     e = energy(params, x, y)
     if e.shape != y.shape[:1]:
-      raise ValueError(f"energy must return one value per example, shape {y.shape[:1]}; "
-                       f"got {e.shape}")
+      raise ValueError(
+        f"energy must return one value per example, shape {y.shape[:1]}; got {e.shape}"
+      )
     if keep_entropy:
       e = e - jnp.asarray(tau, e.dtype) * domain.entropy(y)
     return e
@@ -259,17 +194,18 @@ def make_objective(energy: EnergyFn, domain: domains_lib.Domain,
 
 
 def to_z(y: jax.Array, domain, config: GBIConfig) -> jax.Array:
-  """The optimized variable z of the domain point y: its logits (`method='logit'`) or y."""
-  return domain.to_logits(y) if config.method == "logit" else y
+  """The optimized variable z of the domain point y (`config.parametrization`)."""
+  return config.parametrization.to_z(y, domain)
 
 
 def to_y(z: jax.Array, domain, config: GBIConfig) -> jax.Array:
   """The domain point y that the optimized variable z stands for (inverse of `to_z`)."""
-  return domain.from_logits(z) if config.method == "logit" else z
+  return config.parametrization.to_y(z, domain)
 
 
 def _value_and_grad(objective: EnergyFn, params, x, z, domain, config):
   """Per-example objective `[B]` and its gradient w.r.t. z (via the batch sum)."""
+
   def total(z_):
     per_example = objective(params, x, to_y(z_, domain, config))
     return jnp.sum(per_example), per_example
@@ -282,28 +218,35 @@ def _value_and_grad(objective: EnergyFn, params, x, z, domain, config):
 # The step shared by both drivers.
 
 
-def init_state(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
-               domain: domains_lib.Domain, config: GBIConfig) -> GBIState:
+def init_state(
+  energy: EnergyFn,
+  params: PyTree,
+  x: PyTree,
+  y0: jax.Array,
+  domain: domains_lib.Domain,
+  config: GBIConfig,
+) -> GBIState:
   """The carry at `y0` (objective and gradient already evaluated there, at τ_0)."""
   objective = make_objective(energy, domain, config, entropy_weight_at(config, 0))
   z = constrain_label_axis(to_z(y0, domain, config))
   e, g = _value_and_grad(objective, params, x, z, domain, config)
-  return GBIState(z, directions.init_opt_state(z, config), e, g)
+  return GBIState(z, config.direction.init(z), e, g)
 
 
-def gbi_step(energy: EnergyFn, params: PyTree, x: PyTree, state: GBIState,
-             lr: jax.Array | float, domain: domains_lib.Domain,
-             config: GBIConfig, tau: Optional[jax.Array | float] = None) -> GBIState:
+def gbi_step(
+  energy: EnergyFn,
+  params: PyTree,
+  x: PyTree,
+  state: GBIState,
+  lr: jax.Array | float,
+  domain: domains_lib.Domain,
+  config: GBIConfig,
+  tau: jax.Array | float | None = None,
+) -> GBIState:
   """One update of every example in the batch, then objective and gradient at the new
   point (with entropy temperature `tau`, default `config.entropy_weight`)."""
-  d, opt = directions.direction(state.grad, state.opt, config)
-  if config.method == "projected":
-    z = domain.project(state.z - lr * d)
-  elif config.method == "mirror":
-    z = domain.mirror_step(state.z, d, lr)
-  else:  # logit
-    z = state.z - lr * d
-  z = constrain_label_axis(z)
+  d, opt = config.direction.update(state.grad, state.opt)
+  z = constrain_label_axis(config.parametrization.update(state.z, d, lr, domain))
   objective = make_objective(energy, domain, config, tau)
   e, g = _value_and_grad(objective, params, x, z, domain, config)
   return GBIState(z, opt, e, g)
@@ -320,9 +263,14 @@ def step_sizes(config: GBIConfig, length: int, dtype) -> jax.Array:
 # Drivers.
 
 
-def gbi_scan(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
-             domain: domains_lib.Domain,
-             config: GBIConfig) -> tuple[jax.Array, GBITrace]:
+def gbi_scan(
+  energy: EnergyFn,
+  params: PyTree,
+  x: PyTree,
+  y0: jax.Array,
+  domain: domains_lib.Domain,
+  config: GBIConfig,
+) -> tuple[jax.Array, GBITrace]:
   """`T = config.num_steps` GBI steps by `lax.scan`; differentiable end to end.
 
   Args:
@@ -335,21 +283,19 @@ def gbi_scan(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
     config: `GBIConfig`; with `step_sizes` its length must equal `num_steps`.
 
   Returns:
-    `(y [B, ...], GBITrace)`: y is `y_T`, or with `pick='best'` the visited iterate of
+    `(y [B, ...], GBITrace)`: y is `y_T`, or with `pick_best` the visited iterate of
     lowest objective (`y_0` included). Gradients flow to params, x, y0 and step_sizes
     (except through projection kinks, where the projected method's derivative is that
     of the clip).
   """
-  validate_config(config)
+  check_step_sizes(config)
   num_steps = config.num_steps
-  if config.step_sizes is not None and jnp.shape(config.step_sizes) != (num_steps,):
-    raise ValueError(f"step_sizes must have shape ({num_steps},) = (num_steps,); got "
-                     f"{jnp.shape(config.step_sizes)}")
   state = init_state(energy, params, x, y0, domain, config)
   lrs = step_sizes(config, num_steps, y0.dtype)
   # τ of the point reached by each step (None: the fixed entropy_weight, no scan input).
-  taus = (entropy_weight_at(config, jnp.arange(1, num_steps + 1))
-          if config.entropy_anneal_steps else None)
+  taus = (
+    entropy_weight_at(config, jnp.arange(1, num_steps + 1)) if config.entropy_anneal_steps else None
+  )
 
   def body(carry, lr_and_tau):
     state, best = carry
@@ -360,8 +306,9 @@ def gbi_scan(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
 
   if config.remat:
     body = jax.checkpoint(body)
-  (final, best), (ys, energies) = jax.lax.scan(body, (state, _first_best(state, domain, config)),
-                                               (lrs, taus))
+  (final, best), (ys, energies) = jax.lax.scan(
+    body, (state, _first_best(state, domain, config)), (lrs, taus)
+  )
   # y_T from the final carry, not ys[-1]: a caller that drops the trace then lets XLA
   # remove it (measured 10-25% of GBI time at T=20 in benchmarks/gbi.py).
   y_out = to_y(final.z, domain, config) if best is None else best.y
@@ -374,19 +321,20 @@ def _select(mask: jax.Array, new: PyTree, old: PyTree) -> PyTree:
 
 
 class _Best(NamedTuple):
-  """`pick='best'`: per example, the visited point of lowest objective so far."""
-  y: jax.Array          # [B, ...] in the domain
+  """`pick_best`: per example, the visited point of lowest objective so far."""
+
+  y: jax.Array  # [B, ...] in the domain
   objective: jax.Array  # [B]
 
 
-def _first_best(state: GBIState, domain, config: GBIConfig) -> Optional[_Best]:
-  """The start `y_0` as the best point so far; None when `config.pick` is `'last'`."""
-  if config.pick != "best":
+def _first_best(state: GBIState, domain, config: GBIConfig) -> _Best | None:
+  """The start `y_0` as the best point so far; None unless `config.pick_best`."""
+  if not config.pick_best:
     return None
   return _Best(to_y(state.z, domain, config), state.objective)
 
 
-def _keep_best(best: Optional[_Best], y: jax.Array, objective: jax.Array) -> Optional[_Best]:
+def _keep_best(best: _Best | None, y: jax.Array, objective: jax.Array) -> _Best | None:
   """`best` updated with the point `y` of `objective` where it is strictly lower (ties
   keep the earlier point; a NaN objective never replaces one)."""
   if best is None:
@@ -400,15 +348,21 @@ def _linf_change(a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 class _WhileCarry(NamedTuple):
-  t: jax.Array          # scalar int32, loop iterations so far
+  t: jax.Array  # scalar int32, loop iterations so far
   state: GBIState
-  steps: jax.Array      # [B] int32
+  steps: jax.Array  # [B] int32
   converged: jax.Array  # [B] bool
-  best: Optional[_Best]  # pick='best' only
+  best: _Best | None  # pick_best only
 
 
-def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
-              domain: domains_lib.Domain, config: GBIConfig) -> GBIResult:
+def gbi_while(
+  energy: EnergyFn,
+  params: PyTree,
+  x: PyTree,
+  y0: jax.Array,
+  domain: domains_lib.Domain,
+  config: GBIConfig,
+) -> GBIResult:
   """GBI until per-example convergence, by `lax.while_loop` (not reverse-differentiable).
 
   Each iteration updates only the not-yet-converged examples (converged examples keep
@@ -423,7 +377,7 @@ def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
 
   Returns:
     `GBIResult(y [B, ...], energy [B], steps [B] int32, converged [B] bool)`; with
-    `pick='best'`, y and energy are those of the best visited iterate.
+    `pick_best`, y and energy are those of the best visited iterate.
   """
   validate_config(config)
   batch = y0.shape[0]
@@ -452,29 +406,30 @@ def gbi_while(energy: EnergyFn, params: PyTree, x: PyTree, y0: jax.Array,
     rel = jnp.abs(new.objective - old.objective) / jnp.maximum(jnp.abs(old.objective), tiny)
     dy = _linf_change(to_y(new.z, domain, config), to_y(old.z, domain, config))
     # Both objectives are at the final τ only from step A + 1 on.
-    done_now = (((rel < config.rel_tol) | (dy < config.abs_tol))
-                & (carry.t >= config.entropy_anneal_steps))
+    done_now = ((rel < config.rel_tol) | (dy < config.abs_tol)) & (
+      carry.t >= config.entropy_anneal_steps
+    )
     active = ~carry.converged
     state = _select(active, new, old)
     return _WhileCarry(
-        t=carry.t + 1,
-        state=state,
-        steps=carry.steps + active.astype(jnp.int32),
-        converged=carry.converged | (active & done_now),
-        best=_keep_best(carry.best, to_y(state.z, domain, config), state.objective),
+      t=carry.t + 1,
+      state=state,
+      steps=carry.steps + active.astype(jnp.int32),
+      converged=carry.converged | (active & done_now),
+      best=_keep_best(carry.best, to_y(state.z, domain, config), state.objective),
     )
 
   state = init_state(energy, params, x, y0, domain, config)
   init = _WhileCarry(
-      t=jnp.zeros((), jnp.int32),
-      state=state,
-      steps=jnp.zeros((batch,), jnp.int32),
-      converged=jnp.zeros((batch,), bool),
-      best=_first_best(state, domain, config),
+    t=jnp.zeros((), jnp.int32),
+    state=state,
+    steps=jnp.zeros((batch,), jnp.int32),
+    converged=jnp.zeros((batch,), bool),
+    best=_first_best(state, domain, config),
   )
   final = jax.lax.while_loop(cond, body, init)
   if final.best is not None:
     return GBIResult(final.best.y, final.best.objective, final.steps, final.converged)
-  return GBIResult(to_y(final.state.z, domain, config), final.state.objective,
-                   final.steps, final.converged)
-
+  return GBIResult(
+    to_y(final.state.z, domain, config), final.state.objective, final.steps, final.converged
+  )

@@ -32,7 +32,7 @@ is C + diag(A); its "− D" removes the diagonal, which our zero-diagonal W make
 implicit. (The printed derivation writes s_i = Σ_{j≠i} A_ij ȳ_j, i.e. it drops the
 factor 2 of a symmetric A; with freely learned potentials this is only a rescaling.)
 Parallel updates may oscillate for strong couplings (they converge when ‖W‖₂ < 4,
-since σ' ≤ ¼); `schedule="sequential"` (Gauss–Seidel, one label at a time in index
+since σ' ≤ ¼); `sequential=True` (Gauss–Seidel, one label at a time in index
 order) decreases the free energy monotonically and is offered as the classical
 alternative and as a test oracle.
 
@@ -46,13 +46,11 @@ network).
 """
 
 import itertools
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 from jax import lax
-
-SCHEDULES = ("parallel", "sequential")
+import jax.numpy as jnp
 
 
 def symmetrize_coupling(w: jax.Array) -> jax.Array:
@@ -77,9 +75,10 @@ class LowRankCoupling(NamedTuple):
   A mean-field sweep needs only `W_b μ_b`, which `matvec` computes as two
   `[B, L] × [L, K·L]` matmuls without forming the `[B, L, L]` couplings (on Delicious,
   L = 983 and B = 128, those are 124M floats per step; the DMF stage trained at 2–2.6
-  steps/s factored against 0.5 dense, results/spen.md). `dense()` gives W
+  steps/s factored against 0.5 dense, results/spen/spen.md). `dense()` gives W
   itself.
   """
+
   bases: jax.Array
   coefficients: jax.Array
 
@@ -95,13 +94,14 @@ class LowRankCoupling(NamedTuple):
     cols = mu @ jnp.transpose(self.bases, (1, 0, 2)).reshape(l, k * l)  # (M_kᵀ μ)_j
     both = (rows + cols).reshape(mu.shape[0], k, l)
     diagonal = jnp.diagonal(self.bases, axis1=1, axis2=2)  # [K, L]
-    return (0.5 * jnp.einsum("bk,bki->bi", self.coefficients, both)
-            - (self.coefficients @ diagonal) * mu)
+    return (
+      0.5 * jnp.einsum("bk,bki->bi", self.coefficients, both) - (self.coefficients @ diagonal) * mu
+    )
 
 
-def reduce_pairwise_tables(pairwise_tables: jax.Array,
-                           unary_tables: Optional[jax.Array] = None
-                           ) -> tuple[jax.Array, jax.Array]:
+def reduce_pairwise_tables(
+  pairwise_tables: jax.Array, unary_tables: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array]:
   """General log-potential tables -> `(unary_logits [.., L], coupling [.., L, L])`.
 
   Args:
@@ -123,17 +123,18 @@ def reduce_pairwise_tables(pairwise_tables: jax.Array,
   c = (t11 - t10 - t01 + t00) * off
   coupling = c + jnp.swapaxes(c, -1, -2)  # Σ_{i≠j} c_ij y_i y_j = ½ yᵀ(c + cᵀ)y
   # y_i as the first argument of θ_ij, as the second of θ_ji, and the diagonal.
-  unary = (jnp.sum((t10 - t00) * off, axis=-1) + jnp.sum((t01 - t00) * off, axis=-2)
-           + jnp.sum((t11 - t00) * eye, axis=-1))
+  unary = (
+    jnp.sum((t10 - t00) * off, axis=-1)
+    + jnp.sum((t01 - t00) * off, axis=-2)
+    + jnp.sum((t11 - t00) * eye, axis=-1)
+  )
   if unary_tables is not None:
     unary = unary + unary_tables[..., 1] - unary_tables[..., 0]
   return unary, coupling
 
 
-def validate_options(*, num_iters: int, damping: float, schedule: str) -> None:
+def validate_options(*, num_iters: int, damping: float) -> None:
   """Raise `ValueError` on options `mean_field_logits` cannot run."""
-  if schedule not in SCHEDULES:
-    raise ValueError(f"unknown mean-field schedule {schedule!r}; expected one of {SCHEDULES}")
   if not 0.0 <= damping < 1.0:
     raise ValueError(f"damping must lie in [0, 1), got {damping}")
   if num_iters < 0:
@@ -162,56 +163,70 @@ def _sequential_sweep(unary, coupling, eta, damping):
   return lax.fori_loop(0, unary.shape[-1], update_label, eta)
 
 
-def mean_field_logits(unary: jax.Array, coupling: "jax.Array | LowRankCoupling", *,
-                      num_iters: int = 5,
-                      damping: float = 0.0, schedule: str = "parallel",
-                      init: Optional[jax.Array] = None) -> jax.Array:
+def mean_field_logits(
+  unary: jax.Array,
+  coupling: "jax.Array | LowRankCoupling",
+  *,
+  num_iters: int = 5,
+  damping: float = 0.0,
+  sequential: bool = False,
+  init: jax.Array | None = None,
+) -> jax.Array:
   """The field η after `num_iters` mean-field sweeps; the marginals are `σ(η)`.
 
   Args:
     unary: `[B, L]` unary logits u.
     coupling: `[B, L, L]` (or `[L, L]`, shared by the batch) symmetric coupling W with
       a zero diagonal (see `symmetrize_coupling`); it is not checked. Or a
-      `LowRankCoupling`, which the parallel schedule applies without forming W (the
-      sequential one forms it).
+      `LowRankCoupling`, which the parallel sweeps apply without forming W (the
+      sequential ones form it).
     num_iters: number of sweeps (the paper uses 5); static.
     damping: d in [0, 1): weight of the previous field in each update.
-    schedule: "parallel" (Algorithm 1: all labels from the same μ^t) or "sequential"
-      (labels updated one at a time in index order, each seeing the newest μ).
+    sequential: False: parallel sweeps (Algorithm 1: all labels from the same μ^t);
+      True: labels updated one at a time in index order, each seeing the newest μ.
     init: `[B, L]` initial field; default zeros, i.e. the paper's μ⁰ = 0.5.
 
   Returns:
     `[B, L]` field; with `num_iters = 0` it is `init`.
   """
-  validate_options(num_iters=num_iters, damping=damping, schedule=schedule)
+  validate_options(num_iters=num_iters, damping=damping)
   if not isinstance(coupling, LowRankCoupling):
     coupling = jnp.broadcast_to(coupling, unary.shape + unary.shape[-1:])
-  elif schedule == "sequential":  # it reads W's rows one label at a time
+  elif sequential:  # it reads W's rows one label at a time
     coupling = coupling.dense()
   eta = jnp.zeros_like(unary) if init is None else init
-  sweep = _parallel_sweep if schedule == "parallel" else _sequential_sweep
+  sweep = _sequential_sweep if sequential else _parallel_sweep
   return lax.fori_loop(0, num_iters, lambda _, e: sweep(unary, coupling, e, damping), eta)
 
 
-def mean_field(unary: jax.Array, coupling: "jax.Array | LowRankCoupling", *,
-               num_iters: int = 5,
-               damping: float = 0.0, schedule: str = "parallel",
-               init: Optional[jax.Array] = None) -> jax.Array:
+def mean_field(
+  unary: jax.Array,
+  coupling: "jax.Array | LowRankCoupling",
+  *,
+  num_iters: int = 5,
+  damping: float = 0.0,
+  sequential: bool = False,
+  init: jax.Array | None = None,
+) -> jax.Array:
   """Mean-field marginals `[B, L]` in (0, 1); arguments as in `mean_field_logits`.
 
   With W = 0 and no damping one sweep already gives `σ(u)` exactly (the independent
   model); with ‖W‖₂ < 4 the parallel sweeps contract to the fixed point μ = σ(u + Wμ).
   """
-  return jax.nn.sigmoid(mean_field_logits(unary, coupling, num_iters=num_iters,
-                                          damping=damping, schedule=schedule, init=init))
+  return jax.nn.sigmoid(
+    mean_field_logits(
+      unary, coupling, num_iters=num_iters, damping=damping, sequential=sequential, init=init
+    )
+  )
 
 
 def _binary_entropy(mu: jax.Array) -> jax.Array:
   return -(jax.scipy.special.xlogy(mu, mu) + jax.scipy.special.xlogy(1.0 - mu, 1.0 - mu))
 
 
-def mean_field_free_energy(unary: jax.Array, coupling: jax.Array,
-                           marginals: jax.Array) -> jax.Array:
+def mean_field_free_energy(
+  unary: jax.Array, coupling: jax.Array, marginals: jax.Array
+) -> jax.Array:
   """`F(μ) = −uᵀμ − ½ μᵀWμ − H(μ)` per example, `[B]`.
 
   The variational free energy of the factorized q: F(μ) ≥ −log Z with equality iff
@@ -219,8 +234,9 @@ def mean_field_free_energy(unary: jax.Array, coupling: jax.Array,
   convergence diagnostic; its stationary points are the mean-field fixed points.
   """
   coupling = jnp.broadcast_to(coupling, unary.shape + unary.shape[-1:])
-  energy = (jnp.sum(unary * marginals, axis=-1)
-            + 0.5 * jnp.einsum("bi,bij,bj->b", marginals, coupling, marginals))
+  energy = jnp.sum(unary * marginals, axis=-1) + 0.5 * jnp.einsum(
+    "bi,bij,bj->b", marginals, coupling, marginals
+  )
   return -energy - jnp.sum(_binary_entropy(marginals), axis=-1)
 
 
@@ -245,8 +261,9 @@ def exact_marginals(unary: jax.Array, coupling: jax.Array) -> jax.Array:
   The gradient of log Z with respect to u is the vector of marginals.
   """
   if unary.shape[-1] > 20:
-    raise ValueError(f"exact_marginals enumerates 2^L assignments; L={unary.shape[-1]} "
-                     "is too large")
+    raise ValueError(
+      f"exact_marginals enumerates 2^L assignments; L={unary.shape[-1]} is too large"
+    )
   return jax.grad(lambda u: jnp.sum(exact_log_partition(u, coupling)))(unary)
 
 

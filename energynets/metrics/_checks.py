@@ -24,10 +24,10 @@ def as_2d(name: str, a: ArrayLike) -> np.ndarray:
   if a.ndim != 2:
     raise ValueError(f"{name} must be a 2-D array [N, L]; got shape {a.shape}")
   if a.shape[0] == 0 or a.shape[1] == 0:
-    raise ValueError(f"{name} must have at least one example and one label; "
-                     f"got shape {a.shape}")
-  if not (a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer)
-          or np.issubdtype(a.dtype, np.floating)):
+    raise ValueError(f"{name} must have at least one example and one label; got shape {a.shape}")
+  if not (
+    a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating)
+  ):
     raise ValueError(f"{name} must be numeric or boolean; got dtype {a.dtype}")
   return a
 
@@ -60,16 +60,16 @@ def check_probs(name: str, p: ArrayLike) -> np.ndarray:
   bad = (p < 0) | (p > 1)
   if bad.any():
     idx = first_index(bad)
-    raise ValueError(f"{name} must be probabilities in [0, 1]; found {p[idx]!r} "
-                     f"at index {idx}")
+    raise ValueError(f"{name} must be probabilities in [0, 1]; found {p[idx]!r} at index {idx}")
   return p
 
 
 def check_same_shape(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray):
   """Raises unless `a` and `b` have the same shape."""
   if a.shape != b.shape:
-    raise ValueError(f"shape mismatch: {name_a} has shape {a.shape} but {name_b} "
-                     f"has shape {b.shape}")
+    raise ValueError(
+      f"shape mismatch: {name_a} has shape {a.shape} but {name_b} has shape {b.shape}"
+    )
 
 
 def check_threshold(threshold: float) -> float:
@@ -78,4 +78,3 @@ def check_threshold(threshold: float) -> float:
   if not 0.0 <= t <= 1.0:  # Also rejects NaN.
     raise ValueError(f"threshold must be in [0, 1]; got {threshold!r}")
   return t
-

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from energynets.metrics._checks import (ArrayLike, check_binary, check_probs,
-                                        check_same_shape, check_threshold)
+from energynets.metrics._checks import ArrayLike
+from energynets.metrics._checks import check_binary
+from energynets.metrics._checks import check_probs
+from energynets.metrics._checks import check_same_shape
+from energynets.metrics._checks import check_threshold
 
 __all__ = ["psnr", "per_image_iou", "mean_iou", "dataset_iou"]
 
@@ -68,8 +71,9 @@ def _as_masks(name: str, a: ArrayLike) -> np.ndarray:
   return a.reshape(a.shape[0], -1) if a.ndim > 2 else a
 
 
-def _check_masks(pred_probs: ArrayLike, gold: ArrayLike, threshold: float
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def _check_masks(
+  pred_probs: ArrayLike, gold: ArrayLike, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
   """Validated (predicted foreground, gold foreground), bool [N, P] each."""
   p, g = np.asarray(pred_probs), np.asarray(gold)
   check_same_shape("pred_probs", p, "gold", g)
@@ -84,8 +88,7 @@ def _iou_per_image(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
   return np.where(union == 0, 1.0, inter / np.maximum(union, 1))
 
 
-def per_image_iou(pred_probs: ArrayLike, gold: ArrayLike,
-                  threshold: float = 0.5) -> np.ndarray:
+def per_image_iou(pred_probs: ArrayLike, gold: ArrayLike, threshold: float = 0.5) -> np.ndarray:
   """Foreground IoU of each image, `|ŷ ∧ y| / |ŷ ∨ y|` with `ŷ = pred_probs >= threshold`.
 
   Empty gold and empty prediction score 1 (the convention of this module).

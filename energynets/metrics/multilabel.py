@@ -11,19 +11,22 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from energynets.metrics._checks import (ArrayLike, check_binary, check_probs,
-                                        check_same_shape, check_threshold)
+from energynets.metrics._checks import ArrayLike
+from energynets.metrics._checks import check_binary
+from energynets.metrics._checks import check_probs
+from energynets.metrics._checks import check_same_shape
+from energynets.metrics._checks import check_threshold
 
 __all__ = [
-    "THRESHOLD_GRID",
-    "binarize",
-    "example_f1",
-    "micro_f1",
-    "macro_f1",
-    "hamming_loss",
-    "tune_threshold",
-    "multilabel_report",
-    "evaluate_multilabel",
+  "THRESHOLD_GRID",
+  "binarize",
+  "example_f1",
+  "micro_f1",
+  "macro_f1",
+  "hamming_loss",
+  "tune_threshold",
+  "multilabel_report",
+  "evaluate_multilabel",
 ]
 
 # 0.05, 0.10, ..., 0.95. Rounded so each entry is the float nearest its
@@ -38,8 +41,9 @@ THRESHOLD_GRID: tuple[float, ...] = tuple(round(0.05 * k, 2) for k in range(1, 2
 _TIE_ATOL = 1e-12
 
 
-def _check_gold_and_predicted(y_true: ArrayLike, y_pred: ArrayLike
-                              ) -> tuple[np.ndarray, np.ndarray]:
+def _check_gold_and_predicted(
+  y_true: ArrayLike, y_pred: ArrayLike
+) -> tuple[np.ndarray, np.ndarray]:
   y = check_binary("y_true", y_true)
   p = check_binary("y_pred", y_pred)
   check_same_shape("y_true", y, "y_pred", p)
@@ -49,8 +53,7 @@ def _check_gold_and_predicted(y_true: ArrayLike, y_pred: ArrayLike
 def _check_grid(grid: Sequence[float]) -> np.ndarray:
   g = np.asarray(grid, dtype=np.float64)
   if g.ndim != 1 or g.size == 0:
-    raise ValueError(f"threshold grid must be a non-empty 1-D sequence; got shape "
-                     f"{g.shape}")
+    raise ValueError(f"threshold grid must be a non-empty 1-D sequence; got shape {g.shape}")
   if np.isnan(g).any() or (g < 0).any() or (g > 1).any():
     raise ValueError(f"threshold grid values must be in [0, 1]; got {list(grid)}")
   return g
@@ -134,8 +137,7 @@ def micro_f1(y_true: ArrayLike, y_pred: ArrayLike) -> float:
   return _micro_f1(y, p)
 
 
-def macro_f1(y_true: ArrayLike, y_pred: ArrayLike,
-             zero_division: float = 1.0) -> float:
+def macro_f1(y_true: ArrayLike, y_pred: ArrayLike, zero_division: float = 1.0) -> float:
   """Macro-averaged F1: unweighted mean over the L labels of per-label F1.
 
   A label with no gold and no predicted positive in the data has an undefined
@@ -174,8 +176,9 @@ def hamming_loss(y_true: ArrayLike, y_pred: ArrayLike) -> float:
   return _hamming(y, p)
 
 
-def tune_threshold(y_val: ArrayLike, probs_val: ArrayLike,
-                   grid: Sequence[float] = THRESHOLD_GRID) -> float:
+def tune_threshold(
+  y_val: ArrayLike, probs_val: ArrayLike, grid: Sequence[float] = THRESHOLD_GRID
+) -> float:
   """The grid threshold that maximizes example-F1 on validation data.
 
   Ties (scores within 1e-12) go to the threshold closest to 0.5, the untuned
@@ -207,8 +210,7 @@ def tune_threshold(y_val: ArrayLike, probs_val: ArrayLike,
   return float(g[candidates[order[0]]])
 
 
-def multilabel_report(y_true: ArrayLike, probs: ArrayLike,
-                      threshold: float) -> dict[str, float]:
+def multilabel_report(y_true: ArrayLike, probs: ArrayLike, threshold: float) -> dict[str, float]:
   """All multi-label metrics at one threshold.
 
   Args:
@@ -225,18 +227,18 @@ def multilabel_report(y_true: ArrayLike, probs: ArrayLike,
   check_same_shape("y_true", y, "probs", p)
   pred = p >= check_threshold(threshold)
   return {
-      "example_f1": float(_example_f1_scores(y, pred).mean()),
-      "micro_f1": _micro_f1(y, pred),
-      "macro_f1": _macro_f1(y, pred, 1.0),
-      "hamming": _hamming(y, pred),
+    "example_f1": float(_example_f1_scores(y, pred).mean()),
+    "micro_f1": _micro_f1(y, pred),
+    "macro_f1": _macro_f1(y, pred, 1.0),
+    "hamming": _hamming(y, pred),
   }
 
 
 def evaluate_multilabel(
-    *,
-    val: tuple[ArrayLike, ArrayLike],
-    test: tuple[ArrayLike, ArrayLike],
-    grid: Sequence[float] = THRESHOLD_GRID,
+  *,
+  val: tuple[ArrayLike, ArrayLike],
+  test: tuple[ArrayLike, ArrayLike],
+  grid: Sequence[float] = THRESHOLD_GRID,
 ) -> dict[str, float]:
   """The multi-label part of the results contract (`results.json`).
 
@@ -266,8 +268,9 @@ def evaluate_multilabel(
     splits[split] = (y, p)
   if splits["validation"][0].shape[1] != splits["test"][0].shape[1]:
     raise ValueError(
-        f"validation and test disagree on the number of labels: "
-        f"{splits['validation'][0].shape[1]} vs {splits['test'][0].shape[1]}")
+      f"validation and test disagree on the number of labels: "
+      f"{splits['validation'][0].shape[1]} vs {splits['test'][0].shape[1]}"
+    )
 
   threshold = tune_threshold(*splits["validation"], grid=grid)
   results: dict[str, float] = {}
@@ -277,4 +280,3 @@ def evaluate_multilabel(
         results[f"{split}/{metric}{suffix}"] = value
   results["threshold"] = threshold
   return results
-

@@ -20,21 +20,23 @@ from typing import NamedTuple
 
 import numpy as np
 
-from energynets.metrics._checks import ArrayLike, check_same_shape
+from energynets.metrics._checks import ArrayLike
+from energynets.metrics._checks import check_same_shape
 
 __all__ = ["SPAN_SCHEMES", "SpanScores", "token_accuracy", "extract_spans", "span_f1"]
 
 
 # Tag prefixes allowed by each span scheme.
 SPAN_SCHEMES: dict[str, frozenset[str]] = {
-    "iob2": frozenset("BI"),
-    "bioes": frozenset("BIES"),
+  "iob2": frozenset("BI"),
+  "bioes": frozenset("BIES"),
 }
 """The tag prefixes each span scheme allows: `'iob2'` B/I, `'bioes'` B/I/E/S."""
 
 
 class SpanScores(NamedTuple):
   """Micro-averaged span scores, fractions in [0, 1]."""
+
   precision: float
   recall: float
   f1: float
@@ -77,8 +79,7 @@ def _split_tag(tag: str, scheme: str) -> tuple[str, str]:
   prefix, sep, kind = str(tag).partition("-")
   if not sep or not kind or prefix not in SPAN_SCHEMES[scheme]:
     allowed = "/".join(sorted(SPAN_SCHEMES[scheme]))
-    raise ValueError(f"{tag!r} is not a {scheme} tag: expected 'O' or "
-                     f"'<{allowed}>-<TYPE>'")
+    raise ValueError(f"{tag!r} is not a {scheme} tag: expected 'O' or '<{allowed}>-<TYPE>'")
   return prefix, kind
 
 
@@ -90,8 +91,7 @@ def _chunk_starts(prev: str, prev_type: str, tag: str, tag_type: str) -> bool:
   return tag != "O" and (tag in "BS" or prev in "OES" or prev_type != tag_type)
 
 
-def extract_spans(tags: Sequence[str], scheme: str = "iob2"
-                  ) -> list[tuple[str, int, int]]:
+def extract_spans(tags: Sequence[str], scheme: str = "iob2") -> list[tuple[str, int, int]]:
   """The chunks of one tag sequence, with conlleval semantics (the module's rules).
 
   Ill-formed sequences are not errors: like conlleval, `O I-PER I-PER` has the
@@ -106,8 +106,7 @@ def extract_spans(tags: Sequence[str], scheme: str = "iob2"
     `(type, start, end)` spans in order, `end` exclusive: tags[start:end].
   """
   if scheme not in SPAN_SCHEMES:
-    raise ValueError(f"unknown tagging scheme {scheme!r}; expected one of "
-                     f"{sorted(SPAN_SCHEMES)}")
+    raise ValueError(f"unknown tagging scheme {scheme!r}; expected one of {sorted(SPAN_SCHEMES)}")
   if isinstance(tags, str):
     raise ValueError(f"tags must be a sequence of tags, not the string {tags!r}")
   spans = []
@@ -122,8 +121,9 @@ def extract_spans(tags: Sequence[str], scheme: str = "iob2"
   return spans
 
 
-def span_f1(gold_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequence[str]],
-            scheme: str = "iob2") -> SpanScores:
+def span_f1(
+  gold_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequence[str]], scheme: str = "iob2"
+) -> SpanScores:
   """Entity precision, recall and F1: micro over all spans, exact span and type.
 
   What conlleval reports (as fractions, not percentages): a predicted chunk is
@@ -146,8 +146,9 @@ def span_f1(gold_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequence[str
   num_gold = num_pred = num_correct = 0
   for i, (gold, pred) in enumerate(zip(gold_seqs, pred_seqs)):
     if isinstance(gold, str) or isinstance(pred, str):
-      raise ValueError(f"sentence {i} is a string, not a tag sequence: pass one list "
-                       f"of tags per sentence")
+      raise ValueError(
+        f"sentence {i} is a string, not a tag sequence: pass one list of tags per sentence"
+      )
     if len(gold) != len(pred):
       raise ValueError(f"sentence {i}: {len(gold)} gold tags but {len(pred)} predicted")
     g, p = set(extract_spans(gold, scheme)), set(extract_spans(pred, scheme))
@@ -158,4 +159,3 @@ def span_f1(gold_seqs: Sequence[Sequence[str]], pred_seqs: Sequence[Sequence[str
   recall = num_correct / num_gold if num_gold else 0.0
   f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
   return SpanScores(precision, recall, f1)
-

@@ -2,7 +2,8 @@
 
 `soft_f1` and `soft_iou` score relaxed predictions per example and work under `jit`,
 `vmap` and `grad` (SEAL/DVN scores, CD costs). On binary inputs they match the exact
-host-side metrics up to their smoothing constant `eps`.
+host-side metrics (`soft_f1` exactly at its default `eps = 0`, otherwise up to the
+smoothing constant `eps`).
 """
 
 from __future__ import annotations
@@ -21,47 +22,79 @@ def _soft_inputs(y_true, y_soft):
   y_true = jnp.asarray(y_true, dtype=dtype)
   y_soft = y_soft.astype(dtype)
   if y_true.shape != y_soft.shape:
-    raise ValueError(f"shape mismatch: y_true has shape {y_true.shape} but y_soft "
-                     f"has shape {y_soft.shape}")
+    raise ValueError(
+      f"shape mismatch: y_true has shape {y_true.shape} but y_soft has shape {y_soft.shape}"
+    )
   return y_true, y_soft
 
 
-def _check_eps(eps) -> None:
+def _check_eps(eps, allow_zero: bool = False) -> None:
   # A traced eps cannot be checked; a concrete one must make empty/empty = 1.
-  if isinstance(eps, (int, float)) and not eps > 0:
-    raise ValueError(f"eps must be > 0 (it defines the empty/empty score); got {eps}")
+  if isinstance(eps, (int, float)) and not (eps > 0 or (allow_zero and eps == 0)):
+    raise ValueError(
+      f"eps must be {'>=' if allow_zero else '>'} 0 (it defines the empty/empty score); got {eps}"
+    )
 
 
-def soft_f1(y_true: ArrayLike, y_soft: ArrayLike, eps: float = 1e-7,
-            axis: int | tuple[int, ...] = -1) -> jnp.ndarray:
-  """Per-example soft F1, `(2 Σ y·ŷ + eps) / (Σ y + Σ ŷ + eps)`.
+def soft_f1(
+  y_soft: ArrayLike, y: ArrayLike, eps: float = 0.0, axis: int | tuple[int, ...] | None = None
+) -> jnp.ndarray:
+  """Per-example soft F1, `(2 Σ ŷ·y + eps) / (Σ ŷ + Σ y + eps)` (Gygli et al. 2017).
 
-  `eps` makes the empty/empty case (Σy = Σŷ = 0) score exactly 1, matching
-  `example_f1`; on binary inputs it differs from the exact F1 by at most
-  `eps / (|y| + |ŷ|)` otherwise. Near empty gold the score falls from 1 to ~0
-  within Σŷ ≈ eps, so its gradient there is of order 1/eps, as the discrete
-  metric's jump implies; keep eps small unless that steepness matters.
+  The argument order is the library's `(y_hat, y)`: a task score
+  `s(y_soft, y) -> [B]` (`objectives.scores`, DVN, SEAL).
+
+  `eps = 0` (default): the exact ratio `2Σŷy / (Σŷ + Σy)`, computed in the inputs'
+  dtype, with the empty-gold-and-empty-prediction point (the only zero of the
+  denominator on [0, 1]) set to 1, as `example_f1` scores it. On binary inputs it
+  equals `example_f1` per example; with empty gold every non-zero ŷ scores exactly 0
+  with zero gradient (no `1/eps` blow-up reaches an ascent that differentiates it).
+  The gradient is that of the ratio except at the empty point, where it is 0.
+
+  `eps > 0`: the smoothed ratio, computed in at least float32; empty/empty scores 1
+  through `eps`, and on binary inputs it differs from the exact F1 by at most
+  `eps / (|y| + |ŷ|)`. Near empty gold the score falls from 1 to ~0 within Σŷ ≈ eps,
+  so its gradient there is of order 1/eps.
 
   Pure jax.numpy: works under `jit`, `vmap` and `grad`.
 
   Args:
-    y_true: [B, L] gold labels (binary or soft), any shape equal to `y_soft`.
-    y_soft: [B, L] relaxed prediction in [0, 1].
-    eps: positive smoothing constant.
-    axis: axes summed over (the label axis; e.g. `(-2, -1)` for [B, H, W]).
+    y_soft: `[B, ...]` relaxed prediction in [0, 1].
+    y: `[B, ...]` gold output in [0, 1] (binary in practice), shaped like `y_soft`.
+    eps: non-negative smoothing constant.
+    axis: axes summed over; None (default): every non-batch axis (a 1-D input is one
+      example, e.g. under `vmap`, and is summed whole).
 
   Returns:
-    [B] scores in [0, 1] (the input shape without `axis`).
+    `[B]` scores in [0, 1] (the input shape without `axis`).
+
+  Raises:
+    ValueError: shapes that differ, or a negative eps.
   """
-  _check_eps(eps)
-  y_true, y_soft = _soft_inputs(y_true, y_soft)
-  inter = jnp.sum(y_true * y_soft, axis=axis)
-  total = jnp.sum(y_true, axis=axis) + jnp.sum(y_soft, axis=axis)
+  _check_eps(eps, allow_zero=True)
+  if axis is None:
+    axis = tuple(range(1, jnp.ndim(y_soft))) if jnp.ndim(y_soft) > 1 else -1
+  if isinstance(eps, (int, float)) and eps == 0:
+    if jnp.shape(y_soft) != jnp.shape(y):
+      raise ValueError(
+        f"shape mismatch: y_soft has shape {jnp.shape(y_soft)} but y has shape {jnp.shape(y)}"
+      )
+    intersection = jnp.sum(y_soft * y, axis=axis)
+    total = jnp.sum(y_soft, axis=axis) + jnp.sum(y, axis=axis)
+    empty = total <= 0.0
+    # The double `where` keeps the unselected branch finite, so its (masked) gradient
+    # cannot turn into NaN at the empty point.
+    ratio = 2.0 * intersection / jnp.where(empty, 1.0, total)
+    return jnp.where(empty, jnp.ones_like(ratio), ratio)
+  y, y_soft = _soft_inputs(y, y_soft)
+  inter = jnp.sum(y * y_soft, axis=axis)
+  total = jnp.sum(y, axis=axis) + jnp.sum(y_soft, axis=axis)
   return (2.0 * inter + eps) / (total + eps)
 
 
-def soft_iou(y_true: ArrayLike, y_soft: ArrayLike, eps: float = 1e-7,
-             axis: int | tuple[int, ...] | None = None) -> jnp.ndarray:
+def soft_iou(
+  y_true: ArrayLike, y_soft: ArrayLike, eps: float = 1e-7, axis: int | tuple[int, ...] | None = None
+) -> jnp.ndarray:
   """Per-example soft IoU, `(Σ y·ŷ + eps) / (Σ y + Σ ŷ − Σ y·ŷ + eps)`.
 
   The product form of intersection over union: on binary inputs it is

@@ -15,14 +15,17 @@ readout adds a bias, 1 parameter) and a comparison between them isolates energy-
 inference from network capacity.
 """
 
+from collections.abc import Callable
+from collections.abc import Sequence
 import math
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from energynets.nets.mlp import activation_by_name, float32_outputs
+from energynets.nets.mlp import activation_by_name
+from energynets.nets.mlp import float32_outputs
 
 PADDINGS = ("VALID", "SAME", "REFLECT")
 # How a stride-1 k×k convolution is computed (`conv2d`). 'lax' is XLA's convolution;
@@ -31,7 +34,7 @@ PADDINGS = ("VALID", "SAME", "REFLECT")
 # 'auto' picks 'patches' on CPU, where XLA's convolution is slow inside loops of
 # gradients: a DP-3 training step (3 unrolled GBI steps in a `lax.scan`, differentiated
 # again) ran 8.1× faster with patches and a DP-SSVM step 5.6× on a 2-core CPU, while a
-# plain feed-forward CNN step ran at 0.84× (results/conv_impl.md). On GPU/TPU
+# plain feed-forward CNN step ran at 0.84× (results/e2e/conv_impl.md). On GPU/TPU
 # 'auto' keeps XLA's convolution.
 CONV_IMPLS = ("auto", "lax", "patches")
 
@@ -50,8 +53,10 @@ def pad_image(v: jax.Array, kernel_size: int, padding: str) -> tuple[jax.Array, 
     return v, padding
   lo, hi = (kernel_size - 1) // 2, kernel_size // 2
   if min(v.shape[1], v.shape[2]) <= max(lo, hi):
-    raise ValueError(f"REFLECT padding of a {kernel_size}x{kernel_size} kernel needs "
-                     f"images larger than {max(lo, hi)} pixels; got {v.shape[1:3]}")
+    raise ValueError(
+      f"REFLECT padding of a {kernel_size}x{kernel_size} kernel needs "
+      f"images larger than {max(lo, hi)} pixels; got {v.shape[1:3]}"
+    )
   return jnp.pad(v, ((0, 0), (lo, hi), (lo, hi), (0, 0)), mode="reflect"), "VALID"
 
 
@@ -73,6 +78,7 @@ class PatchConv(nn.Module):
   much faster than the convolutions that differentiating a convolution produces; the
   price is a `[B, H', W', kh·kw·C_in]` patch tensor.
   """
+
   features: int
   kernel_size: Sequence[int]
   padding: str = "VALID"
@@ -90,16 +96,24 @@ class PatchConv(nn.Module):
       raise ValueError(f"PatchConv supports 'VALID' and 'SAME' padding; got {self.padding!r}")
     height, width = v.shape[1] - kh + 1, v.shape[2] - kw + 1
     # (i, j, c) order, the row-major flattening of the kernel's first three axes.
-    patches = jnp.concatenate([v[:, i:i + height, j:j + width, :]
-                               for i in range(kh) for j in range(kw)], axis=-1)
+    patches = jnp.concatenate(
+      [v[:, i : i + height, j : j + width, :] for i in range(kh) for j in range(kw)], axis=-1
+    )
     out = patches @ kernel.reshape(-1, self.features).astype(patches.dtype)
     if self.use_bias:
       out = out + self.param("bias", self.bias_init, (self.features,)).astype(out.dtype)
     return out
 
 
-def conv2d(features: int, kernel_size: Sequence[int], *, padding: str = "VALID",
-           conv_impl: str = "auto", name: str | None = None, **kwargs) -> nn.Module:
+def conv2d(
+  features: int,
+  kernel_size: Sequence[int],
+  *,
+  padding: str = "VALID",
+  conv_impl: str = "auto",
+  name: str | None = None,
+  **kwargs,
+) -> nn.Module:
   """A stride-1 convolution module, `nn.Conv` or `PatchConv` by `conv_impl` (same params)."""
   if resolve_conv_impl(conv_impl) == "patches":
     return PatchConv(features, tuple(kernel_size), padding=padding, name=name, **kwargs)
@@ -114,12 +128,13 @@ def normalized_input(v: jax.Array, mean: float, std: float) -> jax.Array:
   readout did not leave the identity in 400 Adam steps at learning rate 1e-3 or 3e-3
   (validation PSNR 23.12 throughout, the noisy input's), while with standardized input
   it reached 27.83 by step 400 (a one-off scratch comparison; the rerun
-  rows are in results/e2e.md). The statistics are fixed numbers, set from the
+  rows are in results/e2e/e2e.md). The statistics are fixed numbers, set from the
   training split by the experiment builders, not parameters.
   """
   if not (math.isfinite(std) and std > 0) or not math.isfinite(mean):
-    raise ValueError(f"input normalization needs a finite mean and a positive std; got "
-                     f"mean={mean}, std={std}")
+    raise ValueError(
+      f"input normalization needs a finite mean and a positive std; got mean={mean}, std={std}"
+    )
   if mean == 0.0 and std == 1.0:
     return v
   return (v - mean) / std
@@ -146,6 +161,7 @@ class ConvStack(nn.Module):
     input_mean, input_std: the first convolution sees `(v − input_mean) / input_std`
       (`normalized_input`). The defaults (0, 1) leave v as it is.
   """
+
   features: Sequence[int] = (32, 32)
   kernel_size: int = 7
   num_outputs: int = 1
@@ -166,11 +182,13 @@ class ConvStack(nn.Module):
     k = self.kernel_size
     for i, width in enumerate(self.features):
       v, conv_padding = pad_image(v, k, self.padding)
-      v = act(conv2d(width, (k, k), padding=conv_padding, conv_impl=self.conv_impl,
-                     name=f"conv_{i}")(v))
+      v = act(
+        conv2d(width, (k, k), padding=conv_padding, conv_impl=self.conv_impl, name=f"conv_{i}")(v)
+      )
     init = nn.initializers.zeros if self.zero_readout else nn.initializers.lecun_normal()
-    return nn.Conv(self.num_outputs, (1, 1), use_bias=self.readout_bias, kernel_init=init,
-                   name="readout")(v)
+    return nn.Conv(
+      self.num_outputs, (1, 1), use_bias=self.readout_bias, kernel_init=init, name="readout"
+    )(v)
 
 
 class CNNDenoiser(nn.Module):
@@ -190,6 +208,7 @@ class CNNDenoiser(nn.Module):
       is scaled back, `ŷ = x + input_std · ConvStack(·)`, so the readout predicts the
       noise in standardized units (`normalized_input`).
   """
+
   features: Sequence[int] = (32, 32)
   kernel_size: int = 7
   activation: str = "softplus"
@@ -204,12 +223,22 @@ class CNNDenoiser(nn.Module):
     if x.ndim != 3:
       raise ValueError(f"CNNDenoiser expects x of shape [B, H, W]; got {x.shape}")
     if self.padding not in ("SAME", "REFLECT"):
-      raise ValueError(f"CNNDenoiser needs a size-preserving padding ('SAME' or "
-                       f"'REFLECT'); got {self.padding!r}")
-    residual = ConvStack(tuple(self.features), self.kernel_size, 1, self.activation,
-                         self.padding, readout_bias=True, zero_readout=True,
-                         conv_impl=self.conv_impl, input_mean=self.input_mean,
-                         input_std=self.input_std, name="net")(x[..., None])
+      raise ValueError(
+        f"CNNDenoiser needs a size-preserving padding ('SAME' or 'REFLECT'); got {self.padding!r}"
+      )
+    residual = ConvStack(
+      tuple(self.features),
+      self.kernel_size,
+      1,
+      self.activation,
+      self.padding,
+      readout_bias=True,
+      zero_readout=True,
+      conv_impl=self.conv_impl,
+      input_mean=self.input_mean,
+      input_std=self.input_std,
+      name="net",
+    )(x[..., None])
     return x + self.input_std * residual[..., 0]
 
 
@@ -252,13 +281,14 @@ class FCN(nn.Module):
     dtype: the compute dtype of the convolutions (`MLP.dtype`: e.g. `jnp.bfloat16`,
       parameters float32, logits returned float32; None: the inputs' dtype).
   """
+
   features: Sequence[int] = (64, 128, 128)
   strides: Sequence[int] = (1, 2, 2)
   kernel_size: int = 5
   activation: str = "relu"
   dropout: float = 0.0
   skip_connections: bool = True
-  dtype: Optional[Any] = None
+  dtype: Any | None = None
 
   @nn.compact
   def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
@@ -266,18 +296,24 @@ class FCN(nn.Module):
       raise ValueError(f"FCN expects images [B, H, W, C]; got {x.shape}")
     strides = tuple(self.strides)
     if len(self.features) != len(strides) or not strides or strides[0] != 1:
-      raise ValueError(f"FCN needs one stride per encoder layer, the first 1; got features "
-                       f"{tuple(self.features)} and strides {strides}")
+      raise ValueError(
+        f"FCN needs one stride per encoder layer, the first 1; got features "
+        f"{tuple(self.features)} and strides {strides}"
+      )
     factor = math.prod(strides)
     if x.shape[1] % factor or x.shape[2] % factor:
-      raise ValueError(f"FCN with strides {strides} needs H and W divisible by {factor}; "
-                       f"got {x.shape[1:3]}")
+      raise ValueError(
+        f"FCN with strides {strides} needs H and W divisible by {factor}; got {x.shape[1:3]}"
+      )
     act = activation_by_name(self.activation)
     k = (self.kernel_size, self.kernel_size)
     h, levels = x, []
     for i, (width, stride) in enumerate(zip(self.features, strides)):
-      h = act(nn.Conv(width, k, strides=(stride, stride), padding="SAME", dtype=self.dtype,
-                      name=f"conv_{i}")(h))
+      h = act(
+        nn.Conv(
+          width, k, strides=(stride, stride), padding="SAME", dtype=self.dtype, name=f"conv_{i}"
+        )(h)
+      )
       levels.append(nn.Dropout(self.dropout, deterministic=not train)(h))
 
     def score(i):
@@ -288,8 +324,15 @@ class FCN(nn.Module):
     for i in range(last - 1, -1, -1):
       s = strides[i + 1]
       if s > 1:
-        logits = nn.ConvTranspose(1, (2 * s, 2 * s), strides=(s, s), padding="SAME",
-                                  use_bias=False, dtype=self.dtype, name=f"up_{i}")(logits)
+        logits = nn.ConvTranspose(
+          1,
+          (2 * s, 2 * s),
+          strides=(s, s),
+          padding="SAME",
+          use_bias=False,
+          dtype=self.dtype,
+          name=f"up_{i}",
+        )(logits)
       if self.skip_connections:
         logits = logits + score(i)
     return float32_outputs(logits[..., 0], self.dtype)

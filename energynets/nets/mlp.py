@@ -1,6 +1,8 @@
 """Multi-layer perceptrons: the SPEN feature network and the local (BR / MLP) heads."""
 
-from typing import Any, Callable, Optional, Sequence, Union
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -26,12 +28,12 @@ def _softplus_jvp(primals, tangents):
 
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "relu": nn.relu,
-    "softplus": softplus,
-    "tanh": jnp.tanh,
-    "sigmoid": nn.sigmoid,
-    "gelu": nn.gelu,
-    "hardtanh": lambda v: jnp.clip(v, -1.0, 1.0),
+  "relu": nn.relu,
+  "softplus": softplus,
+  "tanh": jnp.tanh,
+  "sigmoid": nn.sigmoid,
+  "gelu": nn.gelu,
+  "hardtanh": lambda v: jnp.clip(v, -1.0, 1.0),
 }
 
 
@@ -41,13 +43,14 @@ def activation_by_name(name: str) -> Callable[[jax.Array], jax.Array]:
     return ACTIVATIONS[name]
   except KeyError:
     raise ValueError(
-        f"unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)}") from None
+      f"unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)}"
+    ) from None
 
 
-DropoutRates = Union[float, Sequence[float]]
+DropoutRates = float | Sequence[float]
 
 
-def float32_outputs(outputs: jax.Array, dtype: Optional[Any]) -> jax.Array:
+def float32_outputs(outputs: jax.Array, dtype: Any | None) -> jax.Array:
   """A net's outputs computed in the compute dtype `dtype`, returned in float32.
 
   Args:
@@ -69,8 +72,10 @@ def hidden_dropout_rates(dropout: DropoutRates, num_hidden: int) -> tuple[float,
   else:
     rates = tuple(float(r) for r in dropout)
     if len(rates) != num_hidden:
-      raise ValueError(f"dropout {tuple(dropout)} gives {len(rates)} rates for "
-                       f"{num_hidden} hidden layers; give one per layer or a single float")
+      raise ValueError(
+        f"dropout {tuple(dropout)} gives {len(rates)} rates for "
+        f"{num_hidden} hidden layers; give one per layer or a single float"
+      )
   bad = [r for r in rates if not 0.0 <= r < 1.0]
   if bad:
     raise ValueError(f"dropout rates must lie in [0, 1); got {bad}")
@@ -95,16 +100,18 @@ class MLP(nn.Module):
   and the outputs come back float32, since losses and energies sum them over labels.
   `dtype=None` computes in the dtype of the inputs and parameters.
   """
+
   hidden: Sequence[int]
   num_outputs: int
   activation: str = "relu"
   dropout: DropoutRates = 0.0
   input_dropout: float = 0.0
-  dtype: Optional[Any] = None
+  dtype: Any | None = None
 
   @nn.compact
-  def __call__(self, x: jax.Array, *, train: bool = False,
-               return_features: bool = False) -> jax.Array | tuple[jax.Array, jax.Array]:
+  def __call__(
+    self, x: jax.Array, *, train: bool = False, return_features: bool = False
+  ) -> jax.Array | tuple[jax.Array, jax.Array]:
     act = activation_by_name(self.activation)
     if self.input_dropout:
       x = nn.Dropout(self.input_dropout, deterministic=not train)(x)
@@ -113,6 +120,7 @@ class MLP(nn.Module):
       x = act(nn.Dense(width, dtype=self.dtype, name=f"hidden_{i}")(x))
       if rate:
         x = nn.Dropout(rate, deterministic=not train)(x)
-    outputs = float32_outputs(nn.Dense(self.num_outputs, dtype=self.dtype, name="head")(x),
-                              self.dtype)
+    outputs = float32_outputs(
+      nn.Dense(self.num_outputs, dtype=self.dtype, name="head")(x), self.dtype
+    )
     return (outputs, x) if return_features else outputs

@@ -18,7 +18,10 @@ NER+ in the paper also uses the case of the first letter; it is not in the batch
 format and is not implemented here (the character CNN sees case).
 """
 
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
+from typing import cast
 
 import flax.linen as nn
 import jax
@@ -48,8 +51,10 @@ def pretrained_embedding_init(matrix: Any) -> Initializer:
   def init(key, shape, dtype=jnp.float32):
     del key
     if tuple(shape) != matrix.shape:
-      raise ValueError(f"pretrained embedding matrix has shape {matrix.shape} but the "
-                       f"embedding expects {tuple(shape)} (vocab_size, word_dim)")
+      raise ValueError(
+        f"pretrained embedding matrix has shape {matrix.shape} but the "
+        f"embedding expects {tuple(shape)} (vocab_size, word_dim)"
+      )
     return matrix.astype(dtype)
 
   return init
@@ -71,11 +76,12 @@ class CharCNN(nn.Module):
   pool, as in Ma & Hovy (2016): the max is already one. `dtype`: the compute dtype
   (`TokenEmbedder.dtype`).
   """
+
   vocab_size: int
   char_dim: int = 30
   num_filters: int = 50
   kernel_size: int = 3
-  dtype: Optional[Any] = None
+  dtype: Any | None = None
 
   @nn.compact
   def __call__(self, chars: jax.Array) -> jax.Array:
@@ -84,8 +90,9 @@ class CharCNN(nn.Module):
     emb = emb * real[..., None]
     lead, num_chars = chars.shape[:-1], chars.shape[-1]
     flat = emb.reshape((-1, num_chars, self.char_dim))
-    conv = nn.Conv(self.num_filters, (self.kernel_size,), padding="SAME", dtype=self.dtype,
-                   name="conv")(flat)
+    conv = nn.Conv(
+      self.num_filters, (self.kernel_size,), padding="SAME", dtype=self.dtype, name="conv"
+    )(flat)
     conv = conv.reshape(lead + (num_chars, self.num_filters))
     pooled = jnp.max(jnp.where(real[..., None], conv, -jnp.inf), axis=-2)
     return jnp.where(real.any(-1)[..., None], pooled, 0.0)
@@ -100,9 +107,10 @@ class TokenEmbedder(nn.Module):
   `dtype` (e.g. `jnp.bfloat16`) is the dtype of the embedded tokens (the tables stay
   float32); None keeps the tables' float32.
   """
+
   vocab_size: int
   word_dim: int = 100
-  word_init: Optional[Initializer] = None
+  word_init: Initializer | None = None
   char_vocab_size: int = 0
   char_dim: int = 30
   char_filters: int = 50
@@ -112,21 +120,34 @@ class TokenEmbedder(nn.Module):
   num_chunk: int = 0
   chunk_dim: int = 25
   dropout: float = 0.0
-  dtype: Optional[Any] = None
+  dtype: Any | None = None
 
   @nn.compact
   def __call__(self, batch: Batch, *, train: bool = False) -> jax.Array:
     mask = _require(batch, "mask", "every sequence model")
     words = _require(batch, "words", "the word embedding")
     init = self.word_init or nn.linear.default_embed_init
-    parts = [nn.Embed(self.vocab_size, self.word_dim, embedding_init=init, dtype=self.dtype,
-                      name="words")(words)]
+    parts = [
+      nn.Embed(self.vocab_size, self.word_dim, embedding_init=init, dtype=self.dtype, name="words")(
+        words
+      )
+    ]
     if self.char_vocab_size:
       chars = _require(batch, "chars", "the character CNN (char_vocab_size > 0)")
-      parts.append(CharCNN(self.char_vocab_size, self.char_dim, self.char_filters,
-                           self.char_kernel, dtype=self.dtype, name="chars")(chars))
-    for key, size, dim in (("pos", self.num_pos, self.pos_dim),
-                           ("chunk", self.num_chunk, self.chunk_dim)):
+      parts.append(
+        CharCNN(
+          self.char_vocab_size,
+          self.char_dim,
+          self.char_filters,
+          self.char_kernel,
+          dtype=self.dtype,
+          name="chars",
+        )(chars)
+      )
+    for key, size, dim in (
+      ("pos", self.num_pos, self.pos_dim),
+      ("chunk", self.num_chunk, self.chunk_dim),
+    ):
       if size:
         ids = _require(batch, key, f"the {key} embedding (num_{key} > 0)")
         parts.append(nn.Embed(size, dim, dtype=self.dtype, name=key)(ids))
@@ -147,11 +168,12 @@ class BiLSTM(nn.Module):
   parameters and carried cell state stay float32 (Flax's cells start the carry in
   `param_dtype`), so the states they return are float32.
   """
+
   hidden_size: int
   num_layers: int = 1
   dropout: float = 0.0
   cell: str = "optimized_lstm"
-  dtype: Optional[Any] = None
+  dtype: Any | None = None
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array, *, train: bool = False) -> jax.Array:
@@ -170,7 +192,10 @@ class BiLSTM(nn.Module):
       # these names (the RNN / Bidirectional wrappers hold none).
       forward = cell(self.hidden_size, dtype=self.dtype, name=f"forward_{i}")
       backward = cell(self.hidden_size, dtype=self.dtype, name=f"backward_{i}")
-      x = nn.Bidirectional(nn.RNN(forward), nn.RNN(backward))(x, seq_lengths=lengths)
+      # Without return_carry the wrapper returns the outputs alone.
+      x = cast(
+        jax.Array, nn.Bidirectional(nn.RNN(forward), nn.RNN(backward))(x, seq_lengths=lengths)
+      )
       x = x * mask[..., None]
     return x
 
@@ -192,28 +217,31 @@ class BiLSTMTagger(nn.Module):
   `dtype` is the compute dtype of the head (`MLP.dtype`; logits returned float32); give
   the embedder and encoder the same one.
   """
+
   embedder: TokenEmbedder
   encoder: BiLSTM
   num_tags: int
   dropout: float = 0.0
   packed: bool = False
-  dtype: Optional[Any] = None
+  dtype: Any | None = None
 
   @nn.compact
-  def __call__(self, batch: Batch | jax.Array, *, train: bool = False,
-               return_features: bool = False) -> jax.Array | tuple[jax.Array, jax.Array]:
+  def __call__(
+    self, batch: Batch | jax.Array, *, train: bool = False, return_features: bool = False
+  ) -> jax.Array | tuple[jax.Array, jax.Array]:
     if self.packed:
       batch = unpack_tokens(batch)
     elif not isinstance(batch, Mapping):
-      raise ValueError(f"{type(self).__name__}(packed=False) takes the batch dict; got a "
-                       f"{type(batch).__name__} (use packed=True for the packed token array)")
+      raise ValueError(
+        f"{type(self).__name__}(packed=False) takes the batch dict; got a "
+        f"{type(batch).__name__} (use packed=True for the packed token array)"
+      )
     mask = _require(batch, "mask", "every sequence model")
     x = self.embedder(batch, train=train)
     x = self.encoder(x, mask, train=train)
     if self.dropout:
       x = nn.Dropout(self.dropout, deterministic=not train)(x)
-    logits = float32_outputs(nn.Dense(self.num_tags, dtype=self.dtype, name="head")(x),
-                             self.dtype)
+    logits = float32_outputs(nn.Dense(self.num_tags, dtype=self.dtype, name="head")(x), self.dtype)
     return (logits, x) if return_features else logits
 
 
@@ -224,4 +252,5 @@ class PackedTagger(BiLSTMTagger):
   `local_net` of `energynets.energies.SequenceEnergy`: the same module and parameter
   names in all of them, so a token-CE stage's params drop into the energy unchanged.
   """
+
   packed: bool = True

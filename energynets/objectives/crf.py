@@ -21,23 +21,27 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from energynets.tokens import unpack_tokens
 from energynets.inference import crf as crf_lib
 from energynets.objectives import base
+from energynets.tokens import unpack_tokens
 
 
 def _tags_and_mask(x: jax.Array, y: jax.Array):
   return jnp.argmax(y, axis=-1).astype(jnp.int32), unpack_tokens(x)["mask"]
 
 
-def crf_objective(net: nn.Module, num_tags: int, optimizer: optax.GradientTransformation,
-                  *, l2: float = 0.0) -> base.Objective:
+def crf_objective(
+  net: nn.Module, num_tags: int, optimizer: optax.GradientTransformation, *, l2: float = 0.0
+) -> base.Objective:
   """The CRF objective on `net(x, train=...) -> unaries [B, T, num_tags]`."""
 
   def fresh_crf():
     zeros = lambda *shape: jnp.zeros(shape, jnp.float32)
-    return {"transitions": zeros(num_tags, num_tags), "start": zeros(num_tags),
-            "end": zeros(num_tags)}
+    return {
+      "transitions": zeros(num_tags, num_tags),
+      "start": zeros(num_tags),
+      "end": zeros(num_tags),
+    }
 
   def make_state(tagger_params):
     params = {"tagger": flax.core.unfreeze(tagger_params), "crf": fresh_crf()}
@@ -47,12 +51,12 @@ def crf_objective(net: nn.Module, num_tags: int, optimizer: optax.GradientTransf
     return make_state(net.init({"params": rng}, batch["x"])["params"])
 
   def loss_fn(params, batch, rng):
-    unaries = net.apply({"params": params["tagger"]}, batch["x"], train=True,
-                        rngs={"dropout": rng})
+    unaries = net.apply({"params": params["tagger"]}, batch["x"], train=True, rngs={"dropout": rng})
     tags, mask = _tags_and_mask(batch["x"], batch["y"])
     c = params["crf"]
-    nll = -jnp.mean(crf_lib.crf_log_likelihood(unaries, c["transitions"], tags, mask,
-                                               c["start"], c["end"]))
+    nll = -jnp.mean(
+      crf_lib.crf_log_likelihood(unaries, c["transitions"], tags, mask, c["start"], c["end"])
+    )
     total = nll + l2 * base.l2_penalty(params["tagger"]) if l2 else nll
     return total, {"nll": nll}
 
@@ -64,8 +68,9 @@ def crf_objective(net: nn.Module, num_tags: int, optimizer: optax.GradientTransf
     params = state["net"].params
     unaries = net.apply({"params": params["tagger"]}, x, train=False)
     c = params["crf"]
-    tags, _ = crf_lib.viterbi_decode(unaries, c["transitions"], unpack_tokens(x)["mask"],
-                                     c["start"], c["end"])
+    tags, _ = crf_lib.viterbi_decode(
+      unaries, c["transitions"], unpack_tokens(x)["mask"], c["start"], c["end"]
+    )
     return jax.nn.one_hot(tags, num_tags, dtype=unaries.dtype)
 
   def init_from(prev_state, rng, batch):

@@ -29,14 +29,14 @@ only the symmetric off-diagonal part matters), and K = 0 is a data-independent C
 a(x) = f(x), K = H), cheap enough for Bibtex on probabilities (4.0M).
 
 Features f(x) for the coefficients: the MLP's last hidden layer is what the paper's
-feature network would give; `"hidden"` uses it (`MLP(..., return_features=True)`,
+feature network would give; `Hidden()` uses it (`MLP(..., return_features=True)`,
 so it needs a unary net with that argument). `"probs"` (default, any unary net) uses
 σ(u(x)), the clamped MLP's label probabilities: an invertible function of the logits,
 which are the L-dimensional projection of the last hidden layer that the head reads
 (all of it only when the hidden width is at most L), and bounded in [0,1], so the
 couplings' scale stays stable however confident the MLP is, and H = L keeps the
 coefficient head small (the hidden layer of the 1024-wide MLP costs H = 1024).
-`"logits"` uses u(x) itself and `"x"` the raw input (a linear feature network, as the
+`Logits()` uses u(x) itself and `RawInput()` the raw input (a linear feature network, as the
 paper uses for Yeast).
 
 All of M_0, M_k start at zero, so W(x) = 0 at the start and the DMF begins exactly at
@@ -52,7 +52,9 @@ unroll. `l2 · ½‖·‖²` applies to M_0, M_k and P (not c), and to the unary
 matrices when it is trained.
 """
 
-from typing import Optional
+import dataclasses
+from typing import Any
+from typing import Protocol
 
 import flax.linen as nn
 import jax
@@ -62,7 +64,66 @@ import optax
 from energynets.inference import meanfield
 from energynets.objectives import base
 
-FEATURES = ("probs", "logits", "hidden", "x")
+__all__ = [
+  "COUPLING_METRIC_EXAMPLES",
+  "deep_mean_field",
+  "Features",
+  "Hidden",
+  "Logits",
+  "mean_abs_coupling",
+  "num_pairwise_params",
+  "pairwise_l2",
+  "PairwiseCouplings",
+  "Probs",
+  "RawInput",
+]
+
+
+class Features(Protocol):
+  """The input f(x) of the coupling coefficients: how the unary net's pass gives them."""
+
+  def __call__(
+    self, unary_net: nn.Module, net_params, x: jax.Array, **apply_kwargs: Any
+  ) -> tuple[jax.Array, jax.Array]:
+    """`(unary logits [B, L], features [B, H])` from one pass of `unary_net`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Probs:
+  """σ(u(x)), the clamped MLP's label probabilities (the default)."""
+
+  def __call__(self, unary_net, net_params, x, **apply_kwargs):
+    """`(u, σ(u))`."""
+    unary = unary_net.apply({"params": net_params}, x, **apply_kwargs)
+    return unary, jax.nn.sigmoid(unary)
+
+
+@dataclasses.dataclass(frozen=True)
+class Logits:
+  """u(x), the unary logits themselves."""
+
+  def __call__(self, unary_net, net_params, x, **apply_kwargs):
+    """`(u, u)`."""
+    unary = unary_net.apply({"params": net_params}, x, **apply_kwargs)
+    return unary, unary
+
+
+@dataclasses.dataclass(frozen=True)
+class Hidden:
+  """The unary MLP's last hidden layer (a net called with `return_features=True`)."""
+
+  def __call__(self, unary_net, net_params, x, **apply_kwargs):
+    """`unary_net(x, return_features=True)`."""
+    return unary_net.apply({"params": net_params}, x, return_features=True, **apply_kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class RawInput:
+  """x itself (a linear feature network, as the paper uses for Yeast)."""
+
+  def __call__(self, unary_net, net_params, x, **apply_kwargs):
+    """`(u, x)`."""
+    return unary_net.apply({"params": net_params}, x, **apply_kwargs), x
 
 
 class PairwiseCouplings(nn.Module):
@@ -73,8 +134,9 @@ class PairwiseCouplings(nn.Module):
   `factors` gives the same W unformed (`meanfield.LowRankCoupling`), which is what
   mean field runs on.
   """
+
   num_labels: int
-  rank: Optional[int] = 4
+  rank: int | None = 4
 
   def __call__(self, features: jax.Array) -> jax.Array:
     return self.factors(features).dense()
@@ -91,24 +153,25 @@ class PairwiseCouplings(nn.Module):
     if self.rank is None:
       coefficients = features
     else:
-      kernel = self.param("coefficients", nn.initializers.lecun_normal(),
-                          (features.shape[-1], self.rank))
+      kernel = self.param(
+        "coefficients", nn.initializers.lecun_normal(), (features.shape[-1], self.rank)
+      )
       bias = self.param("coefficient_bias", nn.initializers.zeros, (self.rank,))
       coefficients = features @ kernel + bias
     bases = self.param("bases", nn.initializers.zeros, (coefficients.shape[-1],) + shape)
     return meanfield.LowRankCoupling(
-        jnp.concatenate([coupling[None], bases], axis=0),
-        jnp.concatenate([ones, coefficients.astype(coupling.dtype)], axis=-1))
+      jnp.concatenate([coupling[None], bases], axis=0),
+      jnp.concatenate([ones, coefficients.astype(coupling.dtype)], axis=-1),
+    )
 
 
-def num_pairwise_params(num_labels: int, num_features: int,
-                        rank: Optional[int]) -> tuple[int, int]:
+def num_pairwise_params(num_labels: int, num_features: int, rank: int | None) -> tuple[int, int]:
   """(stored, effective) parameter counts of `PairwiseCouplings`.
 
   Effective counts only the symmetric off-diagonal part of each L×L matrix, the part
   that reaches W.
   """
-  full, sym = num_labels ** 2, num_labels * (num_labels - 1) // 2
+  full, sym = num_labels**2, num_labels * (num_labels - 1) // 2
   if rank is None:
     num_bases, head = num_features, 0
   else:
@@ -116,10 +179,9 @@ def num_pairwise_params(num_labels: int, num_features: int,
   return (num_bases + 1) * full + head, (num_bases + 1) * sym + head
 
 
-def pairwise_l2(params) -> jax.Array:
+def pairwise_l2(params) -> jax.Array | float:
   """½‖·‖² over the couplings, bases and coefficient kernel (not the coefficient bias)."""
-  return 0.5 * sum(jnp.sum(jnp.square(v)) for k, v in params.items()
-                   if k != "coefficient_bias")
+  return 0.5 * sum(jnp.sum(jnp.square(v)) for k, v in params.items() if k != "coefficient_bias")
 
 
 # `mean_abs_coupling` is logged from this many examples of each batch: W is [B, L, L],
@@ -133,10 +195,18 @@ def mean_abs_coupling(coupling: jax.Array) -> jax.Array:
   return jnp.sum(jnp.abs(coupling)) / (coupling.shape[0] * num_labels * (num_labels - 1))
 
 
-def deep_mean_field(unary_net: nn.Module, optimizer: optax.GradientTransformation, *,
-        num_iters: int = 5, rank: Optional[int] = 4, l2: float = 0.0,
-        train_unary: bool = False, features: str = "probs", damping: float = 0.0,
-        schedule: str = "parallel") -> base.Objective:
+def deep_mean_field(
+  unary_net: nn.Module,
+  optimizer: optax.GradientTransformation,
+  *,
+  num_iters: int = 5,
+  rank: int | None = 4,
+  l2: float = 0.0,
+  train_unary: bool = False,
+  features: Features = Probs(),
+  damping: float = 0.0,
+  sequential: bool = False,
+) -> base.Objective:
   """The DMF objective.
 
   Args:
@@ -149,41 +219,40 @@ def deep_mean_field(unary_net: nn.Module, optimizer: optax.GradientTransformatio
       trained).
     train_unary: False clamps the pretrained unary MLP (the paper's setting); True
       trains it too (a fine-tuning stage).
-    features: the coefficients' input: "probs" σ(u), "logits" u, "hidden" (the unary
-      MLP's last hidden layer), or "x".
-    damping, schedule: passed to `meanfield.mean_field_logits`.
+    features: the coefficients' input, a `Features` value: `Probs()` σ(u), `Logits()` u,
+      `Hidden()` (the unary MLP's last hidden layer), `RawInput()` x, or your own.
+    damping, sequential: passed to `meanfield.mean_field_logits`.
 
   Returns:
     An `Objective` whose state is `{"net": ParamGroup, "pairwise": ParamGroup}`; the
     "net" group has the structure of `local_bce`'s, with an empty optimizer state
     when clamped. `init_from` accepts a `local_bce` or a `dmf` state.
   """
-  if features not in FEATURES:
-    raise ValueError(f"unknown DMF features {features!r}; expected one of {FEATURES}")
+  if not callable(features):
+    raise TypeError(f"DMF features are a value such as Probs() or Hidden(), not {features!r}")
   if rank is not None and rank < 0:
     raise ValueError(f"rank must be >= 0 or None, got {rank}")
-  meanfield.validate_options(num_iters=num_iters, damping=damping, schedule=schedule)
+  meanfield.validate_options(num_iters=num_iters, damping=damping)
 
   def pairwise_net(num_labels):
     return PairwiseCouplings(num_labels, rank)
 
   def unary_and_features(net_params, x, rng=None, train=False):
     """-> (unary logits [B, L], coefficient features [B, H])."""
-    kwargs = ({"train": True, "rngs": {"dropout": rng}} if train and train_unary
-              else {"train": False})
-    if features == "hidden":
-      return unary_net.apply({"params": net_params}, x, return_features=True, **kwargs)
-    unary = unary_net.apply({"params": net_params}, x, **kwargs)
-    return unary, {"probs": jax.nn.sigmoid, "logits": lambda u: u,
-                   "x": lambda _: x}[features](unary)
+    kwargs = (
+      {"train": True, "rngs": {"dropout": rng}} if train and train_unary else {"train": False}
+    )
+    return features(unary_net, net_params, x, **kwargs)
 
   def forward(params, x, rng=None, train=False):
     """-> (final mean-field logits [B, L], coupling W as `LowRankCoupling`)."""
     unary, feats = unary_and_features(params["net"], x, rng, train)
-    coupling = pairwise_net(unary.shape[-1]).apply({"params": params["pairwise"]}, feats,
-                                                   method="factors")
-    eta = meanfield.mean_field_logits(unary, coupling, num_iters=num_iters,
-                                      damping=damping, schedule=schedule)
+    coupling = pairwise_net(unary.shape[-1]).apply(
+      {"params": params["pairwise"]}, feats, method="factors"
+    )
+    eta = meanfield.mean_field_logits(
+      unary, coupling, num_iters=num_iters, damping=damping, sequential=sequential
+    )
     return eta, coupling
 
   def init_pairwise(rng, net_params, x):
@@ -191,16 +260,20 @@ def deep_mean_field(unary_net: nn.Module, optimizer: optax.GradientTransformatio
     return pairwise_net(unary.shape[-1]).init(rng, feats)["params"]
 
   def net_group(params):
-    return (base.init_group(params, optimizer) if train_unary
-            else base.ParamGroup(params, optax.EmptyState()))
+    return (
+      base.init_group(params, optimizer)
+      if train_unary
+      else base.ParamGroup(params, optax.EmptyState())
+    )
 
   def init(rng, batch):
     """From scratch (the paper found this about half as accurate as `init_from`)."""
     net_rng, pair_rng = jax.random.split(rng)
     net_params = unary_net.init({"params": net_rng}, batch["x"])["params"]
-    return {"net": net_group(net_params),
-            "pairwise": base.init_group(init_pairwise(pair_rng, net_params, batch["x"]),
-                                        optimizer)}
+    return {
+      "net": net_group(net_params),
+      "pairwise": base.init_group(init_pairwise(pair_rng, net_params, batch["x"]), optimizer),
+    }
 
   def init_from(prev_state, rng, batch):
     """Unaries from a `local_bce` (or `dmf`) state; pairwise from a `dmf` state or new."""
@@ -209,8 +282,7 @@ def deep_mean_field(unary_net: nn.Module, optimizer: optax.GradientTransformatio
       pair_params = prev_state["pairwise"].params
     else:
       pair_params = init_pairwise(rng, net_params, batch["x"])
-    return {"net": net_group(net_params),
-            "pairwise": base.init_group(pair_params, optimizer)}
+    return {"net": net_group(net_params), "pairwise": base.init_group(pair_params, optimizer)}
 
   def loss_fn(trained, clamped, batch, rng):
     params = {**clamped, **trained}
@@ -222,11 +294,11 @@ def deep_mean_field(unary_net: nn.Module, optimizer: optax.GradientTransformatio
       if train_unary:
         penalty = penalty + base.l2_penalty(params["net"])
       loss = loss + l2 * penalty
-    sample = coupling._replace(
-        coefficients=coupling.coefficients[:COUPLING_METRIC_EXAMPLES])
-    return loss, {"bce": bce,
-                  "mean_abs_coupling": mean_abs_coupling(
-                      jax.lax.stop_gradient(sample.dense()))}
+    sample = coupling._replace(coefficients=coupling.coefficients[:COUPLING_METRIC_EXAMPLES])
+    return loss, {
+      "bce": bce,
+      "mean_abs_coupling": mean_abs_coupling(jax.lax.stop_gradient(sample.dense())),
+    }
 
   def update(state, batch, rng):
     names = ("net", "pairwise") if train_unary else ("pairwise",)

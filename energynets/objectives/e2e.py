@@ -8,11 +8,12 @@ variants), and training back-propagates a loss on the iterates through those ste
     L = ℓ(y_T, y*)                                                    (final iterate only)
 
 averaged over the batch, plus `l2 · ½‖W‖²` on the trained groups' weight matrices.
-`ℓ` is summed (or, `loss_reduction='mean'`, averaged) over the output's coordinates:
-`'bce'` −[y* log y + (1−y*) log(1−y)] for y in (0, 1) (Box), with y clipped to
-`[loss_eps, 1 − loss_eps]` (a sigmoid saturates to exactly 1.0 in float32, and the clip
-keeps the loss finite; a coordinate clipped there gets no gradient from ℓ, which at the
-default 1e-6 means a logit beyond ±13.8), or `'squared'` Σ (y − y*)² (any domain).
+`ℓ` is a task-loss surrogate value (`task_losses`) summed (`Sum()`) or averaged
+(`Mean()`) over the output's coordinates: `Log(eps=1e-6)` (the default, a BCE)
+−[y* log y + (1−y*) log(1−y)] for y in (0, 1) (Box), with y clipped to `[eps, 1 − eps]`
+(a sigmoid saturates to exactly 1.0 in float32, and the clip keeps the loss finite; a
+coordinate clipped there gets no gradient from ℓ, which at eps = 1e-6 means a logit
+beyond ±13.8), or `Squared()` Σ (y − y*)² (any domain).
 
 Choices, with reasons:
 
@@ -28,8 +29,8 @@ Choices, with reasons:
 - Entropy smoothing is GBI's `entropy_weight` (§4.2), present at train and test time.
 - The gradient through the unroll is `unrolled_gbi`'s `gradient` strategy, a value
   (`inference.Unrolled()`, `Rematerialized()`, `HVPAdjoint()`, `Implicit(solver)`, or
-  any callable with their signature) or the name `'scan'`, `'remat'` or `'adjoint'` of
-  the first three, which give the same update (tests/test_e2e.py). `Implicit` instead
+  any callable with their signature); the first three give the same update
+  (tests/test_e2e.py). `Implicit` instead
   differentiates `y_T` as the minimizer of the smoothed energy: the earlier iterates,
   the start `y_0` and the step sizes then get no gradient (see `unrolled.Implicit`).
 - Energies trained through inference must be twice differentiable in y (the backward
@@ -43,7 +44,7 @@ Choices, with reasons:
 
 The objective takes any `Energy` (`energynets.energies.protocol`): a SPEN (Box domain,
 features precomputed once by `encode`, starts `'uniform'`/`'local'`), an image-denoising
-energy (`Real` domain, `y_0 = x` by `'input'`, `ℓ = 'squared'`) or a user's own energy.
+energy (`Real` domain, `y_0 = x` by `'input'`, `ℓ = Squared()`) or a user's own energy.
 `e2e_losses` gives its loss and unrolled inference as pure functions (for tests,
 benchmarks and other objectives).
 
@@ -53,8 +54,12 @@ features with BCE via `spen_pretrain` or `local_bce`, then e2e) carries paramete
 `init_from`; `clamped` groups (`trainable`) are frozen as in `ssvm`.
 """
 
+from collections.abc import Callable
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional
+import functools
+from typing import Any
+from typing import NamedTuple
+from typing import Protocol
 
 import flax
 import jax
@@ -63,37 +68,74 @@ import numpy as np
 import optax
 
 from energynets import domains
+from energynets.energies import protocol
 from energynets.inference import gbi as gbi_lib
 from energynets.inference import unrolled
 from energynets.inference.gbi import GBIConfig
-from energynets.energies import protocol
 from energynets.objectives import base
 from energynets.objectives import task_losses
 
-LOSSES = ("bce", "squared")
-REDUCTIONS = ("sum", "mean")
+__all__ = [
+  "DEFAULT_LOSS",
+  "DEFAULT_LOSS_EPS",
+  "e2e_losses",
+  "e2e_objective",
+  "E2ELosses",
+  "E2EOptions",
+  "init_step_sizes",
+  "iterate_loss",
+  "iterate_weights",
+  "Mean",
+  "Reduction",
+  "step_sizes",
+  "Sum",
+]
+
 DEFAULT_LOSS_EPS = 1e-6
+DEFAULT_LOSS = task_losses.Log(DEFAULT_LOSS_EPS)
 
 
 # ---------------------------------------------------------------------------------------
 # The loss on the iterates.
 
 
-def iterate_loss(y_hat: jax.Array, y: jax.Array, loss: str = "bce",
-                 eps: float = DEFAULT_LOSS_EPS, reduction: str = "sum") -> jax.Array:
-  """`[B, ...] x2 -> [B]`: ℓ(ŷ, y) summed (or averaged) over every non-batch axis.
+class Reduction(Protocol):
+  """How ℓ's sum over an example's coordinates becomes its loss."""
 
-  `'bce'` and `'squared'` are ssvm's `'log'` and `'squared'` task-loss surrogates applied
-  to the flattened outputs.
-  """
-  if loss not in LOSSES:
-    raise ValueError(f"unknown loss {loss!r}; expected one of {LOSSES}")
+  def __call__(self, total: jax.Array, num_coordinates: int) -> jax.Array:
+    """`total [B]` (the sum over `num_coordinates` coordinates) -> `[B]`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sum:
+  """ℓ summed over an example's coordinates."""
+
+  def __call__(self, total: jax.Array, num_coordinates: int) -> jax.Array:
+    """`total` itself."""
+    del num_coordinates
+    return total
+
+
+@dataclasses.dataclass(frozen=True)
+class Mean:
+  """ℓ averaged over an example's coordinates."""
+
+  def __call__(self, total: jax.Array, num_coordinates: int) -> jax.Array:
+    """`total / num_coordinates`."""
+    return total / num_coordinates
+
+
+def iterate_loss(
+  y_hat: jax.Array,
+  y: jax.Array,
+  loss: task_losses.Surrogate = DEFAULT_LOSS,
+  reduction: Reduction = Sum(),
+) -> jax.Array:
+  """`[B, ...] x2 -> [B]`: ℓ(ŷ, y), a `task_losses` surrogate value on the flattened
+  outputs, summed over every non-batch axis and then reduced by `reduction`."""
   flat = lambda a: a.reshape(a.shape[0], -1)
-  value = task_losses.task_loss(flat(y_hat), flat(y).astype(y_hat.dtype),
-                                "log" if loss == "bce" else "squared", eps)
-  if reduction == "mean":
-    value = value / flat(y_hat).shape[1]
-  return value
+  value = task_losses.task_loss(flat(y_hat), flat(y).astype(y_hat.dtype), loss)
+  return reduction(value, flat(y_hat).shape[1])
 
 
 def iterate_weights(num_steps: int, per_iterate: bool = True, dtype=jnp.float32) -> jax.Array:
@@ -115,8 +157,10 @@ def init_step_sizes(config: GBIConfig) -> jax.Array:
   else:
     eta = np.full((config.num_steps,), config.learning_rate, np.float64)
   if eta.shape != (config.num_steps,) or np.any(eta <= 0):
-    raise ValueError(f"learned step sizes start from {config.num_steps} positive values "
-                     f"(softplus(ρ) > 0); got {eta}")
+    raise ValueError(
+      f"learned step sizes start from {config.num_steps} positive values "
+      f"(softplus(ρ) > 0); got {eta}"
+    )
   return jnp.asarray(np.log(np.expm1(eta)), jnp.float32)
 
 
@@ -137,32 +181,32 @@ class E2EOptions:
     gbi: the unrolled inference, used identically for training and prediction: method
       (`'logit'`, `'mirror'` or `'projected'`), optimizer, momentum, `entropy_weight`,
       `num_steps` (T ≥ 1) and the initial step size (`learning_rate`, or `step_sizes`).
-    loss: ℓ, `'bce'` (outputs in (0, 1)) or `'squared'`.
+    loss: ℓ, a `task_losses` surrogate value: `Log(eps=1e-6)` (BCE, outputs in (0, 1);
+      its eps the clip), `Squared()`, or your own.
     per_iterate: Eq. 9's weighted average over all iterates; False: `y_T` only.
     gradient: how the unroll is differentiated: a strategy value (`Unrolled()`,
       `Rematerialized()`, `HVPAdjoint()`, `Implicit(solver)`, or any callable
-      `(energy, params, x, y0, domain, config) -> (y_T, ys)`), or `'scan' | 'remat' |
-      'adjoint'` (`unrolled.get_strategy`). With `Implicit`, only the loss on `y_T`
-      trains, and `y_0` and the step sizes get zero gradient.
+      `(energy, params, x, y0, domain, config) -> (y_T, ys)`). With `Implicit`, only
+      the loss on `y_T` trains, and `y_0` and the step sizes get zero gradient.
     init: y_0, a start name of the energy (SPEN: `'local'`, `'uniform'`; energies from
       modules: `'input'`, `'uniform'`, `'zeros'`); None: `'local'` where the energy has
       it, else its first start.
     learn_step_sizes: train η_t jointly with the energy (False: fixed at their init).
     trainable: top-level energy groups that are updated (None: all).
     l2: weight of `½‖W‖²` on the trainable groups' weight matrices.
-    loss_eps: the clip of `'bce'`.
-    loss_reduction: `'sum'` or `'mean'` of ℓ over an example's coordinates.
+    loss_reduction: `Sum()` or `Mean()` of ℓ over an example's coordinates (a
+      `Reduction`).
   """
-  gbi: Optional[GBIConfig] = None
-  loss: str = "bce"
+
+  gbi: GBIConfig | None = None
+  loss: task_losses.Surrogate = DEFAULT_LOSS
   per_iterate: bool = True
-  gradient: unrolled.StrategyLike = "scan"
-  init: Optional[str] = None
+  gradient: unrolled.GradientStrategy = unrolled.Unrolled()
+  init: str | None = None
   learn_step_sizes: bool = True
-  trainable: Optional[tuple[str, ...]] = None
+  trainable: tuple[str, ...] | None = None
   l2: float = 0.0
-  loss_eps: float = DEFAULT_LOSS_EPS
-  loss_reduction: str = "sum"
+  loss_reduction: Reduction = Sum()
 
   def __post_init__(self):
     if self.gbi is None:
@@ -170,12 +214,15 @@ class E2EOptions:
     gbi_lib.validate_config(self.gbi)
     if self.gbi.num_steps < 1:
       raise ValueError("e2e needs at least one unrolled GBI step (gbi.num_steps >= 1)")
-    if self.loss not in LOSSES:
-      raise ValueError(f"unknown loss {self.loss!r}; expected one of {LOSSES}")
-    if self.loss_reduction not in REDUCTIONS:
-      raise ValueError(f"unknown loss_reduction {self.loss_reduction!r}; expected one of "
-                       f"{REDUCTIONS}")
-    unrolled.get_strategy(self.gradient)  # ValueError / TypeError naming the choices
+    task_losses.check_surrogate(self.loss)
+    if not callable(self.loss_reduction):
+      raise TypeError(
+        f"loss_reduction is a value such as Sum() or Mean(), not {self.loss_reduction!r}"
+      )
+    if isinstance(self.gradient, type) or not callable(self.gradient):
+      raise TypeError(
+        f"gradient is a strategy value such as Unrolled() or HVPAdjoint(), not {self.gradient!r}"
+      )
 
 
 class E2ELosses(NamedTuple):
@@ -183,71 +230,95 @@ class E2ELosses(NamedTuple):
 
   Attributes:
     loss_fn: `((energy_params, inference_params), batch, rng) -> (loss, metrics)`; its
-      gradient is the training update's (clamped groups get zeros).
-    unroll: `(energy_params, inference_params, x, train=False, rng=None) -> (y0, y_T, ys)`,
-      the unrolled inference (`ys [T, B, ...]`) by the configured gradient strategy.
+      gradient is the training update's (clamped groups get zeros). With an `Implicit`
+      gradient, a third parameter, a zero scalar, gets the solve's residual as gradient.
+    unroll: `(energy_params, inference_params, x, train=False, rng=None,
+      residual_probe=None) -> (y0, y_T, ys)`, the unrolled inference (`ys [T, B, ...]`)
+      by the configured gradient strategy (`residual_probe`: `Implicit`'s).
     model: the `EnergyModel` the energy was adapted to.
     initial_step_sizes: `[T]` raw ρ that start the `inference` group.
   """
+
   loss_fn: Callable[..., tuple[jax.Array, dict]]
   unroll: Callable[..., tuple[jax.Array, jax.Array, jax.Array]]
   model: protocol.Energy
   initial_step_sizes: jax.Array
 
 
-def e2e_losses(energy, *, options: Optional[E2EOptions] = None,
-               **flat_options: Any) -> E2ELosses:
-  """The loss of `e2e_objective` (the same energy and options, without the optimizers)."""
+def _check_options(options: Any) -> E2EOptions:
+  if not isinstance(options, E2EOptions):
+    raise TypeError(f"e2e takes options=E2EOptions(...), not {options!r}")
+  return options
+
+
+def e2e_losses(energy, *, options: E2EOptions | None = None) -> E2ELosses:
+  """The loss of `e2e_objective` (the same energy and options, without the optimizers).
+
+  Raises:
+    TypeError: `options` is not an `E2EOptions` (it is required: it holds `gbi`).
+  """
+  o = _check_options(options)
   protocol.check_smooth(energy)
   model = protocol.as_energy(energy)
-  o = base.resolve_options(E2EOptions, options, flat_options)
   init = o.init
   if init is None:
     init = "local" if "local" in model.starts else model.inits[0]
   if init not in model.inits:
     raise ValueError(f"unknown init {init!r}; expected one of {model.inits}")
-  if o.loss == "bce" and isinstance(model.domain, domains.Real):
-    raise ValueError("loss='bce' needs outputs in (0, 1); the Real domain takes "
-                     "loss='squared'")
-  gbi, loss, loss_eps, loss_reduction, l2 = o.gbi, o.loss, o.loss_eps, o.loss_reduction, o.l2
+  if isinstance(o.loss, task_losses.Log) and isinstance(model.domain, domains.Real):
+    raise ValueError(
+      "loss=Log() (BCE) needs outputs in (0, 1); the Real domain takes loss=Squared()"
+    )
+  gbi, loss, loss_reduction, l2 = o.gbi, o.loss, o.loss_reduction, o.l2
+  assert gbi is not None  # `E2EOptions` rejects None
   learn_step_sizes = o.learn_step_sizes
-  strategy = unrolled.get_strategy(o.gradient)
+  strategy = o.gradient
   clamped = protocol.trainable_groups(model, o.trainable)
   weights = iterate_weights(gbi.num_steps, o.per_iterate)
 
-  def unroll(energy_params, inference_params, x, train=False, rng=None):
+  def unroll(energy_params, inference_params, x, train=False, rng=None, residual_probe=None):
     inputs = model.encode(energy_params, x, train, rng)
     y0 = model.start(inputs, x, init)
     eta = step_sizes(inference_params)
     if not learn_step_sizes:
       eta = jax.lax.stop_gradient(eta)
     config = gbi._replace(step_sizes=eta.astype(y0.dtype))
-    y_final, ys = unrolled.unrolled_gbi(model.energy, energy_params, inputs, y0,
-                                        model.domain, config, strategy)
+    gradient = (
+      strategy
+      if residual_probe is None
+      else functools.partial(strategy, residual_probe=residual_probe)
+    )
+    y_final, ys = unrolled.unrolled_gbi(
+      model.energy, energy_params, inputs, y0, model.domain, config, gradient
+    )
     return y0, y_final, ys
 
   def loss_fn(params, batch, rng):
-    energy_params, inference_params = params
+    # An `Implicit` update passes a third, zero parameter: its gradient is the residual.
+    energy_params, inference_params, *residual_probe = params
     energy_params = base.clamp_groups(energy_params, clamped)
-    y0, _, ys = unroll(energy_params, inference_params, batch["x"], True, rng)
+    y0, _, ys = unroll(energy_params, inference_params, batch["x"], True, rng, *residual_probe)
     y = batch["y"]
-    per_step = jax.vmap(lambda y_t: jnp.mean(iterate_loss(y_t, y, loss, loss_eps,
-                                                          loss_reduction)))(ys)
+    per_step = jax.vmap(lambda y_t: jnp.mean(iterate_loss(y_t, y, loss, loss_reduction)))(ys)
     value = jnp.sum(weights.astype(per_step.dtype) * per_step)
-    total = (value + l2 * base.groups_l2(energy_params, clamped)
-             if l2 else value)
-    return total, {"unrolled_loss": value, "final_loss": per_step[-1],
-                   "initial_loss": jnp.mean(iterate_loss(y0, y, loss, loss_eps,
-                                                         loss_reduction)),
-                   "step_size_mean": jnp.mean(step_sizes(inference_params))}
+    total = value + l2 * base.groups_l2(energy_params, clamped) if l2 else value
+    return total, {
+      "unrolled_loss": value,
+      "final_loss": per_step[-1],
+      "initial_loss": jnp.mean(iterate_loss(y0, y, loss, loss_reduction)),
+      "step_size_mean": jnp.mean(step_sizes(inference_params)),
+    }
 
   return E2ELosses(loss_fn, unroll, model, init_step_sizes(gbi))
 
 
-def e2e_objective(energy: Any, optimizer: optax.GradientTransformation, *,
-                  options: Optional[E2EOptions] = None,
-                  step_size_optimizer: Optional[optax.GradientTransformation] = None,
-                  **flat_options: Any) -> base.Objective:
+def e2e_objective(
+  energy: Any,
+  optimizer: optax.GradientTransformation,
+  *,
+  options: E2EOptions | None = None,
+  step_size_optimizer: optax.GradientTransformation | None = None,
+) -> base.Objective:
   """End-to-end training through `gbi.num_steps` unrolled GBI steps (module docstring).
 
   Args:
@@ -255,26 +326,29 @@ def e2e_objective(energy: Any, optimizer: optax.GradientTransformation, *,
       (`en.energy_from_function`, `en.energy_from_module`) or a library energy.
     optimizer: updates the energy's `trainable` groups (and the step sizes, unless
       `step_size_optimizer` is given).
-    options: an `E2EOptions` (its `gbi` is required).
+    options: an `E2EOptions` (required; its `gbi` is the unrolled inference).
     step_size_optimizer: a separate optimizer for the step sizes (default `optimizer`).
-    **flat_options: instead of `options`, its fields as keywords (`gbi=..., loss='bce'`).
 
   Returns:
     An `Objective` with state `{"energy", "inference"}` (`ParamGroup`s); `update`'s
     metrics: `loss`, `grad_norm`, `unrolled_loss` (the loss without l2), `final_loss`
-    (mean ℓ(y_T, y*)), `initial_loss` (ℓ(y_0, y*)), `step_size_mean`.
+    (mean ℓ(y_T, y*)), `initial_loss` (ℓ(y_0, y*)), `step_size_mean`; with an
+    `inference.Implicit` gradient also `implicit_residual`, the relative residual of its
+    backward solve (large: the implicit update is unreliable; `Implicit` also warns).
   """
-  options = base.resolve_options(E2EOptions, options, flat_options)
+  options = _check_options(options)
   fns = e2e_losses(energy, options=options)
   trainable, learn_step_sizes = options.trainable, options.learn_step_sizes
   model = fns.model
+  reports_residual = isinstance(options.gradient, unrolled.Implicit)
   energy_opt = base.masked_optimizer(optimizer, protocol.trainable_groups(model, trainable))
-  step_opt = ((step_size_optimizer or optimizer) if learn_step_sizes
-              else optax.set_to_zero())
+  step_opt = (step_size_optimizer or optimizer) if learn_step_sizes else optax.set_to_zero()
 
   def make_state(energy_params, inference_params):
-    return {"energy": base.init_group(energy_params, energy_opt),
-            "inference": base.init_group(inference_params, step_opt)}
+    return {
+      "energy": base.init_group(energy_params, energy_opt),
+      "inference": base.init_group(inference_params, step_opt),
+    }
 
   def fresh_inference():
     return {"step_sizes": jnp.array(fns.initial_step_sizes)}  # a copy: states are donated
@@ -295,11 +369,16 @@ def e2e_objective(energy: Any, optimizer: optax.GradientTransformation, *,
 
   def update(state, batch, rng):
     params = (state["energy"].params, state["inference"].params)
-    metrics, (energy_grads, inference_grads) = base.metrics_and_grads(fns.loss_fn, params,
-                                                                      batch, rng)
-    return {"energy": base.apply_gradients(state["energy"], energy_grads, energy_opt),
-            "inference": base.apply_gradients(state["inference"], inference_grads,
-                                              step_opt)}, metrics
+    if reports_residual:
+      params += (jnp.zeros((), jnp.float32),)
+    metrics, grads = base.metrics_and_grads(fns.loss_fn, params, batch, rng)
+    energy_grads, inference_grads = grads[:2]
+    if reports_residual:
+      metrics = dict(metrics, grad_norm=optax.tree.norm(grads[:2]), implicit_residual=grads[2])
+    return {
+      "energy": base.apply_gradients(state["energy"], energy_grads, energy_opt),
+      "inference": base.apply_gradients(state["inference"], inference_grads, step_opt),
+    }, metrics
 
   def predict(state, x):
     return fns.unroll(state["energy"].params, state["inference"].params, x)[1]

@@ -34,9 +34,14 @@ from energynets.objectives import scores
 token_cross_entropy = outputs.token_cross_entropy
 
 
-def local_bce(net: nn.Module, optimizer: optax.GradientTransformation, *,
-              l2: float = 0.0, score: scores.Score | None = None,
-              score_weight: float = 0.0) -> base.Objective:
+def local_bce(
+  net: nn.Module,
+  optimizer: optax.GradientTransformation,
+  *,
+  l2: float = 0.0,
+  score: scores.Score | None = None,
+  score_weight: float = 0.0,
+) -> base.Objective:
   """Per-label BCE on the logits of `net(x) -> [B, L]`; prediction is `sigmoid`.
 
   Batches are `{"x": [B, ...], "y": [B, L]}` with y in {0, 1}; the state is
@@ -59,16 +64,17 @@ def local_bce(net: nn.Module, optimizer: optax.GradientTransformation, *,
   return _local(net, optimizer, "loss", bce_minus_score, jax.nn.sigmoid, l2)
 
 
-def local_token_ce(net: nn.Module, optimizer: optax.GradientTransformation, *,
-                   l2: float = 0.0) -> base.Objective:
+def local_token_ce(
+  net: nn.Module, optimizer: optax.GradientTransformation, *, l2: float = 0.0
+) -> base.Objective:
   """Token cross-entropy on the logits of `net(x) -> [B, T, L]`; prediction is the
   per-token `softmax`."""
-  return _local(net, optimizer, "token_ce", outputs.SEQUENCE.local_loss,
-                outputs.SEQUENCE.link, l2)
+  return _local(net, optimizer, "token_ce", outputs.SEQUENCE.local_loss, outputs.SEQUENCE.link, l2)
 
 
-def local_squared_error(net: nn.Module, optimizer: optax.GradientTransformation, *,
-                        l2: float = 0.0) -> base.Objective:
+def local_squared_error(
+  net: nn.Module, optimizer: optax.GradientTransformation, *, l2: float = 0.0
+) -> base.Objective:
   """Per-example mean squared error of `net(x) -> [B, ...]` against `y [B, ...]`;
   prediction is `net(x)`. State `{"net": ParamGroup}`."""
 

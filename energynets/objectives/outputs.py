@@ -5,10 +5,10 @@ task loss are written once against an `OutputStructure`, so that the same object
 trains a multi-label classifier (independent labels on the Box, `[B, L]`) and a
 sequence tagger (one point of the simplex per token, `[B, T, L]`, padded):
 
-| structure     | y              | link              | local loss             | samples                |
-|---------------|----------------|-------------------|------------------------|------------------------|
-| `MULTILABEL`  | `[B, L]` in {0,1} | σ per label    | BCE summed over labels | Bernoulli per label    |
-| `SEQUENCE`    | `[B, T, L]` one-hot | softmax per token | token CE over real tokens | categorical per token |
+| structure    | y                   | link      | local loss         | samples        |
+|--------------|---------------------|-----------|--------------------|----------------|
+| `MULTILABEL` | `[B, L]` in {0,1}   | σ / label | BCE over labels    | Bernoulli      |
+| `SEQUENCE`   | `[B, T, L]` one-hot | softmax   | CE over real tokens| categorical    |
 
 Padding (sequences). Gold tags of padded positions are all-zero rows (a point no
 simplex holds), so the gold itself says which positions are real. `mask_padding(ŷ, y)`
@@ -24,7 +24,8 @@ identity.
 Simplex is a sequence), so objectives need no extra option.
 """
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +34,24 @@ import optax
 from energynets import domains
 from energynets.energies import protocol
 from energynets.objectives import base
+
+__all__ = [
+  "bernoulli_log_prob",
+  "bernoulli_samples",
+  "binary_concrete_samples",
+  "categorical_log_prob",
+  "categorical_samples",
+  "for_domain",
+  "for_energy",
+  "gumbel_softmax_samples",
+  "mask_token_padding",
+  "MULTILABEL",
+  "OutputStructure",
+  "real_positions",
+  "SEQUENCE",
+  "straight_through_samples",
+  "token_cross_entropy",
+]
 
 
 def token_cross_entropy(logits: jax.Array, y: jax.Array) -> jax.Array:
@@ -59,6 +78,7 @@ class OutputStructure(NamedTuple):
     relaxed_sample: `(rng, logits, num_samples, temperature, y) -> [B, K, ...]`, a
       differentiable relaxation of `sample` (binary concrete / Gumbel-softmax).
   """
+
   name: str
   domain: domains.Domain
   link: Callable[[jax.Array], jax.Array]
@@ -98,16 +118,22 @@ def bernoulli_log_prob(logits, ys):
 def binary_concrete_samples(rng, logits, num_samples, temperature, y=None):
   """`[B, L] -> [B, K, L]`: `σ((logits + log u − log(1 − u)) / τ)`, u ~ U(0, 1)."""
   del y
-  u = jax.random.uniform(rng, _per_sample(logits, num_samples), logits.dtype,
-                         minval=1e-6, maxval=1.0 - 1e-6)
+  u = jax.random.uniform(
+    rng, _per_sample(logits, num_samples), logits.dtype, minval=1e-6, maxval=1.0 - 1e-6
+  )
   return jax.nn.sigmoid((logits[:, None] + jnp.log(u) - jnp.log1p(-u)) / temperature)
 
 
 MULTILABEL = OutputStructure(
-    name="multilabel", domain=domains.Box(), link=jax.nn.sigmoid,
-    local_loss=base.multilabel_bce, mask_padding=lambda y_hat, y: y_hat,
-    sample=bernoulli_samples, log_prob=bernoulli_log_prob,
-    relaxed_sample=binary_concrete_samples)
+  name="multilabel",
+  domain=domains.Box(),
+  link=jax.nn.sigmoid,
+  local_loss=base.multilabel_bce,
+  mask_padding=lambda y_hat, y: y_hat,
+  sample=bernoulli_samples,
+  log_prob=bernoulli_log_prob,
+  relaxed_sample=binary_concrete_samples,
+)
 
 
 # -------------------------------------------------------------------------------- sequence
@@ -131,8 +157,9 @@ def _mask_samples(samples: jax.Array, y) -> jax.Array:
 
 def categorical_samples(rng, logits, num_samples, y=None):
   """`[B, T, L] -> [B, K, T, L]`: one-hot draws per token from `softmax(logits)`."""
-  draws = jax.random.categorical(rng, logits[:, None], axis=-1,
-                                 shape=_per_sample(logits, num_samples)[:-1])
+  draws = jax.random.categorical(
+    rng, logits[:, None], axis=-1, shape=_per_sample(logits, num_samples)[:-1]
+  )
   samples = jax.nn.one_hot(draws, logits.shape[-1], dtype=logits.dtype)
   return _mask_samples(samples, y)
 
@@ -149,13 +176,15 @@ def gumbel_softmax_samples(rng, logits, num_samples, temperature, y=None):
 
 
 SEQUENCE = OutputStructure(
-    name="sequence", domain=domains.Simplex(),
-    link=lambda logits: jax.nn.softmax(logits, axis=-1),
-    local_loss=token_cross_entropy, mask_padding=mask_token_padding,
-    sample=categorical_samples, log_prob=categorical_log_prob,
-    relaxed_sample=gumbel_softmax_samples)
-
-STRUCTURES = {s.name: s for s in (MULTILABEL, SEQUENCE)}
+  name="sequence",
+  domain=domains.Simplex(),
+  link=lambda logits: jax.nn.softmax(logits, axis=-1),
+  local_loss=token_cross_entropy,
+  mask_padding=mask_token_padding,
+  sample=categorical_samples,
+  log_prob=categorical_log_prob,
+  relaxed_sample=gumbel_softmax_samples,
+)
 
 
 def straight_through_samples(structure: OutputStructure, rng, logits, num_samples, y=None):
@@ -173,14 +202,3 @@ def for_domain(domain) -> OutputStructure:
 def for_energy(energy) -> OutputStructure:
   """The structure of the outputs `energy` scores, from its domain (`for_domain`)."""
   return for_domain(protocol.as_energy(energy).domain)
-
-
-def get_structure(structure) -> OutputStructure:
-  """An `OutputStructure` as is, or the one named by a string."""
-  if isinstance(structure, OutputStructure):
-    return structure
-  try:
-    return STRUCTURES[structure]
-  except KeyError:
-    raise ValueError(f"unknown output structure {structure!r}; expected one of "
-                     f"{tuple(STRUCTURES)}") from None

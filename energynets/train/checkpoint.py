@@ -38,8 +38,7 @@ class Checkpointer:
       a URL such as `gs://bucket/run/checkpoints`).
   """
 
-  def __init__(self, directory: str | os.PathLike, max_to_keep: int = 1,
-               async_save: bool = False):
+  def __init__(self, directory: str | os.PathLike, max_to_keep: int = 1, async_save: bool = False):
     """Opens (and creates) the checkpoint directory.
 
     Args:
@@ -65,12 +64,15 @@ class Checkpointer:
     # process derives the same prefix from the directory's last folders.
     prefix = re.sub(r"[^A-Za-z0-9]+", "_", "/".join(self.directory.parts[-3:]))
     self._manager = ocp.CheckpointManager(
-        self.directory,
-        options=ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, create=True, enable_async_checkpointing=True,
-            multiprocessing_options=ocp.options.MultiprocessingOptions(
-                barrier_sync_key_prefix=prefix)),
-        item_names=("state", "meta"))
+      self.directory,
+      options=ocp.CheckpointManagerOptions(
+        max_to_keep=max_to_keep,
+        create=True,
+        enable_async_checkpointing=True,
+        multiprocessing_options=ocp.options.MultiprocessingOptions(barrier_sync_key_prefix=prefix),
+      ),
+      item_names=("state", "meta"),
+    )
 
   def latest_step(self) -> int | None:
     """The newest committed step, or None without one."""
@@ -91,8 +93,11 @@ class Checkpointer:
     """
     # A copy: the background write serializes `meta` after the caller has moved on.
     meta = json.loads(json.dumps(meta))
-    self._manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
+    self._manager.save(
+      step,
+      args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
+      force=True,
+    )
     if self._async_save:
       with _IN_FLIGHT_LOCK:
         _IN_FLIGHT[str(self.directory)] = self._manager
@@ -110,8 +115,12 @@ class Checkpointer:
     dtypes and shardings)."""
     self.wait()
     abstract = jax.tree_util.tree_map(ocp.utils.to_shape_dtype_struct, target)
-    restored = self._manager.restore(step, args=ocp.args.Composite(
-        state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+    restored = self._manager.restore(
+      step,
+      args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
+      ),
+    )
     return restored["state"], dict(restored["meta"])
 
   def close(self) -> None:

@@ -8,11 +8,12 @@ best checkpoint either way, so stopping changes the result only when the metric 
 have improved again later.
 """
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
-def evals_without_improvement(values: Sequence[float], mode: str = "max",
-                              min_delta: float = 0.0) -> int:
+def evals_without_improvement(
+  values: Sequence[float], mode: str = "max", min_delta: float = 0.0
+) -> int:
   """How many evaluations in a row, at the end of `values`, did not improve on the best.
 
   Args:
@@ -37,8 +38,13 @@ def evals_without_improvement(values: Sequence[float], mode: str = "max",
   return since
 
 
-def stop_reason(history: Sequence[dict], metric: str, mode: str = "max", patience: int = 20,
-                min_delta: float = 0.0) -> str | None:
+def stop_reason(
+  history: Sequence[dict],
+  metric: str,
+  mode: str = "max",
+  patience: int = 20,
+  min_delta: float = 0.0,
+) -> str | None:
   """Why training stops after the last record of `history`, or None to go on.
 
   Args:
@@ -57,6 +63,8 @@ def stop_reason(history: Sequence[dict], metric: str, mode: str = "max", patienc
     return None
   best = values[-1 - since]
   best_step = [r["step"] for r in history if metric in r][-1 - since]
-  return (f"early stopping: {metric} did not improve by more than {min_delta:g} in "
-          f"{since} evaluations (patience {patience}); last improvement {best:.6g} at step "
-          f"{best_step}")
+  return (
+    f"early stopping: {metric} did not improve by more than {min_delta:g} in "
+    f"{since} evaluations (patience {patience}); last improvement {best:.6g} at step "
+    f"{best_step}"
+  )

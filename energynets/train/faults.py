@@ -19,14 +19,31 @@ with the failed process's status and reason. A process that dies without a word
 """
 
 import atexit
+from collections.abc import Callable
+from collections.abc import Iterator
 import contextlib
 import signal
 import threading
 import time
-from typing import Callable, Iterator
 
 import jax
 from jax.experimental import multihost_utils
+
+__all__ = [
+  "announce_failure",
+  "coordination_client",
+  "COORDINATOR_WAIT_S",
+  "end_after_failure",
+  "EXIT_PREEMPTED",
+  "finish_together",
+  "joined",
+  "peer_failure",
+  "preempt_on_sigterm",
+  "Preempted",
+  "preemption_reached",
+  "request_preemption",
+  "watch_peers",
+]
 
 # The exit status of a run that stopped at a preemption after saving a checkpoint:
 # sysexits.h's EX_TEMPFAIL ("try again later"), distinct from a failure (1, 2), from a
@@ -48,8 +65,10 @@ class Preempted(Exception):
   """
 
   def __init__(self, step: int, directory: str):
-    super().__init__(f"preempted at step {step}: saved the checkpoint of step {step} in "
-                     f"{directory}; rerun to resume")
+    super().__init__(
+      f"preempted at step {step}: saved the checkpoint of step {step} in "
+      f"{directory}; rerun to resume"
+    )
     self.step = step
 
 
@@ -57,6 +76,7 @@ def coordination_client():
   """JAX's coordination-service client of a multi-process run (its key-value store and
   barriers), or None before `jax.distributed.initialize` and in a single process."""
   from jax._src import distributed  # pylint: disable=g-import-not-at-top
+
   return distributed.global_state.client
 
 
@@ -193,8 +213,9 @@ def end_after_failure(timeout_s: float = COORDINATOR_WAIT_S) -> None:
 _watching = threading.Event()
 
 
-def watch_peers(on_failure: Callable[[int, int, str], None], interval_s: float = 1.0,
-                grace_s: float = 1.0) -> None:
+def watch_peers(
+  on_failure: Callable[[int, int, str], None], interval_s: float = 1.0, grace_s: float = 1.0
+) -> None:
   """Calls `on_failure(process, status, reason)` from a background thread once another
   process of the run has announced a failure (`announce_failure`), `grace_s` after it
   is seen: a refusal every process makes alike (a config they cannot share) ends each

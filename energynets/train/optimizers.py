@@ -1,8 +1,11 @@
 """Optimizers from config: one place that turns `config.optimizer` into optax."""
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import optax
+
+__all__ = ["make_optimizer"]
 
 
 def make_optimizer(cfg: Mapping[str, Any], total_steps: int) -> optax.GradientTransformation:
@@ -18,12 +21,19 @@ def make_optimizer(cfg: Mapping[str, Any], total_steps: int) -> optax.GradientTr
   warmup = int(cfg.get("warmup_steps", 0))
   schedule_name = cfg.get("schedule", "constant")
   if schedule_name == "constant":
-    schedule = optax.join_schedules(
-        [optax.linear_schedule(0.0, lr, warmup), optax.constant_schedule(lr)],
-        [warmup]) if warmup else optax.constant_schedule(lr)
+    schedule = (
+      optax.join_schedules(
+        [optax.linear_schedule(0.0, lr, warmup), optax.constant_schedule(lr)], [warmup]
+      )
+      if warmup
+      else optax.constant_schedule(lr)
+    )
   elif schedule_name == "cosine":
-    schedule = (optax.warmup_cosine_decay_schedule(0.0, lr, warmup, max(total_steps, warmup + 1))
-                if warmup else optax.cosine_decay_schedule(lr, max(total_steps, 1)))
+    schedule = (
+      optax.warmup_cosine_decay_schedule(0.0, lr, warmup, max(total_steps, warmup + 1))
+      if warmup
+      else optax.cosine_decay_schedule(lr, max(total_steps, 1))
+    )
   else:
     raise ValueError(f"unknown schedule {schedule_name!r}; expected 'constant' or 'cosine'")
 
@@ -31,8 +41,10 @@ def make_optimizer(cfg: Mapping[str, Any], total_steps: int) -> optax.GradientTr
   weight_decay = float(cfg.get("weight_decay", 0.0))
   if name == "adam":
     if weight_decay:
-      raise ValueError(f"optimizer 'adam' has no weight_decay (got {weight_decay}); use "
-                       "'adamw' for decoupled decay or loss.l2 for an L2 penalty")
+      raise ValueError(
+        f"optimizer 'adam' has no weight_decay (got {weight_decay}); use "
+        "'adamw' for decoupled decay or loss.l2 for an L2 penalty"
+      )
     opt = optax.adam(schedule)
   elif name == "adamw":
     opt = optax.adamw(schedule, weight_decay=weight_decay)

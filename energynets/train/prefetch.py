@@ -1,8 +1,9 @@
 """Builds the training batches of the coming steps while the current step runs."""
 
+from collections.abc import Callable
 import queue
 import threading
-from typing import Any, Callable
+from typing import Any
 import weakref
 
 # How often a producer blocked on a full queue checks whether it should stop (seconds).
@@ -46,8 +47,11 @@ class Prefetcher:
     # (its loop raised) is collected, and that stops the thread.
     weakref.finalize(self, self._stopping.set)
     self._thread = threading.Thread(
-        target=_produce, args=(batch_at, start, stop, self._queue, self._stopping),
-        name="energynets-prefetch", daemon=True)
+      target=_produce,
+      args=(batch_at, start, stop, self._queue, self._stopping),
+      name="energynets-prefetch",
+      daemon=True,
+    )
     self._thread.start()
 
   def __call__(self, step: int) -> Any:
@@ -60,8 +64,10 @@ class Prefetcher:
       `batch_at(step)`.
     """
     if step != self._next or step >= self._stop:
-      raise ValueError(f"prefetched batches go in order: asked for step {step}, the next "
-                       f"is {self._next} (of the steps before {self._stop})")
+      raise ValueError(
+        f"prefetched batches go in order: asked for step {step}, the next "
+        f"is {self._next} (of the steps before {self._stop})"
+      )
     self._next += 1
     if self._thread is None:
       return self._batch_at(step)
@@ -81,11 +87,13 @@ class Prefetcher:
     self._thread = None
 
 
-def _produce(batch_at: Callable[[int], Any], start: int, stop: int, out: queue.Queue,
-             stopping: threading.Event) -> None:
+def _produce(
+  batch_at: Callable[[int], Any], start: int, stop: int, out: queue.Queue, stopping: threading.Event
+) -> None:
   """`Prefetcher`'s thread: puts `(step, batch, None)` for each step in turn, or
   `(step, None, error)` and ends, until `stopping` is set."""
   for step in range(start, stop):
+    item: tuple[int, Any, BaseException | None]
     try:
       item = (step, batch_at(step), None)
     except BaseException as e:  # pylint: disable=broad-except

@@ -6,18 +6,29 @@ such a split and gather rows from all processes, in process order, so that every
 ends with the same full-split arrays (for metrics and the decision threshold).
 """
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
-import numpy as np
 from jax.experimental import multihost_utils
+import numpy as np
 
 from energynets.data.batching import process_rows
 from energynets.train import step as step_lib
 
+__all__ = [
+  "gather_process_rows",
+  "predict_in_batches",
+  "predict_process_rows",
+  "process_batch",
+  "process_row_counts",
+  "rows_in_process_order",
+]
 
-def predict_in_batches(predict: Callable, state: Any, x: np.ndarray, batch_size: int,
-                       mesh: jax.sharding.Mesh) -> np.ndarray:
+
+def predict_in_batches(
+  predict: Callable, state: Any, x: np.ndarray, batch_size: int, mesh: jax.sharding.Mesh
+) -> np.ndarray:
   """Runs a jitted `predict(state, x)` over all rows of `x [N, ...]`; returns numpy `[N, ...]`.
 
   `batch_size` rows at a time (the last batch padded, the padding dropped);
@@ -40,7 +51,7 @@ def process_row_counts(num_rows: int) -> list[int]:
 def process_batch(rows: np.ndarray, index: int, rows_per_batch: int) -> np.ndarray:
   """Batch `index` of `rows_per_batch` of a process's rows `[N_p, ...]`, zero-padded to
   full size (also past the end: processes holding fewer rows run the same batches)."""
-  chunk = np.asarray(rows[index * rows_per_batch:(index + 1) * rows_per_batch])
+  chunk = np.asarray(rows[index * rows_per_batch : (index + 1) * rows_per_batch])
   if len(chunk) == rows_per_batch:
     return chunk
   pad = np.zeros((rows_per_batch - len(chunk),) + chunk.shape[1:], chunk.dtype)
@@ -59,13 +70,15 @@ def rows_in_process_order(outputs: list[np.ndarray], counts: list[int]) -> np.nd
     `[sum(counts), ...]`: process 0's rows, then process 1's, ..., the padding dropped.
   """
   count = len(counts)
-  per_process = np.concatenate([np.reshape(y, (count, -1) + np.shape(y)[1:])
-                                for y in outputs], axis=1)
+  per_process = np.concatenate(
+    [np.reshape(y, (count, -1) + np.shape(y)[1:]) for y in outputs], axis=1
+  )
   return np.concatenate([per_process[p, :n] for p, n in enumerate(counts)])
 
 
-def predict_process_rows(predict: Callable, state: Any, x: np.ndarray, batch_size: int,
-                         mesh: jax.sharding.Mesh) -> np.ndarray:
+def predict_process_rows(
+  predict: Callable, state: Any, x: np.ndarray, batch_size: int, mesh: jax.sharding.Mesh
+) -> np.ndarray:
   """Runs a jitted `predict(state, x)` over a split whose rows are spread over processes.
 
   Each process passes only the rows it holds (its `process_rows` of the split: process

@@ -1,9 +1,10 @@
 """A `jax.profiler` trace of chosen training steps, written into the run's workdir."""
 
+from collections.abc import Sequence
 import os
 import shutil
 import tempfile
-from typing import Any, Sequence
+from typing import Any
 import weakref
 
 from absl import logging
@@ -100,7 +101,7 @@ class StepProfiler:
       done: the number of updates run so far.
       outputs: what the update returned; waited for before the trace stops.
     """
-    if self._state["tracing"] and done >= self._steps[1]:
+    if self._state["tracing"] and self._steps is not None and done >= self._steps[1]:
       jax.block_until_ready(outputs)
       self.close()
 
@@ -109,6 +110,7 @@ class StepProfiler:
     if not self._state["tracing"]:
       return
     _stop_if_tracing(self._state)
+    assert self._local is not None, "set where the trace started"
     if self._local != os.fspath(self._target):
       _copy_runs(epath.Path(self._local), self._target)
       shutil.rmtree(self._local, ignore_errors=True)

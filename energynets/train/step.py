@@ -14,14 +14,20 @@ trace under the mesh, and gradient-based inference keeps its `[B, L]` iterates s
 by labels (`energynets.sharding.constrain_label_axis`). XLA partitions the rest.
 """
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
+from typing import Protocol
 
 import jax
+from jax.sharding import Mesh
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from energynets.objectives.base import Objective
-from energynets.sharding import DATA_AXIS, MODEL_AXIS
+from energynets.sharding import DATA_AXIS
+from energynets.sharding import MODEL_AXIS
 
 
 def make_mesh(num_devices: int | None = None, model_parallelism: int = 1) -> Mesh:
@@ -47,18 +53,23 @@ def make_mesh(num_devices: int | None = None, model_parallelism: int = 1) -> Mes
       # Every process feeds its rows of each batch to its own devices: a mesh without
       # some process's devices has nowhere to put them.
       raise ValueError(
-          f"num_devices={num_devices} leaves out devices of the {jax.process_count()} "
-          f"processes ({len(devices)} devices in all): a multi-process run trains on every "
-          f"device; use num_devices={len(devices)} or all (None, 0 in a config)")
+        f"num_devices={num_devices} leaves out devices of the {jax.process_count()} "
+        f"processes ({len(devices)} devices in all): a multi-process run trains on every "
+        f"device; use num_devices={len(devices)} or all (None, 0 in a config)"
+      )
     devices = devices[:num_devices]
   if model_parallelism == 1:
     return Mesh(np.asarray(devices), (DATA_AXIS,))
   if model_parallelism < 1 or len(devices) % model_parallelism:
-    raise ValueError(f"model_parallelism={model_parallelism} must be a positive divisor of "
-                     f"the {len(devices)} devices used")
+    raise ValueError(
+      f"model_parallelism={model_parallelism} must be a positive divisor of "
+      f"the {len(devices)} devices used"
+    )
   if jax.process_count() > 1 and jax.local_device_count() % model_parallelism:
-    raise ValueError(f"model_parallelism={model_parallelism} must divide the "
-                     f"{jax.local_device_count()} devices of each host")
+    raise ValueError(
+      f"model_parallelism={model_parallelism} must divide the "
+      f"{jax.local_device_count()} devices of each host"
+    )
   grid = np.asarray(devices).reshape(len(devices) // model_parallelism, model_parallelism)
   return Mesh(grid, (DATA_AXIS, MODEL_AXIS))
 
@@ -89,8 +100,9 @@ def check_batch_size(batch_size: int, mesh: Mesh) -> None:
   ways = data_parallelism(mesh)
   if batch_size % ways:
     raise ValueError(
-        f"batch size {batch_size} is not divisible by the {ways} devices of the "
-        f"'{DATA_AXIS}' mesh axis; use a multiple of {ways}")
+      f"batch size {batch_size} is not divisible by the {ways} devices of the "
+      f"'{DATA_AXIS}' mesh axis; use a multiple of {ways}"
+    )
 
 
 def process_slice(global_batch_size: int) -> slice:
@@ -141,8 +153,9 @@ def label_axis_shardings(state: Any, mesh: Mesh, label_dim: int) -> Any:
   """
   ways = model_parallelism(mesh)
   if ways > 1 and label_dim % ways:
-    raise ValueError(f"the label dimension {label_dim} is not divisible by "
-                     f"model_parallelism={ways}")
+    raise ValueError(
+      f"the label dimension {label_dim} is not divisible by model_parallelism={ways}"
+    )
 
   def sharding(leaf):
     shape = np.shape(leaf)
@@ -156,12 +169,21 @@ def label_axis_shardings(state: Any, mesh: Mesh, label_dim: int) -> Any:
   return jax.tree.map(sharding, state)
 
 
+class Jitted(Protocol):
+  """What the `build_*` functions return: a jitted function, which can also be lowered
+  ahead of time (`step.lower(*args).compile()`)."""
+
+  def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+  def lower(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 class _TracedOnMesh:
   """A jitted function called (and lowered) under `jax.set_mesh(mesh)`, so that the
   sharding constraints inside it (`energynets.sharding.constrain_label_axis`) see the
   mesh's axes."""
 
-  def __init__(self, jitted: Callable, mesh: Mesh):
+  def __init__(self, jitted: Jitted, mesh: Mesh):
     self._jitted, self._mesh = jitted, mesh
 
   def __call__(self, *args, **kwargs):
@@ -173,11 +195,11 @@ class _TracedOnMesh:
       return self._jitted.lower(*args, **kwargs)
 
 
-def _on_mesh(jitted: Callable, mesh: Mesh) -> Callable:
+def _on_mesh(jitted: Jitted, mesh: Mesh) -> Jitted:
   return _TracedOnMesh(jitted, mesh) if MODEL_AXIS in mesh.axis_names else jitted
 
 
-def build_train_step(objective: Objective, mesh: Mesh, state_sharding: Any = None) -> Callable:
+def build_train_step(objective: Objective, mesh: Mesh, state_sharding: Any = None) -> Jitted:
   """`step(state, batch, rng) -> (state, metrics)`, jitted, state donated.
 
   `batch` is `{name: [B, ...]}` sharded along the `'data'` axis (`shard_batch`); the
@@ -194,11 +216,18 @@ def build_train_step(objective: Objective, mesh: Mesh, state_sharding: Any = Non
   """
   repl, data = replicated(mesh), batch_sharded(mesh)
   state = repl if state_sharding is None else state_sharding
-  return _on_mesh(jax.jit(objective.update, in_shardings=(state, data, repl),
-                          out_shardings=(state, repl), donate_argnums=(0,)), mesh)
+  return _on_mesh(
+    jax.jit(
+      objective.update,
+      in_shardings=(state, data, repl),
+      out_shardings=(state, repl),
+      donate_argnums=(0,),
+    ),
+    mesh,
+  )
 
 
-def build_predict(objective: Objective, mesh: Mesh, state_sharding: Any = None) -> Callable:
+def build_predict(objective: Objective, mesh: Mesh, state_sharding: Any = None) -> Jitted:
   """`predict(state, x [B, ...]) -> y_soft [B, ...]`, jitted, with `x` and the output
   sharded by rows (`predict_in_batches` runs it over a whole split).
 
@@ -209,37 +238,50 @@ def build_predict(objective: Objective, mesh: Mesh, state_sharding: Any = None) 
   state = state_sharding
   if state is None and MODEL_AXIS not in mesh.axis_names:
     state = repl
-  return _on_mesh(jax.jit(objective.predict, in_shardings=(state, data),
-                          out_shardings=data), mesh)
+  return _on_mesh(jax.jit(objective.predict, in_shardings=(state, data), out_shardings=data), mesh)
 
 
-def build_init(objective: Objective, mesh: Mesh, state_sharding: Any = None) -> Callable:
+def build_init(objective: Objective, mesh: Mesh, state_sharding: Any = None) -> Jitted:
   """`init(rng, example_batch) -> state` placed on the mesh by `state_sharding` (as in
   `build_train_step`; default: replicated)."""
   state = replicated(mesh) if state_sharding is None else state_sharding
   return _on_mesh(jax.jit(objective.init, out_shardings=state), mesh)
 
 
-def build_init_from(objective: Objective, mesh: Mesh, state_sharding: Any = None) -> Callable:
+def build_init_from(objective: Objective, mesh: Mesh, state_sharding: Any = None) -> Jitted:
   """`init_from(prev_state, rng, example_batch) -> state`: a stage continuing the last,
   placed by `state_sharding` (as in `build_init`)."""
-  if objective.init_from is None:
-    raise ValueError("this objective cannot continue a previous training stage: it has no "
-                     "`init_from`; make it the first stage")
+  init_from = _init_from(objective)
   state = replicated(mesh) if state_sharding is None else state_sharding
-  return _on_mesh(jax.jit(objective.init_from, out_shardings=state), mesh)
+  return _on_mesh(jax.jit(init_from, out_shardings=state), mesh)
 
 
-def state_sharding_for(objective: Objective, mesh: Mesh, example_batch: Mapping[str, Any],
-                       label_dim: int | None, previous_state: Any = None) -> Any:
+def _init_from(objective: Objective) -> Callable:
+  if objective.init_from is None:
+    raise ValueError(
+      "this objective cannot continue a previous training stage: it has no "
+      "`init_from`; make it the first stage"
+    )
+  return objective.init_from
+
+
+def state_sharding_for(
+  objective: Objective,
+  mesh: Mesh,
+  example_batch: Mapping[str, Any],
+  label_dim: int | None,
+  previous_state: Any = None,
+) -> Any:
   """`label_axis_shardings` of the state that `build_init` (or, given `previous_state`,
   `build_init_from`) makes from `example_batch`; None (replicated) on a mesh without a
   `'model'` axis of size > 1, where no state needs to be traced."""
   if model_parallelism(mesh) == 1:
     return None
+  if label_dim is None:
+    raise ValueError("a mesh whose 'model' axis splits the state needs label_dim")
   key = jax.random.PRNGKey(0)
   if previous_state is None:
     shapes = jax.eval_shape(objective.init, key, example_batch)
   else:
-    shapes = jax.eval_shape(objective.init_from, previous_state, key, example_batch)
+    shapes = jax.eval_shape(_init_from(objective), previous_state, key, example_batch)
   return label_axis_shardings(shapes, mesh, label_dim)

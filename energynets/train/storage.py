@@ -30,6 +30,22 @@ import jax
 
 from energynets.train import faults
 
+__all__ = [
+  "ARRIVAL_TIMEOUT_S",
+  "check_available",
+  "check_shared_workdir",
+  "copy_tree",
+  "FILE_URL_PREFIX",
+  "is_local",
+  "normalize",
+  "path",
+  "StorageUnavailableError",
+  "TOKEN_PREFIX",
+  "VISIBILITY_TIMEOUT_S",
+  "workdir_path",
+  "WorkdirNotSharedError",
+]
+
 # The token `check_shared_workdir` writes, `<prefix><random id>`, removed afterwards. A
 # name never used before: no file system can answer from a cached lookup of it.
 TOKEN_PREFIX = ".shared_workdir_token_"
@@ -77,10 +93,10 @@ FILE_URL_PREFIX = "file://"
 # The URL schemes `etils.epath` supports, each with the fsspec protocol it reads them
 # through and how to install the package fsspec needs for it.
 _SCHEMES = {
-    "gs": ("gcs", "gcsfs", "pip install 'energynets[gcs]'"),
-    "s3": ("s3", "s3fs", "pip install s3fs"),
-    "az": ("az", "adlfs", "pip install adlfs"),
-    "hf": ("hf", "huggingface_hub", "pip install huggingface_hub"),
+  "gs": ("gcs", "gcsfs", "pip install 'energynets[gcs]'"),
+  "s3": ("s3", "s3fs", "pip install s3fs"),
+  "az": ("az", "adlfs", "pip install adlfs"),
+  "hf": ("hf", "huggingface_hub", "pip install huggingface_hub"),
 }
 
 
@@ -101,13 +117,13 @@ def normalize(path: str | os.PathLike) -> str:
   text = os.fspath(path)
   if not text.startswith(FILE_URL_PREFIX):
     return text
-  rest = text[len(FILE_URL_PREFIX):]
+  rest = text[len(FILE_URL_PREFIX) :]
   if rest.startswith("localhost/"):
-    rest = rest[len("localhost"):]
+    rest = rest[len("localhost") :]
   if not rest.startswith("/"):
     raise StorageUnavailableError(
-        f"{text}: a file:// URL names an absolute path on this machine, as in "
-        "file:///data/run")
+      f"{text}: a file:// URL names an absolute path on this machine, as in file:///data/run"
+    )
   return rest
 
 
@@ -137,23 +153,26 @@ def check_available(path: str | os.PathLike) -> None:
   scheme = text.split("://", 1)[0]
   if scheme not in _SCHEMES:
     raise StorageUnavailableError(
-        f"{text}: unsupported URL scheme {scheme}://; give a local path, a file:// URL "
-        f"or one of {', '.join(f'{s}://' for s in _SCHEMES)}")
+      f"{text}: unsupported URL scheme {scheme}://; give a local path, a file:// URL "
+      f"or one of {', '.join(f'{s}://' for s in _SCHEMES)}"
+    )
   protocol, package, install = _SCHEMES[scheme]
   if not _reads_through_fsspec(text):
     return  # epath's TensorFlow backend (TensorFlow installed) needs no fsspec package
   import fsspec  # pylint: disable=g-import-not-at-top
+
   try:
     fsspec.get_filesystem_class(protocol)
   except ImportError:
     raise StorageUnavailableError(
-        f"{text}: {scheme}:// paths need {package}, which is not installed: "
-        f"{install}") from None
+      f"{text}: {scheme}:// paths need {package}, which is not installed: {install}"
+    ) from None
 
 
 def _reads_through_fsspec(url: str) -> bool:
   """Whether `etils.epath` reads `url` through fsspec (rather than TensorFlow's gfile)."""
   from etils.epath import backend  # pylint: disable=g-import-not-at-top
+
   chosen = getattr(epath.Path(url), "_backend", backend.fsspec_backend)
   return chosen is backend.fsspec_backend
 
@@ -203,15 +222,15 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike) -> None:
   Raises:
     FileExistsError: `target` exists.
   """
-  source, target = path(source), path(target)
-  if target.exists():
-    raise FileExistsError(f"cannot copy {source} to {target}: {target} exists")
-  target.mkdir(parents=True)
-  for entry in source.iterdir():
+  source_dir, target_dir = path(source), path(target)
+  if target_dir.exists():
+    raise FileExistsError(f"cannot copy {source_dir} to {target_dir}: {target_dir} exists")
+  target_dir.mkdir(parents=True)
+  for entry in source_dir.iterdir():
     if entry.is_dir():
-      copy_tree(entry, target / entry.name)
+      copy_tree(entry, target_dir / entry.name)
     else:
-      entry.copy(target / entry.name)
+      entry.copy(target_dir / entry.name)
 
 
 def check_shared_workdir(workdir: str | os.PathLike) -> None:
@@ -249,8 +268,11 @@ def _handshake(workdir: str | os.PathLike) -> bool:
   global _checks_done
   client = faults.coordination_client()
   if client is None:
-    logging.warning("no JAX coordination service (jax.distributed.initialize was not "
-                    "called): cannot check that the processes share %s", workdir)
+    logging.warning(
+      "no JAX coordination service (jax.distributed.initialize was not "
+      "called): cannot check that the processes share %s",
+      workdir,
+    )
     return False
   _checks_done += 1
   key = f"{_KEY_PREFIX}/{_checks_done}"
@@ -284,12 +306,12 @@ def _handshake(workdir: str | os.PathLike) -> bool:
       pass
   if problem:
     raise WorkdirNotSharedError(
-        f"process 0 cannot write to workdir {shared} ({problem}); give a workdir on "
-        "storage every process can read and write: a gs:// bucket or a shared (NFS) mount")
+      f"process 0 cannot write to workdir {shared} ({problem}); give a workdir on "
+      "storage every process can read and write: a gs:// bucket or a shared (NFS) mount"
+    )
   blind = [f for f in findings if f]
   if blind:
-    raise _not_shared(shared, count,
-                      f"{', '.join(blind)} cannot see the token process 0 wrote")
+    raise _not_shared(shared, count, f"{', '.join(blind)} cannot see the token process 0 wrote")
   return True
 
 
@@ -312,20 +334,22 @@ def _wait_for(client, keys: list[str], workdir: epath.Path) -> list[str]:
     if len(values) == len(keys):
       return [values[k] for k in keys]
     try:
-      exited = sorted(int(k.rsplit("/", 1)[-1])
-                      for k, _ in client.key_value_dir_get(_EXITED))
+      exited = sorted(int(k.rsplit("/", 1)[-1]) for k, _ in client.key_value_dir_get(_EXITED))
     except Exception as e:  # pylint: disable=broad-except  (the service is gone)
       raise WorkdirNotSharedError(
-          f"lost JAX's coordination service (process 0) during the check that the "
-          f"processes share workdir {workdir}: {_one_line(e)[:300]}") from None
+        f"lost JAX's coordination service (process 0) during the check that the "
+        f"processes share workdir {workdir}: {_one_line(e)[:300]}"
+      ) from None
     if exited:
       raise WorkdirNotSharedError(
-          f"process {exited[0]} ended before the check that the processes share workdir "
-          f"{workdir}; see its log for why")
+        f"process {exited[0]} ended before the check that the processes share workdir "
+        f"{workdir}; see its log for why"
+      )
     if time.monotonic() > deadline:
       raise WorkdirNotSharedError(
-          f"not every process reached the check that the processes share workdir "
-          f"{workdir} within {ARRIVAL_TIMEOUT_S} s; see their logs for why")
+        f"not every process reached the check that the processes share workdir "
+        f"{workdir} within {ARRIVAL_TIMEOUT_S} s; see their logs for why"
+      )
     time.sleep(_POLL_S)
 
 
@@ -345,8 +369,9 @@ def _announce_exit() -> None:
 
 def _not_shared(workdir: str | os.PathLike, count: int, detail: str) -> WorkdirNotSharedError:
   return WorkdirNotSharedError(
-      f"workdir {workdir} is not shared by the {count} processes: {detail}; give a workdir "
-      "on storage every process can read and write: a gs:// bucket or a shared (NFS) mount")
+    f"workdir {workdir} is not shared by the {count} processes: {detail}; give a workdir "
+    "on storage every process can read and write: a gs:// bucket or a shared (NFS) mount"
+  )
 
 
 def _one_line(error: BaseException) -> str:

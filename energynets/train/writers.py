@@ -1,12 +1,12 @@
 """Metric writers: JSONL in the workdir (the machine-readable log) and TensorBoard events."""
 
+from collections.abc import Mapping
 import json
 import logging as logging_std
 import os
 import shutil
 import tempfile
 import time
-from typing import Mapping
 import weakref
 
 from etils import epath
@@ -38,27 +38,32 @@ class MetricWriter:
     path: the `metrics.jsonl` file (an `epath.Path`).
   """
 
-  def __init__(self, workdir: str | os.PathLike, *, tensorboard: bool = True,
-               sync_every_s: float = 60.0):
+  def __init__(
+    self, workdir: str | os.PathLike, *, tensorboard: bool = True, sync_every_s: float = 60.0
+  ):
     self._enabled = jax.process_index() == 0
-    workdir = storage.workdir_path(workdir)
-    self.path: epath.Path = workdir / "metrics.jsonl"
-    self._local = storage.is_local(workdir)
+    run_dir = storage.workdir_path(workdir)
+    self.path: epath.Path = run_dir / "metrics.jsonl"
+    self._local = storage.is_local(run_dir)
     self._records: list[str] | None = None  # a non-local workdir's records, once read
     self._tb = None
-    self._tb_local = self._tb_remote = None
+    # A non-local workdir's events: written to `_tb_local`, copied to `_tb_remote`.
+    self._tb_local: str | None = None
+    self._tb_remote: epath.Path | None = None
     self._sync_every_s, self._synced_at = sync_every_s, time.monotonic()
     if not self._enabled:
       return
-    workdir.mkdir(parents=True, exist_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
     if tensorboard:
       from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
-      events = workdir / "tensorboard"
+
+      events = run_dir / "tensorboard"
       if not self._local:
         self._tb_remote = events
         self._tb_local = tempfile.mkdtemp(prefix="energynets_tensorboard_")
-        self._remove_local = weakref.finalize(self, shutil.rmtree, self._tb_local,
-                                              ignore_errors=True)
+        self._remove_local = weakref.finalize(
+          self, shutil.rmtree, self._tb_local, ignore_errors=True
+        )
         events = self._tb_local
       self._tb = SummaryWriter(os.fspath(events))
 
@@ -93,12 +98,12 @@ class MetricWriter:
       for k, v in scalars.items():
         # TensorBoard tags may not contain '@' ("example_f1@0.5").
         self._tb.add_scalar(k.replace("@", "_at_"), float(v), int(step))
-      if self._tb_remote is not None and (
-          time.monotonic() - self._synced_at >= self._sync_every_s):
+      if self._tb_remote is not None and (time.monotonic() - self._synced_at >= self._sync_every_s):
         self._sync_tensorboard()
 
   def _sync_tensorboard(self) -> None:
     """Copies the local event files of a non-local workdir to `workdir/tensorboard`."""
+    assert self._tb is not None and self._tb_local is not None and self._tb_remote is not None
     self._tb.flush()
     self._tb_remote.mkdir(parents=True, exist_ok=True)
     for name in sorted(os.listdir(self._tb_local)):
@@ -119,10 +124,10 @@ class MetricWriter:
 
 
 class _DropVerboseLibraryInfo(logging_std.Filter):
-
   def filter(self, record: logging_std.LogRecord) -> bool:
     return record.levelno >= logging_std.WARNING or not any(
-        part in record.pathname for part in _VERBOSE_LIBRARIES)
+      part in record.pathname for part in _VERBOSE_LIBRARIES
+    )
 
 
 _VERBOSE_LIBRARIES = (f"{os.sep}orbax{os.sep}", f"{os.sep}etils{os.sep}")

@@ -38,5 +38,8 @@ def get_search_space(dataset: str = "synthetic"):
   and the feature scaling, 4 × 3 settings (experiments/search_spaces.py), each trained
   for at most 1500 steps (one value: the trials' budget; the best step is selected)."""
   del dataset  # the same space everywhere
-  return {"loss.l2_c": (0.01, 0.1, 1.0, 10.0),
-          "data.feature_scaling": ("none", "zscore", "maxabs"), "train.steps": (1500,)}
+  return {
+    "loss.l2_c": (0.01, 0.1, 1.0, 10.0),
+    "data.feature_scaling": ("none", "zscore", "maxabs"),
+    "train.steps": (1500,),
+  }

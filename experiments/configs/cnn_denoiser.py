@@ -12,7 +12,7 @@ same Adam, batch and steps as the energies' configs.
 `cnn.normalize_input`: the trunk sees x standardized by the training images' mean and
 std (`experiments.builders.denoising_input_statistics`). Without it, on the [0, 1] images,
 the residual net stayed at the identity for its first ~300 steps and ended below the
-median filter (26.90 dB test, the row before input standardization in results/e2e.md).
+median filter (26.90 dB test, the row before input standardization in results/e2e/e2e.md).
 """
 
 import ml_collections
@@ -25,7 +25,14 @@ TASKS = ("denoising",)
 def get_config(dataset: str = "depth_scenes"):
   config = base.get_denoising_base_config(dataset)
   config.method = "local_squared_error"
-  config.cnn = ml_collections.ConfigDict(dict(
-      features=(32, 32), kernel_size=7, activation="softplus", padding="REFLECT",
-      normalize_input=True, conv_impl="auto"))
+  config.cnn = ml_collections.ConfigDict(
+    dict(
+      features=(32, 32),
+      kernel_size=7,
+      activation="softplus",
+      padding="REFLECT",
+      normalize_input=True,
+      conv_impl="auto",
+    )
+  )
   return config

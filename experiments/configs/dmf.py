@@ -17,13 +17,18 @@ from experiments.configs import mlp
 def get_config(dataset: str = "synthetic"):
   config = mlp.get_config(dataset)
   # rank: learned L×L coupling bases; -1 is the full-rank affine map of the features.
-  config.dmf = ml_collections.ConfigDict(dict(
-      num_iters=5, rank=4, train_unary=False, features="probs", damping=0.0))
+  config.dmf = ml_collections.ConfigDict(
+    dict(num_iters=5, rank=4, train_unary=False, features="probs", damping=0.0)
+  )
   config.stage_order = "pretrain,pairwise"
-  config.stages.pretrain = dict(method="local", train=dict(steps=3000),
-                                optimizer=dict(learning_rate=1e-3))
-  config.stages.pairwise = dict(method="dmf", train=dict(steps=1500, select_metric="validation/example_f1"),
-                                optimizer=dict(learning_rate=1e-3))
+  config.stages.pretrain = dict(
+    method="local", train=dict(steps=3000), optimizer=dict(learning_rate=1e-3)
+  )
+  config.stages.pairwise = dict(
+    method="dmf",
+    train=dict(steps=1500, select_metric="validation/example_f1"),
+    optimizer=dict(learning_rate=1e-3),
+  )
   if dataset == "yeast":
     # SPEN Table 2: "The SPEN and DMF use linear feature networks" (spen_ssvm's yeast
     # variant has feature_hidden=() too).
@@ -37,5 +42,8 @@ def get_search_space(dataset: str = "synthetic"):
   rate, L2, the network's dropout and the feature scaling (`search_spaces.network`: 24
   settings, 12 where the network has no hidden layers, as on yeast, since dropout would
   change nothing there); each stage selects its checkpoint on the held-out rows."""
-  return search_spaces.network("stages.pairwise.optimizer.learning_rate", (1e-3, 1e-2),
-                               hidden_layers=bool(get_config(dataset).model.hidden))
+  return search_spaces.network(
+    "stages.pairwise.optimizer.learning_rate",
+    (1e-3, 1e-2),
+    hidden_layers=bool(get_config(dataset).model.hidden),
+  )

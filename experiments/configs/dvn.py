@@ -29,28 +29,56 @@ def _dvn_options(config: ml_collections.ConfigDict, score: str) -> None:
   last iterate (`pick='best'`, `loss.init='random'` and `dvn.adversarial_init='random'`
   are SEAL's public configs' choices)."""
   config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0, init="uniform"))
-  config.dvn = ml_collections.ConfigDict(dict(
-      samples="inference,adversarial,gold", sample_weights="", score=score,
-      adversarial_through_score=True, adversarial_init="prediction"))
-  config.gbi = ml_collections.ConfigDict(dict(
-      method="projected", optimizer="adam", learning_rate=0.05, num_steps=20,
-      entropy_weight=0.0, pick="last"))
+  config.dvn = ml_collections.ConfigDict(
+    dict(
+      samples="inference,adversarial,gold",
+      sample_weights="",
+      score=score,
+      adversarial_through_score=True,
+      adversarial_init="prediction",
+    )
+  )
+  config.gbi = ml_collections.ConfigDict(
+    dict(
+      method="projected",
+      optimizer="adam",
+      learning_rate=0.05,
+      num_steps=20,
+      entropy_weight=0.0,
+      pick="last",
+    )
+  )
   config.adversarial_gbi = ml_collections.ConfigDict(config.gbi.to_dict())
-  config.predict_gbi = ml_collections.ConfigDict(dict(
-      method="projected", optimizer="adam", learning_rate=0.05, max_steps=30, rel_tol=1e-4,
-      abs_tol=1e-4, stop_fraction=1.0, entropy_weight=0.0, pick="last"))
+  config.predict_gbi = ml_collections.ConfigDict(
+    dict(
+      method="projected",
+      optimizer="adam",
+      learning_rate=0.05,
+      max_steps=30,
+      rel_tol=1e-4,
+      abs_tol=1e-4,
+      stop_fraction=1.0,
+      entropy_weight=0.0,
+      pick="last",
+    )
+  )
 
 
 def get_config(dataset: str = "synthetic"):
-  if dataset in base.SEGMENTATION_DATASETS:
-    return get_segmentation_config(dataset)
+  return base.config_for_task(
+    dataset, multilabel=get_multilabel_config, segmentation=get_segmentation_config
+  )
+
+
+def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
+  """The config of a multi-label dataset variant."""
   config = base.get_base_config(dataset)
   config.method = "dvn"
   reference = seal_dynamic.get_config(dataset)
   config.energy = reference.energy
   _dvn_options(config, score="soft_f1")
   config.optimizer.learning_rate = 1e-3
-  # Chosen on validation example-F1 at 0.5 (results/seal_bibtex.md lists the runs): on
+  # Chosen on validation example-F1 at 0.5 (results/seal/seal_bibtex.md lists the runs): on
   # bibtex the value network trains only without dropout (with the task net's its
   # regression never leaves the start); on cal500 dropout helps and 3e-4 beats 1e-3.
   if dataset == "bibtex":
@@ -70,9 +98,14 @@ def get_config(dataset: str = "synthetic"):
   # way; Gygli et al. and SEAL's DVN start from scratch, as the default single stage
   # does. `model` is the energy's feature network (override both together).
   e = config.energy
-  config.model = ml_collections.ConfigDict(dict(
-      hidden=e.feature_hidden, activation=e.feature_activation, dropout=e.dropout,
-      input_dropout=e.input_dropout))
+  config.model = ml_collections.ConfigDict(
+    dict(
+      hidden=e.feature_hidden,
+      activation=e.feature_activation,
+      dropout=e.dropout,
+      input_dropout=e.input_dropout,
+    )
+  )
   config.stages.pretrain = mlp.pretrain_stage(config, dataset)
   # Staged, DVN's steps are `stages.dvn.train.steps` (the default's steps unless set).
   config.stages.dvn = dict(method="dvn", train=dict(steps=config.train.steps))
@@ -100,7 +133,7 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   # collapsed to ≈ 0 for every input within ~20 steps (each position sums 3200 positive
   # inputs, so one Adam step moves a pre-activation by up to 3200 · lr · mean input),
   # σ(−E) stopped separating the samples and test-time GBI never left its start
-  # (results/horses.md); at 1e-4 it keeps separating them (results/horses_dvn.md).
+  # (results/seal/horses.md); at 1e-4 it keeps separating them (results/seal/horses_dvn.md).
   # tests/test_segmentation.py checks both rates.
   config.optimizer = base.cosine_adam(1e-4)
   config.optimizer.clip_norm = 10.0

@@ -33,7 +33,7 @@ recommendations and its SRL configuration, the discrete-output task it does repo
   0.5 (it runs once before inference, outside the Hessian);
 - gradient: 'adjoint', the backward pass of the unrolled steps by Hessian-vector products
   (`e2e.gradient`; 'scan', reverse mode through the scan, and 'remat' give the same
-  update to rounding; their cost: results/e2e_gradients*.md).
+  update to rounding; their cost: results/e2e/e2e_gradients*.md).
 """
 
 import ml_collections
@@ -45,8 +45,13 @@ TASKS = ("multilabel", "denoising")  # variants: multi-label datasets, depth_sce
 
 
 def get_config(dataset: str = "synthetic"):
-  if dataset in base.DENOISING_DATASETS:
-    return get_denoising_config(dataset)
+  return base.config_for_task(
+    dataset, multilabel=get_multilabel_config, denoising=get_denoising_config
+  )
+
+
+def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
+  """The config of a multi-label dataset variant."""
   config = base.get_base_config(dataset)
   config.method = "e2e"
   config.energy = spen_ssvm.get_config(dataset).energy
@@ -56,16 +61,39 @@ def get_config(dataset: str = "synthetic"):
   # trainable: comma-separated parameter groups the stage updates ("" = all of them).
   config.loss = ml_collections.ConfigDict(dict(l2=1e-5, l2_c=0.0, trainable=""))
   # 'adjoint': at the training batch, faster than 'scan' and half its scratch memory
-  # (results/e2e_gradients_batch128.md).
-  config.e2e = ml_collections.ConfigDict(dict(
-      loss="bce", per_iterate=True, gradient="adjoint", init="local", learn_step_sizes=True,
-      loss_eps=1e-6, loss_reduction="sum"))
-  config.gbi = ml_collections.ConfigDict(dict(
-      method="logit", optimizer="sgd", learning_rate=1.0, momentum=0.0, num_steps=20,
-      entropy_weight=0.0))
-  config.step_size_optimizer = ml_collections.ConfigDict(dict(
-      name="adam", learning_rate=1e-2, schedule="constant", warmup_steps=0,
-      weight_decay=0.0, momentum=0.9, clip_norm=0.0))
+  # (results/e2e/e2e_gradients_batch128.md).
+  config.e2e = ml_collections.ConfigDict(
+    dict(
+      loss="bce",
+      per_iterate=True,
+      gradient="adjoint",
+      init="local",
+      learn_step_sizes=True,
+      loss_eps=1e-6,
+      loss_reduction="sum",
+    )
+  )
+  config.gbi = ml_collections.ConfigDict(
+    dict(
+      method="logit",
+      optimizer="sgd",
+      learning_rate=1.0,
+      momentum=0.0,
+      num_steps=20,
+      entropy_weight=0.0,
+    )
+  )
+  config.step_size_optimizer = ml_collections.ConfigDict(
+    dict(
+      name="adam",
+      learning_rate=1e-2,
+      schedule="constant",
+      warmup_steps=0,
+      weight_decay=0.0,
+      momentum=0.9,
+      clip_norm=0.0,
+    )
+  )
   base.spen_stages(config, "e2e")
   return config
 
@@ -85,25 +113,48 @@ def get_denoising_config(dataset: str = "depth_scenes"):
   - FOE-20+: `...:gbi.momentum=0.25:e2e.per_iterate=True` (per-iterate average loss).
 
   CPU-sized choices (the paper trains on 96×128 crops of 7-Scenes on a GPU): 64×64
-  generated scenes (`depth_scenes_32`: 32×32, the table in results/e2e.md),
+  generated scenes (`depth_scenes_32`: 32×32, the table in results/e2e/e2e.md),
   batch 8; the initial step size
   η = 0.1 is an assumption (the data term alone has curvature 1/σ² ≈ 200 per pixel at
   σ = 0.07, so steps of the order of σ² make progress without diverging).
   """
   config = base.get_denoising_base_config(dataset)
   config.method = "e2e"
-  sigma2 = config.data.noise_sigma ** 2
+  sigma2 = config.data.noise_sigma**2
   base.use_denoising_energy(config)
   config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0, trainable=""))
-  config.e2e = ml_collections.ConfigDict(dict(
-      loss="squared", per_iterate=False, gradient="scan", init="input",
-      learn_step_sizes=True, loss_eps=1e-6, loss_reduction="mean"))
-  config.gbi = ml_collections.ConfigDict(dict(
-      method="projected", optimizer="sgd", learning_rate=sigma2, momentum=0.0,
-      num_steps=3, entropy_weight=0.0))
-  config.step_size_optimizer = ml_collections.ConfigDict(dict(
-      name="adam", learning_rate=1e-2, schedule="constant", warmup_steps=0,
-      weight_decay=0.0, momentum=0.9, clip_norm=0.0))
+  config.e2e = ml_collections.ConfigDict(
+    dict(
+      loss="squared",
+      per_iterate=False,
+      gradient="scan",
+      init="input",
+      learn_step_sizes=True,
+      loss_eps=1e-6,
+      loss_reduction="mean",
+    )
+  )
+  config.gbi = ml_collections.ConfigDict(
+    dict(
+      method="projected",
+      optimizer="sgd",
+      learning_rate=sigma2,
+      momentum=0.0,
+      num_steps=3,
+      entropy_weight=0.0,
+    )
+  )
+  config.step_size_optimizer = ml_collections.ConfigDict(
+    dict(
+      name="adam",
+      learning_rate=1e-2,
+      schedule="constant",
+      warmup_steps=0,
+      weight_decay=0.0,
+      momentum=0.9,
+      clip_norm=0.0,
+    )
+  )
   return config
 
 

@@ -28,41 +28,45 @@ Choices (the paper gives no hyper-parameters for its multi-label runs):
   `max_residual = 2`: a step whose solve failed anyway uses the explicit gradient alone
   (logged as `implicit_used`; a residual of 1-2, the mild growth of the series along
   directions of negative curvature, is kept). Sensitivity to K / T_inner / CG and the
-  settings that failed: results/implicit.md, docs/papers/implicit.md;
+  settings that failed: results/implicit/implicit.md, docs/papers/implicit.md;
 - CD: K = 10 straight-through Bernoulli negatives plus the network's own soft output
   σ(A_θ(x)) as a negative, cost 1 − soft-F1: with hard samples alone the energy is only
   ever pushed up at vertices of the box while the network lives inside it.
 - SSVM: Δ = L1 (as infnet.py).
 """
 
-import dataclasses
-
 import ml_collections
 
-from energynets.objectives import implicit
 from experiments import search_spaces
 from experiments.configs import base
 from experiments.configs import mlp
-
 
 TASKS = ("multilabel", "sequence", "segmentation")
 
 
 def _implicit_options(net_l2: float) -> ml_collections.ConfigDict:
-  """The `implicit` block: `primary` (the primary loss's name), the library primary
-  losses' fields and `ImplicitOptions`' fields, read from the dataclasses
-  (`objectives.implicit_options_from_config` maps the block back onto them), so a new
-  option is one dataclass field; then this config's choices (module docstring). The
-  energy's L2 is `loss.l2`; `inverse_hvp` is a `diff.InverseHVP` record."""
-  block = {"primary": "cd"}
-  for cls in (*implicit.PRIMARIES.values(), implicit.ImplicitOptions):
-    for field in dataclasses.fields(cls):
-      if field.name != "l2":
-        block.setdefault(field.name, field.default)
-  block.update(
+  """The `implicit` block: `primary` (the primary loss's name), the primary losses' keys
+  (SSVM's `margin_cost`; CD's `num_samples` to `include_net_output`) and the options'
+  (`experiments/choices/implicit.py` maps the block onto `ImplicitOptions` and a
+  primary loss value), with this config's choices (module docstring). The energy's L2
+  is `loss.l2`; `inverse_hvp` is the solver's block (`method` `'neumann'` or `'cg'`)."""
+  return ml_collections.ConfigDict(
+    dict(
+      primary="cd",
+      margin_cost="l1",
+      num_samples=10,
+      negatives="straight_through",
+      temperature=0.5,
+      include_net_output=True,
+      energy_weight=1.0,
+      inner_steps=5,
       inverse_hvp=dict(method="neumann", num_terms=10, alpha=0.002, damping=0.0, tol=1e-6),
-      include_net_output=True, net_l2=net_l2, max_residual=2.0)
-  return ml_collections.ConfigDict(block)
+      gradient="implicit",
+      score="soft_f1",
+      net_l2=net_l2,
+      max_residual=2.0,
+    )
+  )
 
 
 def get_sequence_config(dataset: str):
@@ -78,8 +82,9 @@ def get_sequence_config(dataset: str):
   config.implicit = _implicit_options(net_l2=0.0)
   config.optimizer = base.cosine_adam(5e-4)
   config.inner_optimizer = base.cosine_adam(1e-4)
-  base.sequence_pretrain_then(config, "implicit",
-                              steps=1500 if dataset.startswith("conll") else 500)
+  base.sequence_pretrain_then(
+    config, "implicit", steps=1500 if dataset.startswith("conll") else 500
+  )
   return config
 
 
@@ -103,17 +108,24 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   config.inner_optimizer = base.cosine_adam(1e-4)
   config.stage_order = "pretrain,implicit"
   # pretrain = fcn.py's config exactly (method, optimizer, steps), so its run is reusable.
-  config.stages.pretrain = dict(method="local", train=dict(steps=config.train.steps),
-                                optimizer=base.segmentation_sgd())
+  config.stages.pretrain = dict(
+    method="local", train=dict(steps=config.train.steps), optimizer=base.segmentation_sgd()
+  )
   config.stages.implicit = dict(method="implicit", train=dict(steps=1000))
   return config
 
 
 def get_config(dataset: str = "synthetic"):
-  if dataset in base.SEQUENCE_DATASETS:
-    return get_sequence_config(dataset)
-  if dataset in base.SEGMENTATION_DATASETS:
-    return get_segmentation_config(dataset)
+  return base.config_for_task(
+    dataset,
+    multilabel=get_multilabel_config,
+    sequence=get_sequence_config,
+    segmentation=get_segmentation_config,
+  )
+
+
+def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
+  """The config of a multi-label dataset variant."""
   config = mlp.get_config(dataset)
   config.method = "implicit"
   config.energy = base.energy_like_model(config.model, 5 if dataset == "delicious" else 15)
@@ -128,8 +140,9 @@ def get_config(dataset: str = "synthetic"):
 
 
 def get_search_space(dataset: str = "synthetic"):
-  """What `python -m experiments.tune` selects for the implicit method: the `implicit` stage's learning
-  rate, L2, the network's dropout and the feature scaling (`search_spaces.network`,
-  24 settings); each stage selects its checkpoint on the held-out rows."""
+  """What `python -m experiments.tune` selects for the implicit method: the `implicit`
+  stage's learning rate, L2, the network's dropout and the feature scaling
+  (`search_spaces.network`, 24 settings); each stage selects its checkpoint on the
+  held-out rows."""
   del dataset  # the same space everywhere
   return search_spaces.network("stages.implicit.optimizer.learning_rate", (1e-4, 1e-3))

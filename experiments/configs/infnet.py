@@ -46,6 +46,7 @@ from ml_collections import config_dict
 
 from energynets.objectives import infnet
 from experiments import search_spaces
+from experiments.choices import infnet as infnet_choices
 from experiments.configs import base
 from experiments.configs import mlp
 
@@ -58,21 +59,23 @@ _NOT_IN_BLOCK = ("l2", "output")
 
 def _infnet_options(net_l2: float) -> ml_collections.ConfigDict:
   """The `infnet` block: `objective` (the energy objective's name), the library energy
-  objectives' fields and `InfNetOptions`' fields at their defaults, read from the
-  dataclasses (`objectives.infnet_options_from_config` maps the block back onto them), so
-  a new option is one dataclass field. A None default (energy_weight: λ_A, unset ties it
+  objectives' fields and `InfNetOptions`' fields at their defaults (a value by its name,
+  `infnet_choices.config_name`), read from the dataclasses
+  (`infnet_choices.infnet_options_from_config` maps the block back onto them), so a new
+  option is one dataclass field. A None default (energy_weight: λ_A, unset ties it
   to compound_weight under the compound objective, the paper's one λ) is a typed
   placeholder, so that --config.infnet.energy_weight=0.5 can set it."""
-  block = {"objective": "compound"}
-  for cls in (*infnet.ENERGY_OBJECTIVES.values(), infnet.InfNetOptions):
+  block: dict[str, typing.Any] = {infnet_choices.OBJECTIVE_KEY: infnet_choices.DEFAULT_OBJECTIVE}
+  for cls in (*infnet_choices.ENERGY_OBJECTIVES.values(), infnet.InfNetOptions):
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
       if field.name in _NOT_IN_BLOCK:
         continue
-      value = field.default
+      value = infnet_choices.config_name(field.name, field.default)
       if value is None:
-        value = config_dict.placeholder(next(
-            t for t in typing.get_args(hints[field.name]) if t is not type(None)))
+        value = config_dict.placeholder(
+          next(t for t in typing.get_args(hints[field.name]) if t is not type(None))
+        )
       block.setdefault(field.name, value)
   block["net_l2"] = net_l2
   return ml_collections.ConfigDict(block)
@@ -94,14 +97,18 @@ def get_sequence_config(dataset: str):
   config.optimizer = base.cosine_adam(5e-4)
   config.test_net_optimizer = base.cosine_adam(5e-4)
   config.cost_net_optimizer = base.cosine_adam(5e-4)
-  base.sequence_pretrain_then(config, "infnet",
-                              steps=3000 if dataset.startswith("conll") else 1000)
+  base.sequence_pretrain_then(config, "infnet", steps=3000 if dataset.startswith("conll") else 1000)
   return config
 
 
 def get_config(dataset: str = "synthetic"):
-  if dataset in base.SEQUENCE_DATASETS:
-    return get_sequence_config(dataset)
+  return base.config_for_task(
+    dataset, multilabel=get_multilabel_config, sequence=get_sequence_config
+  )
+
+
+def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
+  """The config of a multi-label dataset variant."""
   config = mlp.get_config(dataset)
   config.method = "infnet"
   config.energy = base.energy_like_model(config.model, 5 if dataset == "delicious" else 15)

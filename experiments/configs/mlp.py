@@ -9,7 +9,7 @@ settings of `get_search_space`, drawn at random, on 3 folds of the training rows
 the settings below once.
 
 Chosen on bibtex (selection on validation; the runs are listed in
-results/baselines.md): dropout 0.5 on the input bag of words as well as on
+results/spen/baselines.md): dropout 0.5 on the input bag of words as well as on
 the hidden layers, width 1024, and checkpoint selection on validation example-F1 at
 0.5. The tuned-threshold validation F1 is flat (±1 point of noise on 488 examples)
 after ~1000 steps while predictions keep getting better calibrated, so selecting on it
@@ -60,5 +60,9 @@ def get_search_space(dataset: str = "synthetic"):
   the input and the hidden layers), L2 and the feature scaling (experiments/search_spaces.py;
   2 × 2 × 2 × 3 settings, of which `--trials` draws a subset)."""
   del dataset  # the same space everywhere
-  return {"optimizer.learning_rate": (1e-3, 3e-3), "model.dropout": (0.0, 0.5),
-          "loss.l2": (1e-5, 1e-3), "data.feature_scaling": ("none", "zscore", "maxabs")}
+  return {
+    "optimizer.learning_rate": (1e-3, 3e-3),
+    "model.dropout": (0.0, 0.5),
+    "loss.l2": (1e-5, 1e-3),
+    "data.feature_scaling": ("none", "zscore", "maxabs"),
+  }

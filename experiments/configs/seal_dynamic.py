@@ -28,35 +28,34 @@ the text we follow), taken from SEAL's public configs where they exist, else ass
 - dropout: off in the task-net that draws the loss-net's samples and in the loss-net
   inside the task-net's loss (a deterministic loss). SEAL's public trainer keeps both in
   training mode; `--config.seal.train_mode=True` does the same (NCE on bibtex with SEAL's
-  public config: +2.5 at 0.5, `results/seal_schedule_train_mode_bibtex.md`);
+  public config: +2.5 at 0.5, `results/seal/seal_schedule_train_mode_bibtex.md`);
 - `gbi` is used by static margin/regression only; `predict_gbi` only with
   `seal.predict=gbi` (the energy network as a GBI predictor).
 
 SEAL's complete public configs for bibtex, delicious and cal500 (their task-nets too:
 400/500-wide softplus layers, dropout after the first layer only) are rows of
-overrides in `results/seal_public_<dataset>.md`; spo_fun's NCE config (with
-its schedule and train mode) in `results/seal_schedule_train_mode_spo_fun.md`.
+overrides in `results/seal/seal_public_<dataset>.md`; spo_fun's NCE config (with
+its schedule and train mode) in `results/seal/seal_schedule_train_mode_spo_fun.md`.
 """
 
 import ml_collections
 
-from energynets import objectives
 from experiments import search_spaces
+from experiments.choices.seal import seal_config_defaults
 from experiments.configs import base
 from experiments.configs import mlp
-
 
 TASKS = ("multilabel", "sequence", "segmentation")
 
 
 def _seal_options() -> ml_collections.ConfigDict:
-  """The `seal` block: `objective` (the loss-net objective's name), `SealOptions`' fields
-  and the loss-net objectives' fields, with the dataclasses' defaults
-  (`objectives.seal_config_defaults`), so a new option is one dataclass field. Lists are
+  """The `seal` block: `objective` (the loss-net objective's name), `SealOptions`' keys
+  and the loss-net objectives' keys, at their defaults (`seal_config_defaults` of
+  experiments/choices/seal.py, which maps the block onto the values). Lists are
   comma-separated strings: dvn_samples / dvn_sample_weights (static regression),
   extra_samples / extra_sample_weights (GBI-free DVN sources added to the dynamic
   regression and regression_s samples)."""
-  return ml_collections.ConfigDict(objectives.seal_config_defaults())
+  return ml_collections.ConfigDict(seal_config_defaults())
 
 
 def get_sequence_config(dataset: str):
@@ -70,17 +69,33 @@ def get_sequence_config(dataset: str):
   config.method = "seal"
   config.energy = base.sequence_energy()
   config.seal = _seal_options()
-  config.gbi = ml_collections.ConfigDict(dict(
-      method="mirror", optimizer="momentum", learning_rate=0.5, momentum=0.9,
-      num_steps=20, entropy_weight=0.0))
-  config.predict_gbi = ml_collections.ConfigDict(dict(
-      method="mirror", optimizer="momentum", learning_rate=0.5, momentum=0.9,
-      max_steps=50, rel_tol=1e-4, abs_tol=1e-4, stop_fraction=1.0, entropy_weight=0.0))
+  config.gbi = ml_collections.ConfigDict(
+    dict(
+      method="mirror",
+      optimizer="momentum",
+      learning_rate=0.5,
+      momentum=0.9,
+      num_steps=20,
+      entropy_weight=0.0,
+    )
+  )
+  config.predict_gbi = ml_collections.ConfigDict(
+    dict(
+      method="mirror",
+      optimizer="momentum",
+      learning_rate=0.5,
+      momentum=0.9,
+      max_steps=50,
+      rel_tol=1e-4,
+      abs_tol=1e-4,
+      stop_fraction=1.0,
+      entropy_weight=0.0,
+    )
+  )
   config.optimizer = base.cosine_adam(5e-4)
   config.loss_net_optimizer = base.cosine_adam(1e-3)
   config.loss_net_optimizer.schedule = "constant"
-  base.sequence_pretrain_then(config, "seal",
-                              steps=3000 if dataset.startswith("conll") else 1000)
+  base.sequence_pretrain_then(config, "seal", steps=3000 if dataset.startswith("conll") else 1000)
   return config
 
 
@@ -103,7 +118,7 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   Our addition: `--config.seal.extra_samples=gold,other_gold` also regresses the
   loss-net on the gold mask and on another training image's gold mask (scored against
   this image's), so that it must read the image to rate a confident mask
-  (`results/horses_extra.md`).
+  (`results/seal/horses_extra.md`).
 
   SEAL trains both nets from scratch (the default, one stage). Fine-tuning a trained
   FCN instead: `--config.stage_order=pretrain,seal` (compare: `stage_order=pretrain+seal`
@@ -114,15 +129,31 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   config.method = "seal"
   config.energy = base.segmentation_energy(local_term=False)
   config.seal = _seal_options()
-  config.seal.update(dict(objective="regression", score="soft_iou", energy_term="neg_value",
-                          energy_weight=float(config.data.crop_size ** 2), bce_weight=1.0))
+  config.seal.update(
+    dict(
+      objective="regression",
+      score="soft_iou",
+      energy_term="neg_value",
+      energy_weight=float(config.data.crop_size**2),
+      bce_weight=1.0,
+    )
+  )
   # Unused by dynamic regression and NCE (static phases and seal.predict=gbi only).
-  config.gbi = ml_collections.ConfigDict(dict(
-      method="projected", optimizer="adam", learning_rate=0.05, num_steps=20,
-      entropy_weight=0.0))
-  config.predict_gbi = ml_collections.ConfigDict(dict(
-      method="projected", optimizer="adam", learning_rate=0.05, max_steps=30, rel_tol=1e-4,
-      abs_tol=1e-4, stop_fraction=1.0, entropy_weight=0.0))
+  config.gbi = ml_collections.ConfigDict(
+    dict(method="projected", optimizer="adam", learning_rate=0.05, num_steps=20, entropy_weight=0.0)
+  )
+  config.predict_gbi = ml_collections.ConfigDict(
+    dict(
+      method="projected",
+      optimizer="adam",
+      learning_rate=0.05,
+      max_steps=30,
+      rel_tol=1e-4,
+      abs_tol=1e-4,
+      stop_fraction=1.0,
+      entropy_weight=0.0,
+    )
+  )
   config.loss_net_optimizer = base.cosine_adam(1e-3)
   config.loss_net_optimizer.clip_norm = 10.0
   # Used only with stage_order=pretrain,seal (see above); "" keeps SEAL's single stage.
@@ -134,26 +165,49 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
 
 
 def get_config(dataset: str = "synthetic"):
-  if dataset in base.SEQUENCE_DATASETS:
-    return get_sequence_config(dataset)
-  if dataset in base.SEGMENTATION_DATASETS:
-    return get_segmentation_config(dataset)
+  return base.config_for_task(
+    dataset,
+    multilabel=get_multilabel_config,
+    sequence=get_sequence_config,
+    segmentation=get_segmentation_config,
+  )
+
+
+def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
+  """The config of a multi-label dataset variant."""
   config = mlp.get_config(dataset)
   config.method = "seal"
   config.energy = base.energy_like_model(config.model, num_measurements=200)
   config.seal = _seal_options()
   # SEAL's GBI (its SPEN/DVN baselines): Adam + clamp, 20 steps (assumption, see
   # spen_gbi.py).
-  config.gbi = ml_collections.ConfigDict(dict(
-      method="projected", optimizer="adam", learning_rate=0.05, num_steps=20,
-      entropy_weight=0.0))
-  config.predict_gbi = ml_collections.ConfigDict(dict(
-      method="projected", optimizer="adam", learning_rate=0.05, max_steps=20, rel_tol=0.0,
-      abs_tol=0.0, stop_fraction=1.0, entropy_weight=0.0))
+  config.gbi = ml_collections.ConfigDict(
+    dict(method="projected", optimizer="adam", learning_rate=0.05, num_steps=20, entropy_weight=0.0)
+  )
+  config.predict_gbi = ml_collections.ConfigDict(
+    dict(
+      method="projected",
+      optimizer="adam",
+      learning_rate=0.05,
+      max_steps=20,
+      rel_tol=0.0,
+      abs_tol=0.0,
+      stop_fraction=1.0,
+      entropy_weight=0.0,
+    )
+  )
   config.optimizer.clip_norm = 10.0
-  config.loss_net_optimizer = ml_collections.ConfigDict(dict(
-      name="adam", learning_rate=1e-3, schedule="constant", warmup_steps=0,
-      weight_decay=0.0, momentum=0.9, clip_norm=0.0))
+  config.loss_net_optimizer = ml_collections.ConfigDict(
+    dict(
+      name="adam",
+      learning_rate=1e-3,
+      schedule="constant",
+      warmup_steps=0,
+      weight_decay=0.0,
+      momentum=0.9,
+      clip_norm=0.0,
+    )
+  )
   config.train.select_metric = "validation/example_f1@0.5"
   # Fine-tuning a trained MLP instead of SEAL's from-scratch task-net:
   # `--config.stage_order=pretrain,seal` (compare: `--reuse_stage=pretrain=mlp`).

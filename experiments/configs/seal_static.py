@@ -39,11 +39,16 @@ def get_config(dataset: str = "synthetic"):
   # Its own three stages only: seal_dynamic's fine-tuning stages do not apply here.
   config.stages = ml_collections.ConfigDict()
   config.stages.pretrain = dict(method="local", train=dict(steps=steps, select_metric=select))
-  config.stages.loss_net = dict(method="seal", seal=dict(phase="loss_net", predict="gbi"),
-                                train=dict(steps=steps, select_metric=None))
-  config.stages.task_net = dict(method="seal",
-                                seal=dict(phase="task_net", task_net_init="fresh"),
-                                train=dict(steps=steps, select_metric=select))
+  config.stages.loss_net = dict(
+    method="seal",
+    seal=dict(phase="loss_net", predict="gbi"),
+    train=dict(steps=steps, select_metric=None),
+  )
+  config.stages.task_net = dict(
+    method="seal",
+    seal=dict(phase="task_net", task_net_init="fresh"),
+    train=dict(steps=steps, select_metric=select),
+  )
   if dataset == "weizmann_horse":
     # The regression loss-net's samples take 2 × 20 GBI steps each: a third of the
     # task-net's steps keeps the run within the CPU budget (an assumption).
@@ -60,7 +65,8 @@ def get_config(dataset: str = "synthetic"):
 
 
 def get_search_space(dataset: str = "synthetic"):
-  """What `python -m experiments.tune` selects for SEAL-static (every stage): the learning rate, L2, the
-  task-net's dropout and the feature scaling (`search_spaces.network`, 24 settings)."""
+  """What `python -m experiments.tune` selects for SEAL-static (every stage): the learning
+  rate, L2, the task-net's dropout and the feature scaling (`search_spaces.network`, 24
+  settings)."""
   del dataset  # the same space everywhere
   return search_spaces.network()

@@ -19,9 +19,19 @@ from experiments.configs import spen_ssvm
 
 def get_config(dataset: str = "synthetic"):
   config = spen_ssvm.get_config(dataset)
-  config.predict_gbi = ml_collections.ConfigDict(dict(
-      method="projected", optimizer="adam", learning_rate=0.05, momentum=0.95, max_steps=20,
-      rel_tol=0.0, abs_tol=0.0, stop_fraction=1.0, entropy_weight=0.0))
+  config.predict_gbi = ml_collections.ConfigDict(
+    dict(
+      method="projected",
+      optimizer="adam",
+      learning_rate=0.05,
+      momentum=0.95,
+      max_steps=20,
+      rel_tol=0.0,
+      abs_tol=0.0,
+      stop_fraction=1.0,
+      entropy_weight=0.0,
+    )
+  )
   config.train.select_metric = "validation/example_f1@0.5"
   return config
 

@@ -18,82 +18,133 @@ import ml_collections
 from experiments import search_spaces
 from experiments.configs import base
 
-
 # + depth_scenes, twitter_pos, conll2003, weizmann_horse
 TASKS = ("multilabel", "denoising", "sequence", "segmentation")
 
 
-def mirror_gbi(config: ml_collections.ConfigDict, learning_rate: float, momentum: float,
-               max_steps: int) -> None:
+def mirror_gbi(
+  config: ml_collections.ConfigDict, learning_rate: float, momentum: float, max_steps: int
+) -> None:
   """`config.gbi` (loss-augmented inference in training: 20 steps) and
   `config.predict_gbi` (test: to convergence, tolerance 1e-4, at most `max_steps`), in
   place: entropic mirror descent with momentum, the same step at training and test."""
-  config.gbi = ml_collections.ConfigDict(dict(
-      method="mirror", optimizer="momentum", learning_rate=learning_rate,
-      momentum=momentum, num_steps=20, entropy_weight=0.0, entropy_anneal_init=0.0,
-      entropy_anneal_steps=0))
-  config.predict_gbi = ml_collections.ConfigDict(dict(
-      method="mirror", optimizer="momentum", learning_rate=learning_rate,
-      momentum=momentum, max_steps=max_steps, rel_tol=1e-4, abs_tol=1e-4,
-      stop_fraction=1.0, entropy_weight=0.0, entropy_anneal_init=0.0,
-      entropy_anneal_steps=0))
+  config.gbi = ml_collections.ConfigDict(
+    dict(
+      method="mirror",
+      optimizer="momentum",
+      learning_rate=learning_rate,
+      momentum=momentum,
+      num_steps=20,
+      entropy_weight=0.0,
+      entropy_anneal_init=0.0,
+      entropy_anneal_steps=0,
+    )
+  )
+  config.predict_gbi = ml_collections.ConfigDict(
+    dict(
+      method="mirror",
+      optimizer="momentum",
+      learning_rate=learning_rate,
+      momentum=momentum,
+      max_steps=max_steps,
+      rel_tol=1e-4,
+      abs_tol=1e-4,
+      stop_fraction=1.0,
+      entropy_weight=0.0,
+      entropy_anneal_init=0.0,
+      entropy_anneal_steps=0,
+    )
+  )
 
 
 def get_config(dataset: str = "synthetic"):
-  if dataset in base.DENOISING_DATASETS:
-    return get_denoising_config(dataset)
-  if dataset in base.SEGMENTATION_DATASETS:
-    return get_segmentation_config(dataset)
-  if dataset in base.SEQUENCE_DATASETS:
-    return get_sequence_config(dataset)
+  return base.config_for_task(
+    dataset,
+    multilabel=get_multilabel_config,
+    denoising=get_denoising_config,
+    segmentation=get_segmentation_config,
+    sequence=get_sequence_config,
+  )
+
+
+def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
+  """The config of a multi-label dataset variant."""
   config = base.get_base_config(dataset)
   config.method = "ssvm"
-  config.energy = ml_collections.ConfigDict(dict(
-      feature_hidden=(1024, 1024), feature_activation="relu",
-      num_measurements=5 if dataset == "delicious" else 15, activation="softplus",
-      num_conditional=0, dropout=0.5, input_dropout=0.5, **base.OUTSIDE_ENERGY))
+  config.energy = ml_collections.ConfigDict(
+    dict(
+      feature_hidden=(1024, 1024),
+      feature_activation="relu",
+      num_measurements=5 if dataset == "delicious" else 15,
+      activation="softplus",
+      num_conditional=0,
+      dropout=0.5,
+      input_dropout=0.5,
+      **base.OUTSIDE_ENERGY,
+    )
+  )
   if dataset == "yeast":
     config.energy.feature_hidden = ()
     config.energy.dropout = config.energy.input_dropout = 0.0
   if dataset == "synthetic":
     # §7.3: linear local energy (so the global term must capture every label
     # interaction) and a global energy of 4 HardTanh measurements.
-    config.energy.update(dict(feature_hidden=(), dropout=0.0, input_dropout=0.0,
-                              num_measurements=4, activation="hardtanh"))
+    config.energy.update(
+      dict(
+        feature_hidden=(), dropout=0.0, input_dropout=0.0, num_measurements=4, activation="hardtanh"
+      )
+    )
   # trainable: comma-separated parameter groups the stage updates ("" = all of them).
   # loss_aug_init: comma-separated starts of loss-augmented GBI (uniform, local, gold;
   # several: the most violating final iterate per example); "" = same as init.
   # loss_aug_solver / predict_solver: "gbi", or "exhaustive" (exact over {0,1}^L by
   # enumeration, for L <= 20: the synthetic task and yeast).
-  config.loss = ml_collections.ConfigDict(dict(
-      l2=1e-5, l2_c=0.0, surrogate="squared", surrogate_eps=1e-3, trainable="",
-      init="uniform", loss_aug_init="", loss_aug_solver="gbi", predict_solver="gbi"))
+  config.loss = ml_collections.ConfigDict(
+    dict(
+      l2=1e-5,
+      l2_c=0.0,
+      surrogate="squared",
+      surrogate_eps=1e-3,
+      trainable="",
+      init="uniform",
+      loss_aug_init="",
+      loss_aug_solver="gbi",
+      predict_solver="gbi",
+    )
+  )
   mirror_gbi(config, learning_rate=0.1, momentum=0.95, max_steps=100)
   base.spen_stages(config, "ssvm")
   if dataset == "yeast":
     # SPEN Table 2 follows Finley & Joachims (2008), whose SSVMs train with the Hamming
     # loss; `l1` is its linear relaxation. Chosen on mean validation Hamming over the 10
-    # folds (results/spen.md, "Yeast").
+    # folds (results/spen/spen.md, "Yeast").
     config.loss.surrogate = "l1"
   if dataset == "synthetic":
-    # Chosen on validation example-F1 at 1.5k training examples (results/spen.md,
+    # Chosen on validation example-F1 at 1.5k training examples (results/spen/spen.md,
     # "Synthetic block exclusivity" and "The original config"): GBI from the local
     # logits, a larger l2, the energy stage at 3e-2 (at 1e-2 the global term's training
     # depends on the seed), a long joint stage at 1e-3, 50 loss-augmented steps.
     config.loss.update(dict(l2=1e-4, init="local"))
     # Test-time GBI anneals the entropy (τ from 3 down by 1000× over 300 steps, then
     # 100 more at τ = 0): on this non-convex energy plain mirror descent from the local
-    # start stops at a worse vertex in ~13% of test examples (results/spen.md,
+    # start stops at a worse vertex in ~13% of test examples (results/spen/spen.md,
     # "Annealed test-time GBI").
-    config.predict_gbi.update(dict(learning_rate=0.02, momentum=0.9, max_steps=400,
-                                   entropy_anneal_init=3.0, entropy_anneal_steps=300))
+    config.predict_gbi.update(
+      dict(
+        learning_rate=0.02,
+        momentum=0.9,
+        max_steps=400,
+        entropy_anneal_init=3.0,
+        entropy_anneal_steps=300,
+      )
+    )
     config.gbi.num_steps = 50
     config.stages.energy.optimizer.learning_rate = 3e-2
     config.stages.joint.optimizer.learning_rate = 1e-3
     config.stages.joint.train.steps = 5000
     # Exact inference (L = 16): `loss.loss_aug_solver=exhaustive` and
     # `loss.predict_solver=exhaustive` give the discrete SSVM and the energy's exact MAP;
-    # use them with `stages.joint.optimizer.learning_rate=1e-2` (results/spen.md,
+    # use them with `stages.joint.optimizer.learning_rate=1e-2` (results/spen/spen.md,
     # "Exact inference"). The paper's SPEN (GBI) stays the default.
   return config
 
@@ -112,16 +163,41 @@ def get_denoising_config(dataset: str = "depth_scenes"):
   config = base.get_denoising_base_config(dataset)
   config.method = "ssvm"
   base.use_denoising_energy(config)
-  config.loss = ml_collections.ConfigDict(dict(
-      l2=0.0, l2_c=0.0, surrogate="squared", surrogate_eps=1e-3, trainable="",
-      init="input", loss_aug_init="input,gold"))
-  sigma2 = config.data.noise_sigma ** 2
-  config.gbi = ml_collections.ConfigDict(dict(
-      method="projected", optimizer="sgd", learning_rate=sigma2, momentum=0.0,
-      num_steps=20, entropy_weight=0.0))
-  config.predict_gbi = ml_collections.ConfigDict(dict(
-      method="projected", optimizer="sgd", learning_rate=sigma2, momentum=0.0,
-      max_steps=20, rel_tol=0.0, abs_tol=0.0, stop_fraction=1.0, entropy_weight=0.0))
+  config.loss = ml_collections.ConfigDict(
+    dict(
+      l2=0.0,
+      l2_c=0.0,
+      surrogate="squared",
+      surrogate_eps=1e-3,
+      trainable="",
+      init="input",
+      loss_aug_init="input,gold",
+    )
+  )
+  sigma2 = config.data.noise_sigma**2
+  config.gbi = ml_collections.ConfigDict(
+    dict(
+      method="projected",
+      optimizer="sgd",
+      learning_rate=sigma2,
+      momentum=0.0,
+      num_steps=20,
+      entropy_weight=0.0,
+    )
+  )
+  config.predict_gbi = ml_collections.ConfigDict(
+    dict(
+      method="projected",
+      optimizer="sgd",
+      learning_rate=sigma2,
+      momentum=0.0,
+      max_steps=20,
+      rel_tol=0.0,
+      abs_tol=0.0,
+      stop_fraction=1.0,
+      entropy_weight=0.0,
+    )
+  )
   return config
 
 
@@ -139,13 +215,12 @@ def get_sequence_config(dataset: str = "twitter_pos"):
   config = base.get_sequence_base_config(dataset)
   config.method = "ssvm"
   config.energy = base.sequence_energy()
-  config.loss = ml_collections.ConfigDict(dict(
-      l2=0.0, surrogate="l1", surrogate_eps=1e-3, trainable="", init="local",
-      loss_aug_init=""))
+  config.loss = ml_collections.ConfigDict(
+    dict(l2=0.0, surrogate="l1", surrogate_eps=1e-3, trainable="", init="local", loss_aug_init="")
+  )
   mirror_gbi(config, learning_rate=0.5, momentum=0.9, max_steps=50)
   config.optimizer = base.cosine_adam(5e-4)
-  base.sequence_pretrain_then(config, "ssvm",
-                              steps=3000 if dataset.startswith("conll") else 1000)
+  base.sequence_pretrain_then(config, "ssvm", steps=3000 if dataset.startswith("conll") else 1000)
   return config
 
 
@@ -165,17 +240,30 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   config = base.get_segmentation_base_config(dataset)
   config.method = "ssvm"
   config.energy = base.segmentation_energy(local_term=True)
-  config.loss = ml_collections.ConfigDict(dict(
-      l2=0.0, l2_c=0.0, surrogate="squared", surrogate_eps=1e-3, trainable="",
-      init="local", loss_aug_init=""))
+  config.loss = ml_collections.ConfigDict(
+    dict(
+      l2=0.0,
+      l2_c=0.0,
+      surrogate="squared",
+      surrogate_eps=1e-3,
+      trainable="",
+      init="local",
+      loss_aug_init="",
+    )
+  )
   mirror_gbi(config, learning_rate=0.1, momentum=0.95, max_steps=100)
   config.stage_order = "pretrain,energy,joint"
   # pretrain = fcn.py's config exactly (method, optimizer, steps), so its run is reusable.
   config.stages.pretrain = dict(method="local", train=dict(steps=config.train.steps))
-  config.stages.energy = dict(method="ssvm", loss=dict(trainable="global"),
-                              train=dict(steps=1000), optimizer=base.cosine_adam(1e-3))
-  config.stages.joint = dict(method="ssvm", train=dict(steps=1000),
-                             optimizer=base.cosine_adam(1e-4))
+  config.stages.energy = dict(
+    method="ssvm",
+    loss=dict(trainable="global"),
+    train=dict(steps=1000),
+    optimizer=base.cosine_adam(1e-3),
+  )
+  config.stages.joint = dict(
+    method="ssvm", train=dict(steps=1000), optimizer=base.cosine_adam(1e-4)
+  )
   return config
 
 
@@ -185,5 +273,8 @@ def get_search_space(dataset: str = "synthetic"):
   (`search_spaces.network`: 24 settings, 12 where the feature network has no hidden
   layers, as on yeast); each stage selects its checkpoint on the held-out rows."""
   return search_spaces.network(
-      "stages.energy.optimizer.learning_rate", (1e-3, 1e-2), dropout_key="energy.dropout",
-      hidden_layers=bool(get_config(dataset).energy.feature_hidden))
+    "stages.energy.optimizer.learning_rate",
+    (1e-3, 1e-2),
+    dropout_key="energy.dropout",
+    hidden_layers=bool(get_config(dataset).energy.feature_hidden),
+  )

@@ -24,25 +24,30 @@ The primary loss is a value (`primary=`): a small frozen dataclass carrying its 
 options whose `loss(ImplicitPrimaryInputs)` computes L_prim of a batch from the net's
 logits, the gold output, the energy of any samples and the task score; a user's own value
 with that method plugs in the same way (`ImplicitPrimary`). The family's other options
-are one value, `ImplicitOptions`. Configs write one flat block:
-`implicit_options_from_config` maps it onto both values (`get_primary_loss` maps the
-names `'ssvm'`, `'cd'`, `'dvn'`).
+are one value, `ImplicitOptions`:
+
+    implicit_objective(energy, net, optimizer, inner_optimizer,
+                       options=ImplicitOptions(inner_steps=3, inverse_hvp=diff.Neumann(5)),
+                       primary=ImplicitCD(num_samples=4))
+
+(the experiment configs' flat `implicit` block is mapped onto these values by
+`experiments/choices/implicit.py`).
 
 The library's primary losses, per example, ȳ_A = σ(A_θ(x)):
 
-- `ImplicitSSVM` (`'ssvm'`): `[Δ(ȳ_A, y) − E(x, ȳ_A) + E(x, y)]_+`, Δ = `margin_cost`
-  (L1 by default, as InfNet; `'score'` is 1 − soft-F1). The network's output is the
+- `ImplicitSSVM`: `[Δ(ȳ_A, y) − E(x, ȳ_A) + E(x, y)]_+`, Δ = `margin_cost`
+  (L1 by default, as InfNet; `OneMinusScore()` is 1 − soft-F1). The network's output is the
   margin's ŷ, the paper's "ȳ replaced by the prediction of the inference net".
-- `ImplicitCD` (`'cd'`): the contrastive divergence with a cost,
+- `ImplicitCD`: the contrastive divergence with a cost,
   `L_CD = −log [exp(−E(x, y)) / Σ_{k=0..K} exp(−E(x, ȳ_k) + s(ȳ_k, y))]`, ȳ_0 = y,
   s = 1 − `score` (s(y, y) = 0). The paper prints `log[...]`, i.e. the sign flipped:
   minimizing that would *raise* the gold's energy. ȳ_1..K are K = `num_samples`
   Bernoulli samples of σ(A_θ(x)) that keep a gradient path to θ (`negatives`):
-  `'straight_through'` (hard samples forward, ∂ȳ/∂p = I backward) or `'relaxed'`
-  (binary-concrete samples at `temperature`); `include_net_output` adds σ(A_θ(x))
+  `StraightThroughNegatives()` (hard samples forward, ∂ȳ/∂p = I backward) or
+  `RelaxedNegatives(temperature)` (binary-concrete samples); `include_net_output` adds σ(A_θ(x))
   itself as one more negative. Hard samples without a path would make ∂_θ L_prim = 0
   and the implicit term vanish (the tests check it does not).
-- `ImplicitDVN` (`'dvn'`): the DVN regression (`dvn.value_regression_loss`) of σ(−E(x, ȳ)) to the
+- `ImplicitDVN`: the DVN regression (`dvn.value_regression_loss`) of σ(−E(x, ȳ)) to the
   soft-F1 s(ȳ, y), on ȳ ∈ {σ(A_θ(x)), y}: the network's output (the path to θ) and the
   gold output that anchors the top of the scale (DVN's sources `'inference'` and
   `'gold'`, with the network replacing GBI).
@@ -53,7 +58,7 @@ loop ended, and the inner optimizer's state persists across updates), then one s
 `optimizer` on φ with the implicit gradient at that θ. A step whose inverse-HVP solve failed
 (relative residual above `max_residual`: the truncated Neumann series diverges where
 α λ_max(H) > 2, and the energy's curvature can spike during training) steps on the
-explicit term alone and reports `implicit_used` = 0. `gradient='explicit'` drops the
+explicit term alone and reports `implicit_used` = 0. `implicit_term=False` drops the
 implicit term always: the energy then follows `∂_φ L_prim` only, which is the alternating
 (InfNet-style) training the paper argues is biased — the ablation of the method.
 
@@ -92,30 +97,40 @@ local classifier), that group, else starts fresh. The paper starts both at rando
 pretraining is the configs' choice.
 
 Modules: `primary_losses` (L_prim as values, and the sampled negatives),
-`options` (`ImplicitOptions` and the config block), `training` (`ImplicitLosses`,
+`options` (`ImplicitOptions`), `training` (`ImplicitLosses`,
 `implicit_objective`). Their public names are all importable from this package.
 """
 
-from energynets.objectives.implicit.options import GRADIENTS
-from energynets.objectives.implicit.options import implicit_options_from_config
 from energynets.objectives.implicit.options import ImplicitOptions
-from energynets.objectives.implicit.primary_losses import bernoulli_negatives
-from energynets.objectives.implicit.primary_losses import contrastive_divergence_loss
-from energynets.objectives.implicit.primary_losses import get_primary_loss
 from energynets.objectives.implicit.primary_losses import ImplicitCD
 from energynets.objectives.implicit.primary_losses import ImplicitDVN
 from energynets.objectives.implicit.primary_losses import ImplicitPrimary
 from energynets.objectives.implicit.primary_losses import ImplicitPrimaryInputs
 from energynets.objectives.implicit.primary_losses import ImplicitSSVM
-from energynets.objectives.implicit.primary_losses import NEGATIVES
-from energynets.objectives.implicit.primary_losses import PRIMARIES
-from energynets.objectives.implicit.primary_losses import PRIMARY_LOSSES
+from energynets.objectives.implicit.primary_losses import NegativeSampler
+from energynets.objectives.implicit.primary_losses import RelaxedNegatives
+from energynets.objectives.implicit.primary_losses import StraightThroughNegatives
+from energynets.objectives.implicit.primary_losses import bernoulli_negatives
+from energynets.objectives.implicit.primary_losses import check_negatives
+from energynets.objectives.implicit.primary_losses import contrastive_divergence_loss
 from energynets.objectives.implicit.primary_losses import sampled_negatives
-from energynets.objectives.implicit.training import implicit_objective
 from energynets.objectives.implicit.training import ImplicitLosses
+from energynets.objectives.implicit.training import implicit_objective
 
-__all__ = ["GRADIENTS", "ImplicitCD", "ImplicitDVN", "ImplicitLosses", "ImplicitOptions",
-           "ImplicitPrimary", "ImplicitPrimaryInputs", "ImplicitSSVM", "NEGATIVES",
-           "PRIMARIES", "PRIMARY_LOSSES", "bernoulli_negatives",
-           "contrastive_divergence_loss", "get_primary_loss", "implicit_objective",
-           "implicit_options_from_config", "sampled_negatives"]
+__all__ = [
+  "ImplicitCD",
+  "ImplicitDVN",
+  "ImplicitLosses",
+  "ImplicitOptions",
+  "ImplicitPrimary",
+  "ImplicitPrimaryInputs",
+  "ImplicitSSVM",
+  "NegativeSampler",
+  "RelaxedNegatives",
+  "StraightThroughNegatives",
+  "bernoulli_negatives",
+  "check_negatives",
+  "contrastive_divergence_loss",
+  "implicit_objective",
+  "sampled_negatives",
+]

@@ -2,14 +2,17 @@
 compute L_prim of a batch from the net's logits, the gold output, the energy of any
 samples and the task score.
 
-The library's are `ImplicitSSVM` (`'ssvm'`), `ImplicitCD` (`'cd'`) and `ImplicitDVN`
-(`'dvn'`); `get_primary_loss` maps those names, for configs. Any value with a
+The library's are `ImplicitSSVM`, `ImplicitCD` and `ImplicitDVN`. Any value with a
 `loss(ImplicitPrimaryInputs)` method (`ImplicitPrimary`) plugs into `implicit_objective`
-the same way.
+the same way. CD's sampled negatives are values too: `StraightThroughNegatives()`,
+`RelaxedNegatives(temperature)`, or any object with their `sample` method
+(`NegativeSampler`).
 """
 
+from collections.abc import Callable
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional, Protocol
+from typing import NamedTuple
+from typing import Protocol
 
 import jax
 import jax.numpy as jnp
@@ -19,10 +22,9 @@ from energynets.objectives import dvn
 from energynets.objectives import outputs
 from energynets.objectives import scores as scores_lib
 from energynets.objectives import task_losses
-from energynets.objectives.seal.loss_net_objectives import MARGIN_COSTS
-
-NEGATIVES = ("straight_through", "relaxed")
-PRIMARY_KIND = "primary loss"  # what the name-lookup errors call one
+from energynets.objectives.seal.blocks import OneMinusScore
+from energynets.objectives.seal.blocks import check_margin_cost
+from energynets.objectives.seal.blocks import margin_delta
 
 
 def contrastive_divergence_loss(energies: jax.Array, costs: jax.Array) -> jax.Array:
@@ -35,22 +37,90 @@ def contrastive_divergence_loss(energies: jax.Array, costs: jax.Array) -> jax.Ar
   return jax.nn.logsumexp(logits, axis=-1) + energies[:, 0]
 
 
-def sampled_negatives(structure: outputs.OutputStructure, rng: jax.Array,
-                      logits: jax.Array, num_samples: int, kind: str,
-                      temperature: float = 0.5, y: Optional[jax.Array] = None) -> jax.Array:
-  """`[B, ...] -> [B, K, ...]`: samples of the net's output distribution with a gradient
-  path; on sequences zero at `y`'s padded tokens, in value and gradient.
+class NegativeSampler(Protocol):
+  """How CD's negatives are drawn from the net's output distribution: any object with
+  this method. The samples must keep a gradient path to the logits (hard samples without
+  one would make ∂_θ L_prim, hence the implicit term, vanish)."""
 
-  `'straight_through'`: hard samples (0/1 labels, one-hot tokens) whose gradient is that
-  of the link's probabilities; `'relaxed'`: binary concrete
-  `σ((logits + log u − log(1 − u)) / τ)` / Gumbel-softmax `softmax((logits + g) / τ)`.
+  def sample(
+    self,
+    structure: outputs.OutputStructure,
+    rng: jax.Array,
+    logits: jax.Array,
+    num_samples: int,
+    y: jax.Array | None = None,
+  ) -> jax.Array:
+    """`[B, ...] -> [B, K, ...]` samples of `structure`'s distribution at `logits`; `y`,
+    where given, marks a sequence's padded tokens."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StraightThroughNegatives:
+  """Hard samples (0/1 labels, one-hot tokens) forward, whose gradient is that of the
+  link's probabilities (`outputs.straight_through_samples`)."""
+
+  def sample(
+    self,
+    structure: outputs.OutputStructure,
+    rng: jax.Array,
+    logits: jax.Array,
+    num_samples: int,
+    y: jax.Array | None = None,
+  ) -> jax.Array:
+    """`[B, ...] -> [B, K, ...]` straight-through samples."""
+    return outputs.straight_through_samples(structure, rng, logits, num_samples, y)
+
+
+@dataclasses.dataclass(frozen=True)
+class RelaxedNegatives:
+  """Relaxed samples: binary concrete `σ((logits + log u − log(1 − u)) / τ)` per label,
+  Gumbel-softmax `softmax((logits + g) / τ)` per token.
+
+  Attributes:
+    temperature: τ > 0 (small τ: nearly hard samples).
   """
-  if kind == "straight_through":
-    samples = outputs.straight_through_samples(structure, rng, logits, num_samples, y)
-  elif kind == "relaxed":
-    samples = structure.relaxed_sample(rng, logits, num_samples, temperature, y)
-  else:
-    raise ValueError(f"unknown negatives {kind!r}; expected one of {NEGATIVES}")
+
+  temperature: float = 0.5
+
+  def __post_init__(self):
+    if not self.temperature > 0:
+      raise ValueError(f"temperature must be > 0; got {self.temperature}")
+
+  def sample(
+    self,
+    structure: outputs.OutputStructure,
+    rng: jax.Array,
+    logits: jax.Array,
+    num_samples: int,
+    y: jax.Array | None = None,
+  ) -> jax.Array:
+    """`[B, ...] -> [B, K, ...]` relaxed samples at `temperature`."""
+    return structure.relaxed_sample(rng, logits, num_samples, self.temperature, y)
+
+
+def check_negatives(negatives: NegativeSampler) -> None:
+  """TypeError (one line) for anything without a `sample` method (e.g. a name)."""
+  if isinstance(negatives, type) or not callable(getattr(negatives, "sample", None)):
+    raise TypeError(
+      f"negatives must be a sampler value (StraightThroughNegatives(), "
+      f"RelaxedNegatives(temperature) or an object with sample(structure, rng, "
+      f"logits, num_samples, y)); got {negatives!r}"
+    )
+
+
+def sampled_negatives(
+  structure: outputs.OutputStructure,
+  rng: jax.Array,
+  logits: jax.Array,
+  num_samples: int,
+  negatives: NegativeSampler = StraightThroughNegatives(),
+  y: jax.Array | None = None,
+) -> jax.Array:
+  """`[B, ...] -> [B, K, ...]`: samples of the net's output distribution drawn by
+  `negatives`, with a gradient path; on sequences zero at `y`'s padded tokens, in value
+  and gradient."""
+  check_negatives(negatives)
+  samples = negatives.sample(structure, rng, logits, num_samples, y)
   if y is None:
     return samples
   # The straight-through term carries the softmax's gradient to padded tokens too,
@@ -59,11 +129,14 @@ def sampled_negatives(structure: outputs.OutputStructure, rng: jax.Array,
   return structure.mask_padding(samples, y[:, None])
 
 
-def bernoulli_negatives(rng: jax.Array, logits: jax.Array, num_samples: int, kind: str,
-                        temperature: float = 0.5) -> jax.Array:
+def bernoulli_negatives(
+  rng: jax.Array,
+  logits: jax.Array,
+  num_samples: int,
+  negatives: NegativeSampler = StraightThroughNegatives(),
+) -> jax.Array:
   """`sampled_negatives` of multi-label outputs: `Bernoulli(σ(logits))` per label."""
-  return sampled_negatives(outputs.MULTILABEL, rng, logits, num_samples, kind, temperature)
-
+  return sampled_negatives(outputs.MULTILABEL, rng, logits, num_samples, negatives)
 
 
 class ImplicitPrimaryInputs(NamedTuple):
@@ -82,6 +155,7 @@ class ImplicitPrimaryInputs(NamedTuple):
       `mask_padding`).
     rng: the key of the loss's samples.
   """
+
   logits: jax.Array
   y_net: jax.Array
   y: jax.Array
@@ -97,8 +171,8 @@ class ImplicitPrimary(Protocol):
   `loss(inputs)` returns `(scalar loss, metrics)` for one batch, averaged over examples,
   differentiated in both θ (through `inputs.logits` / `inputs.y_net`) and φ (through
   `inputs.energies`) as the function it is. The library's are `ImplicitSSVM`,
-  `ImplicitCD` and `ImplicitDVN` (`get_primary_loss` maps their names, for configs); any
-  value with this method plugs into `implicit_objective(..., primary=...)`.
+  `ImplicitCD` and `ImplicitDVN`; any value with this method plugs into
+  `implicit_objective(..., primary=...)`.
   """
 
   def loss(self, inputs: ImplicitPrimaryInputs) -> tuple[jax.Array, base.Metrics]:
@@ -113,22 +187,21 @@ class ImplicitSSVM:
   the inference net").
 
   Attributes:
-    margin_cost: Δ, one of `seal.MARGIN_COSTS`: a `task_losses.SURROGATES` name
-      (default `'l1'`, as InfNet) or `'score'`, 1 − the task score.
+    margin_cost: Δ, a `task_losses` surrogate value (default `L1()`, as InfNet) or
+      `OneMinusScore()`, 1 − the task score.
   """
-  margin_cost: str = "l1"
+
+  margin_cost: task_losses.Surrogate | OneMinusScore = task_losses.L1()
 
   def __post_init__(self):
-    base.check_choice(self.margin_cost, MARGIN_COSTS, "margin cost")
+    check_margin_cost(self.margin_cost)
 
   def loss(self, inputs: ImplicitPrimaryInputs) -> tuple[jax.Array, base.Metrics]:
     """The batch-averaged hinge and its active fraction."""
     y_net, y = inputs.y_net, inputs.y
-    if self.margin_cost == "score":
-      delta = 1.0 - inputs.score(y_net, y)
-    else:
-      delta = task_losses.task_loss(inputs.structure.mask_padding(y_net, y), y,
-                                    self.margin_cost)
+    delta = margin_delta(
+      y_net, y, self.margin_cost, inputs.score, real_y_hat=inputs.structure.mask_padding(y_net, y)
+    )
     energies = inputs.energies(jnp.stack([y_net, y], axis=1))
     hinge = delta - energies[:, 0] + energies[:, 1]
     return jnp.mean(jax.nn.relu(hinge)), {"active": jnp.mean(hinge > 0)}
@@ -144,30 +217,30 @@ class ImplicitCD:
 
   Attributes:
     num_samples: K, the sampled negatives.
-    negatives: how the samples keep a gradient path (`NEGATIVES`): `'straight_through'`
-      (hard samples forward, the probabilities' gradient backward) or `'relaxed'`
-      (binary-concrete / Gumbel-softmax samples at `temperature`).
-    temperature: the relaxed samples' temperature.
+    negatives: how the samples are drawn with a gradient path (`NegativeSampler`):
+      `StraightThroughNegatives()` (hard samples forward, the probabilities' gradient
+      backward) or `RelaxedNegatives(temperature)` (binary-concrete / Gumbel-softmax).
     include_net_output: add σ(A_θ(x)) itself as one more negative.
   """
+
   num_samples: int = 10
-  negatives: str = "straight_through"
-  temperature: float = 0.5
+  negatives: NegativeSampler = StraightThroughNegatives()
   include_net_output: bool = False
 
   def __post_init__(self):
-    base.check_choice(self.negatives, NEGATIVES, "negatives")
+    check_negatives(self.negatives)
     if not isinstance(self.num_samples, int) or self.num_samples < 1:
       raise ValueError(f"the CD primary loss needs num_samples >= 1; got {self.num_samples}")
-    if not self.temperature > 0:
-      raise ValueError(f"temperature must be > 0; got {self.temperature}")
 
   def loss(self, inputs: ImplicitPrimaryInputs) -> tuple[jax.Array, base.Metrics]:
     """The batch-averaged CD loss (no further metrics)."""
     y, score = inputs.y, inputs.score
-    samples = [y[:, None],
-               sampled_negatives(inputs.structure, inputs.rng, inputs.logits,
-                                 self.num_samples, self.negatives, self.temperature, y)]
+    samples = [
+      y[:, None],
+      sampled_negatives(
+        inputs.structure, inputs.rng, inputs.logits, self.num_samples, self.negatives, y
+      ),
+    ]
     if self.include_net_output:
       samples.append(inputs.y_net[:, None])
     ys = jnp.concatenate(samples, axis=1)
@@ -192,26 +265,3 @@ class ImplicitDVN:
     targets = jax.vmap(lambda s: score(s, y), in_axes=1, out_axes=1)(ys)
     per_example = jnp.sum(dvn.value_regression_loss(inputs.energies(ys), targets), axis=1)
     return jnp.mean(per_example), {}
-
-
-# Names of the library's primary losses, for configs (`get_primary_loss`).
-PRIMARIES: dict[str, type] = {"ssvm": ImplicitSSVM, "cd": ImplicitCD, "dvn": ImplicitDVN}
-PRIMARY_LOSSES = tuple(PRIMARIES)
-
-
-def get_primary_loss(name: str, **options: Any) -> ImplicitPrimary:
-  """The library's primary loss called `name`, built with `options`.
-
-  Args:
-    name: one of `PRIMARY_LOSSES` (`'ssvm'`, `'cd'`, `'dvn'`).
-    **options: fields of that loss (e.g. `num_samples=4` for `'cd'`).
-
-  Returns:
-    The primary loss value, e.g. `ImplicitCD(num_samples=4)`.
-
-  Raises:
-    ValueError: one line naming an unknown `name` and the known ones, or options that
-      `name` does not take.
-  """
-  return base.build_named(PRIMARY_KIND, PRIMARIES, name, options)
-

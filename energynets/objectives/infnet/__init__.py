@@ -26,9 +26,10 @@ Per example, with ŷ_F = F_Φ(x), ŷ_A = A_Ψ(x) and y the gold labels,
 i.e. the nets maximize the untruncated game value Δ(F) − E(F) − λE(A) of §3 (E(x, y)
 does not depend on Φ, Ψ) and also fit the gold labels (the local CE of §4.3, weight
 c = `ce_weight`, 1 in the paper, 0 for the ablation). Δ is the L1 distance
-Σ_l|ŷ_l − y_l| (`task_losses.task_loss(·, ·, 'l1')`, the paper's choice; for binary y it
-is the multilinear extension of the Hamming loss). CE is `multilabel_bce` on the nets' logits (BCE summed
-over labels, averaged over examples), and ŷ = σ(logits): the nets output logits [B, L].
+Σ_l|ŷ_l − y_l| (`task_losses.task_loss(·, ·, L1())`, the paper's choice; for binary y it
+is the multilinear extension of the Hamming loss). CE is `multilabel_bce` on the nets'
+logits (BCE summed over labels, averaged over examples), and ŷ = σ(logits): the nets
+output logits [B, L].
 Prediction is A_Ψ(x) = σ(logits) — one forward pass, no search.
 
 Sequences (the paper's POS and NER experiments) use the same objective with an energy
@@ -43,9 +44,9 @@ The energy step's loss is a value, the energy objective (`energy_objective=`): a
 frozen dataclass carrying its own options whose `loss(InfNetEnergyInputs)` computes the
 loss of a batch from E at the gold output and at the nets' outputs; a user's own value
 with that method plugs in the same way (`InfNetEnergyObjective`). The family's other
-options are one value, `InfNetOptions` (architecture, λ_A, CE weight, k, truncation, Δ,
-L2). Configs write one flat block: `infnet_options_from_config` maps it onto both values
-(`get_energy_objective` maps the names `'margin'`, `'perceptron'`, `'compound'`).
+options are one value, `InfNetOptions` (λ_A, CE weight, k, Δ, L2), whose architecture
+(`InfNetSeparated()`, `InfNetShared()`, `InfNetStacked()` or your own
+`InfNetArchitecture`) and truncation (`InfNetTruncation`) are values too.
 
 Choices, with reasons:
 
@@ -55,13 +56,14 @@ Choices, with reasons:
   nets' `ParamGroup`s, so one `jax.jit` covers the whole alternation. All k I steps use
   the update's batch (the trainer hands one batch per update); their dropout masks
   differ. The E step sees the nets after their k steps.
-- Zero truncation ([·]_+) only in the energy step (`truncate='energy'`, §4.1): a
+- Zero truncation ([·]_+) only in the energy step (`InfNetTruncation()`, §4.1): a
   truncated hinge gives the nets no gradient on examples the energy already separates,
   which early in training are exactly those where the nets are bad, and training
-  failed without CE (Table 1). `truncate='both'` also truncates F_Φ's term (the nets
-  then maximize mean([h_F]_+), Tu & Gimpel 2018, Table 1's "zero trunc. yes" rows);
-  `'none'` truncates nothing. A_Ψ's term is never truncated: its problem is Eq. 2,
-  which has no hinge (the paper's I-step objective has −λE(x, A_Ψ(x)) bare).
+  failed without CE (Table 1). `InfNetTruncation(inference_step=True)` also truncates
+  F_Φ's term (the nets then maximize mean([h_F]_+), Tu & Gimpel 2018, Table 1's "zero
+  trunc. yes" rows); `InfNetTruncation(energy_step=False)` truncates nothing. A_Ψ's term
+  is never truncated: its problem is Eq. 2, which has no hinge (the paper's I-step
+  objective has −λE(x, A_Ψ(x)) bare).
 - λ_A (`energy_weight`) defaults to the compound weight λ_c under `InfNetCompound` — one
   λ in the paper's minimax — and to 1 otherwise (`InfNetPerceptron`: A_Ψ is the
   perceptron's inference network; `InfNetMargin`: A_Ψ solves Eq. 2 for the current
@@ -74,10 +76,11 @@ Choices, with reasons:
 - `InfNetPerceptron` has no F_Φ (`uses_cost_net = False`): the state then holds no
   `cost_net` and `architecture` is unused.
 - Architectures of (F_Φ, A_Ψ) (§3.1, Fig. 1), with `net(x) -> [B, L]` logits (an `MLP`):
-  `'separated'`: F_Φ and A_Ψ two independent copies of `net`; `'shared'`: one feature
-  network (`net`'s hidden layers, read with `return_features=True`) and two heads, A_Ψ's
-  the net's own `head` and F_Φ's a second `Dense(L)` — the shared features are trained
-  by both nets' terms; `'stacked'`: F_Φ(x, y) = σ(W[A_Ψ(x); y] + b), W [2L → L], the
+  `InfNetSeparated()`: F_Φ and A_Ψ two independent copies of `net`; `InfNetShared()`: one
+  feature network (`net`'s hidden layers, read with `return_features=True`) and two
+  heads, A_Ψ's the net's own `head` and F_Φ's a second `Dense(L)` — the shared features
+  are trained by both nets' terms; `InfNetStacked()`: F_Φ(x, y) = σ(W[A_Ψ(x); y] + b),
+  W [2L → L], the
   multi-label form of the paper's per-position `softmax(W_q[A_Ψ(x)_t; y_t] + b_q)`, with
   `stop_gradient` at A_Ψ(x) so that F_Φ's terms never move Ψ ("we block the gradient at
   A_Ψ when updating Φ"). Both nets' parameters move in every I step, each with its own
@@ -106,43 +109,60 @@ optimizer states:
 - A_Ψ ← `prev["test_net"]` (an infnet state; shapes must match), else `prev["net"]`
   (`local_bce`), else the energy's pretrained `local_net` (itself a multi-label MLP
   classifier), each when shapes match;
-- F_Φ ← `prev["cost_net"]` when shapes match; otherwise `'separated'` copies A_Ψ's
-  pretrained parameters and `'shared'` copies A_Ψ's head (F_Φ starts at the pretrained
-  classifier, as the parsing appendix pretrains both nets with CE); `'stacked'` is
-  fresh (W acts on [A_Ψ(x); y], which no local classifier has).
+- F_Φ ← `prev["cost_net"]` when shapes match; otherwise `InfNetSeparated` copies A_Ψ's
+  pretrained parameters and `InfNetShared` copies A_Ψ's head (F_Φ starts at the
+  pretrained classifier, as the parsing appendix pretrains both nets with CE);
+  `InfNetStacked` is fresh (W acts on [A_Ψ(x); y], which no local classifier has).
 
 What was carried and what was fresh is logged.
 
-Modules: `energy_objectives` (the E-step loss as values), `options` (`InfNetOptions`
-and the config block), `losses` (the nets' heads, `energy_evaluator`, `infnet_losses`),
-`training` (`inference_network`, `carry_params`). Their public names are all importable
-from this package.
+Modules: `energy_objectives` (the E-step loss as values), `architectures` (the
+architectures as values and F_Φ's extra heads), `options` (`InfNetOptions`,
+`InfNetTruncation`), `losses` (`energy_evaluator`, `infnet_losses`), `training`
+(`inference_network`, `carry_params`). Their public names are all importable from this
+package.
 """
 
-from energynets.objectives.infnet.energy_objectives import ENERGY_OBJECTIVES
+from energynets.objectives.infnet.architectures import CostHead
+from energynets.objectives.infnet.architectures import InfNetArchitecture
+from energynets.objectives.infnet.architectures import InfNetSeparated
+from energynets.objectives.infnet.architectures import InfNetShared
+from energynets.objectives.infnet.architectures import InfNetStacked
+from energynets.objectives.infnet.architectures import StackedCostNet
 from energynets.objectives.infnet.energy_objectives import EnergyOf
-from energynets.objectives.infnet.energy_objectives import get_energy_objective
 from energynets.objectives.infnet.energy_objectives import InfNetCompound
 from energynets.objectives.infnet.energy_objectives import InfNetEnergyInputs
 from energynets.objectives.infnet.energy_objectives import InfNetEnergyObjective
 from energynets.objectives.infnet.energy_objectives import InfNetMargin
 from energynets.objectives.infnet.energy_objectives import InfNetPerceptron
-from energynets.objectives.infnet.energy_objectives import OBJECTIVES
-from energynets.objectives.infnet.losses import CostHead
-from energynets.objectives.infnet.losses import energy_evaluator
-from energynets.objectives.infnet.losses import infnet_losses
 from energynets.objectives.infnet.losses import InfNetLosses
 from energynets.objectives.infnet.losses import NetParams
-from energynets.objectives.infnet.losses import StackedCostNet
-from energynets.objectives.infnet.options import ARCHITECTURES
-from energynets.objectives.infnet.options import infnet_options_from_config
+from energynets.objectives.infnet.losses import energy_evaluator
+from energynets.objectives.infnet.losses import infnet_losses
 from energynets.objectives.infnet.options import InfNetOptions
-from energynets.objectives.infnet.options import TRUNCATIONS
+from energynets.objectives.infnet.options import InfNetTruncation
 from energynets.objectives.infnet.training import carry_params
 from energynets.objectives.infnet.training import inference_network
 
-__all__ = ["ARCHITECTURES", "CostHead", "ENERGY_OBJECTIVES", "EnergyOf", "InfNetCompound",
-           "InfNetEnergyInputs", "InfNetEnergyObjective", "InfNetLosses", "InfNetMargin",
-           "InfNetOptions", "InfNetPerceptron", "NetParams", "OBJECTIVES", "StackedCostNet",
-           "TRUNCATIONS", "carry_params", "energy_evaluator", "get_energy_objective",
-           "inference_network", "infnet_losses", "infnet_options_from_config"]
+__all__ = [
+  "CostHead",
+  "EnergyOf",
+  "InfNetArchitecture",
+  "InfNetCompound",
+  "InfNetEnergyInputs",
+  "InfNetEnergyObjective",
+  "InfNetLosses",
+  "InfNetMargin",
+  "InfNetOptions",
+  "InfNetPerceptron",
+  "InfNetSeparated",
+  "InfNetShared",
+  "InfNetStacked",
+  "InfNetTruncation",
+  "NetParams",
+  "StackedCostNet",
+  "carry_params",
+  "energy_evaluator",
+  "inference_network",
+  "infnet_losses",
+]

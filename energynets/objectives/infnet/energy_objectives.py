@@ -1,14 +1,16 @@
 """InfNet's energy objectives: values that carry their own options and compute the
 E-step loss of the energy from E at the gold output and at the nets' outputs.
 
-The library's are `InfNetMargin` (`'margin'`), `InfNetPerceptron` (`'perceptron'`) and
-`InfNetCompound` (`'compound'`); `get_energy_objective` maps those names, for configs.
-Any value with a `loss(InfNetEnergyInputs)` method (`InfNetEnergyObjective`) plugs into
+The library's are `InfNetMargin`, `InfNetPerceptron` and `InfNetCompound`. Any value with
+a `loss(InfNetEnergyInputs)` method (`InfNetEnergyObjective`) plugs into
 `inference_network` the same way.
 """
 
+from collections.abc import Callable
 import dataclasses
-from typing import Any, Callable, ClassVar, NamedTuple, Optional, Protocol
+from typing import ClassVar
+from typing import NamedTuple
+from typing import Protocol
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +19,6 @@ from energynets.objectives import base
 from energynets.objectives import outputs
 
 EnergyOf = Callable[[jax.Array], jax.Array]  # ȳ [B, L] -> E(x, ȳ) [B] for a fixed x
-OBJECTIVE_KIND = "InfNet energy objective"  # what the name-lookup errors call one
 
 
 class InfNetEnergyInputs(NamedTuple):
@@ -34,16 +35,17 @@ class InfNetEnergyInputs(NamedTuple):
     y_test: A_Ψ(x), the test-time network's outputs, without a gradient path.
     delta: `Δ(y_cost, y) [B]` over real positions (`InfNetOptions.surrogate`); None when
       y_cost is.
-    truncate: the hinge's zero truncation `[·]_+` (`InfNetOptions.truncate` `'energy'`
-      or `'both'`), or the identity (`'none'`).
+    truncate: the hinge's zero truncation `[·]_+`, or the identity where
+      `InfNetOptions.truncate` leaves the energy step untruncated.
     structure: the `outputs.OutputStructure` of the outputs (link, local loss, padding).
   """
+
   energy_of: EnergyOf
   y: jax.Array
   energy_gold: jax.Array
-  y_cost: Optional[jax.Array]
+  y_cost: jax.Array | None
   y_test: jax.Array
-  delta: Optional[jax.Array]
+  delta: jax.Array | None
   truncate: Callable[[jax.Array], jax.Array]
   structure: outputs.OutputStructure
 
@@ -53,9 +55,8 @@ class InfNetEnergyObjective(Protocol):
 
   `loss(inputs)` returns `(scalar loss, metrics)` for one batch, differentiable through
   `inputs.energy_of` only (the nets' outputs carry no gradient). The library's are
-  `InfNetMargin`, `InfNetPerceptron` and `InfNetCompound` (`get_energy_objective` maps
-  their names, for configs); any value with this method plugs into
-  `inference_network(..., energy_objective=...)`. Two optional attributes:
+  `InfNetMargin`, `InfNetPerceptron` and `InfNetCompound`; any value with this method
+  plugs into `inference_network(..., energy_objective=...)`. Two optional attributes:
   `uses_cost_net` (default True) says whether the objective reads F_Φ's outputs (False
   builds no F_Φ: no `cost_net` in the state, no cost-augmented term in the I steps), and
   `default_energy_weight` (default 1) is λ_A, the weight of E(x, A_Ψ(x)) in A_Ψ's loss,
@@ -68,11 +69,17 @@ class InfNetEnergyObjective(Protocol):
 
 def _margin_hinge(inputs: InfNetEnergyInputs) -> tuple[jax.Array, base.Metrics]:
   """`mean [Δ(ŷ_F, y) − E(x, ŷ_F) + E(x, y)]_+` (Eq. 4) and its metrics."""
+  # Margin objectives use the cost net, so both are set.
+  assert inputs.y_cost is not None and inputs.delta is not None
   e_cost = inputs.energy_of(inputs.y_cost)
   margin = inputs.delta - e_cost + inputs.energy_gold
   hinge = jnp.mean(inputs.truncate(margin))
-  return hinge, dict(hinge_margin=hinge, active_margin=_fraction(margin > 0),
-                     energy_cost=jnp.mean(e_cost), delta=jnp.mean(inputs.delta))
+  return hinge, dict(
+    hinge_margin=hinge,
+    active_margin=_fraction(margin > 0),
+    energy_cost=jnp.mean(e_cost),
+    delta=jnp.mean(inputs.delta),
+  )
 
 
 def _perceptron_hinge(inputs: InfNetEnergyInputs) -> tuple[jax.Array, base.Metrics]:
@@ -80,8 +87,9 @@ def _perceptron_hinge(inputs: InfNetEnergyInputs) -> tuple[jax.Array, base.Metri
   e_test = inputs.energy_of(inputs.y_test)
   gap = inputs.energy_gold - e_test
   perceptron = jnp.mean(inputs.truncate(gap))
-  return perceptron, dict(hinge_perceptron=perceptron, active_perceptron=_fraction(gap > 0),
-                          energy_test=jnp.mean(e_test))
+  return perceptron, dict(
+    hinge_perceptron=perceptron, active_perceptron=_fraction(gap > 0), energy_test=jnp.mean(e_test)
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +99,7 @@ class InfNetMargin:
   A_Ψ does not enter this loss; it is trained alongside on Eq. 2 for the current energy
   (Tu & Gimpel 2018 fine-tuned it from Φ after training instead).
   """
+
   uses_cost_net: ClassVar[bool] = True
 
   def loss(self, inputs: InfNetEnergyInputs) -> tuple[jax.Array, base.Metrics]:
@@ -101,6 +110,7 @@ class InfNetMargin:
 @dataclasses.dataclass(frozen=True)
 class InfNetPerceptron:
   """The perceptron loss on A_Ψ: `mean [E(x, y) − E(x, ŷ_A)]_+`; builds no F_Φ."""
+
   uses_cost_net: ClassVar[bool] = False
 
   def loss(self, inputs: InfNetEnergyInputs) -> tuple[jax.Array, base.Metrics]:
@@ -117,6 +127,7 @@ class InfNetCompound:
       E(x, A_Ψ(x)) in A_Ψ's loss, unless `InfNetOptions.energy_weight` sets it (the
       paper's minimax has one λ).
   """
+
   compound_weight: float = 1.0
   uses_cost_net: ClassVar[bool] = True
 
@@ -133,29 +144,6 @@ class InfNetCompound:
     hinge, metrics = _margin_hinge(inputs)
     perceptron, perceptron_metrics = _perceptron_hinge(inputs)
     return hinge + self.compound_weight * perceptron, dict(metrics, **perceptron_metrics)
-
-
-# Names of the library's energy objectives, for configs (`get_energy_objective`).
-ENERGY_OBJECTIVES: dict[str, type] = {
-    "margin": InfNetMargin, "perceptron": InfNetPerceptron, "compound": InfNetCompound}
-OBJECTIVES = tuple(ENERGY_OBJECTIVES)
-
-
-def get_energy_objective(name: str, **options: Any) -> InfNetEnergyObjective:
-  """The library's energy objective called `name`, built with `options`.
-
-  Args:
-    name: one of `OBJECTIVES` (`'margin'`, `'perceptron'`, `'compound'`).
-    **options: fields of that objective (e.g. `compound_weight=0.5` for `'compound'`).
-
-  Returns:
-    The objective value, e.g. `InfNetCompound(compound_weight=0.5)`.
-
-  Raises:
-    ValueError: one line naming an unknown `name` and the known ones, or options that
-      `name` does not take.
-  """
-  return base.build_named(OBJECTIVE_KIND, ENERGY_OBJECTIVES, name, options)
 
 
 def _fraction(mask: jax.Array) -> jax.Array:

@@ -1,8 +1,10 @@
-"""InfNet's networks and losses: the cost-augmented net's extra heads, the energy as the
-losses see it, and the I-step and E-step losses (`infnet_losses`).
+"""InfNet's losses: the energy as the losses see it, and the I-step and E-step losses
+(`infnet_losses`).
 """
 
-from typing import Any, Callable, NamedTuple, Optional
+from collections.abc import Callable
+from typing import Any
+from typing import NamedTuple
 
 import flax
 import flax.linen as nn
@@ -13,47 +15,23 @@ from energynets.energies import protocol
 from energynets.objectives import base
 from energynets.objectives import outputs
 from energynets.objectives import task_losses
+from energynets.objectives.infnet.architectures import apply_net
 from energynets.objectives.infnet.energy_objectives import EnergyOf
+from energynets.objectives.infnet.energy_objectives import InfNetCompound
 from energynets.objectives.infnet.energy_objectives import InfNetEnergyInputs
 from energynets.objectives.infnet.energy_objectives import InfNetEnergyObjective
 from energynets.objectives.infnet.options import InfNetOptions
-from energynets.objectives.infnet.options import resolve
 
 NetParams = dict[str, Any]  # {"test_net": Ψ, "cost_net": Φ (absent without F_Φ)}
-
-
-# ---------------------------------------------------------------------------------------
-# The cost-augmented network's extra heads.
-
-
-class CostHead(nn.Module):
-  """`'shared'` F_Φ: `features [B, H] -> logits [B, L]` on A_Ψ's feature network."""
-  num_labels: int
-
-  @nn.compact
-  def __call__(self, features: jax.Array) -> jax.Array:
-    return nn.Dense(self.num_labels, name="head")(features)
-
-
-class StackedCostNet(nn.Module):
-  """`'stacked'` F_Φ: `(A_Ψ(x) [B, L] probabilities, y [B, L]) -> logits [B, L]`.
-
-  `W[A_Ψ(x); y] + b`; the caller stops the gradient at A_Ψ(x).
-  """
-  num_labels: int
-
-  @nn.compact
-  def __call__(self, test_probs: jax.Array, y: jax.Array) -> jax.Array:
-    inputs = jnp.concatenate([test_probs, y.astype(test_probs.dtype)], axis=-1)
-    return nn.Dense(self.num_labels, name="head")(inputs)
 
 
 # ---------------------------------------------------------------------------------------
 # The energy as the losses see it.
 
 
-def energy_evaluator(energy, params, x: jax.Array, *, train: bool = False,
-                     rng: Optional[jax.Array] = None) -> EnergyOf:
+def energy_evaluator(
+  energy, params, x: jax.Array, *, train: bool = False, rng: jax.Array | None = None
+) -> EnergyOf:
   """`ȳ [B, L] -> E(x, ȳ) [B]` for a fixed `x [B, D]`.
 
   `energy` is anything `protocol.as_energy` accepts; x is encoded once here
@@ -74,7 +52,7 @@ class InfNetLosses(NamedTuple):
 
   Attributes:
     net_logits: `(net_params, x [B, D], y [B, L], train, rng) -> (test_logits [B, L],
-      cost_logits [B, L] or None)`; `y` only feeds the `'stacked'` F_Φ.
+      cost_logits [B, L] or None)`; `y` only feeds F_Φ (`InfNetStacked`'s).
     init_nets: `(rng, batch) -> net_params`, fresh `{"test_net", "cost_net"}`.
     inference_loss: `(net_params, energy_of, batch, rng) -> (loss, metrics)`, the I-step
       loss (module docstring) at a fixed energy `energy_of = energy_evaluator(...)`.
@@ -83,16 +61,21 @@ class InfNetLosses(NamedTuple):
       an objective without F_Φ, `y_test` is unused by `InfNetMargin`).
     structure: the `OutputStructure` (link, local CE, padding) the losses use.
   """
-  net_logits: Callable[..., tuple[jax.Array, Optional[jax.Array]]]
+
+  net_logits: Callable[..., tuple[jax.Array, jax.Array | None]]
   init_nets: Callable[[jax.Array, base.Batch], NetParams]
   inference_loss: Callable[..., tuple[jax.Array, base.Metrics]]
   energy_loss: Callable[..., tuple[jax.Array, base.Metrics]]
   structure: outputs.OutputStructure = outputs.MULTILABEL
 
 
-def infnet_losses(energy: Any, net: nn.Module, *, options: Optional[InfNetOptions] = None,
-                  energy_objective: Optional[InfNetEnergyObjective] = None,
-                  **flat_options: Any) -> InfNetLosses:
+def infnet_losses(
+  energy: Any,
+  net: nn.Module,
+  *,
+  options: InfNetOptions | None = None,
+  energy_objective: InfNetEnergyObjective | None = None,
+) -> InfNetLosses:
   """The I-step and E-step losses and the nets' forward pass (see `inference_network`).
 
   Args:
@@ -101,24 +84,23 @@ def infnet_losses(energy: Any, net: nn.Module, *, options: Optional[InfNetOption
     options: `InfNetOptions` (default: `InfNetOptions()`).
     energy_objective: the E-step loss, an `InfNetEnergyObjective` value (default
       `InfNetCompound()`).
-    **flat_options: instead of the two values, the flat form configs use
-      (`objective='margin', truncate='both', ...`; `infnet_options_from_config`).
 
   Returns:
     `InfNetLosses`.
   """
-  options, objective = resolve(options, energy_objective, flat_options)
+  options = InfNetOptions() if options is None else options
+  objective = InfNetCompound() if energy_objective is None else energy_objective
   architecture, surrogate = options.architecture, options.surrogate
   ce_weight, l2, net_l2 = options.ce_weight, options.l2, options.net_l2
   model = protocol.as_energy(energy)
-  structure = (outputs.for_domain(model.domain) if options.output is None
-               else outputs.get_structure(options.output))
+  structure = outputs.for_domain(model.domain) if options.output is None else options.output
   link = structure.link
-  truncate_cost = options.truncate == "both"
-  truncated = jax.nn.relu if options.truncate != "none" else (lambda v: v)
+  truncate_cost = options.truncate.inference_step
+  truncated = options.truncate.energy_hinge
 
   def delta_of(y_hat, y):  # Δ over real positions (sequences: padding excluded)
     return task_losses.task_loss(structure.mask_padding(y_hat, y), y, surrogate)
+
   uses_cost = bool(getattr(objective, "uses_cost_net", True))
   energy_weight = options.energy_weight
   if energy_weight is None:
@@ -128,25 +110,9 @@ def infnet_losses(energy: Any, net: nn.Module, *, options: Optional[InfNetOption
     test_rng = cost_rng = None
     if train:
       test_rng, cost_rng = jax.random.split(rng)
-    test_vars = {"params": net_params["test_net"]}
-    test_kwargs = {"train": train, "rngs": {"dropout": test_rng} if train else None}
     if not uses_cost:
-      return net.apply(test_vars, x, **test_kwargs), None
-    if architecture == "shared":
-      # One pass of the feature network feeds both heads (one dropout mask).
-      test_logits, features = net.apply(test_vars, x, return_features=True, **test_kwargs)
-      cost_logits = CostHead(test_logits.shape[-1]).apply(
-          {"params": net_params["cost_net"]}, features)
-      return test_logits, cost_logits
-    test_logits = net.apply(test_vars, x, **test_kwargs)
-    if architecture == "separated":
-      cost_logits = net.apply({"params": net_params["cost_net"]}, x, train=train,
-                              rngs={"dropout": cost_rng} if train else None)
-    else:  # stacked: F_Φ's terms must not reach Ψ
-      test_probs = jax.lax.stop_gradient(link(test_logits))
-      cost_logits = StackedCostNet(test_logits.shape[-1]).apply(
-          {"params": net_params["cost_net"]}, test_probs, y)
-    return test_logits, cost_logits
+      return apply_net(net, net_params["test_net"], x, train, test_rng), None
+    return architecture.logits(net, net_params, x, y, link, train, test_rng, cost_rng)
 
   def init_nets(rng, batch):
     test_rng, cost_rng = jax.random.split(rng)
@@ -154,15 +120,7 @@ def infnet_losses(energy: Any, net: nn.Module, *, options: Optional[InfNetOption
     params = {"test_net": flax.core.unfreeze(net.init({"params": test_rng}, x)["params"])}
     if not uses_cost:
       return params
-    num_labels = y.shape[-1]
-    if architecture == "separated":
-      cost = net.init({"params": cost_rng}, x)["params"]
-    elif architecture == "shared":
-      _, features = net.apply({"params": params["test_net"]}, x, return_features=True)
-      cost = CostHead(num_labels).init({"params": cost_rng}, features)["params"]
-    else:
-      probs = jnp.zeros(y.shape, x.dtype)
-      cost = StackedCostNet(num_labels).init({"params": cost_rng}, probs, y)["params"]
+    cost = architecture.init_cost_net(net, cost_rng, x, y, params["test_net"])
     params["cost_net"] = flax.core.unfreeze(cost)
     return params
 
@@ -184,8 +142,9 @@ def infnet_losses(energy: Any, net: nn.Module, *, options: Optional[InfNetOption
         cost_term = jnp.mean(e_cost - delta)
       ce_cost = structure.local_loss(cost_logits, y)
       loss = loss + cost_term + ce_weight * ce_cost
-      metrics.update(cost_augmented=jnp.mean(delta - e_cost), delta=jnp.mean(delta),
-                     ce_cost=ce_cost)
+      metrics.update(
+        cost_augmented=jnp.mean(delta - e_cost), delta=jnp.mean(delta), ce_cost=ce_cost
+      )
     if net_l2:
       loss = loss + net_l2 * base.l2_penalty(net_params)
     return loss, metrics
@@ -200,10 +159,18 @@ def infnet_losses(energy: Any, net: nn.Module, *, options: Optional[InfNetOption
     if uses_cost:
       y_cost = jax.lax.stop_gradient(y_cost)
       delta = delta_of(y_cost, y)
-    loss, metrics = objective.loss(InfNetEnergyInputs(
-        energy_of=energy_of, y=gold, energy_gold=e_gold,
-        y_cost=y_cost if uses_cost else None, y_test=jax.lax.stop_gradient(y_test),
-        delta=delta, truncate=truncated, structure=structure))
+    loss, metrics = objective.loss(
+      InfNetEnergyInputs(
+        energy_of=energy_of,
+        y=gold,
+        energy_gold=e_gold,
+        y_cost=y_cost if uses_cost else None,
+        y_test=jax.lax.stop_gradient(y_test),
+        delta=delta,
+        truncate=truncated,
+        structure=structure,
+      )
+    )
     metrics = {"energy_gold": gold_metric, **metrics}
     if l2:
       loss = loss + l2 * base.l2_penalty(energy_params)

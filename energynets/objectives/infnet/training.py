@@ -2,7 +2,8 @@
 step on the energy) and how a stage carries the previous one's parameters (`carry_params`).
 """
 
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from absl import logging
 import flax
@@ -13,13 +14,13 @@ import optax
 
 from energynets.energies import protocol
 from energynets.objectives import base
+from energynets.objectives.infnet.architectures import InfNetArchitecture
+from energynets.objectives.infnet.energy_objectives import InfNetCompound
 from energynets.objectives.infnet.energy_objectives import InfNetEnergyObjective
+from energynets.objectives.infnet.losses import NetParams
 from energynets.objectives.infnet.losses import energy_evaluator
 from energynets.objectives.infnet.losses import infnet_losses
-from energynets.objectives.infnet.losses import NetParams
 from energynets.objectives.infnet.options import InfNetOptions
-from energynets.objectives.infnet.options import resolve
-
 
 # ---------------------------------------------------------------------------------------
 # Carrying parameters between stages.
@@ -33,18 +34,26 @@ def _local_net(energy_params) -> Any:
   return None
 
 
-def carry_params(prev_state, fresh_energy, fresh_nets: NetParams, architecture: str,
-                 carry_energy: bool = True) -> tuple[Any, NetParams, dict[str, str]]:
+def carry_params(
+  prev_state,
+  fresh_energy,
+  fresh_nets: NetParams,
+  architecture: InfNetArchitecture,
+  carry_energy: bool = True,
+) -> tuple[Any, NetParams, dict[str, str]]:
   """(energy params, net params, {group: source}) continuing `prev_state`.
 
   See the module docstring for the rules; `fresh_*` supply every group not carried
-  and the shapes a carried group must have. `carry_energy=False` keeps the fresh
-  energy (the nets are still carried).
+  and the shapes a carried group must have; `architecture.cost_net_from_test_net` says
+  what a pretrained A_Ψ seeds F_Φ with. `carry_energy=False` keeps the fresh energy
+  (the nets are still carried).
   """
   prev = {k: getattr(v, "params", v) for k, v in prev_state.items()}
   if not {"energy", "net", "test_net"} & set(prev):
-    raise ValueError(f"cannot continue from a state with keys {sorted(prev)}; expected "
-                     "'energy' (a SPEN or infnet stage), 'net' (local_bce) or 'test_net'")
+    raise ValueError(
+      f"cannot continue from a state with keys {sorted(prev)}; expected "
+      "'energy' (a SPEN or infnet stage), 'net' (local_bce) or 'test_net'"
+    )
   sources = {}
   energy_params = fresh_energy
   if not carry_energy:
@@ -53,7 +62,8 @@ def carry_params(prev_state, fresh_energy, fresh_nets: NetParams, architecture: 
     energy_params = base.carried(prev["energy"], fresh_energy, "the previous energy")
     sources["energy"] = "energy"
   elif _local_net(fresh_energy) is not None and base.first_match(
-      [("net", prev.get("net"))], _local_net(fresh_energy)):
+    [("net", prev.get("net"))], _local_net(fresh_energy)
+  ):
     energy_params = dict(fresh_energy, local_net=flax.core.unfreeze(prev["net"]))
     sources["energy"] = "net -> local_net"
   else:
@@ -62,12 +72,14 @@ def carry_params(prev_state, fresh_energy, fresh_nets: NetParams, architecture: 
   nets = dict(fresh_nets)
   energy_local = _local_net(prev["energy"]) if "energy" in prev else None
   if "test_net" in prev:
-    nets["test_net"] = base.carried(prev["test_net"], fresh_nets["test_net"],
-                                     "the previous test-time network")
+    nets["test_net"] = base.carried(
+      prev["test_net"], fresh_nets["test_net"], "the previous test-time network"
+    )
     sources["test_net"] = "test_net"
   else:
-    match = base.first_match([("net", prev.get("net")), ("energy.local_net", energy_local)],
-                         fresh_nets["test_net"])
+    match = base.first_match(
+      [("net", prev.get("net")), ("energy.local_net", energy_local)], fresh_nets["test_net"]
+    )
     if match:
       sources["test_net"], nets["test_net"] = match
     else:
@@ -77,11 +89,10 @@ def carry_params(prev_state, fresh_energy, fresh_nets: NetParams, architecture: 
     reference = fresh_nets["cost_net"]
     pretrained = sources["test_net"] != "fresh"
     candidates = [("cost_net", prev.get("cost_net"))]
-    if architecture == "separated" and pretrained:
-      candidates.append((f"{sources['test_net']} (copy of test_net)", nets["test_net"]))
-    elif architecture == "shared" and pretrained and "head" in nets["test_net"]:
-      candidates.append((f"{sources['test_net']} head (copy of test_net's)",
-                         {"head": nets["test_net"]["head"]}))
+    seed = architecture.cost_net_from_test_net(nets["test_net"]) if pretrained else None
+    if seed is not None:
+      what, params = seed
+      candidates.append((f"{sources['test_net']} {what}", params))
     match = base.first_match(candidates, reference)
     if match:
       sources["cost_net"], nets["cost_net"] = match
@@ -95,15 +106,14 @@ def carry_params(prev_state, fresh_energy, fresh_nets: NetParams, architecture: 
 
 
 def inference_network(
-    energy: Any,
-    net: nn.Module,
-    energy_optimizer: optax.GradientTransformation,
-    test_optimizer: optax.GradientTransformation,
-    cost_optimizer: Optional[optax.GradientTransformation] = None,
-    *,
-    options: Optional[InfNetOptions] = None,
-    energy_objective: Optional[InfNetEnergyObjective] = None,
-    **flat_options: Any,
+  energy: Any,
+  net: nn.Module,
+  optimizer: optax.GradientTransformation,
+  test_net_optimizer: optax.GradientTransformation,
+  cost_net_optimizer: optax.GradientTransformation | None = None,
+  *,
+  options: InfNetOptions | None = None,
+  energy_objective: InfNetEnergyObjective | None = None,
 ) -> base.Objective:
   """The joint energy / inference-network objective (see the module docstring).
 
@@ -111,19 +121,18 @@ def inference_network(
     energy: E_Θ, any `Energy` (`energy_from_function`, `energy_from_module`) or a
       library energy (`SPENEnergy`, `SequenceEnergy`, ...; `protocol.as_energy`).
     net: the inference networks' architecture, `net(x, train=..., return_features=...)
-      -> [B, L]` logits (an `energynets.nets.MLP`); `'shared'` needs `return_features`
-      and a final layer named `head`.
-    energy_optimizer: for Θ (the paper: Adam).
-    test_optimizer: for Ψ, and the shared feature network under `'shared'` (the paper:
-      SGD with momentum with CE, Adam without it for POS; Adam for NER).
-    cost_optimizer: for Φ; None uses `test_optimizer`'s transformation (own state).
+      -> [B, L]` logits (an `energynets.nets.MLP`); `InfNetShared` needs
+      `return_features` and a final layer named `head`.
+    optimizer: for Θ, the energy (the paper: Adam).
+    test_net_optimizer: for Ψ, and the shared feature network under `InfNetShared` (the
+      paper: SGD with momentum with CE, Adam without it for POS; Adam for NER).
+    cost_net_optimizer: for Φ; None uses `test_net_optimizer`'s transformation (own
+      state).
     options: the family's options, `InfNetOptions` (default: the paper's best setting:
       stacked nets, local CE of weight 1, truncation in the E step only, k = 5, Δ = L1).
     energy_objective: the E-step loss, an `InfNetEnergyObjective` value:
       `InfNetMargin()` (the margin-rescaled hinge on F_Φ), `InfNetPerceptron()` (on A_Ψ;
       no F_Φ), `InfNetCompound(compound_weight=λ_c)` (their sum, the default) or your own.
-    **flat_options: instead of the two values, the flat form configs use
-      (`objective='margin', architecture='shared', ...`; `infnet_options_from_config`).
 
   Returns:
     An `Objective` whose state is `{"energy", "test_net", "cost_net"}` `ParamGroup`s
@@ -136,13 +145,17 @@ def inference_network(
     Δ − E(x, F_Φ(x)), the paper's l1, `infnet_delta`, `infnet_ce_cost`).
     `predict(state, x)` is σ(A_Ψ(x)) `[B, L]`.
   """
-  options, energy_objective = resolve(options, energy_objective, flat_options)
+  options = InfNetOptions() if options is None else options
+  energy_objective = InfNetCompound() if energy_objective is None else energy_objective
   num_inner_steps, architecture = options.num_inner_steps, options.architecture
   carry_energy = options.carry_energy
   model = protocol.as_energy(energy)
   losses = infnet_losses(model, net, options=options, energy_objective=energy_objective)
-  optimizers = {"energy": energy_optimizer, "test_net": test_optimizer,
-                "cost_net": cost_optimizer if cost_optimizer is not None else test_optimizer}
+  optimizers = {
+    "energy": optimizer,
+    "test_net": test_net_optimizer,
+    "cost_net": (cost_net_optimizer if cost_net_optimizer is not None else test_net_optimizer),
+  }
 
   def init_energy(rng, batch):
     # Checked against the batch: a wrong-shaped energy fails here, in one line.
@@ -163,10 +176,15 @@ def inference_network(
   def init_from(prev_state, rng, batch):
     energy_rng, nets_rng = jax.random.split(rng)
     energy_params, net_params, sources = carry_params(
-        prev_state, init_energy(energy_rng, batch), losses.init_nets(nets_rng, batch),
-        architecture, carry_energy)
-    logging.info("infnet init_from: %s", ", ".join(f"{k} <- {v}" for k, v in
-                                                   sorted(sources.items())))
+      prev_state,
+      init_energy(energy_rng, batch),
+      losses.init_nets(nets_rng, batch),
+      architecture,
+      carry_energy,
+    )
+    logging.info(
+      "infnet init_from: %s", ", ".join(f"{k} <- {v}" for k, v in sorted(sources.items()))
+    )
     return make_state(energy_params, net_params)
 
   def update(state, batch, rng):
@@ -178,24 +196,28 @@ def inference_network(
 
     def inference_step(groups, step_rng):
       params = {k: g.params for k, g in groups.items()}
-      metrics, grads = base.metrics_and_grads(losses.inference_loss, params, energy_of,
-                                              batch, step_rng)
+      metrics, grads = base.metrics_and_grads(
+        losses.inference_loss, params, energy_of, batch, step_rng
+      )
       groups = {k: base.apply_gradients(groups[k], grads[k], optimizers[k]) for k in groups}
       return groups, metrics
 
     # Unrolled: XLA:CPU ran the loop around the taggers' BiLSTMs 7.5x slower than the
     # unrolled body (Twitter POS, k = 5: 2.5 s vs 0.33 s per update); k is small.
     groups, inner_metrics = jax.lax.scan(
-        inference_step, {k: state[k] for k in net_names},
-        jax.random.split(inner_rng, num_inner_steps), unroll=True)
+      inference_step,
+      {k: state[k] for k in net_names},
+      jax.random.split(inner_rng, num_inner_steps),
+      unroll=True,
+    )
 
     net_params = {k: g.params for k, g in groups.items()}
     test_logits, cost_logits = losses.net_logits(net_params, batch["x"], batch["y"])
     y_test = losses.structure.link(test_logits)
     y_cost = None if cost_logits is None else losses.structure.link(cost_logits)
-    energy_group, metrics = base.minimize_step(losses.energy_loss, optimizers["energy"],
-                                               state["energy"], batch, y_cost, y_test,
-                                               energy_rng)
+    energy_group, metrics = base.minimize_step(
+      losses.energy_loss, optimizers["energy"], state["energy"], batch, y_cost, y_test, energy_rng
+    )
     metrics.update({f"infnet_{k}": v[-1] for k, v in inner_metrics.items()})
     return dict(groups, energy=energy_group), metrics
 

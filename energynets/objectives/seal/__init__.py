@@ -16,48 +16,53 @@ a loss should not be noisy), as does the task-net that draws the loss-net's samp
 `train_mode=True` puts both in training mode there, as SEAL's public trainer does (it
 calls `model.train()` for both networks throughout): the samples and P_N then come from
 a dropped-out task-net, and the loss-net's dropout is on inside L_F.
-`energy_term='neg_value'` replaces E by `−σ(−E)`, the predicted score of a regression
-loss-net (what SEAL's public code does for its DVN loss-nets); the default `'energy'` is
-the paper's Eq. 1.
+`neg_value_term=True` replaces E by `−σ(−E)`, the predicted score of a regression
+loss-net (what SEAL's public code does for its DVN loss-nets); the default is the
+paper's Eq. 1.
 
-The family's options are one value, `SealOptions` (phase, λ1, λ2, `energy_term`, score,
-`train_mode`, prediction, `task_net_init`, the schedule `loss_net_steps` / `rounds`);
-the loss-net objective L_E is another (`loss_net_objective=`), a small frozen dataclass
-carrying its own options whose `loss(LossNetInputs)` computes L_E for a batch. A user's
-own value with that method plugs in the same way. Configs write one flat block of
-options: `seal_options_from_config` maps it onto both values (`get_loss_net_objective`
-maps the names `'margin'`, `'regression'`, `'regression_s'`, `'nce'`), and
-`seal_config_defaults` is that block's defaults, read from the dataclasses.
+The family's options are one value, `SealOptions` (which networks train, λ1, λ2,
+`neg_value_term`, score, `train_mode`, prediction, `fresh_task_net`, the schedule
+`loss_net_steps` / `rounds`); the loss-net objective L_E is another
+(`loss_net_objective=`), a small frozen dataclass carrying its own options whose
+`loss(LossNetInputs)` computes L_E for a batch. A user's own value with that method
+plugs in the same way:
+
+    objective = seal_objective(loss_net, task_net, optax.adam(1e-3), optax.adam(1e-3),
+                               options=SealOptions(energy_weight=0.5),
+                               loss_net_objective=SealRegressionS(num_samples=5))
+
+The loss-net (an energy) comes first, then the task-net, then their optimizers in the
+same order; a first argument that is not an energy is refused (TypeError).
 
 The library's loss-net objectives, with ŷ or the samples always `stop_gradient`-ed (the
 loss-net loss is differentiated at fixed outputs):
 
-- `SealMargin` (`'margin'`, Eq. 6): `[Δ(ŷ, y) − E(x, ŷ) + E(x, y)]_+`. SEAL-dynamic
+- `SealMargin` (Eq. 6): `[Δ(ŷ, y) − E(x, ŷ) + E(x, y)]_+`. SEAL-dynamic
   uses the special case the paper identifies with InfNet: ŷ = the task-net output
   σ(F_{Φ_{t−1}}(x)); the task-net loss keeps no margin term. SEAL-static pretrains the
   loss-net as SPEN does: ŷ from loss-augmented GBI, `gbi_scan` on `E − Δ` from uniform for
-  `loss_aug_gbi.num_steps`. Δ (`margin_cost`) is one of `task_losses.SURROGATES` (default
-  `'l1'`, the InfNet/DESIGN choice; the paper does not state it) or `'score'`,
+  `loss_aug_gbi.num_steps`. Δ (`margin_cost`) is a `task_losses` surrogate value (default
+  `L1()`, the InfNet/DESIGN choice; the paper does not state it) or `OneMinusScore()`,
   `1 − s(ŷ, y)`.
-- `SealRegression` (`'regression'`, Eq. 7, DVN): the cross-entropy between the soft-F1
+- `SealRegression` (Eq. 7, DVN): the cross-entropy between the soft-F1
   score s(ȳ, y) and σ(−E(x, ȳ)) (`dvn.value_regression_loss`; the printed `log(1 + σ)`
   is a typo for `log(1 − σ)`). SEAL-dynamic uses ȳ = the task-net output (one sample per
   example); SEAL-static uses DVN's samples (`dvn.draw_samples`: the GBI prediction, an adversarial
   sample and the gold output by default, `dvn_samples` / `dvn_sample_weights`), GBI
   by `loss_aug_gbi`.
-- `SealRegressionS` (`'regression_s'`): the regression loss summed over the sample set
+- `SealRegressionS`: the regression loss summed over the sample set
   S = {σ(F(x))} ∪ {σ(F(x) + σ_n ε_k)}_{k=1..K}, ε_k ~ N(0, I): the task-net output and
   K = `num_samples` Gaussian perturbations of its logits, std σ_n = `noise_std` (the
   paper perturbs "the task-net output" without saying where; logit space keeps the
   samples in [0,1]^L, and keeping the unperturbed output follows SEAL's public code).
 - Extra samples (`extra_samples`, weights `extra_sample_weights`; our addition, for
-  `'regression'` and `'regression_s'` outside static `'regression'`): DVN's GBI-free
-  sources (`dvn.GBI_FREE_SOURCES`: the gold output, a uniform random output, another
-  example's gold) added to the regression's sample set. Trained only on the task-net's
-  own near-gold outputs, a regression loss-net can learn how confident a mask is rather
-  than whether it fits the input; another example's gold is as confident as the gold
-  and is scored low unless it happens to fit.
-- `SealNCE` (`'nce'`, Eq. 8-9, Ma & Collins' ranking NCE):
+  `SealRegression` and `SealRegressionS` outside static `SealRegression`): DVN's GBI-free
+  sources (`dvn.Gold()`, the gold output; `dvn.Random()`, a uniform random output;
+  `dvn.OtherGold()`, another example's gold) added to the regression's sample set.
+  Trained only on the task-net's own near-gold outputs, a regression loss-net can learn
+  how confident a mask is rather than whether it fits the input; another example's gold
+  is as confident as the gold and is scored low unless it happens to fit.
+- `SealNCE` (Eq. 8-9, Ma & Collins' ranking NCE):
   `−log [exp(s(y⁰)) / Σ_{k=0..K} exp(s(yᵏ))]`, `s(y) = −E(x, y) − log P_N(y)`, with y⁰
   the gold output *included in the denominator* (the printed Eq. 8 sums from k = 1, which
   is not a ranking loss: it would reward pushing the gold's score up without bound;
@@ -66,31 +71,31 @@ loss-net loss is differentiated at fixed outputs):
   where G is the task-net of the previous step (dynamic) or the frozen pretrained
   feed-forward net (static); log P_N is exact (binary y).
 
-Static and dynamic (`phase`), one state structure `{"task_net": ParamGroup,
-"loss_net": ParamGroup}` for all three; a group that a phase does not train has an
-`optax.EmptyState` optimizer state and never moves:
+Static and dynamic (`train_loss_net`, `train_task_net`), one state structure
+`{"task_net": ParamGroup, "loss_net": ParamGroup}` for all three phases; a group that a
+phase does not train has an `optax.EmptyState` optimizer state and never moves:
 
-- `'dynamic'` (Eq. 4-5): each `update` first takes one loss-net step on L_E with
-  samples from the current task-net Φ_{t−1}, then one task-net step on L_F with the
+- dynamic, both networks (the default; Eq. 4-5): each `update` first takes one loss-net
+  step on L_E with samples from the current task-net Φ_{t−1}, then one task-net step on L_F with the
   *updated* loss-net Θ_t, on the same batch (`loss_net_steps` and `rounds` repeat
   these as SEAL's public trainer does: t rounds of s loss-net steps + 1 task-net step).
-- `'loss_net'` (SEAL-static, stage 1): trains the loss-net alone; the task-net group is
+- the loss-net alone (`train_task_net=False`; SEAL-static, stage 1): the task-net group is
   frozen and serves as the fixed noise network Ψ of static NCE (and of `regression_s`);
   margin and regression use GBI samples instead and ignore it.
-- `'task_net'` (SEAL-static, stage 2): trains the task-net alone against the frozen
+- the task-net alone (`train_loss_net=False`; SEAL-static, stage 2): against the frozen
   loss-net. It must continue a state with a trained loss-net (`init_from`); `init`
   raises, since a random frozen loss-net is no loss at all.
 
 Stages hand state over with `init_from`: a `local_bce` state `{"net": ...}` gives the
 task-net (e.g. the pretrained noise net Ψ), a SPEN/DVN state `{"energy": ...}` gives the
 loss-net (e.g. an SSVM-trained SPEN as the static margin loss-net), a SEAL state gives
-both. `task_net_init='fresh'` re-initializes the task-net instead of carrying it (SEAL's
+both. `fresh_task_net=True` re-initializes the task-net instead of carrying it (SEAL's
 public static runs train the task-net from scratch against the pretrained loss-net).
 
-Prediction (`predict`): `'task_net'` (SEAL: one forward pass, `σ(F(x))`), or `'gbi'`
-(the ablation "energy network with GBI", e.g. the NCE-trained energy as a predictor):
-`gbi_while` on the loss-net's energy with `predict_gbi`, from uniform 0.5 or from the
-task-net's output (`predict_init`).
+Prediction: by default the task-net (SEAL: one forward pass, `σ(F(x))`); with
+`predict_gbi` (the ablation "energy network with GBI", e.g. the NCE-trained energy as a
+predictor), `gbi_while` on the loss-net's energy with those options, from uniform 0.5 or
+from the task-net's output (`predict_from_task_net`).
 
 Metrics of `update`: each trained group's metrics with a `loss_net_` / `task_net_`
 prefix (its `loss`, `grad_norm` and terms); `loss` is the sum of the trained groups'
@@ -119,51 +124,57 @@ the link is σ, the local loss BCE and noise per-label Bernoulli; on the per-tok
 distributions (softmax link, token CE, one categorical draw per token, GBI over the
 simplices), and every Δ, score and sample log-probability counts real tokens only
 (`mask_padding`; the soft F1 of per-token distributions over real tokens is the soft
-token accuracy). Static `'regression'` (DVN's GBI samples) is multi-label only.
+token accuracy). Static `SealRegression` (DVN's GBI samples) is multi-label only.
 
 Modules: `blocks` (pure building blocks: the NCE ranking loss, samples, Δ, the
-loss-augmented output), `loss_net_objectives` (L_E as values), `options` (`SealOptions`
-and the config block), `training` (`seal_losses`, `seal_objective`), `ranking`
-(`task_net_ranking`). Their public names are all importable from this package.
+loss-augmented output), `loss_net_objectives` (L_E as values), `options` (`SealOptions`),
+`training` (`seal_losses`, `seal_objective`), `ranking` (`task_net_ranking`). Their public
+names are all importable from this package. Configs name these values;
+`experiments/choices/seal.py` maps a config's `seal` block onto them.
 """
 
+from energynets.objectives.seal.blocks import BOX
+from energynets.objectives.seal.blocks import OneMinusScore
 from energynets.objectives.seal.blocks import bernoulli_log_prob
 from energynets.objectives.seal.blocks import bernoulli_samples
-from energynets.objectives.seal.blocks import BOX
 from energynets.objectives.seal.blocks import gaussian_perturbations
 from energynets.objectives.seal.blocks import loss_augmented_output
 from energynets.objectives.seal.blocks import margin_delta
 from energynets.objectives.seal.blocks import nce_ranking_loss
 from energynets.objectives.seal.blocks import sample_energies
-from energynets.objectives.seal.loss_net_objectives import get_loss_net_objective
-from energynets.objectives.seal.loss_net_objectives import LOSS_NET_OBJECTIVES
 from energynets.objectives.seal.loss_net_objectives import LossNetInputs
 from energynets.objectives.seal.loss_net_objectives import LossNetObjective
-from energynets.objectives.seal.loss_net_objectives import MARGIN_COSTS
-from energynets.objectives.seal.loss_net_objectives import OBJECTIVES
 from energynets.objectives.seal.loss_net_objectives import SealMargin
 from energynets.objectives.seal.loss_net_objectives import SealNCE
 from energynets.objectives.seal.loss_net_objectives import SealRegression
 from energynets.objectives.seal.loss_net_objectives import SealRegressionS
-from energynets.objectives.seal.options import ENERGY_TERMS
-from energynets.objectives.seal.options import PHASES
-from energynets.objectives.seal.options import PREDICT_INITS
-from energynets.objectives.seal.options import PREDICTIONS
-from energynets.objectives.seal.options import seal_config_defaults
-from energynets.objectives.seal.options import seal_options_from_config
 from energynets.objectives.seal.options import SealOptions
-from energynets.objectives.seal.options import TASK_NET_INITS
 from energynets.objectives.seal.ranking import task_net_ranking
+from energynets.objectives.seal.training import SealLosses
 from energynets.objectives.seal.training import gradient_cosine
 from energynets.objectives.seal.training import seal_losses
 from energynets.objectives.seal.training import seal_objective
-from energynets.objectives.seal.training import SealLosses
 
-__all__ = ["BOX", "ENERGY_TERMS", "LOSS_NET_OBJECTIVES", "LossNetInputs", "LossNetObjective",
-           "MARGIN_COSTS", "OBJECTIVES", "PHASES", "PREDICTIONS", "PREDICT_INITS",
-           "SealLosses", "SealMargin", "SealNCE", "SealOptions", "SealRegression",
-           "SealRegressionS", "TASK_NET_INITS", "bernoulli_log_prob", "bernoulli_samples",
-           "gaussian_perturbations", "get_loss_net_objective", "gradient_cosine",
-           "loss_augmented_output", "margin_delta", "nce_ranking_loss", "sample_energies",
-           "seal_config_defaults", "seal_losses", "seal_objective",
-           "seal_options_from_config", "task_net_ranking"]
+__all__ = [
+  "BOX",
+  "LossNetInputs",
+  "LossNetObjective",
+  "OneMinusScore",
+  "SealLosses",
+  "SealMargin",
+  "SealNCE",
+  "SealOptions",
+  "SealRegression",
+  "SealRegressionS",
+  "bernoulli_log_prob",
+  "bernoulli_samples",
+  "gaussian_perturbations",
+  "gradient_cosine",
+  "loss_augmented_output",
+  "margin_delta",
+  "nce_ranking_loss",
+  "sample_energies",
+  "seal_losses",
+  "seal_objective",
+  "task_net_ranking",
+]

@@ -1,13 +1,15 @@
 """SEAL's loss-net objectives: values that carry their own options and compute L_E.
 
-The library's are `SealMargin` (`'margin'`), `SealRegression` (`'regression'`),
-`SealRegressionS` (`'regression_s'`) and `SealNCE` (`'nce'`); `get_loss_net_objective`
-maps those names, for configs. Any value with a `loss(LossNetInputs)` method
-(`LossNetObjective`) plugs into `seal_objective` the same way.
+The library's are `SealMargin`, `SealRegression`, `SealRegressionS` and `SealNCE`; any
+value with a `loss(LossNetInputs)` method (`LossNetObjective`) plugs into `seal_objective`
+the same way.
 """
 
 import dataclasses
-from typing import Any, NamedTuple, Optional, Protocol
+from typing import Any
+from typing import NamedTuple
+from typing import Protocol
+from typing import cast
 
 import jax
 import jax.numpy as jnp
@@ -20,13 +22,13 @@ from energynets.objectives import dvn
 from energynets.objectives import outputs
 from energynets.objectives import scores as scores_lib
 from energynets.objectives import task_losses
+from energynets.objectives.seal.blocks import OneMinusScore
+from energynets.objectives.seal.blocks import check_margin_cost
 from energynets.objectives.seal.blocks import gaussian_perturbations
 from energynets.objectives.seal.blocks import loss_augmented_output
+from energynets.objectives.seal.blocks import margin_delta
 from energynets.objectives.seal.blocks import nce_ranking_loss
 from energynets.objectives.seal.blocks import sample_energies
-
-MARGIN_COSTS = task_losses.SURROGATES + ("score",)
-OBJECTIVE_KIND = "SEAL loss-net objective"  # what the name-lookup errors call one
 
 
 class LossNetInputs(NamedTuple):
@@ -43,13 +45,15 @@ class LossNetInputs(NamedTuple):
     rng: the key of the objective's samples.
     extra_rng: a second, independent key (the library's regression objectives draw
       their extra samples with it).
-    phase: the SEAL phase, one of `PHASES`: `'dynamic'` samples from the current
-      task-net; in the static `'loss_net'` phase samples may come from GBI instead.
+    dynamic: True in SEAL-dynamic, whose samples come from the current task-net; False
+      in the static loss-net phase (the task-net frozen), whose samples may come from
+      GBI instead.
     structure: the `outputs.OutputStructure` of the energy's domain: `link` (logits to
       outputs), `sample` / `log_prob` (the task-net's distribution), `domain`,
       `mask_padding`.
     score: the task score `(ȳ, y) -> [B]`, counting real positions only.
   """
+
   energy: protocol.Energy
   params: Any
   encoding: Any
@@ -58,7 +62,7 @@ class LossNetInputs(NamedTuple):
   task_logits: jax.Array
   rng: jax.Array
   extra_rng: jax.Array
-  phase: str
+  dynamic: bool
   structure: outputs.OutputStructure
   score: scores_lib.Score
 
@@ -68,12 +72,11 @@ class LossNetObjective(Protocol):
 
   `loss(inputs)` returns `(scalar loss, metrics)` for one batch, differentiable in
   `inputs.params` only (samples, ŷ and scores carry no gradient). The library's are
-  `SealMargin`, `SealRegression`, `SealRegressionS` and `SealNCE`
-  (`get_loss_net_objective` maps their names, for configs); any value with this method
-  plugs into `seal_objective(..., loss_net_objective=...)`. An optional
-  `check(phase, structure)` is called once when the losses are built, so that a phase
-  or output structure the objective cannot serve fails there (ValueError), not inside
-  a compiled step.
+  `SealMargin`, `SealRegression`, `SealRegressionS` and `SealNCE`; any value with this
+  method plugs into `seal_objective(..., loss_net_objective=...)`. An optional
+  `check(dynamic, structure)` is called once when losses that train the loss-net are
+  built (`dynamic` as in `LossNetInputs`), so that a phase or output structure the
+  objective cannot serve fails there (ValueError), not inside a compiled step.
   """
 
   def loss(self, inputs: LossNetInputs) -> tuple[jax.Array, base.Metrics]:
@@ -85,38 +88,52 @@ def _positive_int(value, name: str) -> None:
     raise ValueError(f"{name} must be a positive integer; got {value!r}")
 
 
-def _require_gbi(config: Optional[GBIConfig], objective: str) -> None:
+def _require_gbi(config: GBIConfig | None, objective: str) -> None:
   """The static loss-net of `objective` draws its samples by GBI: it needs options."""
   if config is None:
-    raise ValueError(f"loss_aug_gbi is required: the static {objective!r} loss-net draws "
-                     "its samples by GBI")
+    raise ValueError(
+      f"loss_aug_gbi is required: the static {objective!r} loss-net draws its samples by GBI"
+    )
   gbi_lib.validate_config(config)
 
 
-def _extra_weights(samples, weights) -> dict[str, float]:
+def _extra_weights(samples, weights) -> dict:
   """`{source: weight}` of the extra regression samples (GBI-free DVN sources)."""
   if not samples:
     return {}
   extra = dvn.check_samples(samples, weights)
-  needs_gbi = [name for name in extra if name not in dvn.GBI_FREE_SOURCES]
+  needs_gbi = [source.name for source in extra if source.needs_gbi]
   if needs_gbi:
-    raise ValueError(f"extra_samples {needs_gbi} need GBI; SEAL's extra samples are "
-                     f"drawn from {dvn.GBI_FREE_SOURCES}")
+    raise ValueError(
+      f"extra_samples {needs_gbi} need GBI; SEAL's extra samples are "
+      f"drawn from GBI-free DVN sources (Gold(), Random(), OtherGold())"
+    )
   return extra
 
 
 def _check_extras_multilabel(extra: dict, structure: outputs.OutputStructure) -> None:
   if extra and structure is not outputs.MULTILABEL:
-    raise ValueError("extra_samples live in the Box [0,1]^L (multi-label labels, "
-                     "segmentation masks); a tagger's outputs are per-token simplices")
+    raise ValueError(
+      "extra_samples live in the Box [0,1]^L (multi-label labels, "
+      "segmentation masks); a tagger's outputs are per-token simplices"
+    )
 
 
 def _draw_extras(extra: dict, inputs: LossNetInputs) -> dict:
   if not extra:
     return {}
-  return dvn.draw_samples(inputs.energy, inputs.params, inputs.encoding, inputs.x, inputs.y,
-                          inputs.extra_rng, sources=tuple(extra), inference_gbi=None,
-                          adversarial_gbi=None, score=inputs.score)
+  return dvn.draw_samples(
+    inputs.energy,
+    inputs.params,
+    inputs.encoding,
+    inputs.x,
+    inputs.y,
+    inputs.extra_rng,
+    sources=tuple(extra),
+    inference_gbi=None,
+    adversarial_gbi=None,
+    score=inputs.score,
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,27 +141,26 @@ class SealMargin:
   """The margin loss-net objective (Eq. 6): `[Δ(ŷ, y) − E(x, ŷ) + E(x, y)]_+`, averaged.
 
   Dynamic: ŷ is the task-net's output σ(F(x)), the special case the paper identifies
-  with InfNet. Static (`'loss_net'` phase): ŷ from loss-augmented GBI, `gbi_scan` on
+  with InfNet. Static (the loss-net phase): ŷ from loss-augmented GBI, `gbi_scan` on
   `E − Δ` from the domain's uniform point, as SPEN's SSVM.
 
   Attributes:
-    margin_cost: Δ, one of `MARGIN_COSTS`: a `task_losses.SURROGATES` name (default
-      `'l1'`, the InfNet choice; the paper does not state it) or `'score'`, `1 − s(ŷ, y)`.
-    surrogate_eps: clip of the `'log'` surrogate.
+    margin_cost: Δ, a `task_losses` surrogate value (default `L1()`, the InfNet choice;
+      the paper does not state it) or `OneMinusScore()`, `1 − s(ŷ, y)`.
     loss_aug_gbi: `gbi_scan` options of the static loss-augmented GBI; required in the
-      `'loss_net'` phase.
+      static loss-net phase.
   """
-  margin_cost: str = "l1"
-  surrogate_eps: float = task_losses.DEFAULT_SURROGATE_EPS
-  loss_aug_gbi: Optional[GBIConfig] = None
+
+  margin_cost: task_losses.Surrogate | OneMinusScore = task_losses.L1()
+  loss_aug_gbi: GBIConfig | None = None
 
   def __post_init__(self):
-    base.check_choice(self.margin_cost, MARGIN_COSTS, "SEAL margin cost")
+    check_margin_cost(self.margin_cost)
 
-  def check(self, phase: str, structure: outputs.OutputStructure) -> None:
+  def check(self, dynamic: bool, structure: outputs.OutputStructure) -> None:
     """Refuses a static phase without GBI options (ValueError)."""
     del structure
-    if phase == "loss_net":
+    if not dynamic:
       _require_gbi(self.loss_aug_gbi, "margin")
 
   def loss(self, inputs: LossNetInputs) -> tuple[jax.Array, base.Metrics]:
@@ -153,25 +169,27 @@ class SealMargin:
     real = structure.mask_padding
 
     def cost_fn(y_hat, gold):
-      if self.margin_cost == "score":
-        return 1.0 - inputs.score(y_hat, gold)
-      return task_losses.task_loss(real(y_hat, gold), gold, self.margin_cost,
-                                   self.surrogate_eps)
+      return margin_delta(y_hat, gold, self.margin_cost, inputs.score, real_y_hat=real(y_hat, gold))
 
     energy_fn = inputs.energy.energy
-    if inputs.phase == "dynamic":
+    if inputs.dynamic:
       y_hat = structure.link(inputs.task_logits)
     else:
-      y_hat = loss_augmented_output(energy_fn, inputs.params, inputs.encoding, y,
-                                    self.loss_aug_gbi, cost_fn, structure.domain)
+      assert self.loss_aug_gbi is not None  # `check` refuses a static phase without it
+      y_hat = loss_augmented_output(
+        energy_fn, inputs.params, inputs.encoding, y, self.loss_aug_gbi, cost_fn, structure.domain
+      )
     delta = cost_fn(y_hat, y)
     energy_pred = energy_fn(inputs.params, inputs.encoding, y_hat)
     energy_gold = energy_fn(inputs.params, inputs.encoding, y)
     bracket = delta - energy_pred + energy_gold
     hinge = jnp.mean(jax.nn.relu(bracket))
-    return hinge, {"hinge": hinge, "active": jnp.mean((bracket > 0).astype(hinge.dtype)),
-                   "delta": jnp.mean(delta),
-                   "energy_gap": jnp.mean(energy_pred - energy_gold)}
+    return hinge, {
+      "hinge": hinge,
+      "active": jnp.mean((bracket > 0).astype(hinge.dtype)),
+      "delta": jnp.mean(delta),
+      "energy_gap": jnp.mean(energy_pred - energy_gold),
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,60 +198,77 @@ class SealRegression:
 
   `dvn.value_regression_loss` (the printed `log(1 + σ)` is a typo for `log(1 − σ)`).
   Dynamic: ȳ is the task-net's output (one sample per example), plus any
-  `extra_samples`. Static (`'loss_net'` phase, multi-label only): DVN's samples
+  `extra_samples`. Static (the loss-net phase, multi-label only): DVN's samples
   (`dvn.draw_samples`), GBI by `loss_aug_gbi`.
 
   Attributes:
     loss_aug_gbi: `gbi_scan` options of DVN's prediction and adversarial ascent in the
       static phase (required there).
-    dvn_samples: DVN sample sources of the static phase (`dvn.SAMPLE_SOURCES`).
+    dvn_samples: DVN sample sources of the static phase (`dvn.Source` values).
     dvn_sample_weights: their weights (None: 1 each).
-    extra_samples: `dvn.GBI_FREE_SOURCES` added to the dynamic samples (our addition:
+    extra_samples: GBI-free `dvn.Source` values added to the dynamic samples (our addition:
       a regression loss-net trained only on the task-net's near-gold outputs can learn
       how confident an output is rather than whether it fits the input); None for none.
     extra_sample_weights: their weights (None: 1 each).
   """
-  loss_aug_gbi: Optional[GBIConfig] = None
-  dvn_samples: Optional[tuple[str, ...]] = dvn.DEFAULT_SAMPLES
-  dvn_sample_weights: Optional[tuple[float, ...]] = None
-  extra_samples: Optional[tuple[str, ...]] = None
-  extra_sample_weights: Optional[tuple[float, ...]] = None
+
+  loss_aug_gbi: GBIConfig | None = None
+  dvn_samples: tuple[dvn.Source, ...] | None = dvn.DEFAULT_SAMPLES
+  dvn_sample_weights: tuple[float, ...] | None = None
+  extra_samples: tuple[dvn.Source, ...] | None = None
+  extra_sample_weights: tuple[float, ...] | None = None
 
   def __post_init__(self):
     dvn.check_samples(self.dvn_samples, self.dvn_sample_weights)
     _extra_weights(self.extra_samples, self.extra_sample_weights)
 
-  def check(self, phase: str, structure: outputs.OutputStructure) -> None:
+  def check(self, dynamic: bool, structure: outputs.OutputStructure) -> None:
     """Refuses extras in the static phase, extras or a static phase off the Box, and a
     static phase without GBI options (ValueError)."""
     extra = _extra_weights(self.extra_samples, self.extra_sample_weights)
-    if extra and phase == "loss_net":
-      raise ValueError("extra_samples apply to the dynamic 'regression' and to "
-                       "'regression_s' loss-nets, not to 'regression' in phase 'loss_net' "
-                       "(static 'regression' takes dvn_samples)")
+    if extra and not dynamic:
+      raise ValueError(
+        "extra_samples apply to the dynamic SealRegression and to "
+        "SealRegressionS, not to SealRegression in the static loss-net phase "
+        "(static SealRegression takes dvn_samples)"
+      )
     _check_extras_multilabel(extra, structure)
-    if phase == "loss_net":
+    if not dynamic:
       if structure is not outputs.MULTILABEL:
-        raise ValueError("static 'regression' (DVN's GBI samples) is multi-label only; on "
-                         "sequences use 'regression_s', 'margin' or 'nce'")
+        raise ValueError(
+          "static SealRegression (DVN's GBI samples) is multi-label only; on "
+          "sequences use SealRegressionS, SealMargin or SealNCE"
+        )
       _require_gbi(self.loss_aug_gbi, "regression")
 
   def loss(self, inputs: LossNetInputs) -> tuple[jax.Array, base.Metrics]:
     """The weighted regression over the sample set, with per-source scores and values."""
-    if inputs.phase == "dynamic":
+    if inputs.dynamic:
       extra = _extra_weights(self.extra_samples, self.extra_sample_weights)
-      samples = {"task_net": inputs.structure.link(inputs.task_logits),
-                 **_draw_extras(extra, inputs)}
+      samples = {
+        "task_net": inputs.structure.link(inputs.task_logits),
+        **_draw_extras(extra, inputs),
+      }
       weights = {"task_net": 1.0, **extra}
     else:
       weights = dvn.check_samples(self.dvn_samples, self.dvn_sample_weights)
-      samples = dvn.draw_samples(inputs.energy, inputs.params, inputs.encoding, inputs.x,
-                                 inputs.y, inputs.rng, sources=tuple(weights),
-                                 inference_gbi=self.loss_aug_gbi,
-                                 adversarial_gbi=self.loss_aug_gbi, score=inputs.score)
-    regression, metrics = dvn.regression_on_samples(inputs.energy.energy, inputs.params,
-                                                    inputs.encoding, inputs.y, samples,
-                                                    weights, inputs.score)
+      samples = dvn.draw_samples(
+        inputs.energy,
+        inputs.params,
+        inputs.encoding,
+        inputs.x,
+        inputs.y,
+        inputs.rng,
+        sources=tuple(weights),
+        inference_gbi=self.loss_aug_gbi,
+        adversarial_gbi=self.loss_aug_gbi,
+        score=inputs.score,
+      )
+    regression, metrics = dvn.regression_on_samples(
+      inputs.energy.energy, inputs.params, inputs.encoding, inputs.y, samples, weights, inputs.score
+    )
+    # An array, not the 0.0 of no samples: `check_samples` refuses an empty `dvn_samples`.
+    regression = cast(jax.Array, regression)
     return regression, dict(metrics, regression=regression)
 
 
@@ -250,13 +285,15 @@ class SealRegressionS:
   Attributes:
     num_samples: K, the perturbations.
     noise_std: σ_n, their standard deviation.
-    extra_samples: `dvn.GBI_FREE_SOURCES` added to S (multi-label only); None for none.
+    extra_samples: GBI-free `dvn.Source` values added to S (multi-label only); None for
+      none.
     extra_sample_weights: their weights (None: 1 each).
   """
+
   num_samples: int = 10
   noise_std: float = 1.0
-  extra_samples: Optional[tuple[str, ...]] = None
-  extra_sample_weights: Optional[tuple[float, ...]] = None
+  extra_samples: tuple[dvn.Source, ...] | None = None
+  extra_sample_weights: tuple[float, ...] | None = None
 
   def __post_init__(self):
     _positive_int(self.num_samples, "num_samples")
@@ -264,19 +301,22 @@ class SealRegressionS:
       raise ValueError(f"noise_std must be positive; got {self.noise_std!r}")
     _extra_weights(self.extra_samples, self.extra_sample_weights)
 
-  def check(self, phase: str, structure: outputs.OutputStructure) -> None:
+  def check(self, dynamic: bool, structure: outputs.OutputStructure) -> None:
     """Refuses extra samples off the Box (ValueError)."""
-    del phase
-    _check_extras_multilabel(_extra_weights(self.extra_samples, self.extra_sample_weights),
-                             structure)
+    del dynamic
+    _check_extras_multilabel(
+      _extra_weights(self.extra_samples, self.extra_sample_weights), structure
+    )
 
   def loss(self, inputs: LossNetInputs) -> tuple[jax.Array, base.Metrics]:
     """Σ over S of the regression loss, averaged over the batch, with the mean score and
     predicted value (and the extra samples' metrics)."""
     y = inputs.y
-    ys = jax.lax.stop_gradient(gaussian_perturbations(
-        inputs.rng, inputs.task_logits, self.num_samples, self.noise_std,
-        inputs.structure.link))
+    ys = jax.lax.stop_gradient(
+      gaussian_perturbations(
+        inputs.rng, inputs.task_logits, self.num_samples, self.noise_std, inputs.structure.link
+      )
+    )
     targets = jax.vmap(lambda v: inputs.score(v, y), in_axes=1, out_axes=1)(ys)  # [B, 1+K]
     energies = sample_energies(inputs.energy.energy, inputs.params, inputs.encoding, ys)
     per_sample = dvn.value_regression_loss(energies, jax.lax.stop_gradient(targets))
@@ -285,8 +325,14 @@ class SealRegressionS:
     extra = _extra_weights(self.extra_samples, self.extra_sample_weights)
     if extra:
       extra_loss, extra_metrics = dvn.regression_on_samples(
-          inputs.energy.energy, inputs.params, inputs.encoding, y,
-          _draw_extras(extra, inputs), extra, inputs.score)
+        inputs.energy.energy,
+        inputs.params,
+        inputs.encoding,
+        y,
+        _draw_extras(extra, inputs),
+        extra,
+        inputs.score,
+      )
       regression = regression + extra_loss
       metrics.update(extra_metrics)
     return regression, dict(metrics, regression=regression)
@@ -306,6 +352,7 @@ class SealNCE:
   Attributes:
     num_samples: K, the noise samples per example.
   """
+
   num_samples: int = 10
 
   def __post_init__(self):
@@ -320,30 +367,9 @@ class SealNCE:
     energies = sample_energies(inputs.energy.energy, inputs.params, inputs.encoding, ys)
     per_example = nce_ranking_loss(energies, log_noise)
     nce = jnp.mean(per_example)
-    return nce, {"nce": nce, "gold_prob": jnp.mean(jnp.exp(-per_example)),
-                 "energy_gold": jnp.mean(energies[:, 0]),
-                 "energy_noise": jnp.mean(energies[:, 1:])}
-
-
-# Names of the library's loss-net objectives, for configs (`get_loss_net_objective`).
-LOSS_NET_OBJECTIVES: dict[str, type] = {
-    "margin": SealMargin, "regression": SealRegression, "regression_s": SealRegressionS,
-    "nce": SealNCE}
-OBJECTIVES = tuple(LOSS_NET_OBJECTIVES)
-
-
-def get_loss_net_objective(name: str, **options: Any) -> LossNetObjective:
-  """The library's loss-net objective called `name`, built with `options`.
-
-  Args:
-    name: one of `OBJECTIVES` (`'margin'`, `'regression'`, `'regression_s'`, `'nce'`).
-    **options: fields of that objective (e.g. `num_samples=20` for `'nce'`).
-
-  Returns:
-    The objective value, e.g. `SealNCE(num_samples=20)`.
-
-  Raises:
-    ValueError: one line naming an unknown `name` and the known ones, or options that
-      `name` does not take.
-  """
-  return base.build_named(OBJECTIVE_KIND, LOSS_NET_OBJECTIVES, name, options)
+    return nce, {
+      "nce": nce,
+      "gold_prob": jnp.mean(jnp.exp(-per_example)),
+      "energy_gold": jnp.mean(energies[:, 0]),
+      "energy_noise": jnp.mean(energies[:, 1:]),
+    }

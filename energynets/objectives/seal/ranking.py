@@ -13,10 +13,15 @@ from energynets.objectives.seal.blocks import nce_ranking_loss
 from energynets.objectives.seal.blocks import task_net_logits
 
 
-def task_net_ranking(task_net: nn.Module, optimizer: optax.GradientTransformation, *,
-                     num_samples: int = 10, ranking_weight: float = 1.0,
-                     bce_weight: float = 1.0,
-                     output: str | outputs.OutputStructure = "multilabel") -> base.Objective:
+def task_net_ranking(
+  task_net: nn.Module,
+  optimizer: optax.GradientTransformation,
+  *,
+  num_samples: int = 10,
+  ranking_weight: float = 1.0,
+  bce_weight: float = 1.0,
+  output: outputs.OutputStructure = outputs.MULTILABEL,
+) -> base.Objective:
   """NCE ranking with `s(y) = Σ_i log P(y_i | x; Φ)` on the task-net itself, + λ2·BCE.
 
   Per example: `−log [P_Φ(y⁰) / Σ_{k=0..K} P_Φ(yᵏ)]`, y⁰ the gold output, yᵏ ~ P_Φ
@@ -24,15 +29,20 @@ def task_net_ranking(task_net: nn.Module, optimizer: optax.GradientTransformatio
   the gradient flows through every log P_Φ(yᵏ)). Loss:
   `ranking_weight · mean ranking + bce_weight · BCE`. State `{"task_net": ParamGroup}`;
   `init_from` carries a `local_bce` or SEAL task-net. Prediction `σ(F(x))`.
-  `output`: the `outputs.OutputStructure` or its name (`'sequence'`: per-token
-  categorical samples and softmax, token CE in place of BCE).
+  `output`: the `outputs.OutputStructure` (`outputs.SEQUENCE`: per-token categorical
+  samples and softmax, token CE in place of BCE).
   """
-  structure = outputs.get_structure(output)
+  if not isinstance(output, outputs.OutputStructure):
+    raise TypeError(
+      f"output is an outputs.OutputStructure (outputs.MULTILABEL, outputs.SEQUENCE); got {output!r}"
+    )
+  structure = output
   if not isinstance(num_samples, int) or num_samples < 1:
     raise ValueError(f"num_samples must be a positive integer; got {num_samples!r}")
   if ranking_weight < 0 or bce_weight < 0:
-    raise ValueError(f"ranking_weight and bce_weight must be non-negative; got "
-                     f"{ranking_weight}, {bce_weight}")
+    raise ValueError(
+      f"ranking_weight and bce_weight must be non-negative; got {ranking_weight}, {bce_weight}"
+    )
 
   def loss_fn(params, batch, rng):
     dropout_rng, sample_rng = jax.random.split(rng)
@@ -59,10 +69,12 @@ def task_net_ranking(task_net: nn.Module, optimizer: optax.GradientTransformatio
     reference = init(rng, batch)["task_net"].params
     key = first_present(prev_state, ("task_net", "net"))
     if key:
-      params = base.carried(prev_state[key].params, reference,
-                            f"the previous {key!r} params into the task-net")
+      params = base.carried(
+        prev_state[key].params, reference, f"the previous {key!r} params into the task-net"
+      )
       return {"task_net": base.init_group(params, optimizer)}
-    raise ValueError(f"cannot continue from a state with keys {sorted(prev_state)}; "
-                     "expected 'task_net' or 'net'")
+    raise ValueError(
+      f"cannot continue from a state with keys {sorted(prev_state)}; expected 'task_net' or 'net'"
+    )
 
   return base.Objective(init, update, predict, init_from)
