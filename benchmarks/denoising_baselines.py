@@ -12,11 +12,9 @@ model trained on depth scenes would be; BM3D is given the true noise sigma.
 BM3D takes 1-2 s per 64 x 64 image on one CPU core, so the default run takes minutes.
 """
 
-from collections.abc import Callable
 import json
 import os
 import time
-from typing import Any
 
 from absl import app
 from absl import flags
@@ -25,6 +23,7 @@ from benchmarks import common
 from energynets import metrics
 from energynets.baselines import denoising as baselines
 from energynets.data import denoising
+from experiments.choices import lookup
 
 _NUM_VALIDATION = flags.DEFINE_integer(
   "num_validation", denoising.DEFAULT_NUM_VALIDATION, "depth-scene validation images"
@@ -39,24 +38,17 @@ _SEED = flags.DEFINE_integer("seed", denoising.DEFAULT_SEED, "generator seed")
 _CROPS = flags.DEFINE_integer(
   "crops_per_image", denoising.DEFAULT_CROPS_PER_IMAGE, "natural-image test crops per image"
 )
-_METHODS = flags.DEFINE_list("methods", list(baselines.BASELINES), "baselines to run")
+# --methods names -> the baselines.
+BASELINES = {baseline.name: baseline for baseline in baselines.BASELINES}
+_METHODS = flags.DEFINE_list("methods", list(BASELINES), "baselines to run")
 _OUT = flags.DEFINE_string(
   "out", "", "also write the markdown table here (and the numbers as JSON next to it, .json)"
 )
 
-_PARAM = {"median": "size", "tv": "weight", "bm3d": "sigma"}
-# denoiser(x, its parameter) -> the denoised images.
-_DENOISERS: dict[str, Callable[[Any, Any], Any]] = {
-  "noisy": lambda x, _: baselines.identity(x),
-  "median": baselines.median_denoise,
-  "tv": baselines.tv_denoise,
-  "bm3d": baselines.bm3d_denoise,
-}
 
-
-def _psnr_and_seconds(method: str, param, split) -> tuple[float, float]:
+def _psnr_and_seconds(method: baselines.Baseline, param, split) -> tuple[float, float]:
   started = time.perf_counter()
-  estimate = _DENOISERS[method](split.x, param)
+  estimate = method.denoise(split.x) if method.parameter is None else method.denoise(split.x, param)
   seconds = (time.perf_counter() - started) / split.num_examples
   return metrics.psnr(split.y, estimate), seconds
 
@@ -77,20 +69,21 @@ def main(argv):
   depth = denoising.load_denoising("depth_scenes", num_test=_NUM_TEST.value, **kwargs)
   natural = denoising.load_denoising("natural_images", crops_per_image=_CROPS.value, **kwargs)
   # Tuning (validation only) and the depth-scene numbers.
-  results = baselines.evaluate_baselines(depth, methods=_METHODS.value)
+  methods = [lookup("baseline", BASELINES, name) for name in _METHODS.value]
+  results = baselines.evaluate_baselines(depth, methods=methods)
   rows = []
-  for method in _METHODS.value:
-    res = results[method]
-    param = res.get(_PARAM.get(method))
-    if method == "median":
-      param = int(param)
+  for method in methods:
+    res = results[method.name]
+    param = None if method.parameter is None else res[method.parameter]
+    if method.grid is not None and all(isinstance(v, int) for v in method.grid):
+      param = int(param)  # a window size, recorded as a float
     nat_psnr, seconds = _psnr_and_seconds(method, param, natural.test)
     res["natural_test/psnr"] = nat_psnr
     res["seconds_per_image"] = seconds
     rows.append(
       (
-        method,
-        "" if param is None else f"{_PARAM[method]}={param:g}",
+        method.name,
+        "" if param is None else f"{method.parameter}={param:g}",
         res["validation/psnr"],
         res["test/psnr"],
         nat_psnr,

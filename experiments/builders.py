@@ -12,7 +12,6 @@ import ml_collections
 
 from energynets import objectives
 from energynets.train import run as run_lib
-from energynets.train.optimizers import make_optimizer
 from experiments import configuration
 from experiments import tasks
 from experiments.choices import gbi as gbi_choices
@@ -20,6 +19,7 @@ from experiments.choices import implicit as implicit_choices
 from experiments.choices import infnet as infnet_choices
 from experiments.choices import objectives as objective_choices
 from experiments.choices import seal as seal_choices
+from experiments.choices.optimizers import make_optimizer
 from experiments.networks import COMPUTE_DTYPES
 from experiments.networks import cnn_denoiser
 from experiments.networks import compute_dtype

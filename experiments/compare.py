@@ -30,6 +30,7 @@ on stderr too); warnings and errors on stderr.
 The tables are `experiments.comparison_tables`; --reuse_stage is `experiments.stage_reuse`.
 """
 
+from collections.abc import Callable
 import os
 import shlex
 import shutil
@@ -131,27 +132,37 @@ def worker_phases(methods: list[str], source: str) -> list[list[int]]:
   return [phase for phase in (first, rest) if phase]
 
 
-def _worker_command(index: int) -> list[str]:
+def worker_command(index: int) -> list[str]:
+  """The command line of the worker that trains planned run `index`: this one's flags
+  with `--run_index=index`."""
   # The same flags, so the same plan; --run_index returns after that one run, before
   # --jobs, the table or --out are looked at.
   return [sys.executable, "-m", "experiments.compare", *sys.argv[1:], f"--run_index={index}"]
 
 
-def train_in_workers(run_dirs: list[str | os.PathLike], phases: list[list[int]], jobs: int) -> None:
-  """Runs `_worker_command(i)` for every planned index, at most `jobs` at once, phase after
-  phase; a failed run is a RuntimeError naming its log, once its phase has finished.
+def train_in_workers(
+  run_dirs: list[str | os.PathLike],
+  phases: list[list[int]],
+  jobs: int,
+  command: Callable[[int], list[str]] = worker_command,
+) -> None:
+  """Runs `command(i)` (default: `worker_command(i)`) for every planned index, at most
+  `jobs` at once, phase after phase; a failed run is a RuntimeError naming its log, once
+  its phase has finished.
 
   Each worker's output goes to `<run_dir>/worker.log`; a worker of a non-local run_dir
   (`gs://...`) writes it to a local temporary file, copied there when it ends.
   """
   progress = console.Items(sum(len(phase) for phase in phases), "run")
   try:
-    _train_phases(run_dirs, phases, jobs, progress)
+    _train_phases(run_dirs, phases, jobs, progress, command)
   finally:
     progress.close()
 
 
-def _train_phases(run_dirs, phases, jobs, progress: console.Items) -> None:
+def _train_phases(
+  run_dirs, phases, jobs, progress: console.Items, command: Callable[[int], list[str]]
+) -> None:
   """`train_in_workers`' loop; `progress` advances as each worker ends."""
   for phase in phases:
     pending, failed = list(phase), []
@@ -170,7 +181,7 @@ def _train_phases(run_dirs, phases, jobs, progress: console.Items) -> None:
         )
         with local_log.open("w") as log:
           running[index] = (
-            subprocess.Popen(_worker_command(index), stdout=log, stderr=subprocess.STDOUT),
+            subprocess.Popen(command(index), stdout=log, stderr=subprocess.STDOUT),
             log_path,
             local_log,
           )

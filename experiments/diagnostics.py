@@ -59,7 +59,7 @@ def _ssvm_search_statistics(config, dataset, state) -> dict[str, float]:
   return out
 
 
-# config.method of the last stage -> extra test diagnostics added to results.json.
+# config.method of the reported stage -> extra test diagnostics added to results.json.
 DIAGNOSTICS: dict[str, Callable[..., dict[str, float]]] = {
   "ssvm": _ssvm_search_statistics,
   "dvn": _ssvm_search_statistics,  # the same SPEN state, predict_gbi and loss.init
@@ -75,10 +75,10 @@ def measurement_kernel(state) -> np.ndarray | None:
 
 
 def test_diagnostics(config: ml_collections.ConfigDict, dataset, state) -> dict[str, float]:
-  """The extra test metrics of the last stage's method (`DIAGNOSTICS`), else none.
+  """The extra test metrics of the reported stage's method (`DIAGNOSTICS`), else none.
 
   Args:
-    config: the last training stage's config.
+    config: the config of the training stage the run reports (`meta.selected_stage`).
     dataset: the task's dataset.
     state: the trained (selected) state.
 

@@ -16,8 +16,8 @@ from energynets import data as data_lib
 from energynets import energies
 from energynets import nets
 from energynets.train import run as run_lib
-from experiments import configuration
 from experiments import tasks
+from experiments.choices import networks as network_choices
 
 # config.train.compute_dtype -> the dtype the networks compute in (their `dtype`);
 # parameters, optimizer state, GBI iterates, energies and losses stay float32.
@@ -160,8 +160,8 @@ def cnn_denoiser(config, dataset) -> nets.CNNDenoiser:
     features=tuple(c.features),
     kernel_size=c.kernel_size,
     activation=c.activation,
-    padding=c.padding,
-    conv_impl=c.conv_impl,
+    padding=network_choices.padding(c.padding),
+    conv_impl=network_choices.conv_impl(c.conv_impl),
     input_mean=statistics["input_mean"],
     input_std=statistics["input_std"],
   )
@@ -189,7 +189,7 @@ def sequence_energy(config, dataset) -> energies.SequenceEnergy:
   e = config.energy
   return energies.SequenceEnergy(
     local_net=tagger(config, dataset),
-    tlm_variants=configuration.name_list(e.tlm_variants) or (),
+    tlm_variants=network_choices.tlm_variants(e.tlm_variants),
     gamma=e.gamma,
     tlm_weight=e.tlm_weight,
     tlm_hidden=e.tlm_hidden,
@@ -209,7 +209,7 @@ def segmentation_energy(config) -> energies.SegmentationEnergy:
     kernel_size=e.kernel_size,
     hidden=tuple(e.hidden),
     activation=e.activation,
-    pooling=e.pooling,
+    pooling=network_choices.segmentation_pooling(e.pooling),
   )
 
 
@@ -221,15 +221,15 @@ def image_energy(config, dataset):
   common = dict(
     noise_variance=e.noise_variance,
     learn_noise_variance=e.learn_noise_variance,
-    padding=e.padding,
-    conv_impl=e.conv_impl,
+    padding=network_choices.padding(e.padding),
+    conv_impl=network_choices.conv_impl(e.conv_impl),
   )
   if e.kind == "deep_prior":
     return energies.DeepPriorEnergy(
       features=tuple(e.features),
       kernel_size=e.kernel_size,
       activation=e.activation,
-      pooling=e.pooling,
+      pooling=network_choices.image_pooling(e.pooling),
       **denoising_input_statistics(e, dataset),
       **common,
     )

@@ -32,7 +32,7 @@ class TuneResult:
     chosen: the chosen trial's overrides (`key -> value`), the refit's step count
       (`train.steps`) included under k-fold selection.
     value: the chosen trial's held-out score (`metric`, mean over folds).
-    metric: the selection metric (`config.train.select_metric`).
+    metric: the selection metric (`search.REPORTED_METRIC`).
     folds: the number of folds (1: the validation split).
     trials: every trial's record, as in trials.jsonl.
     results: the refit's results (test metrics; results.json).
@@ -49,9 +49,13 @@ class TuneResult:
 
 
 def final_config(config: ml_collections.ConfigDict, evidence: dict) -> ml_collections.ConfigDict:
-  """`config` with the chosen overrides; a k-fold refit of one stage trains for the
-  selected step count and keeps its last step (no checkpoint selection)."""
-  final = configuration.with_overrides(config, evidence["overrides"])
+  """`config` with the chosen overrides and the search's selection metric
+  (`selection_overrides`: every selecting stage selects its checkpoint on the metric
+  the trials were scored by); a k-fold refit of one stage trains for the selected step
+  count and keeps its last step (no checkpoint selection)."""
+  final = configuration.with_overrides(
+    config, {**evidence.get("selection_overrides", {}), **evidence["overrides"]}
+  )
   if evidence["folds"] > 1 and not is_staged(config):
     steps = evidence["overrides"]["train.steps"]
     final = configuration.with_overrides(

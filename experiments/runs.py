@@ -35,22 +35,21 @@ _TASK_DECODING = {
 }
 
 
-def write_run(
-  workdir: str | os.PathLike, task, config, dataset, last_stage, result, results
-) -> None:
-  """Writes `workdir/run.json` of a finished experiment: the last stage's selected
-  checkpoint, the model's input shapes and `objective_from_run` with the run's config.
+def write_run(workdir: str | os.PathLike, task, config, dataset, stage, result, results) -> None:
+  """Writes `workdir/run.json` of a finished experiment: the selected stage's selected
+  checkpoint, the model's input shapes and `objective_from_run` with the run's config
+  (and, when the selected stage is not the last, its name).
 
   Args:
     workdir: the run's directory (local, or a URL such as `gs://bucket/run`).
     task: the run's `experiments.tasks.Task`.
     config: the run's (top-level) config.
     dataset: the task's dataset.
-    last_stage: `(name, config)` of the last training stage.
+    stage: `(name, config)` of the training stage the run reports (`meta.selected_stage`).
     result: that stage's `energynets.train.FitResult`.
     results: the results map written to results.json.
   """
-  name, stage_config = last_stage
+  name, stage_config = stage
   decoding, threshold = _TASK_DECODING[task.name]
   source = f"the {task.name} task's metric threshold"
   if "threshold" in results:
@@ -60,6 +59,8 @@ def write_run(
   y = task.rows_for_model(config, dataset.test.y[:1])
   as_json = json.dumps(config.to_dict(), default=configuration.json_default)
   kwargs = {"config": json.loads(as_json), "dataset": run_dataset_metadata(task, dataset)}
+  if name != configuration.stage_configs(config)[-1][0]:
+    kwargs["stage"] = name
   run_lib.write_run(
     workdir,
     arrays=run_lib.array_specs({"x": x, "y": y}),
@@ -180,28 +181,37 @@ def run_dataset(meta: dict[str, Any]):
   raise ValueError(f"unknown task {task!r} in a run's dataset record")
 
 
-def objective_from_run(config: dict[str, Any], dataset: dict[str, Any]) -> objectives.Objective:
+def objective_from_run(
+  config: dict[str, Any], dataset: dict[str, Any], stage: str | None = None
+) -> objectives.Objective:
   """The objective of an `experiments.main` run, rebuilt without its data files (the
   builder its run.json records; `energynets.load_run` calls it).
 
   Args:
     config: the run's config, as a dict (JSON lists read as tuples).
     dataset: `run_dataset_metadata` of the run's dataset.
+    stage: the name of the stage the run reports (None: the last).
 
   Returns:
-    The last training stage's objective (`build_objective` on `run_dataset(dataset)`).
-    In a staged run its `init` goes through every stage (`init`, then each later
-    stage's `init_from`), so it gives the state structure training ended with even
-    where the last stage cannot start alone (SEAL's task-net phase).
+    That training stage's objective (`build_objective` on `run_dataset(dataset)`).
+    In a staged run its `init` goes through every stage up to it (`init`, then each
+    later stage's `init_from`), so it gives the state structure that stage trained
+    even where it cannot start alone (SEAL's task-net phase).
+
+  Raises:
+    ValueError: `stage` is not one of the config's stages.
   """
   full = ml_collections.ConfigDict(configuration.json_to_config(config))
   if full.get("model", {}).get("glove_path", ""):
     # Pretrained embeddings only initialize parameters the checkpoint replaces.
     full.model.glove_path = ""
   stand_in = run_dataset(dataset)
-  built = [
-    builders.build_objective(stage, stand_in) for _, stage in configuration.stage_configs(full)
-  ]
+  stages = configuration.stage_configs(full)
+  names = [name for name, _ in stages]
+  if stage is not None and stage not in names:
+    raise ValueError(f"stage {stage!r} is not one of the run's stages {names}")
+  stages = stages[: names.index(stage) + 1] if stage is not None else stages
+  built = [builders.build_objective(stage_config, stand_in) for _, stage_config in stages]
   if len(built) == 1:
     return built[0]
 

@@ -1,8 +1,16 @@
 """The tuner's search: settings of a config tried on held-out training rows (each trial
 trained and scored by `experiments.trials`), the best chosen and refit (`experiments.refit`).
 `experiments.tune` is its command line and documents the protocol.
+
+The first trial is the config's own setting; the others are drawn by optuna's TPE sampler
+(seeded) from the space's grid, or are the whole grid when the budget covers it. Under
+k-fold selection a trial trains its folds in rungs of 1, 3, 9, ... folds and stops after
+a rung where its held-out value is outside the top third of the values of the trials
+that reached that rung (optuna's successive-halving pruner), so that a bad setting costs
+one fold. Every trial and the chosen setting's run select on `REPORTED_METRIC`.
 """
 
+from collections.abc import Iterator
 import json
 import os
 import time
@@ -11,6 +19,8 @@ from typing import TextIO
 
 from absl import logging
 import ml_collections
+import numpy as np
+import optuna
 
 from energynets.train import storage
 from experiments import cli
@@ -33,6 +43,13 @@ from experiments.trials import selection_metric
 SMALL_TRAIN = 2000
 DEFAULT_FOLDS = 5
 REFIT_DIR = "refit"
+# What a multi-label run reports first, results.json's test/example_f1 (example-F1 at
+# the threshold tuned on validation), measured on held-out rows: the trials select on it,
+# and every selecting stage of the chosen setting's run selects its checkpoint on it.
+REPORTED_METRIC = "validation/example_f1"
+# Successive halving over folds: a trial goes on past a rung of folds (1, 3, 9, ...)
+# only if its held-out value is among the top 1/PRUNE_FACTOR at that rung.
+PRUNE_FACTOR = 3
 
 
 def tune(
@@ -49,6 +66,7 @@ def tune(
   resume: bool = False,
   trial_overrides: dict[str, Any] | None = None,
   echo: TextIO | None = None,
+  prune: bool = True,
 ) -> TuneResult:
   """Selects `config`'s settings from `space` on held-out training rows, refits, tests once.
 
@@ -56,13 +74,15 @@ def tune(
     config: a multi-label config (e.g. `experiments/configs/br.py:mulan`).
     workdir: where trials.jsonl, chosen.json, refit/ and results.json go: a local path,
       a `file://` URL or an object-store URL (`gs://bucket/tune`).
-    space: config key -> candidate values (`search_spaces.for_config`).
-    trials: how many settings to try: 0 or at least the grid's size: every grid point;
-      fewer: that many distinct grid points drawn with `seed`.
+    space: space key -> candidate values (`search_spaces.for_config`).
+    trials: how many settings to try, the config's own first: 0 or at least the grid's
+      size: every grid point; fewer: the config's setting, then settings drawn by
+      optuna's TPE sampler seeded with `seed` (distinct ones).
     folds: k of the k-fold selection on the training split; 1: select on the
       validation split; None: `small_folds` below `SMALL_TRAIN` training rows, else 1.
-    jobs: trials trained at once (processes); 1 trains them in this process.
-    seed: seeds the trial draw and the folds.
+    jobs: folds trained at once (processes); 1 trains them in this process. The
+      trials and the choice do not depend on it.
+    seed: seeds the sampler and the folds.
     small_folds: the fold count `folds=None` means below `SMALL_TRAIN` training rows.
     refit_dir: where the final run trains (None: `workdir`/refit/); `workdir` itself
       puts it next to trials.jsonl, as `experiments.main` does.
@@ -73,6 +93,9 @@ def tune(
       that a trial stops soon after its held-out best).
     echo: a stream that gets each trial's line as it ends (`trial_line`); progress shows
       on stderr either way (`console.Items`).
+    prune: under k-fold selection, stop a trial after a rung of folds where it is outside
+      the top 1/`PRUNE_FACTOR` (the config's own setting is never stopped); False:
+      every trial trains every fold.
 
   Returns:
     The `TuneResult`.
@@ -105,10 +128,14 @@ def tune(
   if folds != 1 and not 2 <= folds <= num_train:
     raise cli.UserError(f"--folds={folds}: use 1 (the validation split) or 2..{num_train}")
   held_out = fold_indices(num_train, folds, seed) if folds > 1 else None
-  settings = search_spaces.sample(space, trials, seed)
+  default = search_spaces.default_setting(config, space)
+  if default.get("data.feature_scaling") == "auto":  # what 'auto' is for this dataset
+    default["data.feature_scaling"] = dataset.meta["preprocessing"]["feature_scaling"]["auto"]
+  search = Search(space, default, trials, seed)
+  rungs = search.rungs(folds) if prune and folds > 1 else ()
   logging.info(
     "tuning %d settings of %s on %s (%s)",
-    len(settings),
+    search.num_trials,
     sorted(space),
     dataset.name,
     f"{folds}-fold on {num_train} training rows" if folds > 1 else "validation split",
@@ -117,16 +144,21 @@ def tune(
   trials_path = search_dir / TRIALS_FILE
   trials_path.write_text("")
   records, lines = [], []
-  trial_config = configuration.with_overrides(config, trial_overrides or {})
-  progress = console.Items(len(settings), "trial", echo=echo)
+  selecting = selection_overrides(config)
+  trial_config = configuration.with_overrides(config, {**selecting, **(trial_overrides or {})})
+  progress = console.Items(search.num_trials, "trial", echo=echo)
   try:
-    for record in run_trials(trial_config, dataset, held_out, settings, jobs):
+    settings = search.settings()
+    for record in run_trials(
+      trial_config, dataset, held_out, settings, jobs, rungs=rungs, keep_going=search.keep_going
+    ):
+      search.tell(record)
       records.append(record)
       lines.append(json.dumps(record, default=configuration.json_default) + "\n")
       # Whole, not appended: an object store cannot append, and a trial takes far longer
       # than writing every record so far.
       trials_path.write_text("".join(lines))
-      line = trial_line(records, len(settings), time.time() - started)
+      line = trial_line(records, search.num_trials, time.time() - started)
       logging.info("%s", line)
       progress.done(line, postfix=f"best {select(records)['value']:.4f}")
   finally:
@@ -137,15 +169,21 @@ def tune(
   refit_steps = folds > 1 and not staged
   if refit_steps:
     chosen["train.steps"] = best["selected_step"]
+  pruned = [r for r in records if r["pruned"]]
   evidence = {
     "overrides": chosen,
+    "selection_overrides": selecting,
     "trial": best["trial"],
     "value": best["value"],
-    "metric": selection_metric(config),
+    "metric": selection_metric(trial_config),
     "selected_step": best["selected_step"],
+    "selected_stage": best.get("selected_stage"),
+    "default": {"params": default, "value": records[0]["value"]},
     "folds": folds,
     "num_train": num_train,
     "num_trials": len(records),
+    "pruned": {r["trial"]: r["folds_trained"] for r in pruned},
+    "steps_trained": sum(r["steps_trained"] for r in records),
     "selection": (
       f"{folds}-fold cross-validation on the {num_train} training rows; "
       "refit on all of them for the selected step count"
@@ -159,11 +197,14 @@ def tune(
     "search_space": space,
     "budget": {
       "trials": trials,
-      "grid_size": len(search_spaces.grid(space)),
+      "grid_size": search_spaces.grid_size(space),
       "folds": folds,
       "jobs": jobs,
       "seed": seed,
       "trial_overrides": dict(trial_overrides or {}),
+      "sampler": "grid" if search.exhaustive else "optuna TPESampler",
+      "rungs": list(rungs),
+      "prune_factor": PRUNE_FACTOR if rungs else None,
     },
     "search_seconds": time.time() - started,
     "config": config.to_dict(),
@@ -174,23 +215,155 @@ def tune(
   return refit(config, evidence, records, search_dir, refit_dir, started)
 
 
+def selection_overrides(config: ml_collections.ConfigDict) -> dict[str, str]:
+  """The overrides that make `config` select on `REPORTED_METRIC`: `train.select_metric`
+  and that of every stage that selects on a metric of its own (a stage that selects
+  nothing, `select_metric=None`, keeps its final state)."""
+  overrides = {"train.select_metric": REPORTED_METRIC}
+  for name in configuration.name_list(config.get("stage_order", "")) or ():
+    stage = configuration.flatten_dict(config.stages[name].to_dict())
+    if stage.get("train.select_metric") is not None:
+      overrides[f"stages.{name}.train.select_metric"] = REPORTED_METRIC
+  return overrides
+
+
+class Search:
+  """The settings of a search, and what it learns from their records.
+
+  The first setting is the config's own (`default`, one trial even where its values are
+  not among the space's); then every other grid point in order when `trials` is 0 or
+  covers them, else settings drawn by optuna's TPE sampler seeded with `seed`, each
+  distinct. The study's choices of a key are its candidates and the default's value, so
+  that the config's own setting is a trial of the study, which learns from it and
+  whose successive-halving pruner (`keep_going`) compares the other trials with it.
+  """
+
+  def __init__(self, space: dict[str, tuple], default: dict[str, Any], trials: int, seed: int):
+    self.space = space
+    self.default = default
+    self._choices = {
+      key: values if default[key] in values else (*values, default[key])
+      for key, values in space.items()
+    }
+    in_grid = all(default[key] in values for key, values in space.items())
+    size = search_spaces.grid_size(space) + (0 if in_grid else 1)
+    self.exhaustive = trials <= 0 or trials >= size
+    self.num_trials = size if self.exhaustive else trials
+    self._distributions: dict[str, optuna.distributions.BaseDistribution] = {
+      key: optuna.distributions.CategoricalDistribution(list(range(len(values))))
+      for key, values in self._choices.items()
+    }
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    self.study = optuna.create_study(
+      direction="maximize",
+      # Half the budget at random before the model, at most optuna's default of 10.
+      sampler=optuna.samplers.TPESampler(
+        seed=seed, n_startup_trials=min(10, max(1, self.num_trials // 2))
+      ),
+      pruner=optuna.pruners.SuccessiveHalvingPruner(
+        min_resource=1, reduction_factor=PRUNE_FACTOR, min_early_stopping_rate=0
+      ),
+    )
+    self._rng = np.random.default_rng(seed)
+    self._trial: optuna.Trial | None = None
+
+  @staticmethod
+  def rungs(folds: int) -> tuple[int, ...]:
+    """The fold counts after which a trial may stop: 1, 3, 9, ... below `folds`."""
+    rungs, rung = [], 1
+    while rung < folds:
+      rungs.append(rung)
+      rung *= PRUNE_FACTOR
+    return tuple(rungs)
+
+  def settings(self) -> Iterator[dict[str, Any]]:
+    """Yields each trial's config overrides (`search_spaces.overrides`); the next is drawn
+    after `tell` of the previous."""
+    seen = {self._key(self.default)}
+    self.study.enqueue_trial(self._indices(self.default))
+    self._trial = self.study.ask(self._distributions)
+    yield search_spaces.overrides(self.default)
+    points = (
+      (p for p in search_spaces.grid(self.space) if self._key(p) not in seen)
+      if self.exhaustive
+      else None
+    )
+    for _ in range(self.num_trials - 1):
+      if points is not None:
+        self.study.enqueue_trial(self._indices(next(points)))
+      trial = self.study.ask(self._distributions)
+      setting = self._setting(trial.params)
+      if self._key(setting) in seen:
+        # TPE proposes a setting already tried: one not yet seen, at random, instead.
+        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        unseen = self._unseen(seen)
+        if unseen is None:
+          return
+        setting = unseen
+        self.study.enqueue_trial(self._indices(setting))
+        trial = self.study.ask(self._distributions)
+      seen.add(self._key(setting))
+      self._trial = trial
+      yield search_spaces.overrides(setting)
+
+  def keep_going(self, record: dict) -> bool:
+    """Whether the current trial goes on after the folds of `record` (its held-out value
+    so far reported to the pruner); the config's own setting always does."""
+    assert self._trial is not None, "keep_going follows a setting"
+    self._trial.report(record["value"], step=len(record["folds"]))
+    return not self._trial.should_prune() or record["trial"] == 0
+
+  def tell(self, record: dict) -> None:
+    """Ends the current trial with its record: its value, or pruned."""
+    assert self._trial is not None, "tell follows a setting"
+    if record["pruned"]:
+      self.study.tell(self._trial, state=optuna.trial.TrialState.PRUNED)
+    else:
+      self.study.tell(self._trial, record["value"])
+
+  def _setting(self, indices: dict[str, int]) -> dict[str, Any]:
+    return {key: choices[indices[key]] for key, choices in self._choices.items()}
+
+  def _indices(self, setting: dict[str, Any]) -> dict[str, int]:
+    return {key: self._choices[key].index(value) for key, value in setting.items()}
+
+  def _key(self, setting: dict[str, Any]) -> tuple[int, ...]:
+    """What identifies a setting: its values' places among the choices (equal values,
+    such as 1 and 1.0, are one choice)."""
+    return tuple(self._indices(setting).values())
+
+  def _unseen(self, seen: set, attempts: int = 1000) -> dict[str, Any] | None:
+    for _ in range(attempts):
+      setting = {key: values[self._rng.integers(len(values))] for key, values in self.space.items()}
+      if self._key(setting) not in seen:
+        return setting
+    return None
+
+
 def trial_line(records: list[dict], total: int, elapsed_s: float) -> str:
   """The report of the last of `records` (trial k of `total`), with the best so far
   and the time left at the mean time per trial."""
   record, best = records[-1], select(records)
   left = elapsed_s / len(records) * (total - len(records))
+  ended = (
+    f"pruned after {record['folds_trained']} fold(s)"
+    if record.get("pruned")
+    else f"best step {record['selected_step']}"
+  )
   return (
     f"trial {len(records)}/{total}: {record['params']} {record['metric']} "
-    f"{record['value']:.4f} (best step {record['selected_step']}) | best "
+    f"{record['value']:.4f} ({ended}) | best "
     f"{best['value']:.4f} (trial {best['trial'] + 1}) | "
     f"{console.format_seconds(elapsed_s)} elapsed, ETA {console.format_seconds(left)}"
   )
 
 
 def select(records: list[dict]) -> dict:
-  """The trial with the highest held-out `value` (the first of equals); only the
-  recorded held-out values are read."""
-  return max(records, key=lambda r: (r["value"], -r["trial"]))
+  """The trial with the highest held-out `value` (the first of equals, so the config's
+  own setting, trial 0, unless another beats it) among those that trained every fold;
+  only the recorded held-out values are read."""
+  finished = [r for r in records if not r.get("pruned")]
+  return max(finished, key=lambda r: (r["value"], -r["trial"]))
 
 
 def check_tunable(config: ml_collections.ConfigDict, space: dict[str, tuple]) -> None:
@@ -204,18 +377,23 @@ def check_tunable(config: ml_collections.ConfigDict, space: dict[str, tuple]) ->
     raise cli.UserError("the tuner maximizes train.select_metric; select_mode must be 'max'")
   if not space:
     raise cli.UserError("the search space is empty")
-  for key, values in space.items():
-    if problem := cli.unknown_config_key(config, key):
-      raise cli.ConfigKeyError(f"search space: {problem}")
+  stages = configuration.name_list(config.get("stage_order", "")) or ()
+  for space_key, values in space.items():
     if not values:
-      raise cli.UserError(f"search space: {key} has no values")
-    stages = configuration.name_list(config.get("stage_order", "")) or ()
-    overridden = [
-      name for name in stages if key in configuration.flatten_dict(config.stages[name].to_dict())
-    ]
-    if stages and len(overridden) == len(stages):
-      raise cli.UserError(
-        f"search space: every stage sets {key} itself, so searching it "
-        f"changes nothing; search stages.<stage>.{key} "
-        f"(stages {', '.join(stages)})"
-      )
+      raise cli.UserError(f"search space: {space_key} has no values")
+    for key in search_spaces.config_keys(space_key):
+      _check_key(config, key, stages)
+
+
+def _check_key(config: ml_collections.ConfigDict, key: str, stages: tuple[str, ...]) -> None:
+  if problem := cli.unknown_config_key(config, key):
+    raise cli.ConfigKeyError(f"search space: {problem}")
+  overridden = [
+    name for name in stages if key in configuration.flatten_dict(config.stages[name].to_dict())
+  ]
+  if stages and len(overridden) == len(stages):
+    raise cli.UserError(
+      f"search space: every stage sets {key} itself, so searching it "
+      f"changes nothing; search stages.<stage>.{key} "
+      f"(stages {', '.join(stages)})"
+    )

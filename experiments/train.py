@@ -3,7 +3,8 @@
 `train_and_evaluate(config, workdir)` is what `experiments/main.py` runs and what
 `experiments/compare.py` loops over; notebooks can call it too. It trains a config's
 stages in turn, selects on validation, evaluates on test and writes results.json,
-test_predictions.npz and run.json.
+test_predictions.npz and run.json. A staged run reports the best validation state over
+all its stages (by the last stage's `train.select_metric`; `meta.selected_stage`).
 
 The parts live in their own modules; import each name from there: `configuration`
 (configs, overrides, stages), `builders` (config -> networks, energies, objective),
@@ -123,6 +124,12 @@ def train_and_evaluate(
 ) -> dict[str, Any]:
   """Trains (stage by stage), selects on validation, evaluates on test; writes results.json.
 
+  Each stage continues from the previous stage's selected state and may select that
+  starting state (`fit`'s step 0); the run then reports the stage whose selected state is
+  best on validation by the last stage's `train.select_metric` (of equal ones, the
+  later), recorded as `meta.selected_stage`, with each stage's value as
+  `meta.stages[i].best_value`. A stage with `select_metric=None` is never reported.
+
   A run in `workdir` resumes at its last step (a finished one only re-evaluates). A
   workdir another process is using is refused (`workdir_lock`), and so is one whose run
   was trained with a config that differs from `config` in what it trains
@@ -195,7 +202,7 @@ def _train_and_evaluate(
   )
   eval_bs = config.train.eval_batch_size
   stages = configuration.stage_configs(config)
-  state, stage_meta = None, []
+  state, stage_meta, trained = None, [], []
   num_train = tasks.num_examples(dataset, "train")
   for name, stage_config in stages:
     if stage_config.train.batch_size > num_train:
@@ -244,7 +251,8 @@ def _train_and_evaluate(
         num_shards=num_shards,
         progress=progress,
       )
-    state, last_stage, last_result = result.state, (name, stage_config), result
+    state = result.state
+    trained.append(((name, stage_config), predict, result, options.select_metric))
     stage_meta.append(
       {
         "stage": name,
@@ -255,6 +263,11 @@ def _train_and_evaluate(
         "stop_reason": result.stop_reason,
       }
     )
+  selected, best_values = _selected_stage(trained, _loop_options(stages[-1][1].train))
+  for entry, value in zip(stage_meta, best_values):
+    entry["best_value"] = value
+  (selected_name, selected_config), predict, selected_result, _ = trained[selected]
+  state = selected_result.state
 
   test_outputs = {}
   # The metrics read every row's labels; with sharded data, the gathered ones.
@@ -276,16 +289,17 @@ def _train_and_evaluate(
     return outputs
 
   results: dict[str, Any] = task.results(scored, soft_predictions)
-  results.update(diagnostics.test_diagnostics(stages[-1][1], dataset, state))
+  results.update(diagnostics.test_diagnostics(selected_config, dataset, state))
   results["meta"] = {
     "dataset": dataset.name,
     "split": dataset.meta.get("split_rule"),
     "split_seed": config.data.split_seed,
     "fold": config.data.get("fold", 0),
     "seed": config.train.seed,
-    "selected_step": stage_meta[-1]["selected_step"],
-    "final_step": stage_meta[-1]["final_step"],
-    "stop_reason": stage_meta[-1]["stop_reason"],
+    "selected_stage": selected_name,
+    "selected_step": stage_meta[selected]["selected_step"],
+    "final_step": stage_meta[selected]["final_step"],
+    "stop_reason": stage_meta[selected]["stop_reason"],
     "stages": stage_meta,
     # Wall time of this invocation: a resumed run counts only its own part.
     "train_seconds": time.time() - started,
@@ -309,8 +323,36 @@ def _train_and_evaluate(
     (run_dir / "results.json").write_text(
       json.dumps(results, indent=2, sort_keys=True, default=configuration.json_default)
     )
-    runs.write_run(run_dir, task, config, dataset, last_stage, last_result, results)
+    runs.write_run(
+      run_dir, task, config, dataset, (selected_name, selected_config), selected_result, results
+    )
   return results
+
+
+def _selected_stage(trained, last_options) -> tuple[int, list[float | None]]:
+  """The stage whose selected state the run reports, and each stage's best validation
+  value of the last stage's `select_metric` (None: the stage selects nothing).
+
+  Args:
+    trained: per stage, `((name, config), predict, FitResult, select_metric)`.
+    last_options: the last stage's `LoopOptions` (`select_metric`, `select_mode`).
+
+  Returns:
+    `(index, values)`: the stage with the best value (of equal ones, the later; the last
+    stage when none has a value) and every stage's value. A stage that selects on another
+    metric is compared by the record of its selected step, which holds every validation
+    metric, since every stage evaluates the same rows.
+  """
+  metric, sign = last_options.select_metric, 1 if last_options.select_mode == "max" else -1
+  values: list[float | None] = []
+  for _, _, result, stage_metric in trained:
+    value = None
+    if metric is not None and stage_metric is not None and result.selected_value is not None:
+      record = next(r for r in result.history if r["step"] == result.selected_step)
+      value = record.get(metric)
+    values.append(value)
+  ranked = [(sign * v, i) for i, v in enumerate(values) if v is not None]
+  return (max(ranked)[1] if ranked else len(trained) - 1), values
 
 
 def _load_process_data(task, config):

@@ -1,13 +1,17 @@
 """The tuner's trials (`experiments.tune`): one setting of a config trained on each fold
-of the training rows (or on train, scored on validation), and trials run in parallel.
+of the training rows (or on train, scored on validation), and folds run in parallel.
 
 `run_trial` trains one setting and records its held-out curve; `fit_held_out` trains a
 config on given rows and scores other rows at every evaluation; `run_trials` runs
-trials in this process or in `single_threaded_processes`, which share a compilation cache
-(`use_compilation_cache`). Test rows never reach a trial (`selection_data`).
+trials fold by fold, in rungs after which a search may stop a trial, in this process or
+in `single_threaded_processes`, which share a compilation cache (`use_compilation_cache`).
+Test rows never reach a trial (`selection_data`).
 """
 
+from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Iterator
+from collections.abc import Sequence
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -34,6 +38,7 @@ __all__ = [
   "fit_held_out",
   "fold_indices",
   "is_staged",
+  "merge_folds",
   "run_trial",
   "run_trials",
   "selection_data",
@@ -89,26 +94,114 @@ def run_trials(
   config: ml_collections.ConfigDict,
   dataset: Any,
   held_out: list[np.ndarray] | None,
-  settings: list[dict[str, Any]],
+  settings: Iterable[dict[str, Any]],
   jobs: int,
+  *,
+  rungs: Sequence[int] = (),
+  keep_going: Callable[[dict], bool] | None = None,
 ) -> Iterator[dict]:
-  """Yields each trial's record in order (in this process, or `jobs` processes, which
-  share this process's compilation cache directory)."""
+  """Yields each trial's record in order (`run_trial`'s, with `pruned`, `folds_trained`
+  and `steps_trained`: the training steps of every fold and stage).
+
+  `settings` is read lazily: the next setting is drawn after the previous trial's record
+  is yielded, so that a search may choose it from the records so far. A trial trains its
+  folds in rungs: the first `rungs[0]` folds, then up to `rungs[1]`, ..., then the rest;
+  after each rung but the last, `keep_going(record of the folds so far)` says whether
+  the trial goes on (False: it stops there, `pruned`). The folds of a rung train at once
+  in `jobs` processes (sharing this process's compilation cache directory); a trial's
+  record does not depend on `jobs`.
+  """
   cache_dir = _compilation_cache_dir()
   base = config.to_dict()
-  if jobs <= 1:
+  groups = _fold_groups(len(held_out) if held_out is not None else 0, rungs)
+  with contextlib.ExitStack() as stack:
+    pool = None
+    if jobs > 1 and held_out is not None:
+      pool = stack.enter_context(
+        single_threaded_processes(jobs, initializer=use_compilation_cache, initargs=(cache_dir,))
+      )
     for i, params in enumerate(settings):
-      yield run_trial(base, dataset, held_out, i, params)
-    return
-  with single_threaded_processes(
-    jobs, initializer=use_compilation_cache, initargs=(cache_dir,)
-  ) as pool:
-    futures = [
-      pool.submit(run_trial, base, dataset, held_out, i, params)
-      for i, params in enumerate(settings)
-    ]
-    for future in futures:
-      yield future.result()
+      parts, pruned = [], False
+      for g, group in enumerate(groups):
+        if held_out is None:
+          parts.append(run_trial(base, dataset, None, i, params))
+        elif pool is None:
+          parts += [run_trial(base, dataset, [held_out[k]], i, params) for k in group]
+        else:
+          futures = [pool.submit(run_trial, base, dataset, [held_out[k]], i, params) for k in group]
+          parts += [future.result() for future in futures]
+        record = merge_folds(parts)
+        if g < len(groups) - 1 and keep_going is not None and not keep_going(record):
+          pruned = True
+          break
+      yield {
+        **record,
+        "pruned": pruned,
+        "folds_trained": len(record["folds"]),
+        "steps_trained": sum(s["final_step"] for f in record["folds"] for s in f["stages"]),
+      }
+
+
+def _fold_groups(folds: int, rungs: Sequence[int]) -> list[list[int]]:
+  """The folds of each rung: `[0, rungs[0])`, `[rungs[0], rungs[1])`, ..., the rest
+  (validation split, `folds=0`: one group)."""
+  if folds == 0:
+    return [[0]]
+  ends = sorted({r for r in rungs if 0 < r < folds} | {folds})
+  return [list(range(start, end)) for start, end in zip([0, *ends[:-1]], ends)]
+
+
+def merge_folds(parts: list[dict]) -> dict:
+  """The record of a trial from records of its folds trained apart (`run_trial` on one
+  fold each, in fold order): the same record `run_trial` gives for the folds together.
+
+  Args:
+    parts: `run_trial` records of the same trial, each over some of its folds.
+
+  Returns:
+    The trial's record over all of their folds (renumbered in order), its stages'
+    curves averaged over every fold; `seconds` is the sum.
+  """
+  if len(parts) == 1:
+    return parts[0]
+  folds = [{**fold, "fold": k} for k, fold in enumerate(f for p in parts for f in p["folds"])]
+  selectable = [stage["value"] is not None for stage in parts[0]["stages"]]
+  return {
+    **parts[0],
+    **_best_stage(folds, selectable),
+    "seconds": sum(p["seconds"] for p in parts),
+  }
+
+
+def _best_stage(folds: list[dict], selectable: list[bool]) -> dict:
+  """`{"folds", "stages", "selected_stage", "selected_step", "value"}` of fold records:
+  each stage's mean held-out curve over the folds at the steps every fold evaluated, its
+  best step and value (None where the stage cannot be selected), and the best stage (of
+  equal values, the later one)."""
+  stages = []
+  for i, can_select in enumerate(selectable):
+    curves = [dict(zip(f["stages"][i]["steps"], f["stages"][i]["values"])) for f in folds]
+    common = sorted(set.intersection(*(set(c) for c in curves)))
+    means = [float(np.mean([c[s] for c in curves])) for s in common]
+    peak = int(np.argmax(means)) if means and can_select else None
+    stages.append(
+      {
+        "stage": folds[0]["stages"][i]["stage"],
+        "selected_step": common[peak] if peak is not None else None,
+        "value": means[peak] if peak is not None else None,
+      }
+    )
+  chosen = max(
+    (i for i, s in enumerate(stages) if s["value"] is not None),
+    key=lambda i: (stages[i]["value"], i),
+  )
+  return {
+    "folds": folds,
+    "stages": stages,
+    "selected_stage": stages[chosen]["stage"],
+    "selected_step": stages[chosen]["selected_step"],
+    "value": stages[chosen]["value"],
+  }
 
 
 @contextlib.contextmanager
@@ -148,12 +241,17 @@ def run_trial(
     params: the trial's overrides.
 
   Returns:
-    `{"trial", "params", "folds": [{"fold", "best_step", "best_value", "steps",
-    "values", "final_step", "stop_reason", "stages"}], "selected_step", "value",
-    "seconds"}`: `value` is the best mean over folds of the (last stage's) held-out
-    metric at one evaluation step, over the steps every fold evaluated, `selected_step`
-    that step; `final_step` and `stop_reason` say where a fold's (last stage's)
-    training ended and why (early stopping), `stages` the same of every stage.
+    `{"trial", "params", "metric", "folds": [{"fold", "best_step", "best_value", "steps",
+    "values", "final_step", "stop_reason", "stages"}], "stages", "selected_stage",
+    "selected_step", "value", "seconds"}`. Each stage's curve is the mean over folds of
+    the held-out metric (the last stage's `select_metric`) at the steps every fold
+    evaluated (a continuing stage's step 0 is its starting state); `stages` holds each
+    stage's best mean `value` and its `selected_step` (None for a stage with
+    `select_metric=None`, which is never selected). `value` is the best of them (of
+    equal ones, the later stage's), `selected_stage` and `selected_step` where it is.
+    A fold's `best_step`, `best_value`, `steps`, `values`, `final_step` and
+    `stop_reason` are its last stage's (where training ended and why: early stopping),
+    its `stages` each stage's fit with its `steps` and `values`.
   """
   started = time.time()
   config = configuration.with_overrides(ml_collections.ConfigDict(base), params)
@@ -169,7 +267,7 @@ def run_trial(
       (_rows(dataset.train, np.setdiff1d(everything, rows)), _rows(dataset.train, rows))
       for rows in held_out
     ]
-  fold_records, curves = [], []
+  fold_records = []
   for k, (fit_rows, scored_rows) in enumerate(parts):
     if scaling is not None:
       fit_rows, scored_rows = _scaled(scaling, fit_rows, scored_rows)
@@ -177,9 +275,8 @@ def run_trial(
     with tempfile.TemporaryDirectory(prefix="trial") as fit_dir:
       with console.titled(f"trial {trial + 1}" + (f" fold {k + 1}" if len(parts) > 1 else "")):
         fits = fit_held_out(config, data, fit_dir)
-    history = fits[-1][1].history
-    steps = [int(r["step"]) for r in history]
-    values = [float(r[metric]) for r in history]
+    stage_curves = [_curve(fit.history, metric) for _, fit in fits]
+    steps, values = list(stage_curves[-1]), list(stage_curves[-1].values())
     best = int(np.argmax(values))
     fold_records.append(
       {
@@ -198,24 +295,30 @@ def run_trial(
             "selected_step": fit.selected_step,
             "final_step": fit.final_step,
             "stop_reason": fit.stop_reason,
+            "steps": list(curve),
+            "values": list(curve.values()),
           }
-          for name, fit in fits
+          for (name, fit), curve in zip(fits, stage_curves)
         ],
       }
     )
-    curves.append(dict(zip(steps, values)))
-  common = sorted(set.intersection(*(set(c) for c in curves)))
-  means = [float(np.mean([c[s] for c in curves])) for s in common]
-  best = int(np.argmax(means))
+  stages = configuration.stage_configs(config)
+  selectable = [
+    i == len(stages) - 1 or stage.train.select_metric is not None
+    for i, (_, stage) in enumerate(stages)
+  ]
   return {
     "trial": trial,
     "params": params,
     "metric": metric,
-    "folds": fold_records,
-    "selected_step": common[best],
-    "value": means[best],
+    **_best_stage(fold_records, selectable),
     "seconds": time.time() - started,
   }
+
+
+def _curve(history: list[dict], metric: str) -> dict[int, float]:
+  """`{step: metric}` of a fit's evaluation records that hold `metric`."""
+  return {int(r["step"]): float(r[metric]) for r in history if metric in r}
 
 
 def _rows(split, rows):
@@ -241,7 +344,7 @@ def fit_held_out(
 
   Returns:
     `[(stage name, FitResult)]` in stage order (one unnamed stage for a single-stage
-    config); the last stage's history is the trial's curve.
+    config); each stage's history is one of the trial's curves (`run_trial`).
   """
   task = tasks.task_for(config)
   fits, state = [], None

@@ -4,23 +4,28 @@ r"""Model selection on validation only: a search over a config's settings, then 
       --config.data.path=DIR --workdir=/tmp/tune_br --jobs=2
 
 Every trial is one setting of the config's search space (`experiments/search_spaces.py`:
-the config module's `get_search_space`, or `--search key=v1,v2`), trained and scored on
-held-out *training* rows by the config's `train.select_metric`:
+the config module's `get_search_space`, or `--search key=v1,v2`), the config's own
+setting first and the others drawn by optuna's TPE sampler (`experiments/search.py`),
+trained and scored on held-out *training* rows by `validation/example_f1`, the metric
+the run reports (every selecting stage of the final run selects on it too):
 
 - fewer than `SMALL_TRAIN` training rows: k-fold cross-validation on the training split
   (`--folds`, default 5; folds from the training rows only). A trial's score is the
   best, over evaluation steps, of the mean held-out metric across folds, and that step
-  is its step count (early stopping on the held-out folds). The chosen setting is
-  refit on all training rows for its step count, without checkpoint selection.
+  is its step count (early stopping on the held-out folds). A trial trains its folds in
+  rungs (1, 3, 9, ... folds) and stops after one where its score is outside the top
+  third (successive halving; `--noprune`: never). The chosen setting is refit on all
+  training rows for its step count, without checkpoint selection.
 - otherwise: the dataset's validation split, as a single run selects; the chosen
   setting is rerun as is (selecting its checkpoint on validation).
 
 Every training run stops early as `fit` does (`train.early_stopping`); a fold that stops
 ends the trial's mean curve there. A staged config (e.g. SPEN: pretrain, energy,
 joint) trains its stages in turn on each fold, each selecting its checkpoint on the
-held-out rows; its score is the best of the last stage's mean held-out curve, and the
-chosen setting is rerun as a normal run (every stage selecting on the validation split),
-since one step count does not describe several stages.
+held-out rows; its score is the best over its stages of each stage's mean held-out curve
+(a continuing stage's starts at its starting state), and the chosen setting is rerun as
+a normal run (every stage selecting on the validation split, the run reporting its best
+stage), since one step count does not describe several stages.
 
 Test rows never reach a trial: trials see a dataset whose test split has no rows, and
 only the refit, after every trial is written, evaluates test (once). Feature scaling is
@@ -181,9 +186,15 @@ def _define_flags() -> dict[str, Any]:
     "trials": flags.DEFINE_integer(
       "trials",
       0,
-      "settings to try (0: the whole grid; fewer than the grid: that many drawn with --seed)",
+      "settings to try, the config's own first (0: the whole grid; fewer than the grid: "
+      "the others drawn by optuna's TPE sampler seeded with --seed)",
     ),
-    "jobs": flags.DEFINE_integer("jobs", 1, "trials trained at once, each in its own process"),
+    "jobs": flags.DEFINE_integer(
+      "jobs", 1, "folds of a trial trained at once, each in its own process"
+    ),
+    "prune": flags.DEFINE_bool(
+      "prune", True, "stop a trial after a rung of folds where it is outside the top third"
+    ),
     "folds": flags.DEFINE_integer(
       "folds",
       0,
@@ -191,7 +202,7 @@ def _define_flags() -> dict[str, Any]:
       f"split; 1: the validation split; 0: {DEFAULT_FOLDS} "
       f"below {SMALL_TRAIN} training rows, else 1",
     ),
-    "seed": flags.DEFINE_integer("seed", 0, "seed of the trial draw and of the folds"),
+    "seed": flags.DEFINE_integer("seed", 0, "seed of the sampler and of the folds"),
     "trial_eval_every": flags.DEFINE_integer(
       "trial_eval_every",
       0,
@@ -257,6 +268,7 @@ def _main(value, workdir: epath.Path):
     seed=value("seed"),
     trial_overrides=trial_overrides(value("trial_eval_every"), value("trial_patience")),
     echo=sys.stdout,
+    prune=value("prune"),
   )
   held_out = f"{result.folds}-fold" if result.folds > 1 else "validation split"
   print(

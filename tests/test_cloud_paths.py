@@ -26,7 +26,7 @@ import pytest
 TINY_MULAN = REPO_ROOT / "tests" / "testdata" / "tiny_mulan"
 BR_CONFIG = REPO_ROOT / "experiments" / "configs" / "br.py"
 MISSING_GCSFS = "gs:// paths need gcsfs, which is not installed: pip install 'energynets[gcs]'"
-# br by path on tiny_mulan (9 training rows): one of two settings drawn, 2 folds, 4 steps.
+# br by path on tiny_mulan (9 training rows): one setting (the config's own), 2 folds, 4 steps.
 TUNED_MAIN = (
   "--config.train.steps=4",
   "--config.train.eval_every=2",
@@ -208,6 +208,9 @@ def test_tune_writes_trials_choice_and_refit_into_a_gs_bucket(tmp_path, sandbox)
       f"--config.data.path={TINY_MULAN}",
       "--config.train.eval_every=2",
       "--config.train.batch_size=8",
+      # The config's own setting, trial 0, is the grid's first point.
+      "--config.loss.l2_c=0.1",
+      "--config.train.steps=4",
       "--only_search_flags",
       "--search=loss.l2_c=0.1,10",
       "--search=train.steps=4",

@@ -119,13 +119,16 @@ def test_tune_lists_its_trials_and_the_results_on_stdout(tmp_path):
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   lines = proc.stdout.splitlines()
-  assert [l.split(":")[0] for l in lines[:2]] == ["trial 1/2", "trial 2/2"], proc.stdout
-  assert re.search(r"\| best 0\.\d{4} \(trial [12]\) \| .* elapsed, ETA 0 s$", lines[1])
-  assert lines[2].startswith("chosen: ") and " loss.l2_c=" in lines[2], proc.stdout
-  assert any(l.startswith("test/example_f1 ") for l in lines[3:]), proc.stdout
+  # The config's own setting is trial 1, then the two searched values.
+  assert [l.split(":")[0] for l in lines[:3]] == ["trial 1/3", "trial 2/3", "trial 3/3"], (
+    proc.stdout
+  )
+  assert re.search(r"\| best 0\.\d{4} \(trial [123]\) \| .* elapsed, ETA 0 s$", lines[2])
+  assert lines[3].startswith("chosen: ") and " loss.l2_c=" in lines[3], proc.stdout
+  assert any(l.startswith("test/example_f1 ") for l in lines[4:]), proc.stdout
   assert lines[-1] == f"results: {tmp_path / 'tune' / 'results.json'}"
   assert not _INFO.search(proc.stderr), proc.stderr
-  assert "trial 2/2" in (tmp_path / "tune" / "logs" / "tune.log").read_text()
+  assert "trial 3/3" in (tmp_path / "tune" / "logs" / "tune.log").read_text()
 
 
 @pytest.mark.parametrize("before", ["none", "empty", "launcher_logs", "earlier_run"])
@@ -197,12 +200,11 @@ def test_a_failed_start_keeps_checkpoints_and_the_output_of_training(tmp_path):
       assert left == ["logs", "logs/main.log", "metrics.jsonl"]
 
 
-def test_training_draws_a_bar_per_stage_when_asked(tmp_path, capsys, monkeypatch):
+def test_training_draws_a_bar_per_stage_when_asked(tmp_path, capsys):
   from experiments import configuration  # pylint: disable=g-import-not-at-top
   from experiments import console  # pylint: disable=g-import-not-at-top
   from experiments import train  # pylint: disable=g-import-not-at-top
 
-  monkeypatch.setattr(console, "_progress", "on")
   config = configuration.get_config(
     "mlp",
     "synthetic",
@@ -212,7 +214,11 @@ def test_training_draws_a_bar_per_stage_when_asked(tmp_path, capsys, monkeypatch
   with config.unlocked():
     config.stages.first = {"train": {"steps": 4}}
     config.stages.second = {"train": {"steps": 6}}
-  train.train_and_evaluate(config, str(tmp_path))
+  console.configure("on")
+  try:
+    train.train_and_evaluate(config, str(tmp_path))
+  finally:
+    console.configure("auto")  # the default where no binary chose
   err = capsys.readouterr().err
   final = [chunk.strip() for chunk in re.split(r"[\r\n]", err) if "|" in chunk]
   assert any(c.startswith("first: 100%") and "4/4" in c for c in final), err

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from energynets import domains
+from energynets import nets
 from energynets import testing
 from energynets.energies import DeepPriorEnergy
 from energynets.energies import FieldOfExperts
@@ -28,11 +29,12 @@ from energynets.inference import Projected
 from energynets.inference import gbi_scan
 from energynets.nets import CNNDenoiser
 from energynets.nets.cnn import PatchConv
-from energynets.nets.cnn import resolve_conv_impl
 
 B, H, W = 3, 8, 9
 FOE = FieldOfExperts(num_filters=3, filter_size=3, noise_variance=0.02, init_weight=0.7)
 DEEP = DeepPriorEnergy(features=(4, 4), kernel_size=3)  # the paper's shape, but cheap
+PADDINGS = {"VALID": nets.VALID, "SAME": nets.SAME, "REFLECT": nets.REFLECT}
+POOLINGS = {"sum": nets.sum_pool, "mean": nets.mean_pool}
 
 
 def _images(seed, batch=B, h=H, w=W, dtype=np.float32):
@@ -170,7 +172,7 @@ class FieldOfExpertsTest(parameterized.TestCase):
 
   @parameterized.parameters("VALID", "REFLECT", "SAME")
   def test_shapes_and_examples_are_independent(self, padding):
-    energy = FOE.clone(padding=padding)
+    energy = FOE.clone(padding=PADDINGS[padding])
     params = _params(energy)
     for h, w in ((H, W), (5, 4)):
       x, y = _images(2, h=h, w=w)
@@ -226,8 +228,8 @@ class FieldOfExpertsTest(parameterized.TestCase):
     small_x, small_y = _images(6, h=2, w=9)
     with self.assertRaisesRegex(ValueError, "at least 3x3"):
       apply(small_x, small_y)
-    with self.assertRaisesRegex(ValueError, "padding"):
-      _params(FOE.clone(padding="ZEROS"))
+    with self.assertRaisesRegex(TypeError, "padding"):
+      _params(FOE.clone(padding="VALID"))
     with self.assertRaisesRegex(ValueError, "noise_variance"):
       _params(FOE.clone(noise_variance=0.0))
 
@@ -254,7 +256,7 @@ class DeepPriorEnergyTest(parameterized.TestCase):
 
   @parameterized.parameters(("VALID", "sum"), ("REFLECT", "mean"))
   def test_shapes_and_examples_are_independent(self, padding, pooling):
-    energy = DEEP.clone(padding=padding, pooling=pooling)
+    energy = DEEP.clone(padding=PADDINGS[padding], pooling=POOLINGS[pooling])
     params = _params(energy)
     for h, w in ((H, W), (5, 6)):
       x, y = _images(7, h=h, w=w)
@@ -277,7 +279,7 @@ class DeepPriorEnergyTest(parameterized.TestCase):
       _jit(energy)(params, x, y), _jit(energy, "data_energy")(params, x, y) + prior, rtol=1e-6
     )
     # 'VALID' 3×3 twice on 8×9: a 4×5 map; mean pooling is the sum / 20.
-    mean = _jit(energy.clone(pooling="mean"), "prior_energy")(params, y)
+    mean = _jit(energy.clone(pooling=nets.mean_pool), "prior_energy")(params, y)
     np.testing.assert_allclose(mean, prior / 20, rtol=1e-5)
 
   def test_input_normalization_reparametrizes_only_the_prior(self):
@@ -307,15 +309,15 @@ class DeepPriorEnergyTest(parameterized.TestCase):
       )
     with self.assertRaisesRegex(ValueError, "at least 13x13"):
       jax.eval_shape(DeepPriorEnergy().init, jax.random.key(0), x, y)
-    with self.assertRaisesRegex(ValueError, "pooling"):
-      jax.eval_shape(DeepPriorEnergy(pooling="max").init, jax.random.key(0), x, y)
+    with self.assertRaisesRegex(TypeError, "pooling"):
+      jax.eval_shape(DeepPriorEnergy(pooling="sum").init, jax.random.key(0), x, y)
 
 
 class SmoothnessTest(parameterized.TestCase):
   """∂E/∂y and the HVP (jvp of grad, what unrolled GBI training differentiates)."""
 
   @parameterized.named_parameters(
-    ("foe", FOE), ("foe_reflect", FOE.clone(padding="REFLECT")), ("deep_prior", DEEP)
+    ("foe", FOE), ("foe_reflect", FOE.clone(padding=nets.REFLECT)), ("deep_prior", DEEP)
   )
   def test_gradient_and_hvp_match_finite_differences(self, energy):
     with jax.enable_x64(True):
@@ -353,7 +355,7 @@ class SmoothnessTest(parameterized.TestCase):
 class ConvImplTest(parameterized.TestCase):
   """`PatchConv` (im2col) is `nn.Conv`: same parameters, values and derivatives.
 
-  The module constants above resolve `conv_impl='auto'` to 'patches' on CPU, so the
+  The module constants above resolve `conv_impl=auto_conv` to `patch_conv` on CPU, so the
   finite-difference and NumPy-reference tests already check it; these compare the two
   implementations against each other, including the second derivatives E2E training uses.
   """
@@ -385,7 +387,7 @@ class ConvImplTest(parameterized.TestCase):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
   @parameterized.named_parameters(
-    ("foe", FOE), ("deep_prior", DEEP), ("deep_prior_reflect", DEEP.clone(padding="REFLECT"))
+    ("foe", FOE), ("deep_prior", DEEP), ("deep_prior_reflect", DEEP.clone(padding=nets.REFLECT))
   )
   def test_energies_and_their_hvps_agree(self, energy):
     params = _params(energy, 22)
@@ -399,16 +401,15 @@ class ConvImplTest(parameterized.TestCase):
       cross = jax.grad(lambda p: jnp.vdot(grad_y(p, y), v))(params)  # ∂/∂φ ⟨∇_y E, v⟩
       return [fn(params, y), grad_y(params, y), hvp, *jax.tree.leaves(cross)]
 
-    for a, b in zip(derivatives("patches"), derivatives("lax")):
+    for a, b in zip(derivatives(nets.patch_conv), derivatives(nets.lax_conv)):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(b))))
 
-  def test_auto_and_bad_names(self):
-    self.assertEqual(
-      resolve_conv_impl("auto"), "patches" if jax.default_backend() == "cpu" else "lax"
-    )
-    self.assertEqual(resolve_conv_impl("lax"), "lax")
-    with self.assertRaisesRegex(ValueError, "conv_impl"):
-      resolve_conv_impl("fft")
+  def test_auto_and_bad_values(self):
+    auto = nets.auto_conv(2, (3, 3), padding="SAME")
+    self.assertIsInstance(auto, PatchConv if jax.default_backend() == "cpu" else nn.Conv)
+    self.assertIsInstance(nets.lax_conv(2, (3, 3)), nn.Conv)
+    with self.assertRaisesRegex(TypeError, "conv_impl"):
+      jax.eval_shape(FOE.clone(conv_impl="lax").init, _key(0), *_images(0))
     with self.assertRaisesRegex(ValueError, "padding"):
       PatchConv(2, (3, 3), padding="CIRCULAR").init(_key(0), np.zeros((1, 5, 5, 1)))
 
@@ -416,7 +417,7 @@ class ConvImplTest(parameterized.TestCase):
 class CNNDenoiserTest(parameterized.TestCase):
   @parameterized.parameters("REFLECT", "SAME")
   def test_shapes_and_starts_at_identity(self, padding):
-    net = CNNDenoiser(features=(8, 8), kernel_size=3, padding=padding)
+    net = CNNDenoiser(features=(8, 8), kernel_size=3, padding=PADDINGS[padding])
     x, _ = _images(16)
     params = jax.jit(net.init)(_key(0), x)["params"]  # one program, not op by op
     apply = _jit(net)
@@ -432,7 +433,7 @@ class CNNDenoiserTest(parameterized.TestCase):
       self.assertFalse(np.allclose(out, xs))
       np.testing.assert_allclose(apply(params, xs[::-1]), out[::-1], rtol=1e-5)
     with self.assertRaisesRegex(ValueError, "size-preserving"):
-      jax.eval_shape(CNNDenoiser(padding="VALID").init, jax.random.key(0), x)
+      jax.eval_shape(CNNDenoiser(padding=nets.VALID).init, jax.random.key(0), x)
     with self.assertRaisesRegex(ValueError, r"\[B, H, W\]"):
       net.apply({"params": params}, x[..., None])
 

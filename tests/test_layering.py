@@ -9,7 +9,8 @@
   listed in the `__all__` of `energynets.x`.
 - The notebooks use only the public API: a name reached from `energynets` is in the
   `__all__` of `energynets` or of a subpackage it lists, never in a module below them.
-- The benchmarks and the tests import no private (underscore) name of `experiments`.
+- The benchmarks and the tests import no private (underscore) name of `experiments`, and
+  patch none by string (`monkeypatch.setattr(module, "_name", ...)`).
 
 Uses are parsed with `ast`: imports anywhere in a file, and attribute chains from a name
 bound to a module of the package (`import energynets as en`, `from energynets.train import
@@ -213,11 +214,6 @@ def _beyond_the_public_api(source: str, where: str) -> list[str]:
   return sorted(bad)
 
 
-# Names below the public API that a notebook still calls, until they are exported. Strict:
-# a name no notebook calls any more must leave this set.
-KNOWN_BELOW_THE_PUBLIC_API = {"energynets.objectives.e2e.e2e_losses"}
-
-
 def _notebook_uses() -> dict[str, list[str]]:
   return {
     path.name: _beyond_the_public_api(_notebook_source(path), path.name)
@@ -227,27 +223,49 @@ def _notebook_uses() -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("name", sorted(_notebook_uses()))
 def test_notebooks_use_only_the_public_api(name):
-  bad = [
-    b
-    for b in _notebook_uses()[name]
-    if b.split(": ")[1].split(" ")[0] not in KNOWN_BELOW_THE_PUBLIC_API
-  ]
+  bad = _notebook_uses()[name]
   assert not bad, "; ".join(bad)
 
 
-def test_known_uses_below_the_public_api_are_still_there():
-  seen = {b.split(": ")[1].split(" ")[0] for bad in _notebook_uses().values() for b in bad}
-  assert KNOWN_BELOW_THE_PUBLIC_API <= seen, (
-    f"{sorted(KNOWN_BELOW_THE_PUBLIC_API - seen)} are public now or unused: remove them "
-    "from KNOWN_BELOW_THE_PUBLIC_API"
-  )
+def _patched_names(source: str, package: str) -> Iterator[tuple[str, str, int]]:
+  """`(module, name, line)` of every name of `package` that `source` patches by string:
+  `setattr(module, "name", ...)` (also `monkeypatch.setattr`, `mock.patch.object`) with
+  `module` bound to a module of `package`, and `patch("package.module.name")` /
+  `monkeypatch.setattr("package.module.name", ...)`."""
+  tree = ast.parse(source)
+  modules = {}
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      for alias in node.names:
+        if alias.name.split(".")[0] == package and alias.asname:
+          modules[alias.asname] = alias.name
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+      for alias in node.names:
+        if node.module.split(".")[0] == package and _module_file(f"{node.module}.{alias.name}"):
+          modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+  for node in ast.walk(tree):
+    if not isinstance(node, ast.Call) or not node.args:
+      continue
+    first, second = node.args[0], node.args[1] if len(node.args) > 1 else None
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+      module, _, name = first.value.rpartition(".")
+      if module.split(".")[0] == package:
+        yield module, name, node.lineno
+    elif (
+      isinstance(first, ast.Name)
+      and first.id in modules
+      and isinstance(second, ast.Constant)
+      and isinstance(second.value, str)
+    ):
+      yield modules[first.id], second.value, node.lineno
 
 
 def _private_names_of_experiments(source: str, where: str) -> list[str]:
+  uses = [*_uses(source, "experiments"), *_patched_names(source, "experiments")]
   return sorted(
     {
       f"{where}:{line}: {module}.{name}"
-      for module, name, line in _uses(source, "experiments")
+      for module, name, line in uses
       if name.startswith("_") and not name.startswith("__")
     }
   )
@@ -284,10 +302,16 @@ def test_the_checks_see_private_and_unlisted_names():
   ]
   test_code = (
     "from experiments import tune\n"
+    "from experiments import console as c\n"
     "from experiments.compare import _private_helper\n"
     "tune._hidden(1)\n"
+    "monkeypatch.setattr(c, '_progress', 'on')\n"
+    "mock.patch('experiments.train._train_and_evaluate')\n"
+    "monkeypatch.setattr(c, 'configure', print)\n"
   )
   assert [b.split(": ")[1] for b in _private_names_of_experiments(test_code, "t")] == [
     "experiments.compare._private_helper",
     "experiments.tune._hidden",
+    "experiments.console._progress",
+    "experiments.train._train_and_evaluate",
   ]

@@ -319,4 +319,4 @@ def test_errors():
   with pytest.raises(ValueError, match="shape mismatch"):
     metrics.soft_f1(jnp.ones((2, 3)), jnp.ones((2, 4)))
   with pytest.raises(ValueError, match="eps"):
-    metrics.soft_iou(jnp.ones((2, 3)), jnp.ones((2, 3)), eps=0.0)
+    metrics.soft_iou(jnp.ones((2, 3)), jnp.ones((2, 3)), eps=-1.0)

@@ -28,6 +28,7 @@ import re
 import textwrap
 import typing
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -389,6 +390,11 @@ def smoke_segmentation(en, tmp_path):
   "energies.SequenceEncoding",
   "energies.TLM_VARIANTS",
   "energies.GLOBAL_ENERGIES",
+  "energies.TLMVariant",
+  "energies.FORWARD",
+  "energies.BACKWARD",
+  "energies.WORD_FORWARD",
+  "energies.WORD_BACKWARD",
   "energies.TagLM",
   "energies.TagLanguageModels",
   "energies.tlm_log_likelihoods",
@@ -400,11 +406,13 @@ def smoke_sequence_energies(en, tmp_path):
   e = en.energies
   batch, mask, _ = testing.tiny_sequence_batch()
   num_tags, steps = testing.SEQ_TAGS, testing.SEQ_STEPS
-  assert set(e.GLOBAL_ENERGIES["c"]) == set(e.TLM_VARIANTS)
+  assert e.GLOBAL_ENERGIES["c"] == e.TLM_VARIANTS
+  assert e.TLM_VARIANTS == (e.FORWARD, e.BACKWARD, e.WORD_FORWARD, e.WORD_BACKWARD)
+  assert e.WORD_BACKWARD == e.TLMVariant("word_backward", backward=True, words=True)
   variants = e.GLOBAL_ENERGIES["a"]
   energy = e.SequenceEnergy(testing.tiny_tagger(), tlm_variants=variants, tlm_hidden=3)
   tlm = e.TagLM(num_tags=num_tags, hidden_size=3)
-  models = e.TagLanguageModels(variants=("backward",), num_tags=num_tags, hidden_size=3)
+  models = e.TagLanguageModels(variants=(e.BACKWARD,), num_tags=num_tags, hidden_size=3)
   mask = jnp.asarray(mask)
 
   @jax.jit  # one compilation: the LSTMs are what is slow to compile
@@ -425,7 +433,7 @@ def smoke_sequence_energies(en, tmp_path):
   assert out["values"].shape == (testing.SEQ_BATCH,) and np.all(np.isfinite(out["values"]))
   assert isinstance(out["encoding"], e.SequenceEncoding)
   np.testing.assert_array_equal(out["encoding"].mask, mask)
-  assert set(out["loglik"]) == set(variants) and all(
+  assert set(out["loglik"]) == {v.name for v in variants} and all(
     v.shape == (testing.SEQ_BATCH,) for v in out["loglik"].values()
   )
   assert out["log_probs"]["forward"].shape == (testing.SEQ_BATCH, steps, num_tags + 1)
@@ -441,7 +449,17 @@ def smoke_sequence_energies(en, tmp_path):
   "nets.activation_by_name",
   "nets.CNNDenoiser",
   "nets.ConvStack",
-  "nets.PADDINGS",
+  "nets.ConvImpl",
+  "nets.Padding",
+  "nets.VALID",
+  "nets.SAME",
+  "nets.REFLECT",
+  "nets.auto_conv",
+  "nets.lax_conv",
+  "nets.patch_conv",
+  "nets.sum_pool",
+  "nets.mean_pool",
+  "nets.flatten_pool",
 )
 def smoke_feedforward_nets(en, tmp_path):
   del tmp_path
@@ -456,12 +474,20 @@ def smoke_feedforward_nets(en, tmp_path):
   with pytest.raises(ValueError):
     n.activation_by_name("no such activation")
   images = jnp.asarray(np.random.RandomState(0).rand(2, 8, 8).astype(np.float32))
-  for padding in n.PADDINGS:
-    stack = n.ConvStack(features=(3,), kernel_size=3, num_outputs=2, padding=padding)
-    out = stack.apply(stack.init(KEY, images[..., None]), images[..., None])
-    assert out.shape == ((2, 8, 8, 2) if padding != "VALID" else (2, 6, 6, 2))
+  assert n.REFLECT == n.Padding("VALID", reflect=True) and n.SAME.keeps_size
+  assert typing.get_args(n.ConvImpl)[-1] is nn.Module  # functions returning a module
+  for padding in (n.VALID, n.SAME, n.REFLECT):
+    for conv_impl in (n.auto_conv, n.lax_conv, n.patch_conv):
+      stack = n.ConvStack(
+        features=(3,), kernel_size=3, num_outputs=2, padding=padding, conv_impl=conv_impl
+      )
+      out = stack.apply(stack.init(KEY, images[..., None]), images[..., None])
+      assert out.shape == ((2, 8, 8, 2) if padding.keeps_size else (2, 6, 6, 2))
   denoiser = n.CNNDenoiser(features=(3,), kernel_size=3)
   assert denoiser.apply(denoiser.init(KEY, images), images).shape == images.shape
+  maps = images[..., None]
+  assert n.sum_pool(maps).shape == n.mean_pool(maps).shape == (2, 1)
+  assert n.flatten_pool(maps).shape == (2, 64)
 
 
 @smoke(
@@ -834,24 +860,20 @@ def smoke_local_and_ssvm(en, tmp_path):
   assert 1 <= float(stats["gbi_steps_mean"]) <= 5
 
 
-@smoke("objectives.deep_mean_field", "objectives.e2e_objective")
+@smoke("objectives.deep_mean_field", "objectives.e2e_objective", "objectives.e2e_losses")
 def smoke_dmf_and_e2e(en, tmp_path):
   del tmp_path
   o = en.objectives
   batch = _multilabel_batch()
   _check_objective(o.deep_mean_field(en.nets.MLP((7,), L), optax.adam(1e-2), num_iters=2), batch)
   # (smoke_gbi checks that the gradient strategies agree.)
-  _check_objective(
-    o.e2e_objective(
-      _spen(en),
-      optax.adam(1e-2),
-      options=o.E2EOptions(
-        gbi=en.inference.GBIConfig(parametrization=en.inference.Logit(), num_steps=2),
-        gradient=en.HVPAdjoint(),
-      ),
-    ),
-    batch,
+  options = o.E2EOptions(
+    gbi=en.inference.GBIConfig(parametrization=en.inference.Logit(), num_steps=2),
+    gradient=en.HVPAdjoint(),
   )
+  _check_objective(o.e2e_objective(_spen(en), optax.adam(1e-2), options=options), batch)
+  losses = o.e2e_losses(_spen(en), options=options)
+  assert np.shape(losses.initial_step_sizes) == (2,)
 
 
 @smoke("objectives.inference_network", "objectives.infnet_losses")

@@ -35,7 +35,8 @@ from energynets.objectives import local
 from energynets.objectives import ssvm
 
 VOCAB, CHARS, POS, CHUNK, L, T, C = 20, 7, 5, 4, 3, 4, 3
-ALL = seq.TLM_VARIANTS
+VARIANTS = {variant.name: variant for variant in seq.TLM_VARIANTS}
+ALL = tuple(VARIANTS)
 
 
 def make_tagger(packed=True):
@@ -50,8 +51,9 @@ def make_tagger(packed=True):
 
 
 def make_energy(tlm=(), **kw):
+  """A `SequenceEnergy` with the TLM variants named in `tlm`."""
   kw = dict(dict(tlm_hidden=6, tlm_word_dim=3), **kw)
-  return seq.SequenceEnergy(make_tagger(), tlm_variants=tuple(tlm), **kw)
+  return seq.SequenceEnergy(make_tagger(), tlm_variants=tuple(VARIANTS[v] for v in tlm), **kw)
 
 
 def make_x(seed, lengths, steps=T, junk=False):
@@ -259,8 +261,10 @@ class PaddingAndDerivativesTest(parameterized.TestCase):
       apply(energy, params, x, jnp.zeros((1, T, L + 1)))
     with self.assertRaisesRegex(ValueError, "local_scale"):
       init(make_energy(local_scale=0.0), x=x)
+    with self.assertRaisesRegex(TypeError, "tlm_variants"):
+      init(seq.SequenceEnergy(make_tagger(), tlm_variants=("forward",)), x=x)
     with self.assertRaisesRegex(ValueError, "tlm_variants"):
-      init(make_energy(("sideways",)), x=x)
+      init(make_energy(("forward", "forward")), x=x)
     with self.assertRaisesRegex(ValueError, "num_tags"):
       jax.eval_shape(
         seq.SequenceEnergy(rnn.BiLSTM(3)).init, jax.random.key(0), x, jnp.zeros((1, T, L))

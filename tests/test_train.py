@@ -15,8 +15,8 @@ from energynets.data.batching import padded_batches
 from energynets.data.batching import train_batch_indices
 from energynets.nets import MLP
 from energynets.objectives import local_bce
-from energynets.train.optimizers import make_optimizer
 from experiments import choices
+from experiments.choices.optimizers import make_optimizer
 
 
 def _toy_data(n=256, d=12, labels=5, seed=0):
@@ -214,7 +214,10 @@ class StagedTrainingTest(parameterized.TestCase):
     seen = {}
 
     def evaluate(state):
-      seen.setdefault("first", jax.tree_util.tree_map(np.asarray, state))
+      # The first evaluation is the stage's starting state (step 0), the second step 10's.
+      seen.setdefault("start", jax.tree_util.tree_map(np.asarray, state))
+      if "start" in seen and int(state["net"].opt_state[0].count):
+        seen.setdefault("first", jax.tree_util.tree_map(np.asarray, state))
       return _evaluator(second, data)(state)
 
     train_lib.fit(
@@ -231,6 +234,9 @@ class StagedTrainingTest(parameterized.TestCase):
     for a, b in zip(start, after):
       self.assertLess(np.max(np.abs(np.asarray(a) - b)), 0.05)
     self.assertEqual(int(seen["first"]["net"].opt_state[0].count), 10)
+    self.assertEqual(int(seen["start"]["net"].opt_state[0].count), 0)
+    for a, b in zip(start, jax.tree_util.tree_leaves(seen["start"]["net"].params)):
+      np.testing.assert_array_equal(np.asarray(a), b)
 
   def test_objective_without_init_from_cannot_continue(self):
     obj = _objective()._replace(init_from=None)

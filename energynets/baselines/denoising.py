@@ -14,6 +14,7 @@ true noise sigma, as is standard (it is a noise level, not a tuned weight).
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,8 +46,6 @@ TV_MAX_ITERATIONS = 2000
 BM3D_MIN_SIDE = 16
 # Median filter window sides tried by `evaluate_baselines`.
 MEDIAN_SIZE_GRID: tuple[int, ...] = (3, 5, 7, 9)
-
-BASELINES = ("noisy", "median", "tv", "bm3d")
 
 # Scores within this distance count as tied in `tune_on_validation`.
 _TIE_ATOL = 1e-9
@@ -198,38 +197,66 @@ def tune_on_validation(
   return next(p for p, s in scores if s >= best - _TIE_ATOL), scores
 
 
+class Baseline(NamedTuple):
+  """A classical denoiser as `evaluate_baselines` scores it: `NOISY`, `MEDIAN`, `TV`,
+  `BM3D`, or your own.
+
+  Attributes:
+    name: its key in the results.
+    denoise: `denoise(x [N, H, W]) -> estimate` without a parameter, else
+      `denoise(x, parameter)`.
+    parameter: the results key of its parameter; None: it takes none.
+    grid: the parameter's values tuned on validation PSNR (`tune_on_validation`); None
+      with a parameter: the parameter is the noise level (`evaluate_baselines`'
+      `noise_sigma`), as BM3D's.
+  """
+
+  name: str
+  denoise: Callable[..., np.ndarray]
+  parameter: str | None = None
+  grid: tuple | None = None
+
+
+NOISY = Baseline("noisy", identity)
+MEDIAN = Baseline("median", median_denoise, "size", MEDIAN_SIZE_GRID)
+TV = Baseline("tv", tv_denoise, "weight", TV_WEIGHT_GRID)
+BM3D = Baseline("bm3d", bm3d_denoise, "sigma")
+BASELINES = (NOISY, MEDIAN, TV, BM3D)
+
+
 def evaluate_baselines(
   dataset,
   *,
-  methods: Sequence[str] = BASELINES,
-  tv_grid: Sequence[float] = TV_WEIGHT_GRID,
-  median_grid: Sequence[int] = MEDIAN_SIZE_GRID,
-  bm3d_sigma: float | None = None,
+  methods: Sequence[Baseline] = BASELINES,
+  noise_sigma: float | None = None,
   peak: float = 1.0,
 ) -> dict[str, dict[str, float]]:
   """PSNR of the classical baselines on the validation and test splits.
 
-  The median window and TV's weight are tuned on validation PSNR
-  (`tune_on_validation`) and applied unchanged to test. BM3D gets `bm3d_sigma`, by
-  default the dataset's true noise sigma.
+  A baseline with a grid (the median window, TV's weight) is tuned on validation PSNR
+  (`tune_on_validation`) and applied unchanged to test; one with a parameter but no
+  grid (BM3D) gets `noise_sigma`, by default the dataset's true noise sigma.
 
   Args:
     dataset: a `energynets.data.denoising.DenoisingDataset` (validation and test are
       used; train is not).
-    methods: any of 'noisy' (the input), 'median', 'tv', 'bm3d'.
-    tv_grid: TV weights searched.
-    median_grid: median window sides searched.
-    bm3d_sigma: noise level given to BM3D; None = `dataset.noise_sigma`.
+    methods: `Baseline`s (default: `NOISY`, `MEDIAN`, `TV`, `BM3D`; another grid:
+      `TV._replace(grid=(0.01, 0.1))`).
+    noise_sigma: noise level given to the baselines that take it; None =
+      `dataset.noise_sigma`.
     peak: PSNR peak (1 for the [0, 1] value scale).
 
   Returns:
-    method -> {"validation/psnr", "test/psnr"} in dB, plus the parameter used:
-    "size" for 'median' and "weight" for 'tv' (each with "validation/psnr@<value>"
-    for every grid value), "sigma" for 'bm3d'.
+    name -> {"validation/psnr", "test/psnr"} in dB, plus the parameter used under the
+    baseline's `parameter` key ("size" for `MEDIAN`, "weight" for `TV`, each with
+    "validation/psnr@<value>" for every grid value; "sigma" for `BM3D`).
+
+  Raises:
+    TypeError: a method that is not a `Baseline`.
   """
-  unknown = sorted(set(methods) - set(BASELINES))
-  if unknown:
-    raise ValueError(f"unknown baselines {unknown}; expected some of {BASELINES}")
+  wrong = [m for m in methods if not isinstance(m, Baseline)]
+  if wrong:
+    raise TypeError(f"methods must be Baseline values (NOISY, MEDIAN, TV, BM3D); got {wrong}")
   val, test = dataset.validation, dataset.test
   if val.num_examples == 0 or test.num_examples == 0:
     raise ValueError("evaluate_baselines needs non-empty validation and test splits")
@@ -242,23 +269,21 @@ def evaluate_baselines(
 
   results: dict[str, dict[str, float]] = {}
   for method in methods:
-    if method == "noisy":
-      results[method] = scores(identity)
-    elif method in ("median", "tv"):
-      fn, grid, key = (
-        (median_denoise, median_grid, "size")
-        if method == "median"
-        else (tv_denoise, tv_grid, "weight")
-      )
-      best, grid_scores = tune_on_validation(fn, grid, val.x, val.y, peak)
-      results[method] = {
-        **scores(_with_parameter(fn, best)),
-        key: float(best),
+    if method.parameter is None:
+      results[method.name] = scores(method.denoise)
+    elif method.grid is not None:
+      best, grid_scores = tune_on_validation(method.denoise, method.grid, val.x, val.y, peak)
+      results[method.name] = {
+        **scores(_with_parameter(method.denoise, best)),
+        method.parameter: float(best),
         **{f"validation/psnr@{p:g}": s for p, s in grid_scores},
       }
     else:
-      sigma = dataset.noise_sigma if bm3d_sigma is None else float(bm3d_sigma)
-      results[method] = {**scores(_with_parameter(bm3d_denoise, sigma)), "sigma": sigma}
+      sigma = dataset.noise_sigma if noise_sigma is None else float(noise_sigma)
+      results[method.name] = {
+        **scores(_with_parameter(method.denoise, sigma)),
+        method.parameter: sigma,
+      }
   return results
 
 

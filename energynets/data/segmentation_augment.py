@@ -12,7 +12,7 @@ SEAL's / DVN's crop protocol (their public code): train on random 24×24 crops o
 unpadded 32×32 image (`crop=24, pad=0`), predict on a fixed grid of 36 crops at offsets
 `SEAL_CROP_OFFSETS` in each axis (`crop_grid`), and average the crops' soft masks per
 pixel over the crops that cover it (`average_crops`). The nets and energies see only
-24×24 inputs then (`FCN` is size-agnostic; `SegmentationEnergy` with `pooling='flatten'`
+24×24 inputs then (`FCN` is size-agnostic; `SegmentationEnergy` with `pooling=flatten_pool`
 is built at its training size).
 """
 

@@ -36,14 +36,27 @@ from energynets.energies.sequence import TagLM
 from energynets.energies.sequence import tlm_log_likelihoods
 from energynets.energies.sequence import tlm_log_probs
 from energynets.energies.sequence import tlm_pretrain_loss
+from energynets.energies.tag_language_models import TLMVariant
 
-TLM_VARIANTS: tuple[str, ...] = sequence.TLM_VARIANTS
-"""The tag-language-model global energies of `SequenceEnergy` (Tu et al. 2020):
-`'forward'`, `'backward'`, `'word_forward'`, `'word_backward'`."""
+FORWARD: TLMVariant = sequence.FORWARD
+"""The forward tag language model ȳ_t of Eq. (8): the tags before t."""
 
-GLOBAL_ENERGIES: dict[str, tuple[str, ...]] = sequence.GLOBAL_ENERGIES
-"""The paper's three global-energy settings (Tu et al. 2020, Table 4), name -> the
-`TLM_VARIANTS` it uses: `'a'` forward, `'b'` forward + backward, `'c'` all four."""
+BACKWARD: TLMVariant = sequence.BACKWARD
+"""The backward tag language model ȳ'_t of Eq. (9): the tags after t, right to left."""
+
+WORD_FORWARD: TLMVariant = sequence.WORD_FORWARD
+"""The word-augmented forward TLM ỹ_t of Eq. (9), weighted by γ."""
+
+WORD_BACKWARD: TLMVariant = sequence.WORD_BACKWARD
+"""The word-augmented backward TLM ỹ'_t of Eq. (9), weighted by γ."""
+
+TLM_VARIANTS: tuple[TLMVariant, ...] = sequence.TLM_VARIANTS
+"""The four tag-language-model global energies of `SequenceEnergy` (Tu et al. 2020):
+`FORWARD`, `BACKWARD`, `WORD_FORWARD`, `WORD_BACKWARD`."""
+
+GLOBAL_ENERGIES: dict[str, tuple[TLMVariant, ...]] = sequence.GLOBAL_ENERGIES
+"""The paper's three global-energy settings (Tu et al. 2020, Table 4), its label -> the
+`TLMVariant`s it uses: `'a'` forward, `'b'` forward + backward, `'c'` all four."""
 
 __all__ = [
   "Energy",
@@ -73,6 +86,11 @@ __all__ = [
   "SequenceEncoding",
   "SequenceEnergy",
   "TLM_VARIANTS",
+  "TLMVariant",
+  "FORWARD",
+  "BACKWARD",
+  "WORD_FORWARD",
+  "WORD_BACKWARD",
   "TagLM",
   "TagLanguageModels",
   "tlm_log_likelihoods",

@@ -16,6 +16,7 @@ from energynets import domains
 from energynets.energies.energy import Energy
 from energynets.energies.energy import EnergyShapeError
 from energynets.energies.energy import shape_text
+from energynets.nets.mlp import ACTIVATIONS
 
 __all__ = [
   "NON_SMOOTH",
@@ -27,7 +28,8 @@ __all__ = [
   "trainable_groups",
 ]
 
-NON_SMOOTH = ("relu", "hardtanh")
+# The piecewise-linear non-linearities `check_smooth` refuses (ReLU, HardTanh).
+NON_SMOOTH = (ACTIVATIONS["relu"], ACTIVATIONS["hardtanh"])
 
 
 def check_y(energy: Energy, x: Any, y: Any) -> None:
@@ -126,13 +128,14 @@ def trainable_groups(energy: Energy, trainable) -> frozenset | None:
 
 
 def check_smooth(module: Any) -> None:
-  """ValueError if `module.activation` names a non-smooth non-linearity (ReLU, HardTanh).
+  """ValueError if `module.activation` is (or names) one of `NON_SMOOTH` (ReLU, HardTanh).
 
   Training through GBI differentiates `∇_y E`: with a piecewise-linear activation the
   Hessian is zero almost everywhere, so the unroll passes no second-order signal.
   """
   activation = getattr(module, "activation", None)
-  if isinstance(activation, str) and activation in NON_SMOOTH:
+  function = ACTIVATIONS.get(activation) if isinstance(activation, str) else activation
+  if function is not None and any(function is f for f in NON_SMOOTH):
     raise ValueError(
       f"{type(module).__name__}.activation={activation!r} is not smooth: energies trained "
       f"end to end through inference need a twice-differentiable non-linearity "

@@ -6,7 +6,7 @@ in the data's scale: the project's denoising data are in [0, 1] (PSNR is then re
 with peak 1 ≙ 255), and `noise_variance` is in that scale (σ = 25/255 ≈ 0.1 gives
 σ² ≈ 0.01). Every energy returns `[B]`, one value per example; there are no batch
 statistics, so an example's energy and GBI trajectory do not depend on its batch-mates.
-H and W are free (subject to the receptive field under 'VALID' padding).
+H and W are free (subject to the receptive field under `VALID` padding).
 
 Both energies are MAP energies for a Gaussian noise model (§6.1, Eq. 12):
 
@@ -36,7 +36,7 @@ scale of the gradient (hence GBI's step size) differs. The prior sees only y: "t
   another 7×7×32 convolution, a SoftPlus, a 1×1×1 convolution, and finally spatial
   average pooling" (the trunk is `energynets.nets.ConvStack`, shared with the
   feed-forward `CNNDenoiser` baseline). Pooling is a per-example *sum* over output
-  pixels by default (`pooling='sum'`), `'mean'` being the literal reading. For a fixed
+  pixels by default (`pooling=sum_pool`), `mean_pool` being the literal reading. For a fixed
   image size the two are the same function class (sum = H'W' · mean; the 1×1 weights
   rescale), but with the data term a sum over pixels, mean pooling shrinks the prior's
   per-pixel gradient by 1/(H'W'): at 96×128 training crops the prior would start ~10⁴
@@ -45,11 +45,11 @@ scale of the gradient (hence GBI's step size) differs. The prior sees only y: "t
   per-pixel gradients are local and independent of the image size.
 
 Convolutions are cross-correlations (`f ⋆ y`, as `flax.linen.Conv`); for learned filters
-this is the paper's `f * y` with the filters flipped. Padding ('VALID' by default):
+this is the paper's `f * y` with the filters flipped. Padding (`energynets.nets.VALID` by default):
 filters are applied only where they fit inside the image, so no invented border pixels
 are penalized (zero padding would make every bright border an "edge"); border pixels are
 then constrained by fewer filter responses, and the image must be at least as large as
-the receptive field. 'REFLECT' (mirror padding, full-size response maps) and 'SAME'
+the receptive field. `REFLECT` (mirror padding, full-size response maps) and `SAME`
 (zeros) are available.
 
 Smoothness: SoftPlus and SoftAbs are C^∞, so both energies are twice differentiable in y,
@@ -57,6 +57,7 @@ as unrolled GBI training requires (Hessian-vector products, E2E-SPEN §3); do no
 ReLU activation for the DeepPrior when training through inference.
 """
 
+from collections.abc import Callable
 from collections.abc import Sequence
 import math
 
@@ -66,22 +67,24 @@ import jax.numpy as jnp
 
 from energynets import domains
 from energynets.energies import protocol
-from energynets.nets import PADDINGS
+from energynets.nets import VALID
 from energynets.nets import ConvStack
+from energynets.nets.cnn import ConvImpl
+from energynets.nets.cnn import Padding
+from energynets.nets.cnn import auto_conv
+from energynets.nets.cnn import check_padding
 from energynets.nets.cnn import conv2d
 from energynets.nets.cnn import pad_image
+from energynets.nets.cnn import sum_pool
 from energynets.nets.mlp import softplus
 
 __all__ = [
-  "POOLINGS",
   "DeepPriorEnergy",
   "FieldOfExperts",
   "GaussianDataTerm",
   "soft_abs",
   "softplus_t",
 ]
-
-POOLINGS = ("sum", "mean")
 
 
 def softplus_t(u: jax.Array, temperature: float) -> jax.Array:
@@ -101,8 +104,8 @@ def _check_images(x: jax.Array, y: jax.Array) -> None:
     )
 
 
-def _check_size(y: jax.Array, receptive_field: int, padding: str, who: str) -> None:
-  if padding == "VALID" and min(y.shape[1], y.shape[2]) < receptive_field:
+def _check_size(y: jax.Array, receptive_field: int, padding: Padding, who: str) -> None:
+  if not padding.keeps_size and min(y.shape[1], y.shape[2]) < receptive_field:
     raise ValueError(
       f"{who} with 'VALID' padding needs images of at least "
       f"{receptive_field}x{receptive_field} pixels; got {y.shape[1:]}"
@@ -154,9 +157,9 @@ class FieldOfExperts(nn.Module):
     temperature: β of SoftAbs (paper: 25; larger is sharper).
     noise_variance, learn_noise_variance: the data term (`GaussianDataTerm`).
     init_weight: the initial α_k (all equal).
-    padding: one of `energynets.nets.PADDINGS` (default 'VALID'; module docstring).
-    conv_impl: how the filters are applied (`energynets.nets.cnn.CONV_IMPLS`; the same
-      function either way).
+    padding: an `energynets.nets.Padding` (default `VALID`; module docstring).
+    conv_impl: how the filters are applied (`energynets.nets.auto_conv`, `lax_conv`,
+      `patch_conv`; the same function either way).
   """
 
   num_filters: int = 24
@@ -165,8 +168,8 @@ class FieldOfExperts(nn.Module):
   noise_variance: float = 0.01
   learn_noise_variance: bool = True
   init_weight: float = 1.0
-  padding: str = "VALID"
-  conv_impl: str = "auto"
+  padding: Padding = VALID
+  conv_impl: ConvImpl = auto_conv
 
   def setup(self):
     if self.num_filters < 1 or self.filter_size < 1 or not self.temperature > 0:
@@ -176,14 +179,11 @@ class FieldOfExperts(nn.Module):
       )
     if not self.init_weight > 0:
       raise ValueError(f"init_weight must be positive; got {self.init_weight}")
-    if self.padding not in PADDINGS:
-      raise ValueError(f"unknown padding {self.padding!r}; expected one of {PADDINGS}")
     self.data_term = GaussianDataTerm(self.noise_variance, self.learn_noise_variance)
-    conv_padding = "SAME" if self.padding == "SAME" else "VALID"
     self.filters = conv2d(
       self.num_filters,
       (self.filter_size, self.filter_size),
-      padding=conv_padding,
+      padding=check_padding(self.padding).conv_padding,
       conv_impl=self.conv_impl,
       use_bias=False,
     )
@@ -236,10 +236,11 @@ class DeepPriorEnergy(nn.Module):
     features: hidden channels (paper: (32, 32)).
     kernel_size: hidden kernel size (paper: 7).
     activation: a name of `energynets.nets.ACTIVATIONS` (paper: 'softplus').
-    pooling: 'sum' (default) or 'mean' over output pixels (module docstring).
+    pooling: `[B, H', W'] -> [B]` over output pixels: `energynets.nets.sum_pool`
+      (default) or `mean_pool` (module docstring).
     noise_variance, learn_noise_variance: the data term (`GaussianDataTerm`).
-    padding: one of `energynets.nets.PADDINGS` (default 'VALID').
-    conv_impl: how the convolutions are computed (`energynets.nets.cnn.CONV_IMPLS`).
+    padding: an `energynets.nets.Padding` (default `VALID`).
+    conv_impl: how the convolutions are computed (as `FieldOfExperts`).
     input_mean, input_std: the trunk sees `(y − input_mean) / input_std`
       (`energynets.nets.cnn.normalized_input`; a fixed reparametrization of the prior,
       the data term keeps the image scale). Defaults (0, 1): y as it is.
@@ -248,19 +249,20 @@ class DeepPriorEnergy(nn.Module):
   features: Sequence[int] = (32, 32)
   kernel_size: int = 7
   activation: str = "softplus"
-  pooling: str = "sum"
+  pooling: Callable[[jax.Array], jax.Array] = sum_pool
   noise_variance: float = 0.01
   learn_noise_variance: bool = True
-  padding: str = "VALID"
-  conv_impl: str = "auto"
+  padding: Padding = VALID
+  conv_impl: ConvImpl = auto_conv
   input_mean: float = 0.0
   input_std: float = 1.0
 
   def setup(self):
-    if self.pooling not in POOLINGS:
-      raise ValueError(f"unknown pooling {self.pooling!r}; expected one of {POOLINGS}")
-    if self.padding not in PADDINGS:
-      raise ValueError(f"unknown padding {self.padding!r}; expected one of {PADDINGS}")
+    if not callable(self.pooling):
+      raise TypeError(
+        f"pooling must be a function like energynets.nets.sum_pool; got {self.pooling!r}"
+      )
+    check_padding(self.padding)
     self.data_term = GaussianDataTerm(self.noise_variance, self.learn_noise_variance)
     self.prior = ConvStack(
       tuple(self.features),
@@ -283,9 +285,7 @@ class DeepPriorEnergy(nn.Module):
     """`[B]`: DNN(y), the pooled output of the conv trunk (independent of x)."""
     field = len(self.features) * (self.kernel_size - 1) + 1
     _check_size(y, field, self.padding, "DeepPriorEnergy")
-    out = self.prior(y[..., None])[..., 0]
-    reduce = jnp.sum if self.pooling == "sum" else jnp.mean
-    return reduce(out, axis=(1, 2))
+    return self.pooling(self.prior(y[..., None])[..., 0])
 
   def data_energy(self, x: jax.Array, y: jax.Array) -> jax.Array:
     """`[B]`: the Gaussian data term alone."""

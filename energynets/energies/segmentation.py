@@ -2,6 +2,7 @@
 a local term from a segmentation `FCN` and a global `ConvScoreNet` on the image with the
 mask as a fourth channel (DVN, Gygli et al. 2017; SEAL, Lee et al. 2022, §4.4)."""
 
+from collections.abc import Callable
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -12,18 +13,16 @@ import jax.numpy as jnp
 
 from energynets import domains
 from energynets.energies import protocol
+from energynets.nets.cnn import flatten_pool
 from energynets.nets.mlp import activation_by_name
 
 __all__ = [
-  "SEGMENTATION_POOLINGS",
   "ConvScoreNet",
   "SegmentationEncoding",
   "SegmentationEnergy",
   "segmentation_energy",
   "segmentation_param_groups",
 ]
-
-SEGMENTATION_POOLINGS = ("flatten", "mean")
 
 
 class SegmentationEncoding(NamedTuple):
@@ -44,10 +43,11 @@ class ConvScoreNet(nn.Module):
 
   The value network of DVN / SEAL's horse loss-net read as a function of its input
   alone: convolutions of `features` channels with `strides` ('SAME' padding), the map
-  flattened (`pooling='flatten'`, the papers' fully connected layers: a fixed image
-  size) or averaged over positions (`'mean'`: any image size), `hidden` dense layers,
-  and a dense readout to one number. The readout keeps its bias: GBI ignores a
-  constant, but a value network's σ(−E) must be able to reach any score level.
+  flattened (`pooling=energynets.nets.flatten_pool`, the papers' fully connected
+  layers: a fixed image size) or averaged over positions (`mean_pool`: any image
+  size), `hidden` dense layers, and a dense readout to one number. The readout keeps
+  its bias: GBI ignores a constant, but a value network's σ(−E) must be able to reach
+  any score level.
 
   Attributes:
     features, strides, kernel_size: the convolutions (default: SEAL's 64, 128, 128
@@ -58,7 +58,7 @@ class ConvScoreNet(nn.Module):
       Hessian-vector products of unrolled or implicit training need second derivatives;
       SEAL's public code uses ReLU in its dense layers, which gives a piecewise-linear
       energy with zero curvature almost everywhere).
-    pooling: 'flatten' or 'mean' (see above).
+    pooling: `[B, H', W', C] -> [B, D]`, `flatten_pool` or `mean_pool` (see above).
   """
 
   features: Sequence[int] = (64, 128, 128)
@@ -66,7 +66,7 @@ class ConvScoreNet(nn.Module):
   kernel_size: int = 5
   hidden: Sequence[int] = (384, 192)
   activation: str = "softplus"
-  pooling: str = "flatten"
+  pooling: Callable[[jax.Array], jax.Array] = flatten_pool
 
   @nn.compact
   def __call__(self, v: jax.Array) -> jax.Array:
@@ -75,14 +75,16 @@ class ConvScoreNet(nn.Module):
         f"ConvScoreNet needs one stride per convolution; got features "
         f"{tuple(self.features)} and strides {tuple(self.strides)}"
       )
-    if self.pooling not in SEGMENTATION_POOLINGS:
-      raise ValueError(f"unknown pooling {self.pooling!r}; expected one of {SEGMENTATION_POOLINGS}")
+    if not callable(self.pooling):
+      raise TypeError(
+        f"pooling must be a function like energynets.nets.flatten_pool; got {self.pooling!r}"
+      )
     act = activation_by_name(self.activation)
     k = (self.kernel_size, self.kernel_size)
     for i, (width, stride) in enumerate(zip(self.features, self.strides)):
       v = act(nn.Conv(width, k, strides=(stride, stride), padding="SAME", name=f"conv_{i}")(v))
     # Per example only (no batch statistics): each example's energy is its own.
-    v = v.reshape(v.shape[0], -1) if self.pooling == "flatten" else jnp.mean(v, axis=(1, 2))
+    v = self.pooling(v)
     for j, width in enumerate(self.hidden):
       v = act(nn.Dense(width, name=f"dense_{j}")(v))
     return nn.Dense(1, name="readout")(v)[..., 0]
@@ -128,7 +130,7 @@ class SegmentationEnergy(nn.Module):
   kernel_size: int = 5
   hidden: Sequence[int] = (384, 192)
   activation: str = "softplus"
-  pooling: str = "flatten"
+  pooling: Callable[[jax.Array], jax.Array] = flatten_pool
 
   def setup(self):
     self.global_term = ConvScoreNet(

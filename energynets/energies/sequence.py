@@ -64,11 +64,17 @@ from energynets import domains
 from energynets.energies import protocol
 
 # The TLM names stay importable from here, where the energy that uses them lives.
+from energynets.energies.tag_language_models import BACKWARD  # noqa: F401
+from energynets.energies.tag_language_models import FORWARD  # noqa: F401
 from energynets.energies.tag_language_models import GLOBAL_ENERGIES  # noqa: F401
 from energynets.energies.tag_language_models import TLM_VARIANTS  # noqa: F401
+from energynets.energies.tag_language_models import WORD_BACKWARD  # noqa: F401
+from energynets.energies.tag_language_models import WORD_FORWARD  # noqa: F401
 from energynets.energies.tag_language_models import Initializer  # noqa: F401
 from energynets.energies.tag_language_models import TagLanguageModels  # noqa: F401
 from energynets.energies.tag_language_models import TagLM  # noqa: F401
+from energynets.energies.tag_language_models import TLMVariant
+from energynets.energies.tag_language_models import check_variants
 from energynets.energies.tag_language_models import reverse_real  # noqa: F401
 from energynets.energies.tag_language_models import tlm_log_likelihood  # noqa: F401
 from energynets.tokens import unpack_tokens
@@ -111,7 +117,7 @@ def tag_language_models(energy: "SequenceEnergy", name: str | None = None) -> Ta
     getattr(energy.local_net, "embedder", None), "vocab_size", 0
   )
   return TagLanguageModels(
-    tuple(energy.tlm_variants),
+    check_variants(energy.tlm_variants),
     _num_tags(energy.local_net),
     energy.tlm_hidden,
     energy.tlm_cell,
@@ -130,8 +136,9 @@ class SequenceEnergy(nn.Module):
     local_net: the tagger on the packed token array: `local_net(x, train=...,
       return_features=True) -> (logits [B, T, L], b(x, t) [B, T, H])`, with `num_tags`
       (`PackedTagger`).
-    tlm_variants: the global TLM terms, any of `TLM_VARIANTS` (`GLOBAL_ENERGIES[k]` for
-      the paper's GE(k)); `()` (default) is the energy of Eq. (7) alone.
+    tlm_variants: the global TLM terms, distinct `TLMVariant`s (`FORWARD`, `BACKWARD`,
+      `WORD_FORWARD`, `WORD_BACKWARD`; `GLOBAL_ENERGIES[k]` for the paper's GE(k));
+      `()` (default) is the energy of Eq. (7) alone.
     gamma: γ of Eq. (9), the weight of the word-augmented TLM terms.
     tlm_weight: the weight of the plain forward / backward TLM terms (paper: 1).
     tlm_hidden: hidden size of every TLM's LSTM (paper, NER: 128).
@@ -150,7 +157,7 @@ class SequenceEnergy(nn.Module):
   """
 
   local_net: nn.Module
-  tlm_variants: Sequence[str] = ()
+  tlm_variants: Sequence[TLMVariant] = ()
   gamma: float = 1.0
   tlm_weight: float = 1.0
   tlm_hidden: int = 128
@@ -218,9 +225,9 @@ class SequenceEnergy(nn.Module):
     energy = local + pair
     if self.tlm_variants:
       loglik = self.tlm.log_likelihoods(y, mask, encoding.word_vectors)
-      for variant, value in loglik.items():
-        weight = self.gamma if variant.startswith("word_") else self.tlm_weight
-        energy = energy - weight * value
+      for variant in self.tlm.variants:
+        weight = self.gamma if variant.words else self.tlm_weight
+        energy = energy - weight * loglik[variant.name]
     return energy
 
 
@@ -304,7 +311,7 @@ def _tlm_params(params: Any) -> Any:
 def tlm_log_likelihoods(
   energy: SequenceEnergy, params: Any, y: jax.Array, mask: jax.Array, words: jax.Array | None = None
 ) -> dict[str, jax.Array]:
-  """`{variant: [B]}`, each TLM's log-likelihood of y (`params`: the energy's, or only
+  """`{variant name: [B]}`, each TLM's log-likelihood of y (`params`: the energy's, or only
   their `tlm` group); `words [B, T]` ids are needed by the word-augmented TLMs."""
   module = tag_language_models(energy)
 
@@ -319,7 +326,7 @@ def tlm_log_likelihoods(
 def tlm_log_probs(
   energy: SequenceEnergy, params: Any, y: jax.Array, mask: jax.Array, words: jax.Array | None = None
 ) -> dict[str, jax.Array]:
-  """`{variant: [B, T, L + 1]}`: `TagLanguageModels.log_probs` with these params."""
+  """`{variant name: [B, T, L + 1]}`: `TagLanguageModels.log_probs` with these params."""
   module = tag_language_models(energy)
 
   def fn(tlm):

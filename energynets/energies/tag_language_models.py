@@ -13,7 +13,8 @@ ending with the start symbol) and word-augmented forward / backward TLMs
 
     E_GE(y) = −Σ_t [log(y_tᵀ ȳ_t) + log(y_tᵀ ȳ'_t) + γ (log(y_tᵀ ỹ_t) + log(y_tᵀ ỹ'_t))]
 
-Select the terms with `tlm_variants` (any of `TLM_VARIANTS`); the paper's settings are
+Select the terms with `tlm_variants`, `TLMVariant` values (`FORWARD`, `BACKWARD`,
+`WORD_FORWARD`, `WORD_BACKWARD`; all four are `TLM_VARIANTS`); the paper's settings are
 `GLOBAL_ENERGIES`: GE(a) forward only (Tu & Gimpel 2018), GE(b) forward + backward
 (γ = 0), GE(c) all four. Training: Tu & Gimpel (2018) pretrained h on an automatically
 tagged corpus and kept it fixed; *this* paper does not pretrain: "its parameters are
@@ -26,6 +27,7 @@ local and pairwise terms; its docstring lists the choices the paper leaves open.
 """
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -33,9 +35,29 @@ import jax.numpy as jnp
 
 from energynets.nets.rnn import CELLS
 
-TLM_VARIANTS = ("forward", "backward", "word_forward", "word_backward")
+
+class TLMVariant(NamedTuple):
+  """One tag language model of Eq. (9): its reading direction and whether it reads words.
+
+  Attributes:
+    name: its module under the `tlm` parameter group, and its key in the
+      `log_likelihoods` / `log_probs` dicts.
+    backward: reads the tags right to left (ȳ'_t), else left to right (ȳ_t).
+    words: word-augmented (ỹ_t, weighted by γ): reads the words beside the tags.
+  """
+
+  name: str
+  backward: bool = False
+  words: bool = False
+
+
+FORWARD = TLMVariant("forward")
+BACKWARD = TLMVariant("backward", backward=True)
+WORD_FORWARD = TLMVariant("word_forward", words=True)
+WORD_BACKWARD = TLMVariant("word_backward", backward=True, words=True)
+TLM_VARIANTS = (FORWARD, BACKWARD, WORD_FORWARD, WORD_BACKWARD)
 # The paper's three global-energy settings (Table 4).
-GLOBAL_ENERGIES = {"a": ("forward",), "b": ("forward", "backward"), "c": TLM_VARIANTS}
+GLOBAL_ENERGIES = {"a": (FORWARD,), "b": (FORWARD, BACKWARD), "c": TLM_VARIANTS}
 
 Initializer = Callable[..., jax.Array]
 
@@ -110,15 +132,30 @@ def tlm_log_likelihood(
   return per_token, jnp.where(lengths > 0, end, 0.0)
 
 
+def check_variants(variants) -> tuple[TLMVariant, ...]:
+  """`variants` as a tuple, if they are distinct `TLMVariant`s and not none; else a
+  one-line TypeError or ValueError."""
+  variants = tuple(variants)
+  if not all(isinstance(v, TLMVariant) for v in variants):
+    raise TypeError(
+      f"tlm_variants must be TLMVariant values (FORWARD, BACKWARD, WORD_FORWARD, "
+      f"WORD_BACKWARD); got {variants}"
+    )
+  names = [v.name for v in variants]
+  if not names or len(set(names)) != len(names):
+    raise ValueError(f"tlm_variants must be distinct and not empty; got {tuple(names)}")
+  return variants
+
+
 class TagLanguageModels(nn.Module):
-  """The enabled TLMs (`variants` ⊆ `TLM_VARIANTS`) and the word-augmented ones' words.
+  """The enabled TLMs (`variants`, distinct `TLMVariant`s) and the word-augmented ones' words.
 
   `log_likelihoods(y, mask, word_vectors)` gives, per variant, the log-likelihood of
   each row under that TLM (`[B]`; the negative of its energy term); `log_probs` the
   per-token predictive log-probabilities in the original token order.
   """
 
-  variants: tuple[str, ...]
+  variants: tuple[TLMVariant, ...]
   num_tags: int
   hidden_size: int = 128
   cell: str = "optimized_lstm"
@@ -128,15 +165,11 @@ class TagLanguageModels(nn.Module):
   word_lookahead: bool = False
 
   def setup(self):
-    unknown = set(self.variants) - set(TLM_VARIANTS)
-    if unknown or not self.variants or len(set(self.variants)) != len(self.variants):
-      raise ValueError(
-        f"tlm_variants must be distinct names from {TLM_VARIANTS}; got {self.variants}"
-      )
+    check_variants(self.variants)
     if self.cell not in CELLS:
       raise ValueError(f"unknown TLM cell {self.cell!r}; expected one of {sorted(CELLS)}")
     self.models = {
-      v: TagLM(self.num_tags, self.hidden_size, self.cell, name=v) for v in self.variants
+      v.name: TagLM(self.num_tags, self.hidden_size, self.cell, name=v.name) for v in self.variants
     }
     if self.uses_words:
       if self.vocab_size < 1:
@@ -150,23 +183,25 @@ class TagLanguageModels(nn.Module):
 
   @property
   def uses_words(self) -> bool:
-    return any(v.startswith("word_") for v in self.variants)
+    return any(v.words for v in self.variants)
 
   def embed_words(self, words: jax.Array, mask: jax.Array) -> jax.Array:
     """`[B, T]` word ids -> `[B, T, word_dim]`, zero at padding."""
     return self.words(words) * mask[..., None]
 
-  def _run(self, variant: str, y: jax.Array, mask: jax.Array, word_vectors: jax.Array | None):
+  def _run(
+    self, variant: TLMVariant, y: jax.Array, mask: jax.Array, word_vectors: jax.Array | None
+  ):
     """The variant's `TagLM` output on y in its reading order, and y in that order."""
-    backward = variant.endswith("backward")
+    backward = variant.backward
     y = jnp.where(mask[..., None], y, 0.0)
     if backward:
       y = reverse_real(y, mask)
     words = None
-    if variant.startswith("word_"):
+    if variant.words:
       if word_vectors is None:
         raise ValueError(
-          f"the {variant!r} TLM needs word vectors (SequenceEncoding."
+          f"the {variant.name!r} TLM needs word vectors (SequenceEncoding."
           f"word_vectors, or words=... for the pretraining loss)"
         )
       words = reverse_real(word_vectors, mask) if backward else word_vectors
@@ -177,28 +212,28 @@ class TagLanguageModels(nn.Module):
         if self.word_lookahead
         else jnp.concatenate([zero, words], axis=1)
       )
-    return self.models[variant](y, words), y
+    return self.models[variant.name](y, words), y
 
   def log_likelihoods(
     self, y: jax.Array, mask: jax.Array, word_vectors: jax.Array | None = None
   ) -> dict[str, jax.Array]:
-    """`{variant: [B]}`: `Σ_t log(y_tᵀ ȳ_t)` over the n + 1 predictions of each row."""
+    """`{variant name: [B]}`: `Σ_t log(y_tᵀ ȳ_t)` over the n + 1 predictions of each row."""
     out = {}
     for variant in self.variants:
       log_probs, y_read = self._run(variant, y, mask, word_vectors)
       per_token, end = tlm_log_likelihood(log_probs, y_read, mask)
-      out[variant] = jnp.sum(per_token, axis=-1) + end
+      out[variant.name] = jnp.sum(per_token, axis=-1) + end
     return out
 
   def log_probs(
     self, y: jax.Array, mask: jax.Array, word_vectors: jax.Array | None = None
   ) -> dict[str, jax.Array]:
-    """`{variant: [B, T, L + 1]}`: the distribution each TLM predicts for token t (last
+    """`{variant name: [B, T, L + 1]}`: the distribution each TLM predicts for token t (last
     column: the boundary symbol), from the tokens before t (forward) or after t
     (backward), in the original token order; padding rows are meaningless."""
     out = {}
     for variant in self.variants:
       log_probs, _ = self._run(variant, y, mask, word_vectors)
       log_probs = log_probs[:, :-1]
-      out[variant] = reverse_real(log_probs, mask) if variant.endswith("backward") else log_probs
+      out[variant.name] = reverse_real(log_probs, mask) if variant.backward else log_probs
     return out

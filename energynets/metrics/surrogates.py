@@ -2,8 +2,8 @@
 
 `soft_f1` and `soft_iou` score relaxed predictions per example and work under `jit`,
 `vmap` and `grad` (SEAL/DVN scores, CD costs). On binary inputs they match the exact
-host-side metrics (`soft_f1` exactly at its default `eps = 0`, otherwise up to the
-smoothing constant `eps`).
+host-side metrics (exactly at their default `eps = 0`, otherwise up to the smoothing
+constant `eps`).
 """
 
 from __future__ import annotations
@@ -93,37 +93,55 @@ def soft_f1(
 
 
 def soft_iou(
-  y_true: ArrayLike, y_soft: ArrayLike, eps: float = 1e-7, axis: int | tuple[int, ...] | None = None
+  y_soft: ArrayLike, y: ArrayLike, eps: float = 0.0, axis: int | tuple[int, ...] | None = None
 ) -> jnp.ndarray:
-  """Per-example soft IoU, `(Σ y·ŷ + eps) / (Σ y + Σ ŷ − Σ y·ŷ + eps)`.
+  """Per-example soft IoU, `(Σ ŷ·y + eps) / (Σ ŷ + Σ y − Σ ŷ·y + eps)`.
 
-  The product form of intersection over union: on binary inputs it is
-  `|y ∧ ŷ| / |y ∨ ŷ|` (up to eps), and since `y + ŷ − yŷ = 1 − (1−y)(1−ŷ) ≥ 0`
-  on [0, 1] the denominator never goes negative. Empty/empty scores 1 via
-  `eps`, as in `soft_f1`. Works under `jit`, `vmap` and `grad`.
+  The segmentation score of DVN (Gygli et al. 2017) and SEAL (Eq. 10, written there as
+  `Σ min(ŷ, y) / Σ max(ŷ, y)`, which is this for binary gold y; the two differ only when
+  both arguments are soft). The argument order is the library's `(y_hat, y)`, as
+  `soft_f1`: a task score `s(y_soft, y) -> [B]` (`objectives.scores`, DVN, SEAL); the
+  formula is symmetric in its two arguments. Since `ŷ + y − ŷy = 1 − (1−ŷ)(1−y) ≥ 0` on
+  [0, 1], the denominator never goes negative.
 
-  The two arguments play symmetric roles (the formula is symmetric in y and ŷ),
-  so `soft_iou(pred, gold)` and `soft_iou(gold, pred)` are the same number.
-  With binary gold it equals SEAL's Eq. 10, `Σ min(ŷ, y) / Σ max(ŷ, y)` (for
-  y ∈ {0, 1}: min(ŷ, y) = ŷy and max(ŷ, y) = y + ŷ − ŷy); the two differ only
-  when both arguments are soft.
+  `eps = 0` (default): the exact ratio, computed in the inputs' dtype, with the
+  empty-gold-and-empty-prediction point (the only zero of the denominator on [0, 1])
+  set to 1; on binary inputs it equals `|y ∧ ŷ| / |y ∨ ŷ|` (`per_image_iou`). The
+  gradient is that of the ratio except at the empty point, where it is 0 (as
+  `soft_f1`). `eps > 0`: the smoothed ratio, computed in at least float32; empty/empty
+  scores 1 through `eps`.
+
+  Pure jax.numpy: works under `jit`, `vmap` and `grad`.
 
   Args:
-    y_true: [B, ...] gold labels (binary or soft), any shape equal to `y_soft`:
-      [B, L] label vectors, [B, H, W] masks.
-    y_soft: [B, ...] relaxed prediction in [0, 1].
-    eps: positive smoothing constant.
-    axis: axes summed over; None (default): every non-batch axis, one score
-      per example whatever its shape (a [B, L] input: the label axis); a 1-D
-      input is one example (e.g. under `vmap`) and is summed whole.
+    y_soft: `[B, ...]` relaxed prediction in [0, 1] (`[B, L]` label vectors, `[B, H, W]`
+      masks).
+    y: `[B, ...]` gold output in [0, 1] (binary in practice), shaped like `y_soft`.
+    eps: non-negative smoothing constant.
+    axis: axes summed over; None (default): every non-batch axis (a 1-D input is one
+      example, e.g. under `vmap`, and is summed whole).
 
   Returns:
-    [B] scores in [0, 1] (the input shape without `axis`).
+    `[B]` scores in [0, 1] (the input shape without `axis`).
+
+  Raises:
+    ValueError: shapes that differ, or a negative eps.
   """
-  _check_eps(eps)
-  y_true, y_soft = _soft_inputs(y_true, y_soft)
+  _check_eps(eps, allow_zero=True)
   if axis is None:
-    axis = tuple(range(1, y_soft.ndim)) if y_soft.ndim > 1 else -1
-  inter = jnp.sum(y_true * y_soft, axis=axis)
-  union = jnp.sum(y_true, axis=axis) + jnp.sum(y_soft, axis=axis) - inter
+    axis = tuple(range(1, jnp.ndim(y_soft))) if jnp.ndim(y_soft) > 1 else -1
+  if isinstance(eps, (int, float)) and eps == 0:
+    if jnp.shape(y_soft) != jnp.shape(y):
+      raise ValueError(
+        f"shape mismatch: y_soft has shape {jnp.shape(y_soft)} but y has shape {jnp.shape(y)}"
+      )
+    intersection = jnp.sum(y_soft * y, axis=axis)
+    union = jnp.sum(y_soft, axis=axis) + jnp.sum(y, axis=axis) - intersection
+    empty = union <= 0.0
+    # The double `where` keeps the unselected branch finite (see `soft_f1`).
+    ratio = intersection / jnp.where(empty, 1.0, union)
+    return jnp.where(empty, jnp.ones_like(ratio), ratio)
+  y, y_soft = _soft_inputs(y, y_soft)
+  inter = jnp.sum(y * y_soft, axis=axis)
+  union = jnp.sum(y, axis=axis) + jnp.sum(y_soft, axis=axis) - inter
   return (inter + eps) / (union + eps)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from collections.abc import Sequence
 import math
 from typing import Any
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -27,46 +28,74 @@ import jax.numpy as jnp
 from energynets.nets.mlp import activation_by_name
 from energynets.nets.mlp import float32_outputs
 
-PADDINGS = ("VALID", "SAME", "REFLECT")
-# How a stride-1 k×k convolution is computed (`conv2d`). 'lax' is XLA's convolution;
-# 'patches' gathers the k² shifted copies of the input and does one matmul (im2col).
-# Both have the same parameters and agree to float32 rounding (tests/test_image_energies.py).
-# 'auto' picks 'patches' on CPU, where XLA's convolution is slow inside loops of
-# gradients: a DP-3 training step (3 unrolled GBI steps in a `lax.scan`, differentiated
-# again) ran 8.1× faster with patches and a DP-SSVM step 5.6× on a 2-core CPU, while a
-# plain feed-forward CNN step ran at 0.84× (results/e2e/conv_impl.md). On GPU/TPU
-# 'auto' keeps XLA's convolution.
-CONV_IMPLS = ("auto", "lax", "patches")
+
+class Padding(NamedTuple):
+  """How a k×k convolution treats the image border: `VALID`, `SAME` or `REFLECT`.
+
+  Attributes:
+    conv_padding: what the convolution itself is given, flax's `'VALID'` (filters only
+      where they fit) or `'SAME'` (zeros around the image).
+    reflect: mirror-pad the image by the kernel's half-widths first (`pad_image`), so
+      that the 'VALID' convolution returns a map of the image's size.
+  """
+
+  conv_padding: str
+  reflect: bool = False
+
+  @property
+  def keeps_size(self) -> bool:
+    """Whether the convolution's output has the input's height and width."""
+    return self.reflect or self.conv_padding == "SAME"
 
 
-def pad_image(v: jax.Array, kernel_size: int, padding: str) -> tuple[jax.Array, str]:
+VALID = Padding("VALID")
+SAME = Padding("SAME")
+REFLECT = Padding("VALID", reflect=True)
+
+
+def check_padding(padding: Any) -> Padding:
+  """`padding`, if it is a `Padding` (`VALID`, `SAME`, `REFLECT`); else a one-line
+  TypeError."""
+  if not isinstance(padding, Padding):
+    raise TypeError(
+      f"padding must be a Padding (energynets.nets.VALID, SAME or REFLECT); got {padding!r}"
+    )
+  return padding
+
+
+def pad_image(v: jax.Array, kernel_size: int, padding: Padding) -> tuple[jax.Array, str]:
   """`(v', conv_padding)`: `v [B, H, W, C]` prepared for a k×k convolution.
 
-  'REFLECT' pads by mirror reflection (without repeating the edge pixel) so that the
-  following 'VALID' convolution returns an `[H, W]` map; unlike zero padding ('SAME') it
-  invents no dark frame that filters would read as an edge. 'VALID' and 'SAME' are
+  `REFLECT` pads by mirror reflection (without repeating the edge pixel) so that the
+  following 'VALID' convolution returns an `[H, W]` map; unlike zero padding (`SAME`) it
+  invents no dark frame that filters would read as an edge. `VALID` and `SAME` are
   passed through to the convolution unchanged.
   """
-  if padding not in PADDINGS:
-    raise ValueError(f"unknown padding {padding!r}; expected one of {PADDINGS}")
-  if padding != "REFLECT" or kernel_size == 1:
-    return v, padding
+  check_padding(padding)
+  if not padding.reflect or kernel_size == 1:
+    return v, padding.conv_padding
   lo, hi = (kernel_size - 1) // 2, kernel_size // 2
   if min(v.shape[1], v.shape[2]) <= max(lo, hi):
     raise ValueError(
       f"REFLECT padding of a {kernel_size}x{kernel_size} kernel needs "
       f"images larger than {max(lo, hi)} pixels; got {v.shape[1:3]}"
     )
-  return jnp.pad(v, ((0, 0), (lo, hi), (lo, hi), (0, 0)), mode="reflect"), "VALID"
+  return jnp.pad(v, ((0, 0), (lo, hi), (lo, hi), (0, 0)), mode="reflect"), padding.conv_padding
 
 
-def resolve_conv_impl(conv_impl: str) -> str:
-  """'lax' or 'patches': `conv_impl` with 'auto' resolved for the default backend."""
-  if conv_impl not in CONV_IMPLS:
-    raise ValueError(f"unknown conv_impl {conv_impl!r}; expected one of {CONV_IMPLS}")
-  if conv_impl == "auto":
-    return "patches" if jax.default_backend() == "cpu" else "lax"
-  return conv_impl
+def sum_pool(v: jax.Array) -> jax.Array:
+  """`[B, H, W, ...] -> [B, ...]`: the sum over positions (axes 1 and 2)."""
+  return jnp.sum(v, axis=(1, 2))
+
+
+def mean_pool(v: jax.Array) -> jax.Array:
+  """`[B, H, W, ...] -> [B, ...]`: the mean over positions (axes 1 and 2)."""
+  return jnp.mean(v, axis=(1, 2))
+
+
+def flatten_pool(v: jax.Array) -> jax.Array:
+  """`[B, ...] -> [B, D]`: every position's features side by side (a fixed image size)."""
+  return v.reshape(v.shape[0], -1)
 
 
 class PatchConv(nn.Module):
@@ -105,19 +134,71 @@ class PatchConv(nn.Module):
     return out
 
 
+# How a stride-1 k×k convolution is computed (the `conv_impl` of the convolutional nets
+# and energies): `lax_conv` is XLA's convolution; `patch_conv` gathers the k² shifted
+# copies of the input and does one matmul (im2col). Both have the same parameters and
+# agree to float32 rounding (tests/test_image_energies.py). `auto_conv` picks
+# `patch_conv` on CPU, where XLA's convolution is slow inside loops of gradients: a
+# DP-3 training step (3 unrolled GBI steps in a `lax.scan`, differentiated again) ran
+# 8.1× faster with patches and a DP-SSVM step 5.6× on a 2-core CPU, while a plain
+# feed-forward CNN step ran at 0.84× (results/e2e/conv_impl.md). On GPU/TPU it keeps
+# XLA's convolution.
+ConvImpl = Callable[..., nn.Module]
+
+
+def lax_conv(
+  features: int,
+  kernel_size: Sequence[int],
+  *,
+  padding: str = "VALID",
+  name: str | None = None,
+  **kwargs,
+) -> nn.Module:
+  """A stride-1 `flax.linen.Conv` (XLA's convolution); `padding` is flax's."""
+  return nn.Conv(features, tuple(kernel_size), padding=padding, name=name, **kwargs)
+
+
+def patch_conv(
+  features: int,
+  kernel_size: Sequence[int],
+  *,
+  padding: str = "VALID",
+  name: str | None = None,
+  **kwargs,
+) -> nn.Module:
+  """A `PatchConv`: the same convolution and parameters as `lax_conv`, as one matmul."""
+  return PatchConv(features, tuple(kernel_size), padding=padding, name=name, **kwargs)
+
+
+def auto_conv(
+  features: int,
+  kernel_size: Sequence[int],
+  *,
+  padding: str = "VALID",
+  name: str | None = None,
+  **kwargs,
+) -> nn.Module:
+  """`patch_conv` on the CPU backend, else `lax_conv` (see the comment above)."""
+  impl = patch_conv if jax.default_backend() == "cpu" else lax_conv
+  return impl(features, kernel_size, padding=padding, name=name, **kwargs)
+
+
 def conv2d(
   features: int,
   kernel_size: Sequence[int],
   *,
   padding: str = "VALID",
-  conv_impl: str = "auto",
+  conv_impl: ConvImpl = auto_conv,
   name: str | None = None,
   **kwargs,
 ) -> nn.Module:
-  """A stride-1 convolution module, `nn.Conv` or `PatchConv` by `conv_impl` (same params)."""
-  if resolve_conv_impl(conv_impl) == "patches":
-    return PatchConv(features, tuple(kernel_size), padding=padding, name=name, **kwargs)
-  return nn.Conv(features, tuple(kernel_size), padding=padding, name=name, **kwargs)
+  """A stride-1 convolution module made by `conv_impl` (`lax_conv`, `patch_conv`,
+  `auto_conv`: the same parameters); `padding` is flax's 'VALID' or 'SAME'."""
+  if not callable(conv_impl):
+    raise TypeError(
+      f"conv_impl must be a function like energynets.nets.auto_conv; got {conv_impl!r}"
+    )
+  return conv_impl(features, kernel_size, padding=padding, name=name, **kwargs)
 
 
 def normalized_input(v: jax.Array, mean: float, std: float) -> jax.Array:
@@ -143,8 +224,8 @@ def normalized_input(v: jax.Array, mean: float, std: float) -> jax.Array:
 class ConvStack(nn.Module):
   """`[B, H, W, C] -> [B, H', W', num_outputs]`: k×k convs + activation, then a 1×1 readout.
 
-  With 'VALID' padding `H' = H − len(features)·(k − 1)` (likewise W); with 'SAME' or
-  'REFLECT' the map keeps its size. Parameters: `conv_0 … conv_{n−1}` and `readout`.
+  With `VALID` padding `H' = H − len(features)·(k − 1)` (likewise W); with `SAME` or
+  `REFLECT` the map keeps its size. Parameters: `conv_0 … conv_{n−1}` and `readout`.
 
   Attributes:
     features: channels of the hidden convolutions (paper: (32, 32)).
@@ -152,12 +233,13 @@ class ConvStack(nn.Module):
     num_outputs: channels of the 1×1 readout.
     activation: a name of `energynets.nets.ACTIVATIONS`; energies trained through
       unrolled inference need a twice-differentiable one ('softplus', E2E-SPEN §5).
-    padding: one of `PADDINGS` (see `pad_image`).
+    padding: a `Padding`: `VALID`, `SAME` or `REFLECT` (see `pad_image`).
     readout_bias: whether the readout has a bias (an energy's constant offset has no
       gradient, so energies leave it out).
     zero_readout: initialize the readout to zero (a residual net then starts at the
       identity).
-    conv_impl: one of `CONV_IMPLS` (how the convolutions are computed; same function).
+    conv_impl: how the convolutions are computed (`auto_conv`, `lax_conv`, `patch_conv`;
+      the same function).
     input_mean, input_std: the first convolution sees `(v − input_mean) / input_std`
       (`normalized_input`). The defaults (0, 1) leave v as it is.
   """
@@ -166,10 +248,10 @@ class ConvStack(nn.Module):
   kernel_size: int = 7
   num_outputs: int = 1
   activation: str = "softplus"
-  padding: str = "VALID"
+  padding: Padding = VALID
   readout_bias: bool = True
   zero_readout: bool = False
-  conv_impl: str = "auto"
+  conv_impl: ConvImpl = auto_conv
   input_mean: float = 0.0
   input_std: float = 1.0
 
@@ -201,9 +283,9 @@ class CNNDenoiser(nn.Module):
 
   Attributes:
     features, kernel_size, activation: as `ConvStack` (paper-sized by default).
-    padding: 'REFLECT' (default) or 'SAME' (zeros); the output must keep the input's
-      size, so 'VALID' is rejected.
-    conv_impl: one of `CONV_IMPLS`.
+    padding: `REFLECT` (default) or `SAME` (zeros); the output must keep the input's
+      size, so `VALID` is rejected.
+    conv_impl: as `ConvStack`.
     input_mean, input_std: the trunk sees `(x − input_mean) / input_std` and its output
       is scaled back, `ŷ = x + input_std · ConvStack(·)`, so the readout predicts the
       noise in standardized units (`normalized_input`).
@@ -212,8 +294,8 @@ class CNNDenoiser(nn.Module):
   features: Sequence[int] = (32, 32)
   kernel_size: int = 7
   activation: str = "softplus"
-  padding: str = "REFLECT"
-  conv_impl: str = "auto"
+  padding: Padding = REFLECT
+  conv_impl: ConvImpl = auto_conv
   input_mean: float = 0.0
   input_std: float = 1.0
 
@@ -222,9 +304,9 @@ class CNNDenoiser(nn.Module):
     del train  # no dropout or batch statistics; kept for the `net(x, train=...)` contract
     if x.ndim != 3:
       raise ValueError(f"CNNDenoiser expects x of shape [B, H, W]; got {x.shape}")
-    if self.padding not in ("SAME", "REFLECT"):
+    if not check_padding(self.padding).keeps_size:
       raise ValueError(
-        f"CNNDenoiser needs a size-preserving padding ('SAME' or 'REFLECT'); got {self.padding!r}"
+        f"CNNDenoiser needs a size-preserving padding (SAME or REFLECT); got {self.padding!r}"
       )
     residual = ConvStack(
       tuple(self.features),

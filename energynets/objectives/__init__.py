@@ -14,6 +14,7 @@ from energynets.objectives.dvn import DVNOptions
 from energynets.objectives.dvn import Sampler
 from energynets.objectives.dvn import deep_value_network
 from energynets.objectives.e2e import E2EOptions
+from energynets.objectives.e2e import e2e_losses
 from energynets.objectives.e2e import e2e_objective
 from energynets.objectives.implicit import ImplicitCD
 from energynets.objectives.implicit import ImplicitDVN
@@ -70,6 +71,7 @@ __all__ = [
   "crf_objective",
   "deep_mean_field",
   "deep_value_network",
+  "e2e_losses",
   "e2e_objective",
   "implicit_objective",
   "inference_network",

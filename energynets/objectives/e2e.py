@@ -251,8 +251,19 @@ def _check_options(options: Any) -> E2EOptions:
   return options
 
 
-def e2e_losses(energy, *, options: E2EOptions | None = None) -> E2ELosses:
+def e2e_losses(energy: Any, *, options: E2EOptions | None = None) -> E2ELosses:
   """The loss of `e2e_objective` (the same energy and options, without the optimizers).
+
+  What to differentiate to compare gradient strategies on one batch, or to build another
+  method on the unrolled inference.
+
+  Args:
+    energy: E_Θ, anything `protocol.as_energy` accepts.
+    options: `E2EOptions` (required: it holds `gbi`).
+
+  Returns:
+    `E2ELosses`: the loss function, the unrolled inference, the energy model and the
+    initial step sizes of the `inference` group.
 
   Raises:
     TypeError: `options` is not an `E2EOptions` (it is required: it holds `gbi`).

@@ -61,7 +61,7 @@ class FitResult:
     state: the selected state (best on validation by `LoopOptions.select_metric`,
       else the last one), e.g. `{"task_net": ParamGroup, "loss_net": ParamGroup}`.
     final_step: the number of steps trained (including those of a resumed run).
-    selected_step: the step of `state`.
+    selected_step: the step of `state` (0: a continuing stage's starting state).
     selected_value: `select_metric` at `selected_step` (None without evaluation).
     history: the validation records in order, `{"step": int, "validation/...": float}`.
     stop_reason: why training ended at `final_step` before `LoopOptions.steps`
@@ -190,7 +190,10 @@ def fit(
   further. Its rows `x`, `y` also tune run.json's decision threshold. Without it the
   last state is returned, and a `select_metric` named explicitly is a ValueError.
   `previous_state`: the selected state of the previous training stage; the first
-  state is then `objective.init_from(previous_state, ...)` instead of `init`.
+  state is then `objective.init_from(previous_state, ...)` instead of `init`. With
+  validation and a `select_metric`, that first state is evaluated before step 1 and
+  recorded as step 0 of the history, so selection may return it (`selected_step` 0:
+  the stage did not improve on its start) and early stopping counts it.
   `train_batch(step) -> {name: [batch_size, ...]}`: the global batch of a step, a pure
   function of the step (default: `train_batch_indices` rows of `train_arrays`; sequence
   tasks pass `length_bucketed_batch`).
@@ -256,6 +259,8 @@ def fit(
   )
   state, meta, resumed = latest.resume(state, writer)
   selection.meta = meta or selection.meta
+  if resumed is None and previous_state is not None and selection.select_metric is not None:
+    resumed = _evaluate_start(state, selection, latest)
   guard = LossGuard(options.max_loss, options.max_loss_patience, latest.directory, resumed)
   state, final_step, stop_reason = _train(
     state,
@@ -361,6 +366,15 @@ def _train(
   profiler.close()
   writer.close()
   return state, trained_to if stop_reason is not None else max(start, options.steps), stop_reason
+
+
+def _evaluate_start(state: Any, selection: Selection, latest: LatestCheckpoints) -> int:
+  """Evaluates a continuing stage's starting state as step 0, so that selection may keep
+  it, and saves it as the latest checkpoint, so that a resumed run finds that record in
+  the history instead of evaluating it again; returns the step training starts from."""
+  selection.evaluate(0, state)
+  latest.save(0, state, selection.meta)
+  return 0
 
 
 def _check_validation(options: LoopOptions, validation: Validation | None) -> None:

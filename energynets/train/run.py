@@ -71,8 +71,9 @@ RUN_VERSION = 1
 """The run.json format version this library writes and reads."""
 
 DECODINGS = ("threshold", "argmax", "identity")
-"""How `Predictor.labels` turns soft outputs into labels: Box outputs at the threshold,
-per-position Simplex outputs by argmax, real outputs unchanged."""
+"""The values of run.json's `decoding` field (a file format's names, read back by
+`Predictor`): how `Predictor.labels` turns soft outputs into labels: Box outputs at the
+threshold, per-position Simplex outputs by argmax, real outputs unchanged."""
 
 _DOMAIN_OF = {"threshold": "box", "argmax": "simplex", "identity": "real"}
 

@@ -5,7 +5,13 @@ task surrogates, inverse-HVP solvers, loss-net and energy objectives, samplers a
 scores. A config names them with strings; the tables here map each name to the value
 it stands for, and the `*_options` functions map a flat config block onto an options
 dataclass. Each family's table and parser lives in its own module of this package
-(`gbi`, `objectives`, `seal`, `infnet`, `implicit`); this module holds what they share.
+(`gbi`, `objectives`, `seal`, `infnet`, `implicit`, `optimizers`); this module holds what
+they share.
+
+Each family also writes its config block (`gbi.train_block`, `objectives.e2e_block`,
+`implicit.block`, ...): the library's defaults as config names and values, read from the
+options dataclasses through the inverse of the tables (`name_of`, `list_text`), so that a
+config states only the keys whose values differ (`config_block`).
 """
 
 from collections.abc import Mapping
@@ -15,6 +21,8 @@ import re
 import typing
 from typing import Any
 
+import ml_collections
+
 from energynets import train
 
 
@@ -23,6 +31,66 @@ def field_names(cls) -> tuple[str, ...]:
   if dataclasses.is_dataclass(cls):
     return tuple(f.name for f in dataclasses.fields(cls))
   return tuple(cls._fields)
+
+
+def field_defaults(cls) -> dict[str, Any]:
+  """The defaults of an options dataclass's (or NamedTuple's) fields, in declaration
+  order; a field without a default is left out."""
+  if dataclasses.is_dataclass(cls):
+    return {
+      f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
+    }
+  return dict(cls._field_defaults)
+
+
+def name_of(kind: str, table: Mapping[str, Any], value: Any) -> str:
+  """The name under which `table` holds `value`: the inverse of `lookup`.
+
+  Raises:
+    ValueError: one line naming `kind`, the value and the known names, where no entry
+      equals `value` (e.g. a user's own value).
+  """
+  for name, entry in table.items():
+    if entry == value:
+      return name
+  raise ValueError(f"{kind} {value!r} has no config name; known: {tuple(table)}")
+
+
+def list_text(value: Sequence[Any] | None) -> str:
+  """A tuple field's value as a config writes it: items joined by `,`; None is `''` (the
+  inverse of `config_value`)."""
+  return "" if value is None else ",".join(str(item) for item in value)
+
+
+def config_block(
+  kind: str,
+  defaults: Mapping[str, Any],
+  overrides: Mapping[str, Any],
+  *,
+  keys: Sequence[str] | None = None,
+) -> ml_collections.ConfigDict:
+  """A config block: `defaults` with `overrides` applied.
+
+  Args:
+    kind: what the block configures, for the message (e.g. `'GBI'`).
+    defaults: every key the block may hold, at the library's default.
+    overrides: the keys whose values the config chooses.
+    keys: the keys the block always holds (None: all of `defaults`); an overridden key
+      is held too, even at its default value.
+
+  Returns:
+    The block as a `ConfigDict`.
+
+  Raises:
+    ValueError: one line naming the unknown override keys and the known keys.
+  """
+  unknown = sorted(k for k in overrides if k not in defaults)
+  if unknown:
+    raise ValueError(f"unknown {kind} keys {unknown}; known: {tuple(defaults)}")
+  held = set(defaults if keys is None else keys) | set(overrides)
+  return ml_collections.ConfigDict(
+    {k: overrides.get(k, v) for k, v in defaults.items() if k in held}
+  )
 
 
 def lookup(kind: str, table: Mapping[str, Any], name: str) -> Any:
@@ -134,9 +202,13 @@ def loop_options(block: Mapping[str, Any]) -> train.LoopOptions:
 __all__ = [
   "RUNNER_TRAIN_KEYS",
   "loop_options",
+  "config_block",
   "config_value",
+  "field_defaults",
   "field_names",
+  "list_text",
   "lookup",
+  "name_of",
   "options_from_config",
   "sequence_element_type",
 ]

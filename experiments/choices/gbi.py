@@ -11,14 +11,18 @@ A config writes gradient-based inference as a flat block of names and numbers
 
 `gbi_config` maps such a block (missing keys take the library defaults: mirror steps with
 momentum 0.95, the last iterate) onto the values the library takes; `gbi_block` maps a
-config of the library's values back to the names.
+config of the library's values back to the names. `train_block` and `predict_block` write
+the blocks of the configs: `GBIConfig()`'s defaults, with the keys a config chooses.
 """
 
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 
+import ml_collections
+
 from energynets import inference
+from experiments.choices import config_block
 from experiments.choices import lookup
 
 PARAMETRIZATIONS = {
@@ -124,6 +128,82 @@ def gbi_block(config: inference.GBIConfig) -> dict[str, Any]:
   )
 
 
+# The keys of a config's GBI block with `GBIConfig()`'s defaults (as names), in the order
+# the blocks hold them; `TRAIN_KEYS` / `PREDICT_KEYS`: those every training (`gbi_scan`,
+# `num_steps`) / test-time (`gbi_while`, to convergence) block holds, with `momentum`
+# where the optimizer is `'momentum'`.
+_BLOCK_ORDER = (
+  "method",
+  "optimizer",
+  "learning_rate",
+  *DIRECTION_OPTIONS,
+  "num_steps",
+  "max_steps",
+  "rel_tol",
+  "abs_tol",
+  "stop_fraction",
+  "entropy_weight",
+  "entropy_anneal_init",
+  "entropy_anneal_steps",
+  "pick",
+  "remat",
+)
+TRAIN_KEYS = ("method", "optimizer", "learning_rate", "num_steps", "entropy_weight")
+PREDICT_KEYS = (
+  "method",
+  "optimizer",
+  "learning_rate",
+  "max_steps",
+  "rel_tol",
+  "abs_tol",
+  "stop_fraction",
+  "entropy_weight",
+)
+
+
+def block_defaults() -> dict[str, Any]:
+  """Every key of a GBI block at `GBIConfig()`'s default (`gbi_block`), the direction
+  constants at those of the direction values (`DIRECTION_OPTIONS`)."""
+  values = {**DIRECTION_OPTIONS, **gbi_block(inference.GBIConfig())}
+  return {k: values[k] for k in _BLOCK_ORDER}
+
+
+def _block(keys: tuple[str, ...], overrides: dict[str, Any]) -> ml_collections.ConfigDict:
+  defaults = block_defaults()
+  if overrides.get("optimizer", defaults["optimizer"]) == "momentum":
+    keys += ("momentum",)
+  return config_block("GBI", defaults, overrides, keys=keys)
+
+
+def train_block(**overrides: Any) -> ml_collections.ConfigDict:
+  """A training GBI block (`config.gbi`, `config.adversarial_gbi`): `TRAIN_KEYS` (and
+  `momentum` for the `'momentum'` optimizer) at `GBIConfig()`'s defaults, with `overrides`.
+
+  Args:
+    **overrides: keys of the block (`KEYS`) and their values, as a config writes them
+      (e.g. `method='projected', optimizer='adam', learning_rate=0.05`); a key passed is
+      held even at its default.
+
+  Returns:
+    The block as a `ConfigDict`.
+
+  Raises:
+    ValueError: one line naming an unknown key.
+  """
+  return _block(TRAIN_KEYS, overrides)
+
+
+def predict_block(**overrides: Any) -> ml_collections.ConfigDict:
+  """A test-time GBI block (`config.predict_gbi`, run to convergence): `PREDICT_KEYS` (and
+  `momentum` for the `'momentum'` optimizer) at `GBIConfig()`'s defaults, with
+  `overrides` (as `train_block`'s).
+
+  Raises:
+    ValueError: one line naming an unknown key.
+  """
+  return _block(PREDICT_KEYS, overrides)
+
+
 __all__ = [
   "DIRECTIONS",
   "DIRECTION_OPTIONS",
@@ -131,6 +211,11 @@ __all__ = [
   "NUMBER_KEYS",
   "PARAMETRIZATIONS",
   "PICKS",
+  "PREDICT_KEYS",
+  "TRAIN_KEYS",
+  "block_defaults",
   "gbi_block",
   "gbi_config",
+  "predict_block",
+  "train_block",
 ]

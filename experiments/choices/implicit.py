@@ -18,11 +18,16 @@ The block is flat, as the configs write it (experiments/configs/implicit.py):
 
 from collections.abc import Callable
 from collections.abc import Mapping
+import inspect
 from typing import Any
+
+import ml_collections
 
 from energynets import diff
 from energynets.objectives import implicit
+from experiments.choices import config_block
 from experiments.choices import lookup
+from experiments.choices import name_of
 from experiments.choices import objectives as objective_choices
 from experiments.choices import seal as seal_choices
 
@@ -31,14 +36,39 @@ INVERSE_HVP_METHODS: dict[str, Callable[..., diff.InverseHVPSolver]] = {
   "neumann": lambda num_terms, alpha, damping, tol: diff.Neumann(num_terms, alpha, damping),
   "cg": lambda num_terms, alpha, damping, tol: diff.ConjugateGradient(num_terms, tol, damping),
 }
-# The keys of an `inverse_hvp` block and the values a missing one takes.
-INVERSE_HVP_DEFAULTS = {
-  "method": "neumann",
-  "num_terms": 10,
-  "alpha": 1e-2,
-  "damping": 0.0,
-  "tol": 1e-6,
-}
+
+
+def inverse_hvp_block(solver: diff.InverseHVPSolver) -> dict[str, Any]:
+  """The `inverse_hvp` block of a `Neumann` or `ConjugateGradient` solver value (the
+  inverse of `inverse_hvp_from_config`); the other method's own option at its default.
+
+  Raises:
+    ValueError: one line for a solver that has no method name here.
+  """
+  neumann, cg = diff.Neumann(), diff.ConjugateGradient()
+  if isinstance(solver, diff.Neumann):
+    return dict(
+      method="neumann",
+      num_terms=solver.num_terms,
+      alpha=solver.alpha,
+      damping=solver.damping,
+      tol=cg.tol,
+    )
+  if isinstance(solver, diff.ConjugateGradient):
+    return dict(
+      method="cg",
+      num_terms=solver.max_iter,
+      alpha=neumann.alpha,
+      damping=solver.damping,
+      tol=solver.tol,
+    )
+  known = tuple(INVERSE_HVP_METHODS)
+  raise ValueError(f"inverse-HVP solver {solver!r} has no method name; known: {known}")
+
+
+# The keys of an `inverse_hvp` block and the values a missing one takes (those of
+# `ImplicitOptions()`' solver).
+INVERSE_HVP_DEFAULTS = inverse_hvp_block(implicit.ImplicitOptions().inverse_hvp)
 
 # config.implicit.negatives -> CD's sampler, given config.implicit.temperature.
 NEGATIVES: dict[str, Callable[[float], implicit.NegativeSampler]] = {
@@ -50,15 +80,23 @@ NEGATIVES: dict[str, Callable[[float], implicit.NegativeSampler]] = {
 GRADIENTS = {"implicit": True, "explicit": False}
 
 
-def _ssvm(margin_cost: str = "l1") -> implicit.ImplicitSSVM:
+# The primary losses' defaults as config values (the builders' keyword defaults below).
+_CD = implicit.ImplicitCD()
+_TEMPERATURE = implicit.RelaxedNegatives().temperature
+_SAMPLERS = {name: make(_TEMPERATURE) for name, make in NEGATIVES.items()}
+_NEGATIVES = name_of("negatives", _SAMPLERS, _CD.negatives)
+_MARGIN_COST = seal_choices.margin_cost_name(implicit.ImplicitSSVM().margin_cost)[0]
+
+
+def _ssvm(margin_cost: str = _MARGIN_COST) -> implicit.ImplicitSSVM:
   return implicit.ImplicitSSVM(margin_cost=seal_choices.margin_cost(margin_cost))
 
 
 def _cd(
-  num_samples: int = 10,
-  negatives: str = "straight_through",
-  temperature: float = 0.5,
-  include_net_output: bool = False,
+  num_samples: int = _CD.num_samples,
+  negatives: str = _NEGATIVES,
+  temperature: float = _TEMPERATURE,
+  include_net_output: bool = _CD.include_net_output,
 ) -> implicit.ImplicitCD:
   sampler = lookup("negatives", NEGATIVES, negatives)(temperature)
   return implicit.ImplicitCD(
@@ -179,6 +217,64 @@ def implicit_options_from_config(
   return implicit.ImplicitOptions(**options), primary
 
 
+def _default_keys(build: Callable[..., Any]) -> dict[str, Any]:
+  """A primary loss builder's keys at their defaults (its keyword defaults)."""
+  return {
+    name: p.default
+    for name, p in inspect.signature(build).parameters.items()
+    if p.default is not inspect.Parameter.empty
+  }
+
+
+def block_defaults() -> dict[str, Any]:
+  """Every key of an `implicit` block at the library's defaults, as a config writes them:
+  `primary` names `implicit_objective`'s default primary loss, each primary loss's keys
+  are its defaults, and `ImplicitOptions()`' fields are given by name (`gradient`,
+  `score`, the `inverse_hvp` block)."""
+  primary = inspect.signature(implicit.implicit_objective).parameters["primary"].default
+  primary_name = name_of(
+    "primary loss", {n: build() for n, build in PRIMARY_LOSSES.items()}, primary
+  )
+  keys: dict[str, Any] = {"primary": primary_name}
+  for build in PRIMARY_LOSSES.values():
+    keys.update(_default_keys(build))
+  o = implicit.ImplicitOptions()
+  options = dict(
+    energy_weight=o.energy_weight,
+    inner_steps=o.inner_steps,
+    inverse_hvp=inverse_hvp_block(o.inverse_hvp),
+    gradient=name_of("gradient", GRADIENTS, o.implicit_term),
+    score=name_of("score", objective_choices.SCORES, o.score),
+    net_l2=o.net_l2,
+    max_residual=o.max_residual,
+  )
+  return {**keys, **options}
+
+
+def block(**overrides: Any) -> ml_collections.ConfigDict:
+  """`config.implicit`: every key at the library's defaults (`block_defaults`), with
+  `overrides`; an `inverse_hvp` override is a dict of the keys it changes.
+
+  Args:
+    **overrides: keys of the block and their values, as a config writes them (e.g.
+      `include_net_output=True, inverse_hvp=dict(alpha=0.002)`).
+
+  Returns:
+    The block as a `ConfigDict` (the energy's L2 is `config.loss.l2`).
+
+  Raises:
+    ValueError: one line naming an unknown key (of the block or of `inverse_hvp`).
+  """
+  defaults = block_defaults()
+  if "inverse_hvp" in overrides:
+    solver = dict(overrides["inverse_hvp"])
+    unknown = sorted(k for k in solver if k not in INVERSE_HVP_DEFAULTS)
+    if unknown:
+      raise ValueError(f"unknown inverse_hvp keys {unknown}; known: {tuple(INVERSE_HVP_DEFAULTS)}")
+    overrides = {**overrides, "inverse_hvp": {**defaults["inverse_hvp"], **solver}}
+  return config_block("implicit", defaults, overrides)
+
+
 __all__ = [
   "GRADIENTS",
   "INVERSE_HVP_DEFAULTS",
@@ -187,7 +283,10 @@ __all__ = [
   "OPTION_KEYS",
   "PRIMARY_KEYS",
   "PRIMARY_LOSSES",
+  "block",
+  "block_defaults",
   "get_primary_loss",
   "implicit_options_from_config",
+  "inverse_hvp_block",
   "inverse_hvp_from_config",
 ]

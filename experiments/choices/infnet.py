@@ -10,9 +10,15 @@ energy objective, taken as it is.
 
 from collections.abc import Callable
 from collections.abc import Mapping
+import dataclasses
+import typing
 from typing import Any
 
+import ml_collections
+from ml_collections import config_dict
+
 from energynets.objectives import infnet
+from experiments.choices import config_block
 from experiments.choices import field_names
 from experiments.choices import lookup
 from experiments.choices import objectives as objectives_choices
@@ -96,6 +102,42 @@ def config_name(field: str, value: Any) -> Any:
   raise ValueError(f"InfNet {field} {value!r} has no config name; known: {names}")
 
 
+# InfNetOptions' fields a config's block leaves out: the energy's L2 is `config.loss.l2`,
+# and the output structure follows the energy's domain.
+_NOT_IN_BLOCK = ("l2", "output")
+
+
+def block_defaults() -> dict[str, Any]:
+  """Every key of an `infnet` block at the library's defaults: `objective` (the energy
+  objective's name), the library energy objectives' fields and `InfNetOptions`' fields,
+  a value by its name (`config_name`). A None default (energy_weight: λ_A, unset ties it
+  to compound_weight under the compound objective, the paper's one λ) is a typed
+  placeholder, so that --config.infnet.energy_weight=0.5 can set it."""
+  defaults: dict[str, Any] = {OBJECTIVE_KEY: DEFAULT_OBJECTIVE}
+  for cls in (*ENERGY_OBJECTIVES.values(), infnet.InfNetOptions):
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+      if field.name in _NOT_IN_BLOCK:
+        continue
+      value = config_name(field.name, field.default)
+      if value is None:
+        value = config_dict.placeholder(
+          next(t for t in typing.get_args(hints[field.name]) if t is not type(None))
+        )
+      defaults.setdefault(field.name, value)
+  return defaults
+
+
+def block(**overrides: Any) -> ml_collections.ConfigDict:
+  """`config.infnet`: every key at the library's defaults (`block_defaults`), with
+  `overrides` (e.g. `net_l2=1e-5`), so a new option is one dataclass field.
+
+  Raises:
+    ValueError: one line naming an unknown key.
+  """
+  return config_block("InfNet", block_defaults(), overrides)
+
+
 def infnet_options_from_config(
   block: Mapping[str, Any], **values: Any
 ) -> tuple[infnet.InfNetOptions, infnet.InfNetEnergyObjective]:
@@ -144,6 +186,8 @@ __all__ = [
   "ENERGY_OBJECTIVES",
   "OBJECTIVE_KEY",
   "TRUNCATIONS",
+  "block",
+  "block_defaults",
   "config_name",
   "get_energy_objective",
   "infnet_options_from_config",

@@ -16,12 +16,17 @@ and the DMF's features, with the tables of the values each name stands for.
   `adversarial_init` (`ADVERSARIAL_INITS`: `'prediction'`, `'random'`).
 - DMF (`dmf_features`): `config.dmf.features` (`DMF_FEATURES`: `'probs'`, `'logits'`,
   `'hidden'`, `'x'`).
+
+`ssvm_block`, `e2e_block` and `dvn_block` write these blocks for the configs: the options
+dataclasses' defaults as names, with the keys a config chooses.
 """
 
 from collections.abc import Callable
 from collections.abc import Mapping
 import re
 from typing import Any
+
+import ml_collections
 
 from energynets.inference import unrolled
 from energynets.inference.gbi import GBIConfig
@@ -31,8 +36,12 @@ from energynets.objectives import e2e
 from energynets.objectives import scores
 from energynets.objectives import ssvm
 from energynets.objectives import task_losses
+from experiments.choices import config_block
+from experiments.choices import field_defaults
 from experiments.choices import field_names
+from experiments.choices import list_text
 from experiments.choices import lookup
+from experiments.choices import name_of
 from experiments.choices import options_from_config
 
 # A surrogate's name -> its value, given the clip eps of `'log'`.
@@ -187,6 +196,96 @@ def dvn_options(block: Mapping[str, Any], **values: Any) -> dvn.DVNOptions:
   return options_from_config(dvn.DVNOptions, block, **values)
 
 
+def _surrogate_name(value: task_losses.Surrogate) -> tuple[str, float]:
+  """`(name, surrogate_eps)` of a surrogate value (`SURROGATES`' inverse)."""
+  eps = getattr(value, "eps", task_losses.DEFAULT_SURROGATE_EPS)
+  names = {name: make(eps) for name, make in SURROGATES.items()}
+  return name_of("surrogate", names, value), eps
+
+
+# `config.loss` is shared with the feed-forward stages: `l2_c` (> 0: l2 = 1/(C·N_train))
+# is theirs, off.
+_SHARED_LOSS_DEFAULTS = {"l2_c": 0.0}
+SSVM_KEYS = ("l2", "surrogate", "surrogate_eps", "trainable", "init", "loss_aug_init")
+"""The keys every SSVM `config.loss` block holds (`ssvm_block`)."""
+
+
+def ssvm_block(**overrides: Any) -> ml_collections.ConfigDict:
+  """An SSVM's `config.loss` block: `SSVM_KEYS` at `SSVMOptions()`'s defaults as a config
+  writes them, with `overrides`.
+
+  Args:
+    **overrides: keys of the block and their values (`l2`, `l2_c`, `surrogate`,
+      `surrogate_eps`, `trainable`, `init`, `loss_aug_init`, `loss_aug_solver`,
+      `predict_solver`); a key passed is held even at its default.
+
+  Returns:
+    The block as a `ConfigDict`.
+
+  Raises:
+    ValueError: one line naming an unknown key.
+  """
+  d = field_defaults(ssvm.SSVMOptions)
+  surrogate_name, surrogate_eps = _surrogate_name(d["surrogate"])
+  defaults = dict(
+    l2=d["l2"],
+    **_SHARED_LOSS_DEFAULTS,
+    surrogate=surrogate_name,
+    surrogate_eps=surrogate_eps,
+    trainable=list_text(d["trainable"]),
+    init=d["init"],
+    loss_aug_init=list_text(d["loss_aug_init"]),
+    loss_aug_solver=name_of("inference solver", SSVM_SOLVERS, d["loss_aug_solver"]),
+    predict_solver=name_of("inference solver", SSVM_SOLVERS, d["predict_solver"]),
+  )
+  return config_block("SSVM loss", defaults, overrides, keys=SSVM_KEYS)
+
+
+def e2e_block(**overrides: Any) -> ml_collections.ConfigDict:
+  """`config.e2e`: `E2EOptions`' defaults as a config writes them (`loss` with
+  `loss_eps`, `gradient`, `loss_reduction` by name; `gbi`, `trainable` and `l2` come from
+  other blocks), with `overrides`.
+
+  Raises:
+    ValueError: one line naming an unknown key.
+  """
+  d = field_defaults(e2e.E2EOptions)
+  eps = getattr(d["loss"], "eps", e2e.DEFAULT_LOSS_EPS)
+  losses = {name: make(eps) for name, make in E2E_LOSSES.items()}
+  defaults = dict(
+    loss=name_of("e2e loss", losses, d["loss"]),
+    per_iterate=d["per_iterate"],
+    gradient=name_of("gradient strategy", E2E_GRADIENTS, d["gradient"]),
+    init=d["init"],
+    learn_step_sizes=d["learn_step_sizes"],
+    loss_eps=eps,
+    loss_reduction=name_of("e2e loss_reduction", E2E_REDUCTIONS, d["loss_reduction"]),
+  )
+  return config_block("e2e", defaults, overrides)
+
+
+def dvn_block(**overrides: Any) -> ml_collections.ConfigDict:
+  """`config.dvn`: `DVNOptions`' defaults as a config writes them (the default samples'
+  names, the adversarial source's options; the GBI configs, `init` and `l2` come from
+  other blocks), with `overrides`.
+
+  Raises:
+    ValueError: one line naming an unknown key.
+  """
+  d = field_defaults(dvn.DVNOptions)
+  samples = dvn.DEFAULT_SAMPLES if d["samples"] is None else d["samples"]
+  adversarial = next(s for s in samples if isinstance(s, dvn.Adversarial))
+  sources = {**DVN_SOURCES, "adversarial": adversarial}
+  defaults = dict(
+    samples=",".join(name_of("DVN sample source", sources, s) for s in samples),
+    sample_weights=list_text(d["sample_weights"]),
+    score=name_of("score", SCORES, d["score"]),
+    adversarial_through_score=adversarial.through_score,
+    adversarial_init=name_of("adversarial_init", ADVERSARIAL_INITS, adversarial.random_start),
+  )
+  return config_block("DVN", defaults, overrides)
+
+
 __all__ = [
   "ADVERSARIAL_INITS",
   "DMF_FEATURES",
@@ -198,11 +297,15 @@ __all__ = [
   "SCORES",
   "SSVM_SOLVERS",
   "SURROGATES",
+  "SSVM_KEYS",
   "dmf_features",
+  "dvn_block",
   "dvn_options",
   "dvn_sources",
+  "e2e_block",
   "e2e_options",
   "score",
+  "ssvm_block",
   "ssvm_options",
   "surrogate",
 ]

@@ -1,7 +1,7 @@
 """SEAL's names: a config's `seal` block -> `SealOptions` and a loss-net objective value.
 
 The block is flat, as the configs write it (experiments/configs/seal_dynamic.py starts
-from `seal_config_defaults()`):
+from `block()`: `SealOptions()`' and the loss-net objectives' defaults, by name):
 
 - `objective`: the loss-net objective, `'margin'`, `'regression'`, `'regression_s'` or
   `'nce'` (`LOSS_NET_OBJECTIVES`), and the objectives' keys (`OBJECTIVE_KEYS`):
@@ -22,11 +22,16 @@ from collections.abc import Mapping
 import re
 from typing import Any
 
+import ml_collections
+
 from energynets.inference.gbi import GBIConfig
 from energynets.objectives import seal
 from energynets.objectives import task_losses
+from experiments.choices import config_block
 from experiments.choices import field_names
+from experiments.choices import list_text
 from experiments.choices import lookup
+from experiments.choices import name_of
 from experiments.choices import objectives as objective_choices
 
 # config.seal.objective -> the loss-net objective's dataclass.
@@ -59,36 +64,6 @@ PREDICT_INITS = {"uniform": False, "task_net": True}
 # config.seal.task_net_init -> SealOptions.fresh_task_net.
 TASK_NET_INITS = {"carry": False, "fresh": True}
 
-# The block's keys and their defaults, in the order configs hold them: the library's
-# defaults, written as config values (`seal_options_from_config` maps them onto
-# `SealOptions()` and each objective's own defaults).
-_DEFAULTS: dict[str, Any] = {
-  "objective": "nce",
-  "phase": "dynamic",
-  "energy_weight": 1.0,
-  "bce_weight": 1.0,
-  "energy_term": "energy",
-  "score": "soft_f1",
-  "train_mode": False,
-  "predict": "task_net",
-  "predict_init": "uniform",
-  "task_net_init": "carry",
-  "loss_net_steps": 1,
-  "rounds": 1,
-  "margin_cost": "l1",
-  "surrogate_eps": 0.001,
-  "dvn_samples": "inference,adversarial,gold",
-  "dvn_sample_weights": "",
-  "extra_samples": "",
-  "extra_sample_weights": "",
-  "num_samples": 10,
-  "noise_std": 1.0,
-}
-KEYS = tuple(_DEFAULTS)
-_SOURCE_KEYS = ("dvn_samples", "extra_samples")  # lists of DVN sources' names
-_WEIGHT_KEYS = ("dvn_sample_weights", "extra_sample_weights")  # lists of numbers
-_OBJECTIVE_ONLY = tuple(dict.fromkeys(k for keys in OBJECTIVE_KEYS.values() for k in keys))
-
 
 def seal_config_defaults() -> dict[str, Any]:
   """The `seal` block with every key at its default (what configs start from).
@@ -100,12 +75,82 @@ def seal_config_defaults() -> dict[str, Any]:
   return dict(_DEFAULTS)
 
 
+def block(**overrides: Any) -> ml_collections.ConfigDict:
+  """`config.seal`: every key at its default (`seal_config_defaults`), with `overrides`
+  (e.g. `objective='regression', score='soft_iou'`).
+
+  Raises:
+    ValueError: one line naming an unknown key.
+  """
+  return config_block("SEAL", _DEFAULTS, overrides)
+
+
 def margin_cost(name: str, eps: float = task_losses.DEFAULT_SURROGATE_EPS) -> Any:
   """Δ of the margin loss-net called `name`: `'score'` (1 − the task score) or a task
   surrogate's name (`'log'` clipped at `eps`)."""
   if name == "score":
     return seal.OneMinusScore()
   return objective_choices.surrogate(name, eps)
+
+
+def margin_cost_name(value: Any) -> tuple[str, float]:
+  """`(name, surrogate_eps)` of a margin cost value (`margin_cost`'s inverse; the eps of
+  `'log'`, else the default clip)."""
+  eps = getattr(value, "eps", task_losses.DEFAULT_SURROGATE_EPS)
+  names = ("score", *objective_choices.SURROGATES)
+  return name_of("margin_cost", {n: margin_cost(n, eps) for n in names}, value), eps
+
+
+def _source_names(sources: tuple | None) -> str:
+  """DVN sources as a config writes them (`objectives.dvn_sources`' inverse)."""
+  if sources is None:
+    return ""
+  table = objective_choices.DVN_SOURCES
+  return ",".join(name_of("DVN sample source", table, source) for source in sources)
+
+
+# The loss-net objective of `seal_objective` when none is given (its `SealNCE()`).
+DEFAULT_OBJECTIVE = "nce"
+
+
+def _defaults() -> dict[str, Any]:
+  """The block's keys and their defaults, in the order configs hold them: `SealOptions()`'
+  and each loss-net objective's defaults, written as config values (the inverse of
+  `seal_options_from_config`)."""
+  o = seal.SealOptions()
+  margin, regression = seal.SealMargin(), seal.SealRegression()
+  regression_s, nce = seal.SealRegressionS(), seal.SealNCE()
+  cost, eps = margin_cost_name(margin.margin_cost)
+  phase = dict(train_loss_net=o.train_loss_net, train_task_net=o.train_task_net)
+  return {
+    "objective": DEFAULT_OBJECTIVE,
+    "phase": name_of("SEAL phase", PHASES, phase),
+    "energy_weight": o.energy_weight,
+    "bce_weight": o.bce_weight,
+    "energy_term": name_of("SEAL energy_term", ENERGY_TERMS, o.neg_value_term),
+    "score": name_of("score", objective_choices.SCORES, o.score),
+    "train_mode": o.train_mode,
+    "predict": name_of("SEAL predict", PREDICTIONS, o.predict_gbi is not None),
+    "predict_init": name_of("SEAL predict_init", PREDICT_INITS, o.predict_from_task_net),
+    "task_net_init": name_of("SEAL task_net_init", TASK_NET_INITS, o.fresh_task_net),
+    "loss_net_steps": o.loss_net_steps,
+    "rounds": o.rounds,
+    "margin_cost": cost,
+    "surrogate_eps": eps,
+    "dvn_samples": _source_names(regression.dvn_samples),
+    "dvn_sample_weights": list_text(regression.dvn_sample_weights),
+    "extra_samples": _source_names(regression.extra_samples),
+    "extra_sample_weights": list_text(regression.extra_sample_weights),
+    "num_samples": nce.num_samples,
+    "noise_std": regression_s.noise_std,
+  }
+
+
+_DEFAULTS = _defaults()
+KEYS = tuple(_DEFAULTS)
+_SOURCE_KEYS = ("dvn_samples", "extra_samples")  # lists of DVN sources' names
+_WEIGHT_KEYS = ("dvn_sample_weights", "extra_sample_weights")  # lists of numbers
+_OBJECTIVE_ONLY = tuple(dict.fromkeys(k for keys in OBJECTIVE_KEYS.values() for k in keys))
 
 
 def _items(value: Any) -> tuple | None:
@@ -232,6 +277,7 @@ def seal_options_from_config(
 
 
 __all__ = [
+  "DEFAULT_OBJECTIVE",
   "ENERGY_TERMS",
   "KEYS",
   "LOSS_NET_OBJECTIVES",
@@ -240,8 +286,10 @@ __all__ = [
   "PREDICTIONS",
   "PREDICT_INITS",
   "TASK_NET_INITS",
+  "block",
   "get_loss_net_objective",
   "margin_cost",
+  "margin_cost_name",
   "seal_config_defaults",
   "seal_options_from_config",
 ]

@@ -5,6 +5,8 @@ the keys each task's config has the same way. `experiments.configs.base` re-expo
 import ml_collections
 from ml_collections import config_dict
 
+from experiments.choices import optimizers
+
 # train.matmul_precision of every config: JAX's default matmul precision for the whole
 # run (`jax.default_matmul_precision`). GPUs and TPUs otherwise compute float32 matmuls
 # and convolutions with TF32 / bfloat16 passes, which moves GBI iterates, HVPs and
@@ -99,14 +101,4 @@ def dropout_rates(value) -> config_dict.FieldReference:
 def cosine_adam(learning_rate: float) -> ml_collections.ConfigDict:
   """An optimizer config (Adam, cosine decay): a second parameter group's optimizer
   (e.g. `config.test_net_optimizer`, `config.inner_optimizer`)."""
-  return ml_collections.ConfigDict(
-    dict(
-      name="adam",
-      learning_rate=learning_rate,
-      schedule="cosine",
-      warmup_steps=0,
-      weight_decay=0.0,
-      momentum=0.9,
-      clip_norm=0.0,
-    )
-  )
+  return optimizers.block(learning_rate=learning_rate, schedule="cosine")

@@ -38,12 +38,9 @@ def get_config(dataset: str = "synthetic"):
 
 
 def get_search_space(dataset: str = "synthetic"):
-  """What `python -m experiments.tune` selects for DMF: the `pairwise` stage's learning
-  rate, L2, the network's dropout and the feature scaling (`search_spaces.network`: 24
-  settings, 12 where the network has no hidden layers, as on yeast, since dropout would
-  change nothing there); each stage selects its checkpoint on the held-out rows."""
-  return search_spaces.network(
-    "stages.pairwise.optimizer.learning_rate",
-    (1e-3, 1e-2),
-    hidden_layers=bool(get_config(dataset).model.hidden),
-  )
+  """What `python -m experiments.tune` selects for DMF: the pretrained MLP's capacity and
+  learning rate (mlp.py's space), the `pairwise` stage's learning rate, L2 and the feature
+  scaling (`search_spaces.staged_network`); each stage selects its checkpoint on the
+  held-out rows."""
+  del dataset  # the same space everywhere
+  return search_spaces.staged_network("pairwise", (1e-3, 1e-2))

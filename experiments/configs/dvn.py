@@ -15,6 +15,9 @@ number: example-F1 at 0.5 (SEAL's protocol).
 
 import ml_collections
 
+from experiments import search_spaces
+from experiments.choices import gbi
+from experiments.choices import objectives
 from experiments.configs import base
 from experiments.configs import mlp
 from experiments.configs import seal_dynamic
@@ -29,39 +32,11 @@ def _dvn_options(config: ml_collections.ConfigDict, score: str) -> None:
   last iterate (`pick='best'`, `loss.init='random'` and `dvn.adversarial_init='random'`
   are SEAL's public configs' choices)."""
   config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0, init="uniform"))
-  config.dvn = ml_collections.ConfigDict(
-    dict(
-      samples="inference,adversarial,gold",
-      sample_weights="",
-      score=score,
-      adversarial_through_score=True,
-      adversarial_init="prediction",
-    )
-  )
-  config.gbi = ml_collections.ConfigDict(
-    dict(
-      method="projected",
-      optimizer="adam",
-      learning_rate=0.05,
-      num_steps=20,
-      entropy_weight=0.0,
-      pick="last",
-    )
-  )
-  config.adversarial_gbi = ml_collections.ConfigDict(config.gbi.to_dict())
-  config.predict_gbi = ml_collections.ConfigDict(
-    dict(
-      method="projected",
-      optimizer="adam",
-      learning_rate=0.05,
-      max_steps=30,
-      rel_tol=1e-4,
-      abs_tol=1e-4,
-      stop_fraction=1.0,
-      entropy_weight=0.0,
-      pick="last",
-    )
-  )
+  config.dvn = objectives.dvn_block(score=score)
+  step = dict(method="projected", optimizer="adam", learning_rate=0.05, pick="last")
+  config.gbi = gbi.train_block(**step)
+  config.adversarial_gbi = gbi.train_block(**step)
+  config.predict_gbi = gbi.predict_block(**step, max_steps=30)
 
 
 def get_config(dataset: str = "synthetic"):
@@ -143,3 +118,11 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   config.predict_gbi.update(dict(rel_tol=0.0, abs_tol=0.0))
   config.train.steps = 3000  # each step runs 2 × 20 GBI steps: the CPU budget's limit
   return config
+
+
+def get_search_space(dataset: str = "synthetic"):
+  """What `python -m experiments.tune` selects for DVN: the value network's feature
+  network capacity (`energy.feature_hidden`, its input and hidden dropout), the learning
+  rate, L2 and the feature scaling (`search_spaces.network`)."""
+  del dataset  # the same space everywhere
+  return search_spaces.network("energy", "feature_hidden")

@@ -38,6 +38,9 @@ recommendations and its SRL configuration, the discrete-output task it does repo
 
 import ml_collections
 
+from experiments.choices import gbi
+from experiments.choices import objectives
+from experiments.choices import optimizers
 from experiments.configs import base
 from experiments.configs import spen_ssvm
 
@@ -62,38 +65,9 @@ def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
   config.loss = ml_collections.ConfigDict(dict(l2=1e-5, l2_c=0.0, trainable=""))
   # 'adjoint': at the training batch, faster than 'scan' and half its scratch memory
   # (results/e2e/e2e_gradients_batch128.md).
-  config.e2e = ml_collections.ConfigDict(
-    dict(
-      loss="bce",
-      per_iterate=True,
-      gradient="adjoint",
-      init="local",
-      learn_step_sizes=True,
-      loss_eps=1e-6,
-      loss_reduction="sum",
-    )
-  )
-  config.gbi = ml_collections.ConfigDict(
-    dict(
-      method="logit",
-      optimizer="sgd",
-      learning_rate=1.0,
-      momentum=0.0,
-      num_steps=20,
-      entropy_weight=0.0,
-    )
-  )
-  config.step_size_optimizer = ml_collections.ConfigDict(
-    dict(
-      name="adam",
-      learning_rate=1e-2,
-      schedule="constant",
-      warmup_steps=0,
-      weight_decay=0.0,
-      momentum=0.9,
-      clip_norm=0.0,
-    )
-  )
+  config.e2e = objectives.e2e_block(gradient="adjoint", init="local")
+  config.gbi = gbi.train_block(method="logit", optimizer="sgd", learning_rate=1.0, momentum=0.0)
+  config.step_size_optimizer = optimizers.block(learning_rate=1e-2)
   base.spen_stages(config, "e2e")
   return config
 
@@ -123,43 +97,19 @@ def get_denoising_config(dataset: str = "depth_scenes"):
   sigma2 = config.data.noise_sigma**2
   base.use_denoising_energy(config)
   config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0, trainable=""))
-  config.e2e = ml_collections.ConfigDict(
-    dict(
-      loss="squared",
-      per_iterate=False,
-      gradient="scan",
-      init="input",
-      learn_step_sizes=True,
-      loss_eps=1e-6,
-      loss_reduction="mean",
-    )
+  config.e2e = objectives.e2e_block(
+    loss="squared", per_iterate=False, init="input", loss_reduction="mean"
   )
-  config.gbi = ml_collections.ConfigDict(
-    dict(
-      method="projected",
-      optimizer="sgd",
-      learning_rate=sigma2,
-      momentum=0.0,
-      num_steps=3,
-      entropy_weight=0.0,
-    )
+  # `momentum` is held for the DP-20 / FOE-20 overrides (docstring).
+  config.gbi = gbi.train_block(
+    method="projected", optimizer="sgd", learning_rate=sigma2, momentum=0.0, num_steps=3
   )
-  config.step_size_optimizer = ml_collections.ConfigDict(
-    dict(
-      name="adam",
-      learning_rate=1e-2,
-      schedule="constant",
-      warmup_steps=0,
-      weight_decay=0.0,
-      momentum=0.9,
-      clip_norm=0.0,
-    )
-  )
+  config.step_size_optimizer = optimizers.block(learning_rate=1e-2)
   return config
 
 
 def get_search_space(dataset: str = "synthetic"):
   """spen_ssvm.py's search space, whose energy, stages and energy-stage learning rate
-  E2E-SPEN shares: learning rate, L2, the feature network's dropout where it has hidden
-  layers, the feature scaling."""
+  E2E-SPEN shares: the feature network's capacity, the pretrain and energy stages'
+  learning rates, L2, the feature scaling."""
   return spen_ssvm.get_search_space(dataset)

@@ -38,34 +38,25 @@ Choices (the paper gives no hyper-parameters for its multi-label runs):
 import ml_collections
 
 from experiments import search_spaces
+from experiments.choices import implicit as implicit_choices
 from experiments.configs import base
 from experiments.configs import mlp
 
 TASKS = ("multilabel", "sequence", "segmentation")
 
 
-def _implicit_options(net_l2: float) -> ml_collections.ConfigDict:
+def _implicit_options(net_l2: float, **overrides) -> ml_collections.ConfigDict:
   """The `implicit` block: `primary` (the primary loss's name), the primary losses' keys
   (SSVM's `margin_cost`; CD's `num_samples` to `include_net_output`) and the options'
   (`experiments/choices/implicit.py` maps the block onto `ImplicitOptions` and a
   primary loss value), with this config's choices (module docstring). The energy's L2
   is `loss.l2`; `inverse_hvp` is the solver's block (`method` `'neumann'` or `'cg'`)."""
-  return ml_collections.ConfigDict(
-    dict(
-      primary="cd",
-      margin_cost="l1",
-      num_samples=10,
-      negatives="straight_through",
-      temperature=0.5,
-      include_net_output=True,
-      energy_weight=1.0,
-      inner_steps=5,
-      inverse_hvp=dict(method="neumann", num_terms=10, alpha=0.002, damping=0.0, tol=1e-6),
-      gradient="implicit",
-      score="soft_f1",
-      net_l2=net_l2,
-      max_residual=2.0,
-    )
+  return implicit_choices.block(
+    include_net_output=True,
+    inverse_hvp=dict(alpha=0.002),
+    net_l2=net_l2,
+    max_residual=2.0,
+    **overrides,
   )
 
 
@@ -102,8 +93,7 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   config = base.get_segmentation_base_config(dataset)
   config.method = "implicit"
   config.energy = base.segmentation_energy(local_term=True)
-  config.implicit = _implicit_options(net_l2=0.0)
-  config.implicit.update(dict(primary="dvn", score="soft_iou"))
+  config.implicit = _implicit_options(net_l2=0.0, primary="dvn", score="soft_iou")
   config.optimizer = base.cosine_adam(1e-3)
   config.inner_optimizer = base.cosine_adam(1e-4)
   config.stage_order = "pretrain,implicit"
@@ -140,9 +130,9 @@ def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
 
 
 def get_search_space(dataset: str = "synthetic"):
-  """What `python -m experiments.tune` selects for the implicit method: the `implicit`
-  stage's learning rate, L2, the network's dropout and the feature scaling
-  (`search_spaces.network`, 24 settings); each stage selects its checkpoint on the
-  held-out rows."""
+  """What `python -m experiments.tune` selects for the implicit method: the pretrained MLP's
+  capacity and learning rate (mlp.py's space), the `implicit` stage's learning rate, L2
+  and the feature scaling (`search_spaces.staged_network`); each stage selects its
+  checkpoint on the held-out rows."""
   del dataset  # the same space everywhere
-  return search_spaces.network("stages.implicit.optimizer.learning_rate", (1e-4, 1e-3))
+  return search_spaces.staged_network("implicit", (1e-4, 1e-3), energy_copy=True)

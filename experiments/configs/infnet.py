@@ -38,47 +38,14 @@ Tu & Gimpel 2018, is not among the five papers):
 - `loss.l2` weighs ½‖W‖² on the energy, `infnet.net_l2` on the nets (the MLP's 1e-5).
 """
 
-import dataclasses
-import typing
-
 import ml_collections
-from ml_collections import config_dict
 
-from energynets.objectives import infnet
 from experiments import search_spaces
 from experiments.choices import infnet as infnet_choices
 from experiments.configs import base
 from experiments.configs import mlp
 
 TASKS = ("multilabel", "sequence")
-
-# InfNetOptions' fields the block leaves out: the energy's L2 is `loss.l2`, and the
-# output structure follows the energy's domain.
-_NOT_IN_BLOCK = ("l2", "output")
-
-
-def _infnet_options(net_l2: float) -> ml_collections.ConfigDict:
-  """The `infnet` block: `objective` (the energy objective's name), the library energy
-  objectives' fields and `InfNetOptions`' fields at their defaults (a value by its name,
-  `infnet_choices.config_name`), read from the dataclasses
-  (`infnet_choices.infnet_options_from_config` maps the block back onto them), so a new
-  option is one dataclass field. A None default (energy_weight: λ_A, unset ties it
-  to compound_weight under the compound objective, the paper's one λ) is a typed
-  placeholder, so that --config.infnet.energy_weight=0.5 can set it."""
-  block: dict[str, typing.Any] = {infnet_choices.OBJECTIVE_KEY: infnet_choices.DEFAULT_OBJECTIVE}
-  for cls in (*infnet_choices.ENERGY_OBJECTIVES.values(), infnet.InfNetOptions):
-    hints = typing.get_type_hints(cls)
-    for field in dataclasses.fields(cls):
-      if field.name in _NOT_IN_BLOCK:
-        continue
-      value = infnet_choices.config_name(field.name, field.default)
-      if value is None:
-        value = config_dict.placeholder(
-          next(t for t in typing.get_args(hints[field.name]) if t is not type(None))
-        )
-      block.setdefault(field.name, value)
-  block["net_l2"] = net_l2
-  return ml_collections.ConfigDict(block)
 
 
 def get_sequence_config(dataset: str):
@@ -93,7 +60,7 @@ def get_sequence_config(dataset: str):
   config = base.get_sequence_base_config(dataset)
   config.method = "infnet"
   config.energy = base.sequence_energy()
-  config.infnet = _infnet_options(net_l2=0.0)
+  config.infnet = infnet_choices.block()
   config.optimizer = base.cosine_adam(5e-4)
   config.test_net_optimizer = base.cosine_adam(5e-4)
   config.cost_net_optimizer = base.cosine_adam(5e-4)
@@ -112,7 +79,7 @@ def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
   config = mlp.get_config(dataset)
   config.method = "infnet"
   config.energy = base.energy_like_model(config.model, 5 if dataset == "delicious" else 15)
-  config.infnet = _infnet_options(net_l2=config.loss.l2)
+  config.infnet = infnet_choices.block(net_l2=config.loss.l2)
   config.optimizer = base.cosine_adam(1e-3)
   config.test_net_optimizer = base.cosine_adam(1e-4)
   config.cost_net_optimizer = base.cosine_adam(1e-3)
@@ -123,8 +90,9 @@ def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
 
 
 def get_search_space(dataset: str = "synthetic"):
-  """What `python -m experiments.tune` selects for InfNet: the `infnet` stage's learning
-  rate, L2, the network's dropout and the feature scaling (`search_spaces.network`,
-  24 settings); each stage selects its checkpoint on the held-out rows."""
+  """What `python -m experiments.tune` selects for InfNet: the pretrained MLP's capacity and
+  learning rate (mlp.py's space), the `infnet` stage's learning rate, L2 and the feature
+  scaling (`search_spaces.staged_network`); each stage selects its checkpoint on the
+  held-out rows."""
   del dataset  # the same space everywhere
-  return search_spaces.network("stages.infnet.optimizer.learning_rate", (1e-4, 1e-3))
+  return search_spaces.staged_network("infnet", (1e-4, 1e-3), energy_copy=True)

@@ -41,21 +41,21 @@ its schedule and train mode) in `results/seal/seal_schedule_train_mode_spo_fun.m
 import ml_collections
 
 from experiments import search_spaces
-from experiments.choices.seal import seal_config_defaults
+from experiments.choices import gbi
+from experiments.choices import optimizers
+from experiments.choices import seal
 from experiments.configs import base
 from experiments.configs import mlp
 
 TASKS = ("multilabel", "sequence", "segmentation")
 
 
-def _seal_options() -> ml_collections.ConfigDict:
-  """The `seal` block: `objective` (the loss-net objective's name), `SealOptions`' keys
-  and the loss-net objectives' keys, at their defaults (`seal_config_defaults` of
-  experiments/choices/seal.py, which maps the block onto the values). Lists are
-  comma-separated strings: dvn_samples / dvn_sample_weights (static regression),
-  extra_samples / extra_sample_weights (GBI-free DVN sources added to the dynamic
-  regression and regression_s samples)."""
-  return ml_collections.ConfigDict(seal_config_defaults())
+# config.seal (`seal.block` of experiments/choices/seal.py, which maps the block onto the
+# values): `objective` (the loss-net objective's name), `SealOptions`' keys and the
+# loss-net objectives' keys, at their defaults unless set. Lists are comma-separated
+# strings: dvn_samples / dvn_sample_weights (static regression), extra_samples /
+# extra_sample_weights (GBI-free DVN sources added to the dynamic regression and
+# regression_s samples).
 
 
 def get_sequence_config(dataset: str):
@@ -68,33 +68,11 @@ def get_sequence_config(dataset: str):
   config = base.get_sequence_base_config(dataset)
   config.method = "seal"
   config.energy = base.sequence_energy()
-  config.seal = _seal_options()
-  config.gbi = ml_collections.ConfigDict(
-    dict(
-      method="mirror",
-      optimizer="momentum",
-      learning_rate=0.5,
-      momentum=0.9,
-      num_steps=20,
-      entropy_weight=0.0,
-    )
-  )
-  config.predict_gbi = ml_collections.ConfigDict(
-    dict(
-      method="mirror",
-      optimizer="momentum",
-      learning_rate=0.5,
-      momentum=0.9,
-      max_steps=50,
-      rel_tol=1e-4,
-      abs_tol=1e-4,
-      stop_fraction=1.0,
-      entropy_weight=0.0,
-    )
-  )
+  config.seal = seal.block()
+  config.gbi = gbi.train_block(learning_rate=0.5, momentum=0.9)
+  config.predict_gbi = gbi.predict_block(learning_rate=0.5, momentum=0.9, max_steps=50)
   config.optimizer = base.cosine_adam(5e-4)
-  config.loss_net_optimizer = base.cosine_adam(1e-3)
-  config.loss_net_optimizer.schedule = "constant"
+  config.loss_net_optimizer = optimizers.block()
   base.sequence_pretrain_then(config, "seal", steps=3000 if dataset.startswith("conll") else 1000)
   return config
 
@@ -128,34 +106,17 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   config = base.get_segmentation_base_config(dataset)
   config.method = "seal"
   config.energy = base.segmentation_energy(local_term=False)
-  config.seal = _seal_options()
-  config.seal.update(
-    dict(
-      objective="regression",
-      score="soft_iou",
-      energy_term="neg_value",
-      energy_weight=float(config.data.crop_size**2),
-      bce_weight=1.0,
-    )
+  config.seal = seal.block(
+    objective="regression",
+    score="soft_iou",
+    energy_term="neg_value",
+    energy_weight=float(config.data.crop_size**2),
   )
   # Unused by dynamic regression and NCE (static phases and seal.predict=gbi only).
-  config.gbi = ml_collections.ConfigDict(
-    dict(method="projected", optimizer="adam", learning_rate=0.05, num_steps=20, entropy_weight=0.0)
-  )
-  config.predict_gbi = ml_collections.ConfigDict(
-    dict(
-      method="projected",
-      optimizer="adam",
-      learning_rate=0.05,
-      max_steps=30,
-      rel_tol=1e-4,
-      abs_tol=1e-4,
-      stop_fraction=1.0,
-      entropy_weight=0.0,
-    )
-  )
-  config.loss_net_optimizer = base.cosine_adam(1e-3)
-  config.loss_net_optimizer.clip_norm = 10.0
+  adam = dict(method="projected", optimizer="adam", learning_rate=0.05)
+  config.gbi = gbi.train_block(**adam)
+  config.predict_gbi = gbi.predict_block(**adam, max_steps=30)
+  config.loss_net_optimizer = optimizers.block(schedule="cosine", clip_norm=10.0)
   # Used only with stage_order=pretrain,seal (see above); "" keeps SEAL's single stage.
   config.stages.pretrain = dict(method="local", train=dict(steps=config.train.steps))
   finetune = base.segmentation_sgd()
@@ -178,36 +139,14 @@ def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
   config = mlp.get_config(dataset)
   config.method = "seal"
   config.energy = base.energy_like_model(config.model, num_measurements=200)
-  config.seal = _seal_options()
+  config.seal = seal.block()
   # SEAL's GBI (its SPEN/DVN baselines): Adam + clamp, 20 steps (assumption, see
   # spen_gbi.py).
-  config.gbi = ml_collections.ConfigDict(
-    dict(method="projected", optimizer="adam", learning_rate=0.05, num_steps=20, entropy_weight=0.0)
-  )
-  config.predict_gbi = ml_collections.ConfigDict(
-    dict(
-      method="projected",
-      optimizer="adam",
-      learning_rate=0.05,
-      max_steps=20,
-      rel_tol=0.0,
-      abs_tol=0.0,
-      stop_fraction=1.0,
-      entropy_weight=0.0,
-    )
-  )
+  adam = dict(method="projected", optimizer="adam", learning_rate=0.05)
+  config.gbi = gbi.train_block(**adam)
+  config.predict_gbi = gbi.predict_block(**adam, max_steps=20, rel_tol=0.0, abs_tol=0.0)
   config.optimizer.clip_norm = 10.0
-  config.loss_net_optimizer = ml_collections.ConfigDict(
-    dict(
-      name="adam",
-      learning_rate=1e-3,
-      schedule="constant",
-      warmup_steps=0,
-      weight_decay=0.0,
-      momentum=0.9,
-      clip_norm=0.0,
-    )
-  )
+  config.loss_net_optimizer = optimizers.block()
   config.train.select_metric = "validation/example_f1@0.5"
   # Fine-tuning a trained MLP instead of SEAL's from-scratch task-net:
   # `--config.stage_order=pretrain,seal` (compare: `--reuse_stage=pretrain=mlp`).
@@ -226,7 +165,8 @@ def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
 
 
 def get_search_space(dataset: str = "synthetic"):
-  """What `python -m experiments.tune` selects for SEAL-dynamic: the learning rate, L2, the
-  task-net's dropout and the feature scaling (`search_spaces.network`, 24 settings)."""
+  """What `python -m experiments.tune` selects for SEAL-dynamic: the task-net's capacity
+  (hidden layers, input and hidden dropout), the learning rate, L2 and the feature
+  scaling (`search_spaces.network`)."""
   del dataset  # the same space everywhere
   return search_spaces.network()

@@ -15,3 +15,8 @@ def get_config(dataset: str = "synthetic"):
   config = seal_dynamic.get_config(dataset)
   config.method = "seal_ranking"
   return config
+
+
+def get_search_space(dataset: str = "synthetic"):
+  """seal_dynamic.py's search space: the ranking loss trains the same task-net."""
+  return seal_dynamic.get_search_space(dataset)

@@ -65,8 +65,8 @@ def get_config(dataset: str = "synthetic"):
 
 
 def get_search_space(dataset: str = "synthetic"):
-  """What `python -m experiments.tune` selects for SEAL-static (every stage): the learning
-  rate, L2, the task-net's dropout and the feature scaling (`search_spaces.network`, 24
-  settings)."""
+  """What `python -m experiments.tune` selects for SEAL-static: the task-net's capacity
+  (hidden layers, input and hidden dropout; its `pretrain` stage is the MLP), the
+  learning rate of every stage, L2 and the feature scaling (`search_spaces.network`)."""
   del dataset  # the same space everywhere
   return search_spaces.network()

@@ -12,25 +12,20 @@ unchanged, so the two configs differ only in test-time inference; selection and 
 headline number follow SEAL's protocol (example-F1 at 0.5).
 """
 
-import ml_collections
-
+from experiments.choices import gbi
 from experiments.configs import spen_ssvm
 
 
 def get_config(dataset: str = "synthetic"):
   config = spen_ssvm.get_config(dataset)
-  config.predict_gbi = ml_collections.ConfigDict(
-    dict(
-      method="projected",
-      optimizer="adam",
-      learning_rate=0.05,
-      momentum=0.95,
-      max_steps=20,
-      rel_tol=0.0,
-      abs_tol=0.0,
-      stop_fraction=1.0,
-      entropy_weight=0.0,
-    )
+  config.predict_gbi = gbi.predict_block(
+    method="projected",
+    optimizer="adam",
+    learning_rate=0.05,
+    momentum=0.95,
+    max_steps=20,
+    rel_tol=0.0,
+    abs_tol=0.0,
   )
   config.train.select_metric = "validation/example_f1@0.5"
   return config
@@ -38,6 +33,6 @@ def get_config(dataset: str = "synthetic"):
 
 def get_search_space(dataset: str = "synthetic"):
   """spen_ssvm.py's search space: SPEN (GBI) trains exactly as SPEN (SSVM) does (the
-  energy stage's learning rate, L2, the feature network's dropout where it has hidden
-  layers, the feature scaling)."""
+  feature network's capacity, the pretrain and energy stages' learning rates, L2, the
+  feature scaling)."""
   return spen_ssvm.get_search_space(dataset)

@@ -16,6 +16,8 @@ network (§7.2).
 import ml_collections
 
 from experiments import search_spaces
+from experiments.choices import gbi
+from experiments.choices import objectives
 from experiments.configs import base
 
 # + depth_scenes, twitter_pos, conll2003, weizmann_horse
@@ -27,34 +29,18 @@ def mirror_gbi(
 ) -> None:
   """`config.gbi` (loss-augmented inference in training: 20 steps) and
   `config.predict_gbi` (test: to convergence, tolerance 1e-4, at most `max_steps`), in
-  place: entropic mirror descent with momentum, the same step at training and test."""
-  config.gbi = ml_collections.ConfigDict(
-    dict(
-      method="mirror",
-      optimizer="momentum",
-      learning_rate=learning_rate,
-      momentum=momentum,
-      num_steps=20,
-      entropy_weight=0.0,
-      entropy_anneal_init=0.0,
-      entropy_anneal_steps=0,
-    )
+  place: entropic mirror descent with momentum, the same step at training and test. Both
+  hold the entropy annealing keys (the synthetic variant anneals at test)."""
+  step = dict(
+    method="mirror",
+    optimizer="momentum",
+    learning_rate=learning_rate,
+    momentum=momentum,
+    entropy_anneal_init=0.0,
+    entropy_anneal_steps=0,
   )
-  config.predict_gbi = ml_collections.ConfigDict(
-    dict(
-      method="mirror",
-      optimizer="momentum",
-      learning_rate=learning_rate,
-      momentum=momentum,
-      max_steps=max_steps,
-      rel_tol=1e-4,
-      abs_tol=1e-4,
-      stop_fraction=1.0,
-      entropy_weight=0.0,
-      entropy_anneal_init=0.0,
-      entropy_anneal_steps=0,
-    )
-  )
+  config.gbi = gbi.train_block(**step)
+  config.predict_gbi = gbi.predict_block(**step, max_steps=max_steps)
 
 
 def get_config(dataset: str = "synthetic"):
@@ -99,18 +85,8 @@ def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
   # several: the most violating final iterate per example); "" = same as init.
   # loss_aug_solver / predict_solver: "gbi", or "exhaustive" (exact over {0,1}^L by
   # enumeration, for L <= 20: the synthetic task and yeast).
-  config.loss = ml_collections.ConfigDict(
-    dict(
-      l2=1e-5,
-      l2_c=0.0,
-      surrogate="squared",
-      surrogate_eps=1e-3,
-      trainable="",
-      init="uniform",
-      loss_aug_init="",
-      loss_aug_solver="gbi",
-      predict_solver="gbi",
-    )
+  config.loss = objectives.ssvm_block(
+    l2=1e-5, l2_c=0.0, loss_aug_solver="gbi", predict_solver="gbi"
   )
   mirror_gbi(config, learning_rate=0.1, momentum=0.95, max_steps=100)
   base.spen_stages(config, "ssvm")
@@ -163,41 +139,11 @@ def get_denoising_config(dataset: str = "depth_scenes"):
   config = base.get_denoising_base_config(dataset)
   config.method = "ssvm"
   base.use_denoising_energy(config)
-  config.loss = ml_collections.ConfigDict(
-    dict(
-      l2=0.0,
-      l2_c=0.0,
-      surrogate="squared",
-      surrogate_eps=1e-3,
-      trainable="",
-      init="input",
-      loss_aug_init="input,gold",
-    )
-  )
+  config.loss = objectives.ssvm_block(l2_c=0.0, init="input", loss_aug_init="input,gold")
   sigma2 = config.data.noise_sigma**2
-  config.gbi = ml_collections.ConfigDict(
-    dict(
-      method="projected",
-      optimizer="sgd",
-      learning_rate=sigma2,
-      momentum=0.0,
-      num_steps=20,
-      entropy_weight=0.0,
-    )
-  )
-  config.predict_gbi = ml_collections.ConfigDict(
-    dict(
-      method="projected",
-      optimizer="sgd",
-      learning_rate=sigma2,
-      momentum=0.0,
-      max_steps=20,
-      rel_tol=0.0,
-      abs_tol=0.0,
-      stop_fraction=1.0,
-      entropy_weight=0.0,
-    )
-  )
+  step = dict(method="projected", optimizer="sgd", learning_rate=sigma2, momentum=0.0)
+  config.gbi = gbi.train_block(**step)
+  config.predict_gbi = gbi.predict_block(**step, max_steps=20, rel_tol=0.0, abs_tol=0.0)
   return config
 
 
@@ -215,9 +161,7 @@ def get_sequence_config(dataset: str = "twitter_pos"):
   config = base.get_sequence_base_config(dataset)
   config.method = "ssvm"
   config.energy = base.sequence_energy()
-  config.loss = ml_collections.ConfigDict(
-    dict(l2=0.0, surrogate="l1", surrogate_eps=1e-3, trainable="", init="local", loss_aug_init="")
-  )
+  config.loss = objectives.ssvm_block(surrogate="l1", init="local")
   mirror_gbi(config, learning_rate=0.5, momentum=0.9, max_steps=50)
   config.optimizer = base.cosine_adam(5e-4)
   base.sequence_pretrain_then(config, "ssvm", steps=3000 if dataset.startswith("conll") else 1000)
@@ -240,17 +184,7 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   config = base.get_segmentation_base_config(dataset)
   config.method = "ssvm"
   config.energy = base.segmentation_energy(local_term=True)
-  config.loss = ml_collections.ConfigDict(
-    dict(
-      l2=0.0,
-      l2_c=0.0,
-      surrogate="squared",
-      surrogate_eps=1e-3,
-      trainable="",
-      init="local",
-      loss_aug_init="",
-    )
-  )
+  config.loss = objectives.ssvm_block(l2_c=0.0, init="local")
   mirror_gbi(config, learning_rate=0.1, momentum=0.95, max_steps=100)
   config.stage_order = "pretrain,energy,joint"
   # pretrain = fcn.py's config exactly (method, optimizer, steps), so its run is reusable.
@@ -268,13 +202,10 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
 
 
 def get_search_space(dataset: str = "synthetic"):
-  """What `python -m experiments.tune` selects for SPEN (SSVM): the energy stage's learning
-  rate, L2, the feature network's dropout and the feature scaling
-  (`search_spaces.network`: 24 settings, 12 where the feature network has no hidden
-  layers, as on yeast); each stage selects its checkpoint on the held-out rows."""
-  return search_spaces.network(
-    "stages.energy.optimizer.learning_rate",
-    (1e-3, 1e-2),
-    dropout_key="energy.dropout",
-    hidden_layers=bool(get_config(dataset).energy.feature_hidden),
-  )
+  """What `python -m experiments.tune` selects for SPEN (SSVM): the feature network's
+  capacity (`energy.feature_hidden`, its input and hidden dropout) and the `pretrain`
+  stage's learning rate, which together are the MLP's space, the energy stage's learning
+  rate, L2 and the feature scaling (`search_spaces.staged_network`); each stage selects
+  its checkpoint on the held-out rows."""
+  del dataset  # the same space everywhere
+  return search_spaces.staged_network("energy", (1e-3, 1e-2), "energy", "feature_hidden")

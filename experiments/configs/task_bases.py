@@ -6,6 +6,7 @@ import ml_collections
 
 from energynets.data import denoising
 from energynets.data import segmentation
+from experiments.choices import optimizers
 from experiments.configs.blocks import NO_SCORE
 from experiments.configs.blocks import OUTSIDE_ENERGY
 from experiments.configs.blocks import cosine_adam
@@ -48,17 +49,7 @@ def get_denoising_base_config(dataset: str = "depth_scenes") -> ml_collections.C
       num_shards=0,
     )
   )
-  config.optimizer = ml_collections.ConfigDict(
-    dict(
-      name="adam",
-      learning_rate=1e-3,
-      schedule="cosine",
-      warmup_steps=0,
-      weight_decay=0.0,
-      momentum=0.9,
-      clip_norm=0.0,
-    )
-  )
+  config.optimizer = optimizers.block(schedule="cosine")
   config.train = train_block(
     steps=2000, batch_size=32, eval_batch_size=100, eval_every=250, select_metric="validation/psnr"
   )
@@ -74,8 +65,8 @@ def denoising_energy(noise_sigma: float, kind: str = "deep_prior") -> ml_collect
   or 'foe' (Eq. 13-14: 24 learned 5×5 filters under SoftAbs, temperature 25; the filter
   count and size are Roth & Black's, the paper does not give them). Both add the Gaussian
   data term ‖y − x‖²/(2σ²) with σ² learned, initialized at the data's noise level.
-  `conv_impl` ('auto', 'lax', 'patches'; `energynets.nets.cnn.CONV_IMPLS`) only chooses
-  how the convolutions are computed.
+  `conv_impl` ('auto', 'lax', 'patches'; `experiments.choices.networks.CONV_IMPLS`) only
+  chooses how the convolutions are computed.
 
   `normalize_input` (DeepPrior only): its trunk sees y standardized by the training
   images' mean and std (`experiments.builders.denoising_input_statistics`), as the CNN
@@ -191,7 +182,7 @@ def get_sequence_base_config(dataset: str = "twitter_pos") -> ml_collections.Con
 def sequence_energy() -> ml_collections.ConfigDict:
   """`config.energy` of a `SequenceEnergy` (experiments/networks.py:sequence_energy): the
   tagger of `config.model` as local term, W starting at zero, and the TLM global terms
-  named in `tlm_variants` (comma-separated names of `energies.sequence.TLM_VARIANTS`;
+  named in `tlm_variants` (comma-separated names of `experiments.choices.networks.TLM_VARIANTS`;
   empty: Eq. 7 alone; "forward" = GE(a), "forward,backward" = GE(b), all four = GE(c)),
   with the paper's hidden size 128, γ = 1 for the word-augmented ones; `local_scale`
   multiplies the local term (1: Eq. 7; see `SequenceEnergy.local_scale`)."""
@@ -302,16 +293,8 @@ def segmentation_sgd() -> ml_collections.ConfigDict:
   where SEAL's is the mean: the same updates need the rate divided and the decay
   multiplied by the 576 pixels. A cosine decay replaces SEAL's reduce-on-plateau."""
   pixels = SEGMENTATION_CROP**2
-  return ml_collections.ConfigDict(
-    dict(
-      name="momentum",
-      learning_rate=0.1 / pixels,
-      schedule="cosine",
-      warmup_steps=0,
-      weight_decay=1e-4 * pixels,
-      momentum=0.9,
-      clip_norm=0.0,
-    )
+  return optimizers.block(
+    name="momentum", learning_rate=0.1 / pixels, schedule="cosine", weight_decay=1e-4 * pixels
   )
 
 

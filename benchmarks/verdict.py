@@ -1,0 +1,637 @@
+r"""The verdict at equal budget: each energy method against the tuned MLP and the tuned
+linear model, as paired differences of test example-F1 with 95 % intervals over seeds.
+
+  python -m benchmarks.verdict --data_dir=DATA --workdir=W --jobs=N \
+      --out=results/verdict/verdict.md --plot=results/verdict/verdict.png
+
+Every method runs in the by-path route's `tuned` mode (`small_data.run_cell`: its
+committed config for the dataset, its own `get_search_space`, selected on held-out
+training rows, the choice refit) with ONE search budget for all of them: the `tune` block
+of `mlp`'s `:mulan` variant, changed only by `--set=tune.KEY=VALUE`, recorded in the
+report and in `--workdir`'s `budget.json` (a workdir holds cells of one budget only).
+Beside them, scikit-learn's one-vs-rest LogisticRegression (`small_data.LINEAR`) with C
+and feature scaling chosen on the same folds; its grid (br's search space) is evaluated
+whole, whatever the budget's trial count.
+
+Seed s sets `train.seed`, `tune.seed` (folds and trial draws) and, unless
+`--novary_data`, `data.split_seed`: the training subset of each size, the validation
+holdout and, for datasets split at random (cv10, 60/20/20), the test rows differ by seed.
+Methods at one seed share all of them, so each difference is paired by seed.
+
+Cells (seed, dataset, size, method) run cheapest size first, `--jobs` at once, each in its
+own single-threaded process; a cell's results.json under --workdir makes it finished, so
+an interrupted run, or a slice (`--only`, `--max_cells`), continues where it stopped.
+`--records` adds an earlier report's .json for cells --workdir lacks. The report: test
+example-F1 per cell (mean over seeds), the paired difference against the tuned MLP and
+against the linear model per (method, dataset, size) with its t-interval over seeds, a
+pooled interval per method and size across datasets (the unit: a dataset's mean paired
+difference), and a figure of the differences against the MLP.
+"""
+
+from collections.abc import Sequence
+import concurrent.futures
+import dataclasses
+import fnmatch
+import json
+import os
+import time
+from typing import Any
+
+from absl import app
+from absl import flags
+import ml_collections
+import numpy as np
+from scipy import stats
+
+from benchmarks import common
+from benchmarks import small_data
+from energynets.data import registry
+from experiments import configuration
+from experiments import trials
+
+DATASETS = ("bibtex", "delicious", "genbase", "yeast", "expr_fun", "spo_fun", "cal500")
+SIZES = (250, 500, 1000, 0)
+MLP = "mlp"
+ENERGY_METHODS = (
+  "spen_ssvm",
+  "dmf",
+  "e2e",
+  "seal_dynamic",
+  "seal_static",
+  "dvn",
+  "infnet",
+  "implicit",
+)
+METHODS = (MLP, *ENERGY_METHODS)
+LINEAR = small_data.LINEAR
+METRIC = small_data.METRIC
+SEEDS = (0, 1, 2)
+CONFIDENCE = 0.95
+BUDGET_FILE = "budget.json"
+# Keys a seed sets; `--set` may not set them.
+SEED_KEYS = ("train.seed", "tune.seed", "data.split_seed")
+
+
+@dataclasses.dataclass(frozen=True)
+class SeededCell:
+  """`cell` (always tuned) trained at `seed`."""
+
+  cell: small_data.Cell
+  seed: int
+
+  @property
+  def name(self) -> str:
+    return os.path.join(f"seed{self.seed}", self.cell.name)
+
+
+def scoped(override: str) -> tuple[str | None, str]:
+  """`(method, key=value)` of an override `method:key=value`; `(None, override)` for one
+  of every cell."""
+  prefix, sep, rest = override.partition(":")
+  if sep and "=" not in prefix:
+    return prefix, rest
+  return None, override
+
+
+def budget(overrides: Sequence[str] = ()) -> dict[str, Any]:
+  """The one search budget: mlp's `:mulan` `tune` block with the `tune.*` overrides of
+  `overrides`, enabled, without `seed` (each cell's seed sets it).
+
+  Raises:
+    ValueError: an override of a key that a seed sets, or a `tune.*` override of one
+      method's cells.
+  """
+  keys = [(method, o.partition("=")[0]) for method, o in map(scoped, overrides)]
+  bad = [f"{m}:{k}" if m else k for m, k in keys if k in SEED_KEYS or (m and k.startswith("tune."))]
+  if bad:
+    raise ValueError(f"{bad}: --seeds sets the seeds and every method has the one tune budget")
+  holder = ml_collections.ConfigDict({"tune": configuration.get_config(MLP, "mulan").tune})
+  configuration.apply_overrides(holder, [o for o in overrides if o.startswith("tune.")])
+  block = holder.tune.to_dict()
+  block["enabled"] = True
+  block.pop("seed", None)
+  return block
+
+
+def cell_overrides(
+  cell: "SeededCell",
+  tune_budget: dict[str, Any],
+  overrides: Sequence[str] = (),
+  vary_data: bool = True,
+) -> tuple[str, ...]:
+  """The overrides of `cell`: those of `overrides` that are not the budget's and apply to
+  its method (`key=value`, or `method:key=value` for that method), the seeds, and every
+  key of `tune_budget` (so that each method's own `:mulan` block is replaced)."""
+  mine = [o for m, o in map(scoped, overrides) if m in (None, cell.cell.method)]
+  return (
+    *(o for o in mine if not o.startswith("tune.")),
+    f"train.seed={cell.seed}",
+    *([f"data.split_seed={cell.seed}"] if vary_data else []),
+    *(f"tune.{key}={value!r}" for key, value in sorted(tune_budget.items())),
+    f"tune.seed={cell.seed}",
+  )
+
+
+def cells(
+  datasets: Sequence[str],
+  sizes: Sequence[int],
+  methods: Sequence[str],
+  seeds: Sequence[int],
+  linear: bool = True,
+) -> list[SeededCell]:
+  """Every cell, tuned: by size (all rows last), dataset and seed, the linear model and
+  then each method, so that a (dataset, size) is complete before the next starts."""
+  out = []
+  for size in sorted(sizes, key=lambda s: s or 10**9):
+    for dataset in datasets:
+      for seed in seeds:
+        out += [
+          SeededCell(c, seed)
+          for c in small_data.cells([dataset], [size], methods, ["tuned"], linear)
+        ]
+  return out
+
+
+def select(
+  all_cells: list[SeededCell],
+  workdir: str,
+  only: Sequence[str] = (),
+  max_cells: int = 0,
+  report_only: bool = False,
+) -> list[SeededCell]:
+  """The cells to visit: those whose name (`seed0/yeast/n500/mlp_tuned`) matches a glob of
+  `only` (all when empty), finished cells always, unfinished ones only without
+  `report_only` and, with `max_cells`, only the first that many."""
+  chosen, unfinished = [], 0
+  for c in all_cells:
+    if only and not any(fnmatch.fnmatch(c.name, pattern) for pattern in only):
+      continue
+    if not os.path.exists(os.path.join(workdir, c.name, "results.json")):
+      if report_only or (max_cells and unfinished >= max_cells):
+        continue
+      unfinished += 1
+    chosen.append(c)
+  return chosen
+
+
+def check_budget(workdir: str, recorded: dict[str, Any]) -> None:
+  """Writes `recorded` (the budget and the seed rule) to --workdir's budget.json, or checks
+  that the one there is the same.
+
+  Raises:
+    ValueError: the workdir's cells were run with another budget or seed rule.
+  """
+  path = os.path.join(workdir, BUDGET_FILE)
+  if os.path.exists(path):
+    with open(path) as f:
+      before = json.load(f)
+    if before != json.loads(json.dumps(recorded)):
+      raise ValueError(f"{workdir} holds cells of {before}, not {recorded}: use another --workdir")
+    return
+  os.makedirs(workdir, exist_ok=True)
+  with open(path, "w") as f:
+    json.dump(recorded, f, indent=1)
+
+
+def run(
+  chosen: list[SeededCell],
+  workdir: str,
+  data_dir: str,
+  tune_budget: dict[str, Any],
+  jobs: int = 1,
+  overrides: Sequence[str] = (),
+  vary_data: bool = True,
+) -> list[dict[str, Any]]:
+  """Every cell's record (with its `seed`), in `chosen`'s order, a progress line as each
+  ends; `jobs` cells at once, each process on one XLA thread. A size beyond a dataset's
+  training rows is left out."""
+  check_budget(workdir, {"tune": tune_budget, "vary_data": vary_data})
+  args = [
+    (c, workdir, data_dir, cell_overrides(c, tune_budget, overrides, vary_data)) for c in chosen
+  ]
+  started, records = time.time(), {}
+  progress = lambda done, c, line: print(
+    f"[{done}/{len(chosen)}, {time.time() - started:.0f} s] {c.name}: {line}", flush=True
+  )
+  if jobs <= 1:
+    for i, a in enumerate(args):
+      # One cell at a time: the linear model's labels are fitted on every CPU.
+      records[i] = _attempt(*a, linear_jobs=os.cpu_count() or 1)
+      progress(i + 1, chosen[i], _line(records[i]))
+  else:
+    with trials.single_threaded_processes(jobs) as pool:
+      futures = {pool.submit(_attempt, *a): i for i, a in enumerate(args)}
+      for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+        records[futures[future]] = future.result()
+        progress(done, chosen[futures[future]], _line(records[futures[future]]))
+  return [records[i] for i in range(len(chosen)) if isinstance(records[i], dict)]
+
+
+def _attempt(cell: SeededCell, workdir, data_dir, overrides, linear_jobs=1):
+  """`small_data.run_cell`'s record with the seed; the reason, for a size the dataset
+  does not have."""
+  try:
+    record = small_data.run_cell(
+      cell.cell, os.path.join(workdir, f"seed{cell.seed}"), data_dir, overrides, linear_jobs
+    )
+  except registry.TooFewTrainingRows as e:
+    return f"skipped ({e})"
+  return {**record, "seed": cell.seed}
+
+
+def _line(record) -> str:
+  if isinstance(record, str):
+    return record
+  return f"{METRIC} {record[METRIC]:.4f} ({record['seconds'] or 0:.0f} s)"
+
+
+def merge(records: list[dict[str, Any]], earlier: list[dict[str, Any]]) -> list[dict[str, Any]]:
+  """`earlier`'s records of cells that `records` lacks, then `records`."""
+  key = lambda r: (r["dataset"], r["size"], r["method"], r["seed"])
+  finished = {key(r) for r in records}
+  return [r for r in earlier if key(r) not in finished] + list(records)
+
+
+def paired_difference(
+  values: Sequence[float], reference: Sequence[float], confidence: float = CONFIDENCE
+) -> dict[str, Any]:
+  """The mean of `values - reference` (paired) and its two-sided t-interval.
+
+  Returns:
+    `{"n", "mean", "half_width", "low", "high"}`; with fewer than two pairs the
+    interval's entries are None.
+  """
+  d = np.asarray(values, float) - np.asarray(reference, float)
+  n, mean = len(d), float(np.mean(d))
+  half = None
+  if n >= 2:
+    half = float(stats.t.ppf((1 + confidence) / 2, n - 1) * np.std(d, ddof=1) / np.sqrt(n))
+  return {
+    "n": n,
+    "mean": mean,
+    "half_width": half,
+    "low": None if half is None else mean - half,
+    "high": None if half is None else mean + half,
+  }
+
+
+def differences(records: list[dict[str, Any]], reference: str) -> list[dict[str, Any]]:
+  """Per (method, dataset, size), the paired difference against `reference`'s cells of
+  the same dataset, size and seed (the seeds both finished; `seeds` lists them)."""
+  score = {(r["method"], r["dataset"], r["size"], r["seed"]): r[METRIC] for r in records}
+  out = []
+  for method, dataset, size in sorted(
+    {k[:3] for k in score if k[0] != reference}, key=lambda k: _order(k[0], k[1], k[2])
+  ):
+    seeds = sorted(
+      s
+      for m, d, z, s in score
+      if (m, d, z) == (method, dataset, size) and (reference, d, z, s) in score
+    )
+    if seeds:
+      out.append(
+        {
+          "method": method,
+          "reference": reference,
+          "dataset": dataset,
+          "size": size,
+          "seeds": seeds,
+          **paired_difference(
+            [score[method, dataset, size, s] for s in seeds],
+            [score[reference, dataset, size, s] for s in seeds],
+          ),
+        }
+      )
+  return out
+
+
+def pooled(diffs: list[dict[str, Any]], confidence: float = CONFIDENCE) -> list[dict[str, Any]]:
+  """Per method and size (and over every size, `size` None), the mean over datasets of
+  `diffs`' paired means with a t-interval over those per-(dataset, size) means: the
+  unit is a dataset, its seeds' noise inside its mean. Over every size a dataset counts
+  once per size (nested subsets of one dataset, so not independent units)."""
+  out = []
+  for method in sorted({d["method"] for d in diffs}, key=lambda m: _order(m)):
+    mine = [d for d in diffs if d["method"] == method]
+    sizes = sorted({d["size"] for d in mine}, key=lambda s: s or 10**9)
+    for size in [*sizes, None]:
+      means = [d["mean"] for d in mine if size is None or d["size"] == size]
+      interval = paired_difference(means, [0.0] * len(means), confidence)
+      out.append(
+        {
+          "method": method,
+          "reference": mine[0]["reference"],
+          "size": size,
+          "datasets": sorted({d["dataset"] for d in mine if size is None or d["size"] == size}),
+          "at_least_one_point": sum(m >= 0.01 for m in means),
+          **interval,
+        }
+      )
+  return out
+
+
+def _order(method: str, dataset: str = "", size: int = 0):
+  rank = (LINEAR, *METHODS)
+  return (rank.index(method) if method in rank else len(rank), method, dataset, size or 10**9)
+
+
+def _points(d: dict[str, Any]) -> str:
+  """`+1.23 ± 0.45` in points (the interval's half-width; `(no interval)` with one
+  pair), bold where the interval leaves out 0."""
+  if d["half_width"] is None:
+    return f"{100 * d['mean']:+.2f} (no interval)"
+  text = f"{100 * d['mean']:+.2f} ± {100 * d['half_width']:.2f}"
+  return f"**{text}**" if d["low"] > 0 or d["high"] < 0 else text
+
+
+def _num_train(records, dataset, size) -> int:
+  return next(
+    (
+      r["num_train"]
+      for r in records
+      if (r["dataset"], r["size"]) == (dataset, size) and r["num_train"]
+    ),
+    size,
+  )
+
+
+def _grid(records, entries, text) -> str:
+  """Markdown: a row per (dataset, size) of `records`, a column per method of `entries`
+  (dicts with method, dataset, size), each cell `text(entry)`."""
+  methods = sorted({e["method"] for e in entries}, key=_order)
+  by_key = {(e["method"], e["dataset"], e["size"]): e for e in entries}
+  rows = sorted({(r["dataset"], r["size"]) for r in records}, key=lambda k: (k[0], k[1] or 10**9))
+  head = ["dataset", "train rows", *(_label(m) for m in methods)]
+  lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+  for dataset, size in rows:
+    cells_ = [by_key.get((m, dataset, size)) for m in methods]
+    lines.append(
+      f"| {dataset} | {_num_train(records, dataset, size)} | "
+      + " | ".join("—" if e is None else text(e) for e in cells_)
+      + " |"
+    )
+  return "\n".join(lines)
+
+
+def _label(method: str) -> str:
+  return "LR (sklearn)" if method == LINEAR else method
+
+
+def scores_table(records: list[dict[str, Any]]) -> str:
+  """Test example-F1 (%) per cell: mean ± standard deviation over its seeds."""
+  groups: dict[tuple, list[float]] = {}
+  for r in records:
+    groups.setdefault((r["method"], r["dataset"], r["size"]), []).append(r[METRIC])
+  entries = [{"method": m, "dataset": d, "size": s, "values": v} for (m, d, s), v in groups.items()]
+  return _grid(
+    records,
+    entries,
+    lambda e: (
+      f"{100 * np.mean(e['values']):.2f}"
+      + (f" ± {100 * np.std(e['values'], ddof=1):.2f}" if len(e["values"]) > 1 else "")
+      + f" ({len(e['values'])})"
+    ),
+  )
+
+
+def pooled_table(pools: list[dict[str, Any]]) -> str:
+  """Markdown: a row per method, a column per size (and every size), each the pooled
+  difference with its interval, the datasets pooled and how many are ≥ +1 point."""
+  sizes = sorted({p["size"] for p in pools if p["size"] is not None}, key=lambda s: s or 10**9)
+  head = ["method", *(f"n={s or 'all'}" for s in sizes), "every size"]
+  lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+  by_key = {(p["method"], p["size"]): p for p in pools}
+  for method in sorted({p["method"] for p in pools}, key=_order):
+    cells_ = [by_key.get((method, s)) for s in [*sizes, None]]
+    lines.append(
+      f"| {_label(method)} | "
+      + " | ".join(
+        "—"
+        if p is None
+        else f"{_points(p)}; {len(p['datasets'])} sets, {p['at_least_one_point']} ≥ +1"
+        for p in cells_
+      )
+      + " |"
+    )
+  return "\n".join(lines)
+
+
+def sentences(pools: list[dict[str, Any]], reference: str) -> list[str]:
+  """One line per method: its pooled difference against `reference` over every size."""
+  lines = []
+  for p in pools:
+    if p["size"] is not None:
+      continue
+    side = ""
+    if p["half_width"] is not None and (p["low"] > 0 or p["high"] < 0):
+      side = f" ({'above' if p['low'] > 0 else 'below'} it at {100 * CONFIDENCE:.0f} %)"
+    elif p["half_width"] is not None:
+      side = f" (its {100 * CONFIDENCE:.0f} % interval holds 0)"
+    lines.append(
+      f"- {_label(p['method'])} − {_label(reference)}: {_points(p)} points over "
+      f"{p['n']} (dataset, size) pair{'s' * (p['n'] != 1)}{side}; at least +1 point on "
+      f"{p['at_least_one_point']} of them."
+    )
+  return lines
+
+
+def seed_counts(records: list[dict[str, Any]]) -> str:
+  seeds = sorted({r["seed"] for r in records})
+  return f"seeds {seeds}" if seeds else "no cells"
+
+
+def report(records: list[dict[str, Any]], tune_budget: dict[str, Any], vary_data: bool) -> str:
+  """The markdown report of `records` run with `tune_budget`."""
+  vs_mlp, vs_linear = differences(records, MLP), differences(records, LINEAR)
+  n = min((d["n"] for d in vs_mlp + vs_linear if d["n"] >= 2), default=0)
+  small_n = (
+    f" With n={n} seeds the half-width is t·sd/√n with t the {(1 + CONFIDENCE) / 2:.3f} "
+    f"quantile of Student's t with n−1 degrees of freedom, "
+    f"t = {stats.t.ppf((1 + CONFIDENCE) / 2, n - 1):.2f}: wide, and only "
+    "as good as the normality of so few differences."
+    if 2 <= n <= 5
+    else ""
+  )
+  return "\n".join(
+    [
+      f"Test example-F1, every method tuned with one budget: `tune` = "
+      f"`{json.dumps(tune_budget, sort_keys=True)}` (tune.seed = train.seed = the seed"
+      + (", and data.split_seed" if vary_data else "; data.split_seed 0")
+      + f"); {seed_counts(records)}. Differences are in points, paired by seed, "
+      f"± the half-width of the {100 * CONFIDENCE:.0f} % t-interval over seeds; bold: "
+      "the interval leaves out 0; no interval: one seed (pooled: one dataset)."
+      f"{small_n} — : not run.",
+      "",
+      "Test example-F1 (%), mean ± sd over seeds (number of seeds):",
+      "",
+      scores_table(records),
+      "",
+      "Paired difference against the tuned MLP:",
+      "",
+      _grid(records, vs_mlp, _points),
+      "",
+      "Paired difference against the tuned linear model (scikit-learn LogisticRegression):",
+      "",
+      _grid(records, vs_linear, _points),
+      "",
+      "Pooled across datasets (the unit: a dataset's mean paired difference; t-interval "
+      "over datasets; `≥ +1`: datasets whose mean difference is at least +1 point), "
+      "against the tuned MLP:",
+      "",
+      pooled_table(pooled(vs_mlp)),
+      "",
+      "against the tuned linear model:",
+      "",
+      pooled_table(pooled(vs_linear)),
+      "",
+      "Over every size (a dataset once per size):",
+      *sentences(pooled(vs_mlp), MLP),
+      *sentences(pooled(vs_linear), LINEAR),
+      "",
+      "Wall time of each cell (the search included):",
+      *small_data.durations(records),
+    ]
+  )
+
+
+def plot(records: list[dict[str, Any]], path: str) -> None:
+  """A panel per method: its paired difference against the tuned MLP per dataset, a
+  marker per size, the bars the 95 % intervals."""
+  from experiments import plots  # pylint: disable=g-import-not-at-top
+
+  plt = plots.pyplot()
+  diffs = differences(records, MLP)
+  methods = sorted({d["method"] for d in diffs}, key=_order) or [LINEAR]
+  datasets = sorted({d["dataset"] for d in diffs})
+  sizes = sorted({d["size"] for d in diffs}, key=lambda s: s or 10**9)
+  columns = min(4, len(methods))
+  rows = -(-len(methods) // columns)
+  fig, axes = plt.subplots(
+    rows, columns, figsize=(3.6 * columns, 3 * rows), squeeze=False, sharey=True
+  )
+  for ax, method in zip(axes.flat, methods):
+    for k, size in enumerate(sizes):
+      mine = {d["dataset"]: d for d in diffs if (d["method"], d["size"]) == (method, size)}
+      xs = [i + 0.8 * (k + 0.5) / len(sizes) - 0.4 for i, ds in enumerate(datasets) if ds in mine]
+      ys = [100 * mine[ds]["mean"] for ds in datasets if ds in mine]
+      errors = [100 * (mine[ds]["half_width"] or 0) for ds in datasets if ds in mine]
+      ax.errorbar(
+        xs, ys, yerr=errors, fmt="o", ms=3, capsize=2, color=f"C{k}", label=f"n={size or 'all'}"
+      )
+    ax.axhline(0, color="black", lw=0.8)
+    ax.axhline(1, color="gray", lw=0.6, ls=":")
+    ax.set_xticks(range(len(datasets)), datasets, rotation=45, ha="right", fontsize=7)
+    ax.set_title(f"{_label(method)} − mlp")
+  for ax in axes.flat[len(methods) :]:
+    ax.set_visible(False)
+  for ax in axes[:, 0]:
+    ax.set_ylabel("test example-F1 difference (points)")
+  axes.flat[0].legend(fontsize=6)
+  fig.tight_layout()
+  plots.save_figure(fig, path, dpi=120)
+
+
+def summary(records: list[dict[str, Any]], tune_budget: dict[str, Any], vary_data: bool) -> dict:
+  """The report's JSON: the budget, the seed rule, every cell's record and the
+  differences (in F1 units, not points)."""
+  vs_mlp, vs_linear = differences(records, MLP), differences(records, LINEAR)
+  return {
+    "budget": {"tune": tune_budget, "vary_data": vary_data},
+    "confidence": CONFIDENCE,
+    "records": records,
+    "differences": vs_mlp + vs_linear,
+    "pooled": pooled(vs_mlp) + pooled(vs_linear),
+  }
+
+
+_FLAGS = {}
+
+
+def _define_flags():
+  return {
+    "data_dir": flags.DEFINE_string("data_dir", "", "data directory (else $ENERGYNETS_DATA_DIR)"),
+    "workdir": flags.DEFINE_string("workdir", None, "where every cell's run goes", required=True),
+    "datasets": flags.DEFINE_list("datasets", list(DATASETS), "registered datasets"),
+    "sizes": flags.DEFINE_list("sizes", [str(s) for s in SIZES], "training rows (0: all)"),
+    "methods": flags.DEFINE_list("methods", list(METHODS), "experiment configs (mlp included)"),
+    "seeds": flags.DEFINE_list(
+      "seeds", [str(s) for s in SEEDS], "seeds (at least 2 for intervals)"
+    ),
+    "linear": flags.DEFINE_bool("linear", True, "run scikit-learn's tuned LogisticRegression"),
+    "vary_data": flags.DEFINE_bool(
+      "vary_data", True, "data.split_seed follows the seed (training subset, validation holdout)"
+    ),
+    "only": flags.DEFINE_list(
+      "only", [], "globs of cell names (seed0/yeast/n500/mlp_tuned) to visit; empty: all"
+    ),
+    "max_cells": flags.DEFINE_integer("max_cells", 0, "train at most this many cells (0: all)"),
+    "report_only": flags.DEFINE_bool(
+      "report_only", False, "train nothing: report the cells already finished in --workdir"
+    ),
+    "jobs": flags.DEFINE_integer("jobs", 1, "cells run at once, each in its own process"),
+    "set": flags.DEFINE_multi_string(
+      "set",
+      [],
+      "key=value override of every cell's config, method:key=value of one method's "
+      "(sklearn_lr: the br config it reads); tune.KEY=VALUE changes every method's budget",
+    ),
+    "out": flags.DEFINE_string("out", "", "markdown report (and .json beside it)"),
+    "plot": flags.DEFINE_string("plot", "", "figure of the differences against the tuned MLP"),
+    "records": flags.DEFINE_list(
+      "records",
+      [],
+      "earlier reports' .json files: their cells are reported unless --workdir has them",
+    ),
+  }
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  value = lambda name: _FLAGS[name].value
+  try:
+    tune_budget = budget(value("set"))
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
+  vary_data = value("vary_data")
+  chosen = select(
+    cells(
+      value("datasets"),
+      [int(s) for s in value("sizes")],
+      value("methods"),
+      [int(s) for s in value("seeds")],
+      value("linear"),
+    ),
+    value("workdir"),
+    value("only"),
+    value("max_cells"),
+    value("report_only"),
+  )
+  try:
+    check_budget(value("workdir"), {"tune": tune_budget, "vary_data": vary_data})
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
+  records = run(
+    chosen, value("workdir"), value("data_dir"), tune_budget, value("jobs"), value("set"), vary_data
+  )
+  for path in value("records"):
+    with open(path) as f:
+      earlier = json.load(f)
+    if earlier["budget"] != json.loads(json.dumps({"tune": tune_budget, "vary_data": vary_data})):
+      raise app.UsageError(f"{path} was run with {earlier['budget']}, not this budget")
+    records = merge(records, earlier["records"])
+  body = report(records, tune_budget, vary_data)
+  print(body)
+  if value("out"):
+    common.write_report(value("out"), "benchmarks.verdict", body)
+    with open(os.path.splitext(value("out"))[0] + ".json", "w") as f:
+      json.dump(
+        summary(records, tune_budget, vary_data), f, indent=1, default=configuration.json_default
+      )
+  if value("plot"):
+    plot(records, value("plot"))
+
+
+if __name__ == "__main__":
+  _FLAGS = _define_flags()
+  app.run(main)

@@ -1,0 +1,218 @@
+"""benchmarks/verdict.py: the paired differences and their intervals (against scipy and a
+hand computation), the one budget every method gets, the report and figure from made-up
+records, and a resumable run of a tiny real slice."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from benchmarks import small_data
+from benchmarks import verdict
+from experiments import configuration
+
+
+def _record(dataset, size, method, seed, f1):
+  return {
+    "dataset": dataset,
+    "size": size,
+    "method": method,
+    "mode": "tuned",
+    "seed": seed,
+    verdict.METRIC: f1,
+    "num_train": size or 400,
+    "seconds": 10.0 + seed,
+  }
+
+
+def test_paired_difference_by_hand():
+  # d = (0.01, 0.03, 0.02): mean 0.02, sd 0.01; t(0.975, 2) = 4.302652729911275.
+  d = verdict.paired_difference([0.51, 0.53, 0.52], [0.50, 0.50, 0.50])
+  half = 4.302652729911275 * 0.01 / math.sqrt(3)
+  assert d["n"] == 3
+  assert d["mean"] == pytest.approx(0.02)
+  assert d["half_width"] == pytest.approx(half)
+  assert (d["low"], d["high"]) == pytest.approx((0.02 - half, 0.02 + half))
+  one = verdict.paired_difference([0.6], [0.5])
+  assert one["mean"] == pytest.approx(0.1)
+  assert one["half_width"] is None and one["low"] is None and one["high"] is None
+
+
+@pytest.mark.parametrize("n", [2, 3, 7])
+def test_paired_difference_is_scipys_paired_t_interval(n):
+  rng = np.random.default_rng(n)
+  a, b = rng.uniform(0.3, 0.7, n), rng.uniform(0.3, 0.7, n)
+  d = verdict.paired_difference(list(a), list(b))
+  low, high = stats.ttest_rel(a, b).confidence_interval(0.95)
+  assert (d["low"], d["high"]) == pytest.approx((low, high))
+
+
+def test_differences_pair_by_seed_and_pool_over_datasets():
+  records = [
+    # d1 at 250 rows: seeds 0, 1, 2 for mlp; dmf lacks seed 2, so two pairs.
+    _record("d1", 250, "mlp", 0, 0.50),
+    _record("d1", 250, "mlp", 1, 0.60),
+    _record("d1", 250, "mlp", 2, 0.90),
+    _record("d1", 250, "dmf", 0, 0.52),
+    _record("d1", 250, "dmf", 1, 0.61),
+    _record("d2", 250, "mlp", 0, 0.40),
+    _record("d2", 250, "dmf", 0, 0.45),
+    _record("d2", 250, "dmf", 1, 0.99),  # no mlp at seed 1: not paired
+    _record("d1", 0, "mlp", 0, 0.70),
+    _record("d1", 0, "dmf", 0, 0.69),
+  ]
+  diffs = {(d["dataset"], d["size"]): d for d in verdict.differences(records, "mlp")}
+  assert set(diffs) == {("d1", 250), ("d2", 250), ("d1", 0)}
+  assert diffs["d1", 250]["seeds"] == [0, 1]
+  assert diffs["d1", 250]["mean"] == pytest.approx(0.015)
+  assert diffs["d2", 250]["seeds"] == [0] and diffs["d2", 250]["half_width"] is None
+  pools = {p["size"]: p for p in verdict.pooled(list(diffs.values()))}
+  # At 250 rows the units are d1's mean (+0.015) and d2's (+0.05).
+  assert pools[250]["datasets"] == ["d1", "d2"]
+  assert pools[250]["mean"] == pytest.approx(0.0325)
+  low, high = stats.ttest_1samp([0.015, 0.05], 0.0).confidence_interval(0.95)
+  assert (pools[250]["low"], pools[250]["high"]) == pytest.approx((low, high))
+  assert pools[250]["at_least_one_point"] == 2
+  assert pools[0]["n"] == 1 and pools[0]["half_width"] is None
+  # Over every size: the three (dataset, size) means.
+  assert pools[None]["n"] == 3
+  assert pools[None]["mean"] == pytest.approx((0.015 + 0.05 - 0.01) / 3)
+
+
+def _fake_records():
+  rng = np.random.default_rng(0)
+  records = []
+  for dataset in ("yeast", "genbase"):
+    for size in (250, 0):
+      for seed in (0, 1, 2):
+        for method, shift in ((verdict.LINEAR, -0.01), ("mlp", 0.0), ("dmf", 0.03), ("e2e", -0.2)):
+          records.append(_record(dataset, size, method, seed, 0.6 + shift + rng.normal(0, 0.002)))
+  return records
+
+
+def test_report_and_figure_from_records(tmp_path):
+  records = _fake_records()
+  tune_budget = verdict.budget(["tune.trials=2"])
+  body = verdict.report(records, tune_budget, vary_data=True)
+  assert '"trials": 2' in body and "data.split_seed" in body and "seeds [0, 1, 2]" in body
+  assert "With n=3 seeds" in body and "t = 4.30" in body
+  lines = body.splitlines()
+  # Every table: a row per (dataset, size), the linear model first.
+  header = next(line for line in lines if line.startswith("| dataset"))
+  assert header.split(" | ")[2:4] == ["LR (sklearn)", "mlp"]
+  vs_mlp = lines[lines.index("Paired difference against the tuned MLP:") + 2 :]
+  yeast_250 = next(line for line in vs_mlp if line.startswith("| yeast | 250 |"))
+  # dmf is 3 points above, e2e 20 below, with tight intervals: both bold.
+  columns = yeast_250.strip("| ").split(" | ")
+  assert columns[3].startswith("**+3.") and columns[4].startswith("**-")
+  assert float(columns[4].strip("*").split()[0]) == pytest.approx(-20, abs=1)
+  assert any(line.startswith("- dmf − mlp: **+3.") and "above it at 95 %" in line for line in lines)
+  assert any(line.startswith("- e2e − mlp:") and "below it at 95 %" in line for line in lines)
+  assert any(line.startswith("| dmf |") and "; 2 sets, 2 ≥ +1" in line for line in lines)
+  summary = verdict.summary(records, tune_budget, True)
+  assert summary["budget"] == {"tune": tune_budget, "vary_data": True}
+  assert len(summary["differences"]) == 2 * 2 * (3 + 3)  # vs mlp: 3 methods, vs LR: 3
+  json.dumps(summary)
+  verdict.plot(records, str(tmp_path / "verdict.png"))
+  assert os.path.getsize(tmp_path / "verdict.png") > 1000
+
+
+def test_every_method_gets_the_one_budget(tmp_path):
+  overrides = ["tune.trials=2", "train.steps=7", "dmf:train.eval_every=5"]
+  tune_budget = verdict.budget(overrides)
+  assert "seed" not in tune_budget and tune_budget["trials"] == 2 and tune_budget["enabled"]
+  blocks = {}
+  for method in verdict.METHODS:
+    cell = verdict.SeededCell(small_data.Cell("yeast", 500, method, "tuned"), 2)
+    config = small_data.cell_config(
+      cell.cell, str(tmp_path), verdict.cell_overrides(cell, tune_budget, overrides)
+    )
+    assert config.train.seed == 2 and config.data.split_seed == 2 and config.train.steps == 7
+    assert config.train.eval_every == (5 if method == "dmf" else 250)
+    blocks[method] = {k: config.tune[k] for k in tune_budget}
+    assert config.tune.seed == 2
+  assert all(block == {**tune_budget} for block in blocks.values())
+  fixed = verdict.cell_overrides(cell, tune_budget, overrides, vary_data=False)
+  assert not any(o.startswith("data.split_seed") for o in fixed)
+  for bad in (["train.seed=3"], ["tune.seed=3"], ["dmf:tune.trials=9"]):
+    with pytest.raises(ValueError, match="one tune budget"):
+      verdict.budget(bad)
+
+
+def test_cells_slices_and_the_workdir_budget(tmp_path):
+  all_cells = verdict.cells(["yeast", "genbase"], [0, 250], ["mlp", "dmf"], [0, 1])
+  names = [c.name for c in all_cells]
+  assert names[:3] == [
+    "seed0/yeast/n250/sklearn_lr_tuned",
+    "seed0/yeast/n250/mlp_tuned",
+    "seed0/yeast/n250/dmf_tuned",
+  ]
+  assert len(names) == 2 * 2 * 2 * 3 and names[-1] == "seed1/genbase/nall/dmf_tuned"
+  workdir = str(tmp_path)
+  finished = os.path.join(workdir, "seed1", "genbase", "n250", "mlp_tuned")
+  os.makedirs(finished)
+  open(os.path.join(finished, "results.json"), "w").close()
+  only = verdict.select(all_cells, workdir, ["*/genbase/n250/*"], max_cells=2)
+  # Two unfinished cells, and the finished one in the slice.
+  assert [c.name for c in only] == [
+    "seed0/genbase/n250/sklearn_lr_tuned",
+    "seed0/genbase/n250/mlp_tuned",
+    "seed1/genbase/n250/mlp_tuned",
+  ]
+  assert [c.name for c in verdict.select(all_cells, workdir, report_only=True)] == [
+    "seed1/genbase/n250/mlp_tuned"
+  ]
+  verdict.check_budget(workdir, {"tune": {"trials": 2}, "vary_data": True})
+  verdict.check_budget(workdir, {"tune": {"trials": 2}, "vary_data": True})
+  with pytest.raises(ValueError, match="another --workdir"):
+    verdict.check_budget(workdir, {"tune": {"trials": 3}, "vary_data": True})
+  earlier = [_record("yeast", 250, "mlp", 0, 0.1), _record("yeast", 250, "mlp", 1, 0.2)]
+  merged = verdict.merge([_record("yeast", 250, "mlp", 1, 0.3)], earlier)
+  assert [(r["seed"], r[verdict.METRIC]) for r in merged] == [(0, 0.1), (1, 0.3)]
+
+
+def _short(methods, dataset, steps):
+  """Overrides that cut every stage of `methods` to `steps` steps."""
+  out = []
+  for method in methods:
+    config = configuration.get_config(method, dataset)
+    for stage, settings in config.get("stages", {}).items():
+      if "steps" in settings.get("train", {}):
+        out.append(f"{method}:stages.{stage}.train.steps={steps}")
+  return out
+
+
+@pytest.mark.slow  # 1 min on 2 cores: six tuned cells, each compiling its folds and refit
+def test_a_tiny_real_slice_runs_and_resumes(data_dir, tmp_path):
+  workdir = str(tmp_path / "runs")
+  overrides = [
+    "train.steps=4",
+    "train.eval_every=2",
+    "tune.trials=1",
+    "tune.folds=2",
+    "tune.trial_eval_every=2",
+    *_short(["dmf"], "yeast", 4),
+  ]
+  tune_budget = verdict.budget(overrides)
+  all_cells = verdict.cells(["yeast"], [60], ["mlp", "dmf"], [0, 1])
+  records = verdict.run(all_cells, workdir, str(data_dir), tune_budget, 1, overrides)
+  assert [(r["seed"], r["method"]) for r in records] == [
+    (seed, method) for seed in (0, 1) for method in (verdict.LINEAR, "mlp", "dmf")
+  ]
+  assert all(r["num_train"] == 60 for r in records)
+  with open(os.path.join(workdir, "seed1", "yeast", "n60", "dmf_tuned", "results.json")) as f:
+    tuning = json.load(f)["meta"]["tuning"]
+  assert tuning["folds"] == 2 and tuning["num_trials"] == 1
+  stamp = os.path.getmtime(
+    os.path.join(workdir, "seed0", "yeast", "n60", "mlp_tuned", "results.json")
+  )
+  again = verdict.run(all_cells, workdir, str(data_dir), tune_budget, 1, overrides)
+  assert [r[verdict.METRIC] for r in again] == [r[verdict.METRIC] for r in records]
+  assert stamp == os.path.getmtime(
+    os.path.join(workdir, "seed0", "yeast", "n60", "mlp_tuned", "results.json")
+  )
+  body = verdict.report(records, tune_budget, True)
+  assert "| yeast | 60 |" in body and "With n=2 seeds" in body
