@@ -39,6 +39,7 @@ from energynets.energies import SPENEnergy
 from energynets.objectives import e2e
 from energynets.train import quiet_library_logs
 from experiments.choices import gbi as gbi_choices
+from experiments.choices import networks as network_choices
 from experiments.choices import objectives as objective_choices
 from experiments.configs import e2e as e2e_config
 
@@ -72,9 +73,9 @@ def _energy_and_gbi():
   energy = SPENEnergy(
     num_labels=_NUM_LABELS.value,
     feature_hidden=hidden,
-    feature_activation=e.feature_activation,
+    feature_activation=network_choices.activation(e.feature_activation),
     num_measurements=e.num_measurements,
-    activation=e.activation,
+    activation=network_choices.activation(e.activation),
     num_conditional=e.num_conditional,
     dropout=e.dropout,
     input_dropout=e.input_dropout,
@@ -169,8 +170,8 @@ def main(argv):
     f"Gradient of the e2e training loss (per-iterate BCE, w_t = 1/(T−t+1), l2 "
     f"{config.loss.l2}) w.r.t. the SPENEnergy parameters and the T learned step sizes. "
     f"Energy: {_NUM_FEATURES.value} features → feature network {hidden} "
-    f"({energy.feature_activation}, dropout {energy.dropout}) → {_NUM_LABELS.value} "
-    f"labels, {energy.num_measurements} {energy.activation} measurements; batch "
+    f"({config.energy.feature_activation}, dropout {energy.dropout}) → {_NUM_LABELS.value} "
+    f"labels, {energy.num_measurements} {config.energy.activation} measurements; batch "
     f"{_BATCH_SIZE.value} of random binary data with bibtex's shapes. GBI: method "
     f"{names['method']}, optimizer {names['optimizer']}, start {e.init!r}, initial η "
     f"{gbi_base.learning_rate}, τ {gbi_base.entropy_weight}.\n"

@@ -269,7 +269,7 @@ def main(argv):
   header = (
     f"Dataset {dataset.name}, test split, batch {n} × {dataset.num_features} features, "
     f"{dataset.num_labels} labels; energy {energy.feature_hidden} features, "
-    f"{energy.num_measurements} measurements ({energy.activation}); parameters: {source}.\n"
+    f"{energy.num_measurements} measurements ({config.energy.activation}); parameters: {source}.\n"
     f"GBI: start {init!r}, optimizer {step_options['optimizer']}, η "
     f"{step_options['learning_rate']}, μ {step_options['momentum']}, τ "
     f"{step_options['entropy_weight']}; gbi_while: max_steps {while_config.max_steps}, "

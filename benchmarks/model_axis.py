@@ -93,7 +93,7 @@ def _objective(num_labels: int) -> en.objectives.Objective:
     num_labels=num_labels,
     feature_hidden=(_HIDDEN.value,),
     num_measurements=_MEASUREMENTS.value,
-    activation="softplus",
+    activation=en.nets.softplus,
   )
   # SPEN A.5's optimizer: SGD with momentum (one moment per parameter).
   return en.objectives.ssvm_hinge(

@@ -33,7 +33,9 @@ from benchmarks.suite_profiles import torch_op_profile
 from benchmarks.suite_profiles import verdicts
 from energynets.energies import protocol
 from energynets.inference import gbi as gbi_lib
+from experiments import choices
 from experiments.choices import gbi as gbi_choices
+from experiments.choices import networks as network_choices
 
 # JAX / eager PyTorch targets (speedup = PyTorch time / JAX time) on CPU: no slower on
 # the GBI loop, 2× on the SEAL-dynamic step; on a GPU 2× on these three.
@@ -150,9 +152,9 @@ def torch_section(
         sizes.num_features,
         sizes.num_labels,
         energy.feature_hidden,
-        energy.feature_activation,
+        choices.name_of("activation", network_choices.ACTIVATIONS, energy.feature_activation),
         energy.num_measurements,
-        energy.activation,
+        choices.name_of("activation", network_choices.ACTIVATIONS, energy.activation),
       ),
       params,
     ).to(device)

@@ -70,7 +70,7 @@ def mlp(config, dataset) -> nets.MLP:
   return nets.MLP(
     hidden=tuple(config.model.hidden),
     num_outputs=dataset.num_labels,
-    activation=config.model.activation,
+    activation=network_choices.activation(config.model.activation),
     dropout=config.model.dropout,
     input_dropout=config.model.input_dropout,
     dtype=compute_dtype(config),
@@ -119,7 +119,7 @@ def fcn(config) -> nets.FCN:
     features=tuple(m.features),
     strides=tuple(m.strides),
     kernel_size=m.kernel_size,
-    activation=m.activation,
+    activation=network_choices.activation(m.activation),
     dropout=m.dropout,
     skip_connections=m.skip_connections,
     dtype=compute_dtype(config),
@@ -159,7 +159,7 @@ def cnn_denoiser(config, dataset) -> nets.CNNDenoiser:
   return nets.CNNDenoiser(
     features=tuple(c.features),
     kernel_size=c.kernel_size,
-    activation=c.activation,
+    activation=network_choices.activation(c.activation),
     padding=network_choices.padding(c.padding),
     conv_impl=network_choices.conv_impl(c.conv_impl),
     input_mean=statistics["input_mean"],
@@ -173,9 +173,9 @@ def spen_energy(config, dataset) -> energies.SPENEnergy:
   return energies.SPENEnergy(
     num_labels=dataset.num_labels,
     feature_hidden=tuple(e.feature_hidden),
-    feature_activation=e.feature_activation,
+    feature_activation=network_choices.activation(e.feature_activation),
     num_measurements=e.num_measurements,
-    activation=e.activation,
+    activation=network_choices.activation(e.activation),
     num_conditional=e.num_conditional,
     dropout=e.dropout,
     input_dropout=e.input_dropout,
@@ -208,7 +208,7 @@ def segmentation_energy(config) -> energies.SegmentationEnergy:
     strides=tuple(e.strides),
     kernel_size=e.kernel_size,
     hidden=tuple(e.hidden),
-    activation=e.activation,
+    activation=network_choices.activation(e.activation),
     pooling=network_choices.segmentation_pooling(e.pooling),
   )
 
@@ -228,7 +228,7 @@ def image_energy(config, dataset):
     return energies.DeepPriorEnergy(
       features=tuple(e.features),
       kernel_size=e.kernel_size,
-      activation=e.activation,
+      activation=network_choices.activation(e.activation),
       pooling=network_choices.image_pooling(e.pooling),
       **denoising_input_statistics(e, dataset),
       **common,

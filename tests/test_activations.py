@@ -1,18 +1,47 @@
-"""The named activations: `softplus` is `jax.nn.softplus` with a sigmoid derivative."""
+"""The activations: `softplus` is `jax.nn.softplus` with a sigmoid derivative; a config names
+them (`experiments.choices.networks.ACTIVATIONS`); a net given a name instead says so."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from energynets.nets import ACTIVATIONS
+from energynets import nets
 from energynets.nets.mlp import softplus
+from experiments.choices import networks as network_choices
 
 POINTS = np.array([-100.0, -30.0, -5.0, -1.0, -1e-3, 0.0, 1e-3, 0.5, 3.0, 20.0, 100.0], np.float32)
 
 
 def test_softplus_is_the_named_activation():
-  assert ACTIVATIONS["softplus"] is softplus
+  assert nets.softplus is softplus
+  assert network_choices.activation("softplus") is softplus
+
+
+def test_every_config_name_is_an_elementwise_function():
+  for name, function in network_choices.ACTIVATIONS.items():
+    assert network_choices.activation(name) is function
+    assert function(jnp.zeros(3)).shape == (3,)
+  np.testing.assert_array_equal(nets.hardtanh(jnp.array([-2.0, 0.5, 3.0])), [-1.0, 0.5, 1.0])
+  with pytest.raises(ValueError, match="unknown activation 'swish-ish'"):
+    network_choices.activation("swish-ish")
+
+
+@pytest.mark.parametrize(
+  "module",
+  [
+    nets.MLP((3,), 2, activation="relu"),
+    nets.FCN((4,), (1,), activation="relu"),
+    nets.CNNDenoiser((4,), 3, activation="softplus"),
+  ],
+)
+def test_a_name_where_a_function_belongs_is_a_type_error(module):
+  x = jnp.zeros((1, 4, 4, 3)) if isinstance(module, nets.FCN) else jnp.zeros((1, 4, 4))
+  if isinstance(module, nets.MLP):
+    x = jnp.zeros((1, 5))
+  name = type(module).__name__
+  with pytest.raises(TypeError, match=rf"^{name}\.activation='\w+' is not a function"):
+    module.init(jax.random.PRNGKey(0), x)
 
 
 def test_softplus_value_equals_jax_nn_softplus():

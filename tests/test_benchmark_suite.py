@@ -18,6 +18,7 @@ from energynets.inference import SGD
 from energynets.inference import Logit
 from energynets.inference import gbi as gbi_lib
 from energynets.nets import MLP
+from energynets.nets import softplus
 from energynets.objectives import seal as seal_lib
 from experiments.choices import gbi as gbi_choices
 
@@ -361,9 +362,7 @@ def _e2e_setup(ref, num_steps=3):
   from energynets.objectives import e2e as e2e_lib  # pylint: disable=g-import-not-at-top
 
   rs = np.random.RandomState(2)
-  energy = SPENEnergy(
-    num_labels=6, feature_hidden=(8, 7), num_measurements=4, activation="softplus"
-  )
+  energy = SPENEnergy(num_labels=6, feature_hidden=(8, 7), num_measurements=4, activation=softplus)
   x = jnp.asarray(rs.uniform(size=(5, 10)) < 0.4, jnp.float32)
   y = jnp.asarray(rs.uniform(size=(5, 6)) < 0.3, jnp.float32)
   params = _random_params(energy, rs, x, y)

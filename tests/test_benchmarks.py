@@ -145,8 +145,9 @@ def test_greedy_bit_flips_reach_a_single_flip_local_minimum():
   from benchmarks import spen_synthetic_decoding
   from energynets.energies import SPENEnergy
   from energynets.energies import protocol
+  from energynets.nets import hardtanh
 
-  energy = SPENEnergy(6, (), num_measurements=3, activation="hardtanh")
+  energy = SPENEnergy(6, (), num_measurements=3, activation=hardtanh)
   rs = np.random.RandomState(0)
   x = jnp.asarray(rs.randn(5, 4), jnp.float32)
   params = jax.tree.map(

@@ -44,7 +44,7 @@ NAMES = ("inference", "adversarial", "gold", "random")
 
 
 def _energy():
-  return SPENEnergy(L, (6,), feature_activation="tanh", num_measurements=3)
+  return SPENEnergy(L, (6,), feature_activation=jnp.tanh, num_measurements=3)
 
 
 def _batch(seed=0, dtype=np.float32):
@@ -290,7 +290,7 @@ class TrainingTest(parameterized.TestCase):
     # `stage_order=pretrain,dvn` (experiments/configs/dvn.py): the MLP trained on BCE
     # becomes local_net exactly; the global term starts fresh.
     batch = _batch(7)
-    net = MLP(hidden=(6,), num_outputs=L, activation="tanh")
+    net = MLP(hidden=(6,), num_outputs=L, activation=jnp.tanh)
     bce = local_bce(net, optax.adam(1e-2)).init(jax.random.key(1), batch)
     state = _objective().init_from(bce, jax.random.key(2), batch)
     carried = state["energy"].params["local_net"]

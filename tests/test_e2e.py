@@ -8,6 +8,8 @@ the unrolled gradient and the closed form `A⁻¹b` on a strongly convex energy;
 experiment driver end to end on the synthetic task.
 """
 
+from collections.abc import Callable
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -26,6 +28,8 @@ from energynets.inference import Logit
 from energynets.inference import Momentum
 from energynets.inference import Projected
 from energynets.inference import unrolled
+from energynets.nets import hardtanh
+from energynets.nets import softplus
 from energynets.objectives import e2e
 from energynets.objectives import task_losses
 from energynets.testing import directional_derivatives
@@ -56,9 +60,9 @@ def _spen(labels=4):
   return SPENEnergy(
     labels,
     feature_hidden=(6,),
-    feature_activation="relu",
+    feature_activation=jax.nn.relu,
     num_measurements=3,
-    activation="softplus",
+    activation=softplus,
   )
 
 
@@ -129,14 +133,12 @@ def test_strategies_give_the_same_update_and_it_matches_finite_differences():
 class _TinyImageEnergy(nn.Module):
   """`x, y [B, H, W] -> [B]`: data term + a smooth conv prior (what image.py's look like)."""
 
-  activation: str = "softplus"
+  activation: Callable[[jax.Array], jax.Array] = jax.nn.softplus
 
   @nn.compact
   def __call__(self, x, y):
     h = nn.Conv(2, (3, 3), padding="VALID")(y[..., None])
-    prior = jnp.sum(
-      jax.nn.softplus(h) if self.activation == "softplus" else nn.relu(h), axis=(1, 2, 3)
-    )
+    prior = jnp.sum(self.activation(h), axis=(1, 2, 3))
     return 0.5 * jnp.sum((y - x) ** 2, axis=(1, 2)) + prior
 
 
@@ -298,14 +300,14 @@ def test_implicit_strategy_equals_unrolled_at_convergence():
       np.testing.assert_allclose(b, a / gbi.num_steps, rtol=1e-6)
 
 
-@pytest.mark.parametrize("activation", ["relu", "hardtanh"])
+@pytest.mark.parametrize("activation", [jax.nn.relu, hardtanh])
 def test_non_smooth_energies_are_rejected(activation):
   energy = SPENEnergy(4, feature_hidden=(), activation=activation)
   with pytest.raises(ValueError, match="not smooth.*softplus"):
     e2e.e2e_objective(energy, optax.adam(1e-3), options=e2e.E2EOptions(gbi=GBI))
   with pytest.raises(ValueError, match="not smooth"):
     e2e.e2e_objective(
-      _TinyImageEnergy(activation="relu"),
+      _TinyImageEnergy(activation=nn.relu),
       optax.adam(1e-3),
       options=e2e.E2EOptions(gbi=GBI, loss=task_losses.Squared(), init="input"),
     )

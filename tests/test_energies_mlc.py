@@ -14,7 +14,9 @@ import numpy as np
 from energynets.energies import SPENEnergy
 from energynets.energies import param_groups
 from energynets.nets import MLP
+from energynets.nets import hardtanh
 from energynets.nets import mlp as mlp_lib
+from energynets.nets import softplus
 
 L, D, B = 5, 7, 4
 
@@ -52,12 +54,12 @@ def _zero_weights(params, groups=("global", "conditional")):
 
 class SPENEnergyTest(parameterized.TestCase):
   @parameterized.parameters(
-    ("softplus", 0, ()),
-    ("softplus", 3, (6,)),
-    ("relu", 0, (6,)),
-    ("relu", 3, ()),
-    ("hardtanh", 0, ()),
-    ("hardtanh", 3, (6,)),
+    (softplus, 0, ()),
+    (softplus, 3, (6,)),
+    (jax.nn.relu, 0, (6,)),
+    (jax.nn.relu, 3, ()),
+    (hardtanh, 0, ()),
+    (hardtanh, 3, (6,)),
   )
   def test_shape_and_examples_are_independent(self, activation, num_conditional, feature_hidden):
     energy = SPENEnergy(
@@ -93,10 +95,10 @@ class SPENEnergyTest(parameterized.TestCase):
     )
 
   def test_local_net_is_a_plain_mlp(self):
-    energy = SPENEnergy(L, (6, 3), feature_activation="tanh", num_measurements=3)
+    energy = SPENEnergy(L, (6, 3), feature_activation=jnp.tanh, num_measurements=3)
     params = _randomize(_init(energy), 6)
     x, y = _inputs(7)
-    mlp = MLP((6, 3), L, activation="tanh")
+    mlp = MLP((6, 3), L, activation=jnp.tanh)
     expected = mlp.apply({"params": params["local_net"]}, x)
     np.testing.assert_allclose(
       energy.apply({"params": params}, x, method=SPENEnergy.local_logits), expected, rtol=1e-6
@@ -150,7 +152,7 @@ class SPENEnergyTest(parameterized.TestCase):
     self.assertFalse(np.allclose(e, 0.0))
     self.assertFalse(np.allclose(e, _apply(energy, params, x[::-1], y)))
 
-  @parameterized.parameters(("softplus", 0), ("softplus", 2), ("relu", 2), ("hardtanh", 0))
+  @parameterized.parameters((softplus, 0), (softplus, 2), (jax.nn.relu, 2), (hardtanh, 0))
   def test_gradient_wrt_y_matches_finite_differences(self, activation, num_conditional):
     with jax.enable_x64(True):
       energy = SPENEnergy(
@@ -183,8 +185,10 @@ class SPENEnergyTest(parameterized.TestCase):
     x, _ = _inputs(18)
     with self.assertRaisesRegex(ValueError, "y must be"):
       _apply(energy, params, x, jnp.zeros((B, L + 1)))
-    with self.assertRaisesRegex(ValueError, "unknown activation"):
-      _init(SPENEnergy(L, (), activation="swish-ish"))
+    with self.assertRaisesRegex(TypeError, r"^SPENEnergy\.activation='softplus' is not a function"):
+      _init(SPENEnergy(L, (), activation="softplus"))
+    with self.assertRaisesRegex(TypeError, r"^SPENEnergy\.feature_activation='relu' is not"):
+      _init(SPENEnergy(L, (4,), feature_activation="relu"))
     with self.assertRaisesRegex(ValueError, "sizes"):
       _init(SPENEnergy(L, (), num_measurements=0))
 
@@ -193,7 +197,7 @@ class PerLayerDropoutTest(parameterized.TestCase):
   """`MLP.dropout` as one rate per hidden layer (SEAL's public `(0.5, 0.0)`)."""
 
   def _train_outputs(self, dropout, seed=0):
-    net = MLP(hidden=(16, 12), num_outputs=L, activation="softplus", dropout=dropout)
+    net = MLP(hidden=(16, 12), num_outputs=L, activation=softplus, dropout=dropout)
     x, _ = _inputs(19)
     params = net.init({"params": jax.random.key(3)}, x)["params"]
     run = lambda train: net.apply(

@@ -24,6 +24,8 @@ from energynets.energies import SPENEnergy
 from energynets.energies import protocol
 from energynets.inference import GBIConfig
 from energynets.inference import exhaustive
+from energynets.nets import hardtanh
+from energynets.nets import softplus
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.objectives import task_losses
 
@@ -32,7 +34,7 @@ def _all_labelings(num_labels):
   return np.array(list(itertools.product((0.0, 1.0), repeat=num_labels)), np.float32)
 
 
-def _random_energy(num_labels, num_conditional, seed=0, activation="hardtanh"):
+def _random_energy(num_labels, num_conditional, seed=0, activation=hardtanh):
   energy = SPENEnergy(
     num_labels, (5,), num_measurements=3, activation=activation, num_conditional=num_conditional
   )
@@ -110,7 +112,7 @@ class ExhaustiveMinimizeTest(parameterized.TestCase):
     )
 
   def test_candidate_energies_equal_the_energy(self):
-    energy, model, params, x = _random_energy(4, 3, seed=2, activation="softplus")
+    energy, model, params, x = _random_energy(4, 3, seed=2, activation=softplus)
     enc = model.encode(params, x)
     candidates = jnp.asarray(_all_labelings(4))
     table = model.candidate_energy(params, enc, candidates)
@@ -219,7 +221,7 @@ class SSVMExhaustiveTest(parameterized.TestCase):
     prediction beats the untrained energy's on the training batch."""
     x, y = block_exclusivity(128, seed=0)
     batch = {"x": jnp.asarray(x, jnp.float32), "y": jnp.asarray(y, jnp.float32)}
-    energy = SPENEnergy(y.shape[1], (), num_measurements=4, activation="hardtanh")
+    energy = SPENEnergy(y.shape[1], (), num_measurements=4, activation=hardtanh)
     obj = ssvm_lib.ssvm_hinge(
       energy,
       optax.adam(3e-2),

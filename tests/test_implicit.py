@@ -21,6 +21,7 @@ from energynets import testing
 from energynets.energies import SPENEnergy
 from energynets.energies import protocol
 from energynets.nets import MLP
+from energynets.nets import softplus
 from energynets.objectives import implicit
 from energynets.objectives import local_bce
 from energynets.objectives import seal
@@ -40,7 +41,7 @@ def _batch(seed=0, dtype=np.float32):
 
 
 def _energy():
-  return SPENEnergy(L, (6,), feature_activation="softplus", num_measurements=3)
+  return SPENEnergy(L, (6,), feature_activation=softplus, num_measurements=3)
 
 
 def _float64(tree):
@@ -64,7 +65,7 @@ def _objective(primary="cd", net=None, optimizer=None, inner_optimizer=None, **o
   options = dict(dict(inner_steps=3, inverse_hvp=diff.Neumann(5, alpha=0.1)), **options)
   return implicit.implicit_objective(
     _energy(),
-    net or MLP((6,), L, activation="tanh"),
+    net or MLP((6,), L, activation=jnp.tanh),
     optimizer or optax.adam(1e-2),
     inner_optimizer or optax.sgd(0.1),
     options=implicit.ImplicitOptions(**options),
@@ -325,7 +326,7 @@ def _function_energy():
 def _user_objective(energy, primary=implicit.ImplicitCD(num_samples=3)):
   return implicit.implicit_objective(
     energy,
-    MLP((6,), L, activation="tanh"),
+    MLP((6,), L, activation=jnp.tanh),
     optax.adam(1e-2),
     optax.sgd(0.1),
     options=implicit.ImplicitOptions(
@@ -395,7 +396,7 @@ class PrimaryValueTest(parameterized.TestCase):
   def test_a_user_primary_loss_plugs_in_and_trains(self):
     objective = implicit.implicit_objective(
       _energy(),
-      MLP((6,), L, activation="tanh"),
+      MLP((6,), L, activation=jnp.tanh),
       optax.adam(1e-2),
       optax.sgd(0.1),
       primary=SquaredValue(),
@@ -422,7 +423,7 @@ class PrimaryValueTest(parameterized.TestCase):
 
   def test_a_config_block_gives_the_losses_of_the_values(self):
     """Every config name maps onto the value it stands for: the same losses, bit for bit."""
-    net, energy, batch = MLP((6,), L, activation="tanh"), _energy(), _batch(6)
+    net, energy, batch = MLP((6,), L, activation=jnp.tanh), _energy(), _batch(6)
     state = _objective("cd").init(jax.random.key(0), batch)
     theta, phi = state["inference_net"].params, state["energy"].params
     options = implicit.ImplicitOptions(energy_weight=0.5, l2=0.1, net_l2=0.2)

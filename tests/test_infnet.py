@@ -22,6 +22,7 @@ from energynets import testing
 from energynets.energies import SPENEnergy
 from energynets.energies import protocol
 from energynets.nets import MLP
+from energynets.nets import softplus
 from energynets.objectives import base
 from energynets.objectives import infnet
 from energynets.objectives import local_bce
@@ -65,11 +66,11 @@ def _batch(seed=0, batch=B, dtype=np.float32):
 
 def _smooth_energy():
   """Smooth in Θ and ȳ (softplus everywhere), so finite differences are exact to O(ε²)."""
-  return SPENEnergy(L, (6,), feature_activation="softplus", num_measurements=3, num_conditional=2)
+  return SPENEnergy(L, (6,), feature_activation=softplus, num_measurements=3, num_conditional=2)
 
 
 def _smooth_net():
-  return MLP((6,), L, activation="tanh")
+  return MLP((6,), L, activation=jnp.tanh)
 
 
 def _assert_trees_equal(test, a, b):
@@ -110,7 +111,7 @@ class UpdateTest(parameterized.TestCase):
     """Under `jax.jit`: k I steps lower the nets' loss at the old energy, then the E step
     lowers the energy's loss at the nets' new outputs; k and 1 optimizer steps."""
     k = 3
-    energy = SPENEnergy(L, (6,), feature_activation="softplus", num_measurements=3)
+    energy = SPENEnergy(L, (6,), feature_activation=softplus, num_measurements=3)
     obj = infnet.inference_network(
       energy,
       _smooth_net(),

@@ -50,7 +50,7 @@ def _objective():
     num_labels=NUM_LABELS,
     feature_hidden=(HIDDEN,),
     num_measurements=MEASUREMENTS,
-    activation="softplus",
+    activation=en.nets.softplus,
   )
   # Momentum SGD (not Adam, whose per-entry normalization turns rounding residues into
   # moves of the learning rate), so that parameters differ as little as gradients do.

@@ -199,9 +199,8 @@ def _check_objective(objective, batch, *, init=None, in_unit_interval=True):
 
 
 def _spen(en, **kw):
-  return en.energies.SPENEnergy(
-    L, **dict(dict(feature_hidden=(7,), num_measurements=3, feature_activation="softplus"), **kw)
-  )
+  options = dict(feature_hidden=(7,), num_measurements=3, feature_activation=en.nets.softplus)
+  return en.energies.SPENEnergy(L, **dict(options, **kw))
 
 
 # ---------------------------------------------------------------------------------------
@@ -445,8 +444,9 @@ def smoke_sequence_energies(en, tmp_path):
 @smoke(
   "nets",
   "nets.MLP",
-  "nets.ACTIVATIONS",
-  "nets.activation_by_name",
+  "nets.Activation",
+  "nets.softplus",
+  "nets.hardtanh",
   "nets.CNNDenoiser",
   "nets.ConvStack",
   "nets.ConvImpl",
@@ -469,10 +469,12 @@ def smoke_feedforward_nets(en, tmp_path):
   params = mlp.init(KEY, x)
   logits, features = mlp.apply(params, x, return_features=True)
   assert logits.shape == (B, L) and features.shape == (B, 7)
-  for name in n.ACTIVATIONS:
-    assert n.activation_by_name(name)(jnp.zeros(3)).shape == (3,)
-  with pytest.raises(ValueError):
-    n.activation_by_name("no such activation")
+  for activation in (n.softplus, n.hardtanh):
+    assert activation(jnp.zeros(3)).shape == (3,)
+    assert n.MLP((7,), L, activation=activation).init(KEY, x)
+  assert typing.get_args(n.Activation)[-1] is jax.Array  # functions of one array
+  with pytest.raises(TypeError, match="MLP.activation='relu' is not a function"):
+    n.MLP((7,), L, activation="relu").init(KEY, x)
   images = jnp.asarray(np.random.RandomState(0).rand(2, 8, 8).astype(np.float32))
   assert n.REFLECT == n.Padding("VALID", reflect=True) and n.SAME.keeps_size
   assert typing.get_args(n.ConvImpl)[-1] is nn.Module  # functions returning a module

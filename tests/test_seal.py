@@ -53,8 +53,8 @@ PHASES = seal_choices.PHASES
 
 def _nets():
   # Smooth activations everywhere, so finite differences see no kinks.
-  task_net = MLP((6,), L, activation="tanh")
-  loss_net = SPENEnergy(L, (6,), feature_activation="tanh", num_measurements=3)
+  task_net = MLP((6,), L, activation=jnp.tanh)
+  loss_net = SPENEnergy(L, (6,), feature_activation=jnp.tanh, num_measurements=3)
   return task_net, loss_net
 
 
@@ -358,9 +358,9 @@ class TrainModeTest(parameterized.TestCase):
   """`train_mode`: dropout where SEAL's trainer has it, and only there."""
 
   def _losses(self, task_dropout, loss_dropout, train_mode, objective="nce"):
-    task_net = MLP((6,), L, activation="tanh", dropout=task_dropout)
+    task_net = MLP((6,), L, activation=jnp.tanh, dropout=task_dropout)
     loss_net = SPENEnergy(
-      L, (6,), feature_activation="tanh", num_measurements=3, dropout=loss_dropout
+      L, (6,), feature_activation=jnp.tanh, num_measurements=3, dropout=loss_dropout
     )
     return _losses(task_net, loss_net, objective, num_samples=3, train_mode=train_mode)
 
@@ -942,7 +942,7 @@ def _user_seal(energy, phase="dynamic", objective="nce", **kw):
   options, loss_net_objective = _values(objective, phase, **kw)
   return seal.seal_objective(
     energy,
-    MLP((6,), L, activation="tanh"),
+    MLP((6,), L, activation=jnp.tanh),
     optax.sgd(0.05),
     optax.sgd(0.05),
     options=options,

@@ -38,8 +38,8 @@ PHASES = {
 
 
 def _nets():
-  task_net = MLP((6,), L, activation="tanh")
-  loss_net = SPENEnergy(L, (6,), feature_activation="tanh", num_measurements=3)
+  task_net = MLP((6,), L, activation=jnp.tanh)
+  loss_net = SPENEnergy(L, (6,), feature_activation=jnp.tanh, num_measurements=3)
   return task_net, loss_net
 
 

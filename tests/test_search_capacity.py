@@ -8,6 +8,7 @@ import pathlib
 import jax
 import numpy as np
 import pytest
+from test_tune import write_mulan_arrays
 
 from experiments import builders
 from experiments import configuration
@@ -23,17 +24,7 @@ def _write_mulan(folder: pathlib.Path, n: int = 150, seed: int = 0) -> pathlib.P
   rng = np.random.default_rng(seed)
   x = rng.normal(size=(n, 6))
   y = (x @ rng.normal(size=(6, 3)) * 2 + rng.normal(size=(n, 3)) > 0).astype(int)
-  folder.mkdir(parents=True, exist_ok=True)
-  header = "@relation toy\n" + "".join(f"@attribute f{i} numeric\n" for i in range(6))
-  header += "".join(f"@attribute l{j} {{0,1}}\n" for j in range(3)) + "@data\n"
-  for name, rows in (("train", range(120)), ("test", range(120, n))):
-    lines = [",".join([*(f"{v:.6g}" for v in x[i]), *(str(b) for b in y[i])]) for i in rows]
-    (folder / f"toy-{name}.arff").write_text(header + "\n".join(lines) + "\n")
-  (folder / "toy.xml").write_text(
-    '<?xml version="1.0" encoding="utf-8"?>\n<labels xmlns="http://mulan.sourceforge.net/'
-    'labels">' + "".join(f'<label name="l{j}"></label>' for j in range(3)) + "</labels>\n"
-  )
-  return folder
+  return write_mulan_arrays(folder, x, y, 120)
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,7 @@ from energynets.inference import Mirror
 from energynets.inference import Momentum
 from energynets.inference import Projected
 from energynets.nets import MLP
+from energynets.nets import hardtanh
 from energynets.objectives import base
 from energynets.objectives import local_bce
 from energynets.objectives import ssvm as ssvm_lib
@@ -113,7 +114,7 @@ class LossAugmentedInferenceTest(parameterized.TestCase):
 
   def test_several_starts_keep_the_most_violating_final_iterate(self):
     rs = np.random.RandomState(4)
-    energy = SPENEnergy(L, (), num_measurements=3, activation="hardtanh")
+    energy = SPENEnergy(L, (), num_measurements=3, activation=hardtanh)
     x = jnp.asarray(rs.randn(16, 5), jnp.float32)
     y = jnp.asarray(rs.uniform(size=(16, L)) > 0.5, jnp.float32)
     params = _randomize(protocol.as_energy(energy).init(jax.random.key(0), x, None), 5, scale=2.0)
@@ -400,7 +401,7 @@ class EndToEndTest(parameterized.TestCase):
     x, y = block_exclusivity(256, seed=0, num_features=12, num_blocks=2, block_size=3)
     labels = y.shape[1]
     # The paper's synthetic set-up (§7.3): linear local term, 4 HardTanh measurements.
-    energy = SPENEnergy(labels, (), num_measurements=4, activation="hardtanh")
+    energy = SPENEnergy(labels, (), num_measurements=4, activation=hardtanh)
     batches = [_batch(x[i : i + 32], y[i : i + 32]) for i in range(0, 256, 32)]
     aug = GBIConfig(num_steps=10)
     stages = [

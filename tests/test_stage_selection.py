@@ -8,6 +8,7 @@ import jax
 import numpy as np
 import optax
 import pytest
+from test_train import _options as train_options
 
 import energynets as en
 from energynets import train as train_lib
@@ -31,19 +32,7 @@ def _objective(lr):
 
 
 def _options(**kw):
-  defaults = dict(
-    steps=40,
-    batch_size=32,
-    seed=3,
-    log_every=10,
-    eval_every=10,
-    checkpoint_every=20,
-    select_metric="validation/loss",
-    select_mode="min",
-    tensorboard=False,
-    early_stopping=False,
-  )
-  return train_lib.LoopOptions(**{**defaults, **kw})
+  return train_options(**{"early_stopping": False, **kw})
 
 
 def _validation(objective, data, crash_at=None):

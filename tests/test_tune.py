@@ -34,15 +34,22 @@ def _write_mulan(
   z = (x - x.mean(0)) / x.std(0)
   logits = z @ rng.normal(size=(6, 3)) * 2
   y = (logits + rng.normal(size=logits.shape) > 0).astype(int)
+  return write_mulan_arrays(folder, x, y, num_train)
+
+
+def write_mulan_arrays(folder: pathlib.Path, x, y, num_train: int) -> pathlib.Path:
+  """A MULAN folder (toy-train.arff, toy-test.arff, toy.xml) of numeric features `x` and
+  0/1 labels `y`, the first `num_train` rows for training."""
+  n = len(x)
   folder.mkdir(parents=True, exist_ok=True)
-  header = "@relation toy\n" + "".join(f"@attribute f{i} numeric\n" for i in range(6))
-  header += "".join(f"@attribute l{j} {{0,1}}\n" for j in range(3)) + "@data\n"
+  header = "@relation toy\n" + "".join(f"@attribute f{i} numeric\n" for i in range(x.shape[1]))
+  header += "".join(f"@attribute l{j} {{0,1}}\n" for j in range(y.shape[1])) + "@data\n"
   for name, rows in (("train", range(num_train)), ("test", range(num_train, n))):
     lines = [",".join([*(f"{v:.6g}" for v in x[i]), *(str(b) for b in y[i])]) for i in rows]
     (folder / f"toy-{name}.arff").write_text(header + "\n".join(lines) + "\n")
   (folder / "toy.xml").write_text(
     '<?xml version="1.0" encoding="utf-8"?>\n<labels xmlns="http://mulan.sourceforge.net/'
-    'labels">' + "".join(f'<label name="l{j}"></label>' for j in range(3)) + "</labels>\n"
+    'labels">' + "".join(f'<label name="l{j}"></label>' for j in range(y.shape[1])) + "</labels>\n"
   )
   return folder
 

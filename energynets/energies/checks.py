@@ -16,7 +16,7 @@ from energynets import domains
 from energynets.energies.energy import Energy
 from energynets.energies.energy import EnergyShapeError
 from energynets.energies.energy import shape_text
-from energynets.nets.mlp import ACTIVATIONS
+from energynets.nets.mlp import hardtanh
 
 __all__ = [
   "NON_SMOOTH",
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 # The piecewise-linear non-linearities `check_smooth` refuses (ReLU, HardTanh).
-NON_SMOOTH = (ACTIVATIONS["relu"], ACTIVATIONS["hardtanh"])
+NON_SMOOTH = (jax.nn.relu, hardtanh)
 
 
 def check_y(energy: Energy, x: Any, y: Any) -> None:
@@ -128,18 +128,18 @@ def trainable_groups(energy: Energy, trainable) -> frozenset | None:
 
 
 def check_smooth(module: Any) -> None:
-  """ValueError if `module.activation` is (or names) one of `NON_SMOOTH` (ReLU, HardTanh).
+  """ValueError if `module.activation` is one of `NON_SMOOTH` (ReLU, HardTanh).
 
   Training through GBI differentiates `∇_y E`: with a piecewise-linear activation the
   Hessian is zero almost everywhere, so the unroll passes no second-order signal.
   """
   activation = getattr(module, "activation", None)
-  function = ACTIVATIONS.get(activation) if isinstance(activation, str) else activation
-  if function is not None and any(function is f for f in NON_SMOOTH):
+  if activation is not None and any(activation is f for f in NON_SMOOTH):
     raise ValueError(
-      f"{type(module).__name__}.activation={activation!r} is not smooth: energies trained "
-      f"end to end through inference need a twice-differentiable non-linearity "
-      f"(E2E-SPEN §5 uses softplus); use activation='softplus'"
+      f"{type(module).__name__}.activation={getattr(activation, '__name__', activation)} is "
+      f"not smooth: energies trained end to end through inference need a "
+      f"twice-differentiable non-linearity (E2E-SPEN §5 uses softplus); use "
+      f"activation=energynets.nets.softplus"
     )
 
 

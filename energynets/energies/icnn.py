@@ -45,7 +45,9 @@ import jax.numpy as jnp
 from energynets.energies.mlc import Encoding
 from energynets.energies.mlc import LocalNetEnergy
 from energynets.nets import MLP
+from energynets.nets.mlp import Activation
 from energynets.nets.mlp import DropoutRates
+from energynets.nets.mlp import checked_activation
 from energynets.nets.mlp import softplus
 
 
@@ -126,7 +128,7 @@ class ICNNEnergy(LocalNetEnergy):
 
   num_labels: int
   feature_hidden: Sequence[int] = (150, 150)
-  feature_activation: str = "relu"
+  feature_activation: Activation = nn.relu
   hidden: Sequence[int] = (16, 16)
   conditional: bool = True
   enforce_convexity: bool = True
@@ -142,7 +144,7 @@ class ICNNEnergy(LocalNetEnergy):
     self.local_net = MLP(
       hidden=tuple(self.feature_hidden),
       num_outputs=self.num_labels,
-      activation=self.feature_activation,
+      activation=checked_activation(self, "feature_activation"),
       dropout=self.dropout,
       input_dropout=self.input_dropout,
       dtype=self.dtype,

@@ -76,6 +76,8 @@ from energynets.nets.cnn import check_padding
 from energynets.nets.cnn import conv2d
 from energynets.nets.cnn import pad_image
 from energynets.nets.cnn import sum_pool
+from energynets.nets.mlp import Activation
+from energynets.nets.mlp import checked_activation
 from energynets.nets.mlp import softplus
 
 __all__ = [
@@ -235,7 +237,7 @@ class DeepPriorEnergy(nn.Module):
   Attributes:
     features: hidden channels (paper: (32, 32)).
     kernel_size: hidden kernel size (paper: 7).
-    activation: a name of `energynets.nets.ACTIVATIONS` (paper: 'softplus').
+    activation: the elementwise non-linearity (paper: `softplus`).
     pooling: `[B, H', W'] -> [B]` over output pixels: `energynets.nets.sum_pool`
       (default) or `mean_pool` (module docstring).
     noise_variance, learn_noise_variance: the data term (`GaussianDataTerm`).
@@ -248,7 +250,7 @@ class DeepPriorEnergy(nn.Module):
 
   features: Sequence[int] = (32, 32)
   kernel_size: int = 7
-  activation: str = "softplus"
+  activation: Activation = softplus
   pooling: Callable[[jax.Array], jax.Array] = sum_pool
   noise_variance: float = 0.01
   learn_noise_variance: bool = True
@@ -268,7 +270,7 @@ class DeepPriorEnergy(nn.Module):
       tuple(self.features),
       self.kernel_size,
       1,
-      self.activation,
+      checked_activation(self),
       self.padding,
       readout_bias=False,
       conv_impl=self.conv_impl,

@@ -45,8 +45,10 @@ import jax.numpy as jnp
 from energynets import domains
 from energynets.energies import protocol
 from energynets.nets import MLP
-from energynets.nets import activation_by_name
+from energynets.nets.mlp import Activation
 from energynets.nets.mlp import DropoutRates
+from energynets.nets.mlp import checked_activation
+from energynets.nets.mlp import softplus
 
 
 class Encoding(NamedTuple):
@@ -94,11 +96,11 @@ class MeasurementEnergy(nn.Module):
   """
 
   num_measurements: int
-  activation: str = "softplus"
+  activation: Activation = softplus
 
   @nn.compact
   def __call__(self, v: jax.Array) -> jax.Array:
-    act = activation_by_name(self.activation)
+    act = checked_activation(self)
     kernel, bias = _DenseParams(self.num_measurements, name="measurements")(v.shape[-1])
     weights, _ = _DenseParams(1, use_bias=False, name="weights")(self.num_measurements)
     dtype = jnp.result_type(v, kernel)
@@ -149,8 +151,8 @@ class SPENEnergy(LocalNetEnergy):
       `()` gives F(x) = x, a linear local term).
     feature_activation: non-linearity of F (the MLP baseline uses ReLU).
     num_measurements: rows of C1 (paper: 15 for Bibtex and Bookmarks, 5 for Delicious).
-    activation: g of the global and conditional terms, any name of
-      `energynets.nets.ACTIVATIONS` (the paper uses softplus, ReLU and HardTanh).
+    activation: g of the global and conditional terms, an elementwise function (the
+      paper uses `softplus`, `jax.nn.relu` and `hardtanh` of `energynets.nets`).
     num_conditional: rows of D1; 0 (the default, as in the paper's experiments, which
       found the x-independent term overfits less) disables the conditional term.
     dropout: dropout on F's hidden layers, including F(x) itself (`MLP.dropout`: one
@@ -164,9 +166,9 @@ class SPENEnergy(LocalNetEnergy):
 
   num_labels: int
   feature_hidden: Sequence[int] = (150, 150)
-  feature_activation: str = "relu"
+  feature_activation: Activation = nn.relu
   num_measurements: int = 15
-  activation: str = "softplus"
+  activation: Activation = softplus
   num_conditional: int = 0
   dropout: DropoutRates = 0.0
   input_dropout: float = 0.0
@@ -179,19 +181,19 @@ class SPENEnergy(LocalNetEnergy):
         f"num_measurements={self.num_measurements}, "
         f"num_conditional={self.num_conditional}"
       )
-    activation_by_name(self.activation)  # fail early on an unknown name
+    activation = checked_activation(self)
     self.local_net = MLP(
       hidden=tuple(self.feature_hidden),
       num_outputs=self.num_labels,
-      activation=self.feature_activation,
+      activation=checked_activation(self, "feature_activation"),
       dropout=self.dropout,
       input_dropout=self.input_dropout,
       dtype=self.dtype,
     )
-    self.label_energy = MeasurementEnergy(self.num_measurements, self.activation, name="global")
+    self.label_energy = MeasurementEnergy(self.num_measurements, activation, name="global")
     if self.num_conditional:
       self.conditional_energy = MeasurementEnergy(
-        self.num_conditional, self.activation, name="conditional"
+        self.num_conditional, activation, name="conditional"
       )
 
   def energy_from_encoding(self, encoding: Encoding, y: jax.Array) -> jax.Array:

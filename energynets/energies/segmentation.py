@@ -14,7 +14,9 @@ import jax.numpy as jnp
 from energynets import domains
 from energynets.energies import protocol
 from energynets.nets.cnn import flatten_pool
-from energynets.nets.mlp import activation_by_name
+from energynets.nets.mlp import Activation
+from energynets.nets.mlp import checked_activation
+from energynets.nets.mlp import softplus
 
 __all__ = [
   "ConvScoreNet",
@@ -53,8 +55,8 @@ class ConvScoreNet(nn.Module):
     features, strides, kernel_size: the convolutions (default: SEAL's 64, 128, 128
       channels of 5×5 at strides 1, 2, 2).
     hidden: widths of the dense layers (default: SEAL's 384, 192).
-    activation: a name of `energynets.nets.ACTIVATIONS`, after every layer but the
-      readout; softplus by default, so the energy is C^∞ in its input (GBI and the
+    activation: the elementwise non-linearity after every layer but the readout;
+      `softplus` by default, so the energy is C^∞ in its input (GBI and the
       Hessian-vector products of unrolled or implicit training need second derivatives;
       SEAL's public code uses ReLU in its dense layers, which gives a piecewise-linear
       energy with zero curvature almost everywhere).
@@ -65,7 +67,7 @@ class ConvScoreNet(nn.Module):
   strides: Sequence[int] = (1, 2, 2)
   kernel_size: int = 5
   hidden: Sequence[int] = (384, 192)
-  activation: str = "softplus"
+  activation: Activation = softplus
   pooling: Callable[[jax.Array], jax.Array] = flatten_pool
 
   @nn.compact
@@ -79,7 +81,7 @@ class ConvScoreNet(nn.Module):
       raise TypeError(
         f"pooling must be a function like energynets.nets.flatten_pool; got {self.pooling!r}"
       )
-    act = activation_by_name(self.activation)
+    act = checked_activation(self)
     k = (self.kernel_size, self.kernel_size)
     for i, (width, stride) in enumerate(zip(self.features, self.strides)):
       v = act(nn.Conv(width, k, strides=(stride, stride), padding="SAME", name=f"conv_{i}")(v))
@@ -129,7 +131,7 @@ class SegmentationEnergy(nn.Module):
   strides: Sequence[int] = (1, 2, 2)
   kernel_size: int = 5
   hidden: Sequence[int] = (384, 192)
-  activation: str = "softplus"
+  activation: Activation = softplus
   pooling: Callable[[jax.Array], jax.Array] = flatten_pool
 
   def setup(self):
@@ -138,7 +140,7 @@ class SegmentationEnergy(nn.Module):
       tuple(self.strides),
       self.kernel_size,
       tuple(self.hidden),
-      self.activation,
+      checked_activation(self),
       self.pooling,
       name="global",
     )

@@ -13,7 +13,7 @@ from energynets.nets.cnn import mean_pool
 from energynets.nets.cnn import patch_conv
 from energynets.nets.cnn import sum_pool
 from energynets.nets.mlp import MLP
-from energynets.nets.mlp import activation_by_name
+from energynets.nets.mlp import hardtanh
 from energynets.nets.rnn import BiLSTM
 from energynets.nets.rnn import BiLSTMTagger
 from energynets.nets.rnn import CharCNN
@@ -31,16 +31,20 @@ SAME: Padding = cnn.SAME
 REFLECT: Padding = cnn.REFLECT
 """Mirror padding, then 'VALID': the map keeps its size, with no invented dark frame."""
 
+Activation = mlp.Activation
+"""An elementwise non-linearity, a function `array -> array` (`jax.nn.relu`, `softplus`,
+`hardtanh`, `jnp.tanh`, ...): what the `activation` attributes of nets and energies take."""
+
+softplus = mlp.softplus
+"""`log(1 + exp(x))`, the value of `jax.nn.softplus`, with the derivative `sigmoid(x)`
+(a `jax.custom_jvp` that XLA compiles better): the energies' default activation."""
+
 ConvImpl = cnn.ConvImpl
 """How a stride-1 convolution is computed: `auto_conv`, `lax_conv` or `patch_conv`, a
 function `(features, kernel_size, *, padding, name, **kwargs) -> flax module`."""
 
-ACTIVATIONS = mlp.ACTIVATIONS
-"""Elementwise non-linearities by name (`'relu'`, `'softplus'`, `'tanh'`, `'sigmoid'`,
-`'gelu'`, `'hardtanh'`, ...): what `activation` options of nets and energies accept."""
-
 __all__ = [
-  "ACTIVATIONS",
+  "Activation",
   "BiLSTM",
   "BiLSTMTagger",
   "CNNDenoiser",
@@ -55,12 +59,13 @@ __all__ = [
   "VALID",
   "PackedTagger",
   "TokenEmbedder",
-  "activation_by_name",
   "auto_conv",
   "flatten_pool",
+  "hardtanh",
   "lax_conv",
   "mean_pool",
   "patch_conv",
   "pretrained_embedding_init",
+  "softplus",
   "sum_pool",
 ]

@@ -25,8 +25,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from energynets.nets.mlp import activation_by_name
+from energynets.nets.mlp import Activation
+from energynets.nets.mlp import checked_activation
 from energynets.nets.mlp import float32_outputs
+from energynets.nets.mlp import softplus
 
 
 class Padding(NamedTuple):
@@ -231,8 +233,8 @@ class ConvStack(nn.Module):
     features: channels of the hidden convolutions (paper: (32, 32)).
     kernel_size: k of the hidden convolutions (paper: 7).
     num_outputs: channels of the 1×1 readout.
-    activation: a name of `energynets.nets.ACTIVATIONS`; energies trained through
-      unrolled inference need a twice-differentiable one ('softplus', E2E-SPEN §5).
+    activation: the elementwise non-linearity (`softplus` by default); energies trained
+      through unrolled inference need a twice-differentiable one (E2E-SPEN §5).
     padding: a `Padding`: `VALID`, `SAME` or `REFLECT` (see `pad_image`).
     readout_bias: whether the readout has a bias (an energy's constant offset has no
       gradient, so energies leave it out).
@@ -247,7 +249,7 @@ class ConvStack(nn.Module):
   features: Sequence[int] = (32, 32)
   kernel_size: int = 7
   num_outputs: int = 1
-  activation: str = "softplus"
+  activation: Activation = softplus
   padding: Padding = VALID
   readout_bias: bool = True
   zero_readout: bool = False
@@ -260,7 +262,7 @@ class ConvStack(nn.Module):
     if v.ndim != 4:
       raise ValueError(f"ConvStack expects [B, H, W, C]; got {v.shape}")
     v = normalized_input(v, self.input_mean, self.input_std)
-    act = activation_by_name(self.activation)
+    act = checked_activation(self)
     k = self.kernel_size
     for i, width in enumerate(self.features):
       v, conv_padding = pad_image(v, k, self.padding)
@@ -293,7 +295,7 @@ class CNNDenoiser(nn.Module):
 
   features: Sequence[int] = (32, 32)
   kernel_size: int = 7
-  activation: str = "softplus"
+  activation: Activation = softplus
   padding: Padding = REFLECT
   conv_impl: ConvImpl = auto_conv
   input_mean: float = 0.0
@@ -312,7 +314,7 @@ class CNNDenoiser(nn.Module):
       tuple(self.features),
       self.kernel_size,
       1,
-      self.activation,
+      checked_activation(self),
       self.padding,
       readout_bias=True,
       zero_readout=True,
@@ -355,7 +357,7 @@ class FCN(nn.Module):
     features: channels of the encoder convolutions.
     strides: stride of each encoder convolution, as long as `features`; the first is 1.
     kernel_size: k of the k×k encoder convolutions.
-    activation: a name of `energynets.nets.ACTIVATIONS` (ReLU for a task net; as an
+    activation: the elementwise non-linearity (`jax.nn.relu` for a task net; as an
       energy's local net it reads only x, so the energy's smoothness in y does not
       depend on it).
     dropout: dropout rate on every encoder level's features before they are scored.
@@ -367,7 +369,7 @@ class FCN(nn.Module):
   features: Sequence[int] = (64, 128, 128)
   strides: Sequence[int] = (1, 2, 2)
   kernel_size: int = 5
-  activation: str = "relu"
+  activation: Activation = nn.relu
   dropout: float = 0.0
   skip_connections: bool = True
   dtype: Any | None = None
@@ -387,7 +389,7 @@ class FCN(nn.Module):
       raise ValueError(
         f"FCN with strides {strides} needs H and W divisible by {factor}; got {x.shape[1:3]}"
       )
-    act = activation_by_name(self.activation)
+    act = checked_activation(self)
     k = (self.kernel_size, self.kernel_size)
     h, levels = x, []
     for i, (width, stride) in enumerate(zip(self.features, strides)):

@@ -27,24 +27,30 @@ def _softplus_jvp(primals, tangents):
   return softplus(x), jax.nn.sigmoid(x) * dx
 
 
-ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
-  "relu": nn.relu,
-  "softplus": softplus,
-  "tanh": jnp.tanh,
-  "sigmoid": nn.sigmoid,
-  "gelu": nn.gelu,
-  "hardtanh": lambda v: jnp.clip(v, -1.0, 1.0),
-}
+def hardtanh(x: jax.Array) -> jax.Array:
+  """`x` clipped to `[-1, 1]`: the piecewise-linear HardTanh of the SPEN papers."""
+  return jnp.clip(x, -1.0, 1.0)
 
 
-def activation_by_name(name: str) -> Callable[[jax.Array], jax.Array]:
-  """The elementwise non-linearity `ACTIVATIONS[name]` (ValueError naming the choices)."""
-  try:
-    return ACTIVATIONS[name]
-  except KeyError:
-    raise ValueError(
-      f"unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)}"
-    ) from None
+# An elementwise non-linearity (`jax.nn.relu`, `softplus`, ...): what the `activation`
+# attributes of nets and energies take.
+Activation = Callable[[jax.Array], jax.Array]
+
+
+def checked_activation(module: Any, attribute: str = "activation") -> Activation:
+  """`module.<attribute>`, the activation function a net or energy applies.
+
+  Raises:
+    TypeError: one line naming the module's attribute, where its value is not callable
+      (e.g. a name such as 'relu' where the function `jax.nn.relu` belongs).
+  """
+  function = getattr(module, attribute)
+  if not callable(function):
+    raise TypeError(
+      f"{type(module).__name__}.{attribute}={function!r} is not a function; pass the "
+      f"activation itself (e.g. jax.nn.relu or energynets.nets.softplus), not its name"
+    )
+  return function
 
 
 DropoutRates = float | Sequence[float]
@@ -103,7 +109,7 @@ class MLP(nn.Module):
 
   hidden: Sequence[int]
   num_outputs: int
-  activation: str = "relu"
+  activation: Activation = nn.relu
   dropout: DropoutRates = 0.0
   input_dropout: float = 0.0
   dtype: Any | None = None
@@ -112,7 +118,7 @@ class MLP(nn.Module):
   def __call__(
     self, x: jax.Array, *, train: bool = False, return_features: bool = False
   ) -> jax.Array | tuple[jax.Array, jax.Array]:
-    act = activation_by_name(self.activation)
+    act = checked_activation(self)
     if self.input_dropout:
       x = nn.Dropout(self.input_dropout, deterministic=not train)(x)
     rates = hidden_dropout_rates(self.dropout, len(self.hidden))

@@ -1,22 +1,37 @@
-"""The networks' names: a config's image paddings, convolution implementations, poolings
-and tag-language-model variants -> the values the library's modules take.
+"""The networks' names: a config's activations, image paddings, convolution
+implementations, poolings and tag-language-model variants -> the values the library's
+modules take.
 
 The configs write them as strings (experiments/configs/task_bases.py, cnn_denoiser.py):
-`padding` (`'VALID'`, `'SAME'`, `'REFLECT'`, `PADDINGS`), `conv_impl` (`'auto'`, `'lax'`,
-`'patches'`, `CONV_IMPLS`), the denoising energy's `pooling` (`'sum'`, `'mean'`,
-`IMAGE_POOLINGS`), the segmentation energy's `pooling` (`'flatten'`, `'mean'`,
-`SEGMENTATION_POOLINGS`) and `energy.tlm_variants` (names of `TLM_VARIANTS` separated by
-commas or `+`).
+`activation` and `feature_activation` (`'relu'`, `'softplus'`, `'tanh'`, `'sigmoid'`,
+`'gelu'`, `'hardtanh'`, `ACTIVATIONS`), `padding` (`'VALID'`, `'SAME'`, `'REFLECT'`,
+`PADDINGS`), `conv_impl` (`'auto'`, `'lax'`, `'patches'`, `CONV_IMPLS`), the denoising
+energy's `pooling` (`'sum'`, `'mean'`, `IMAGE_POOLINGS`), the segmentation energy's
+`pooling` (`'flatten'`, `'mean'`, `SEGMENTATION_POOLINGS`) and `energy.tlm_variants` (names
+of `TLM_VARIANTS` separated by commas or `+`).
 """
 
 from collections.abc import Callable
 
+import flax.linen as nn
 import jax
+import jax.numpy as jnp
 
 from energynets import energies
 from energynets import nets
 from experiments import configuration
 from experiments.choices import lookup
+
+# config.{model,energy,cnn}.activation and energy.feature_activation -> the elementwise
+# non-linearity.
+ACTIVATIONS: dict[str, nets.Activation] = {
+  "relu": nn.relu,
+  "softplus": nets.softplus,
+  "tanh": jnp.tanh,
+  "sigmoid": nn.sigmoid,
+  "gelu": nn.gelu,
+  "hardtanh": nets.hardtanh,
+}
 
 # config.{energy,cnn}.padding -> how the convolutions treat the image border.
 PADDINGS: dict[str, nets.Padding] = {
@@ -48,6 +63,12 @@ SEGMENTATION_POOLINGS: dict[str, Callable[[jax.Array], jax.Array]] = {
 TLM_VARIANTS: dict[str, energies.TLMVariant] = {v.name: v for v in energies.TLM_VARIANTS}
 
 
+def activation(name: str) -> nets.Activation:
+  """The activation function a config's `activation` or `feature_activation` names
+  (`ACTIVATIONS`)."""
+  return lookup("activation", ACTIVATIONS, name)
+
+
 def padding(name: str) -> nets.Padding:
   """The `Padding` a config's `padding` names (`PADDINGS`)."""
   return lookup("padding", PADDINGS, name)
@@ -76,11 +97,13 @@ def tlm_variants(text: str) -> tuple[energies.TLMVariant, ...]:
 
 
 __all__ = [
+  "ACTIVATIONS",
   "CONV_IMPLS",
   "IMAGE_POOLINGS",
   "PADDINGS",
   "SEGMENTATION_POOLINGS",
   "TLM_VARIANTS",
+  "activation",
   "conv_impl",
   "image_pooling",
   "padding",
