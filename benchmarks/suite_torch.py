@@ -287,19 +287,7 @@ def torch_section(
       ),
       state["task_net"].params,
     ).to(device)
-    loss_net = ref.load_flax_spen(
-      ref.SPENEnergy(
-        sizes.num_features,
-        sizes.num_labels,
-        e.feature_hidden,
-        e.feature_activation,
-        e.num_measurements,
-        e.activation,
-        e.dropout,
-        e.input_dropout,
-      ),
-      state["loss_net"].params,
-    ).to(device)
+    loss_net = _torch_spen(ref, sizes, e, state["loss_net"].params, device)
     seal_options = dict(
       num_samples=s.num_samples,
       energy_weight=s.energy_weight,
@@ -349,19 +337,7 @@ def torch_section(
   e, g = stage.energy, stage.gbi
   e2e_side = TorchSide(None, None)
   if torch is not None:
-    e2e_energy = ref.load_flax_spen(
-      ref.SPENEnergy(
-        sizes.num_features,
-        sizes.num_labels,
-        e.feature_hidden,
-        e.feature_activation,
-        e.num_measurements,
-        e.activation,
-        e.dropout,
-        e.input_dropout,
-      ),
-      state["energy"].params,
-    ).to(device)
+    e2e_energy = _torch_spen(ref, sizes, e, state["energy"].params, device)
     e2e_options = dict(
       num_steps=g.num_steps,
       step_size=g.learning_rate,
@@ -605,3 +581,19 @@ def torch_markdown(torch_rows: list[dict], profiles: list[dict], torch_version) 
       )
     lines.append("")
   return lines
+
+
+def _torch_spen(ref, sizes, e, params, device):
+  """The torch reference (module `ref`)'s SPEN energy of an `energy` config block `e`, holding the
+  trained flax `params`."""
+  spen = ref.SPENEnergy(
+    sizes.num_features,
+    sizes.num_labels,
+    e.feature_hidden,
+    e.feature_activation,
+    e.num_measurements,
+    e.activation,
+    e.dropout,
+    e.input_dropout,
+  )
+  return ref.load_flax_spen(spen, params).to(device)

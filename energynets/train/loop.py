@@ -260,7 +260,11 @@ def fit(
   state, meta, resumed = latest.resume(state, writer)
   selection.meta = meta or selection.meta
   if resumed is None and previous_state is not None and selection.select_metric is not None:
-    resumed = _evaluate_start(state, selection, latest)
+    # Step 0 is a continuing stage's start, which selection may keep; saved as the latest
+    # checkpoint so that a resumed stage finds its record instead of evaluating it again.
+    selection.evaluate(0, state)
+    latest.save(0, state, selection.meta)
+    resumed = 0
   guard = LossGuard(options.max_loss, options.max_loss_patience, latest.directory, resumed)
   state, final_step, stop_reason = _train(
     state,
@@ -366,15 +370,6 @@ def _train(
   profiler.close()
   writer.close()
   return state, trained_to if stop_reason is not None else max(start, options.steps), stop_reason
-
-
-def _evaluate_start(state: Any, selection: Selection, latest: LatestCheckpoints) -> int:
-  """Evaluates a continuing stage's starting state as step 0, so that selection may keep
-  it, and saves it as the latest checkpoint, so that a resumed run finds that record in
-  the history instead of evaluating it again; returns the step training starts from."""
-  selection.evaluate(0, state)
-  latest.save(0, state, selection.meta)
-  return 0
 
 
 def _check_validation(options: LoopOptions, validation: Validation | None) -> None:
