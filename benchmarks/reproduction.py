@@ -1033,9 +1033,32 @@ def status_sentence(status: pt.Status, results: Results) -> str:
     ) from e
 
 
+# benchmarks.verdict's record, relative to the results directory, and its marker name.
+VERDICT_FILE = "verdict/verdict.json"
+VERDICT_REGION = "verdict"
+
+
+def verdict_sentence(results: Results) -> str:
+  """The verdict at equal budget in one sentence (`benchmarks.verdict.finding` of
+  `VERDICT_FILE`), or that it has not run."""
+  path = results.path(VERDICT_FILE)
+  if not os.path.exists(path):
+    return "not run yet (`python -m benchmarks.verdict`, docs/verdict.md)"
+  with open(path, encoding="utf-8") as f:
+    try:
+      data = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}: malformed JSON ({e})") from e
+  from benchmarks import verdict  # pylint: disable=g-import-not-at-top (scipy, experiments)
+
+  return verdict.finding(data)
+
+
 def status_regions(results: Results) -> dict[str, str]:
-  """Marker name -> sentence, for every status entry."""
-  return {status_name(s): status_sentence(s, results) for s in pt.STATUS}
+  """Marker name -> sentence, for every status entry and the verdict."""
+  regions = {status_name(s): status_sentence(s, results) for s in pt.STATUS}
+  regions[VERDICT_REGION] = verdict_sentence(results)
+  return regions
 
 
 def status_table(regions: dict[str, str]) -> str:
@@ -1123,6 +1146,11 @@ def build_report(results: Results) -> Report:
     f"the same command writes them into [README.md](README.md)'s method table and "
     f"[docs/methods.md](docs/methods.md), and the test fails where one differs.",
     status_table(regions),
+    "## Energy methods against the tuned MLP",
+    "Every energy method, the MLP and scikit-learn's LogisticRegression tuned with one "
+    "search budget, paired by seed ([results/verdict/verdict.md](results/verdict/verdict.md), "
+    "[docs/verdict.md](docs/verdict.md)); the same sentence is in README.md and "
+    "docs/methods.md: " + marked(VERDICT_REGION, regions[VERDICT_REGION]) + ".",
     "## The papers",
     papers_table(),
   ]

@@ -435,6 +435,54 @@ def sentences(pools: list[dict[str, Any]], reference: str) -> list[str]:
   return lines
 
 
+def finding(verdict_summary: dict[str, Any]) -> str:
+  """The verdict in one sentence, from `summary`'s JSON (`verdict.json`): which (dataset,
+  size) pairs and seeds ran, each method's pooled difference against the tuned MLP over
+  every size (over seeds where a method has one pair), which are above or below it at
+  95 %, and the tuned MLP against the tuned linear model. README.md and
+  REPRODUCTION.md carry it (`benchmarks.reproduction`)."""
+  records = verdict_summary["records"]
+  diffs = verdict_summary["differences"]
+  pools = [p for p in verdict_summary["pooled"] if p["size"] is None]
+  pairs = sorted({(r["dataset"], r["size"]) for r in records}, key=lambda p: (p[1] or 10**9, p[0]))
+  where = ", ".join(f"{d} {s or 'all'}" for d, s in pairs)
+
+  def over_every_size(method: str, reference: str) -> dict[str, Any] | None:
+    pool = next((p for p in pools if (p["method"], p["reference"]) == (method, reference)), None)
+    if pool is not None and pool["n"] == 1:  # one pair: its interval over seeds
+      return next(d for d in diffs if (d["method"], d["reference"]) == (method, reference))
+    return pool
+
+  methods = sorted({p["method"] for p in pools if p["reference"] == MLP}, key=_order)
+  methods = [m for m in methods if m not in (MLP, LINEAR)]
+  shown, above, below = [], [], []
+  for method in methods:
+    d = over_every_size(method, MLP)
+    if d is None:
+      continue
+    shown.append(f"{_label(method)} {_points(d).replace('**', '')}")
+    if d["half_width"] is not None and d["low"] > 0:
+      above.append(_label(method))
+    elif d["half_width"] is not None and d["high"] < 0:
+      below.append(_label(method))
+  mlp_vs_linear = over_every_size(MLP, LINEAR)
+  linear = (
+    f"; the tuned MLP against the tuned LogisticRegression: "
+    f"{_points(mlp_vs_linear).replace('**', '')}"
+    if mlp_vs_linear
+    else ""
+  )
+  seeds = sorted({r["seed"] for r in records})
+  return (
+    f"At equal search budget on {len(pairs)} (dataset, size) "
+    f"pair{'s' * (len(pairs) != 1)} ({where}; seeds {', '.join(map(str, seeds))}), "
+    "test example-F1 against the tuned MLP in points (mean ± 95 % half-width, over "
+    "datasets, or over seeds for one pair): "
+    f"{'; '.join(shown) or 'no method'}; above it at 95 %: {', '.join(above) or 'none'}; "
+    f"below it: {', '.join(below) or 'none'}{linear}"
+  )
+
+
 def seed_counts(records: list[dict[str, Any]]) -> str:
   seeds = sorted({r["seed"] for r in records})
   return f"seeds {seeds}" if seeds else "no cells"

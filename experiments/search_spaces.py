@@ -55,6 +55,7 @@ def network(
   hidden: str = "hidden",
   learning_rates: dict[str, tuple] | None = None,
   energy_copy: bool = False,
+  l2_copies: tuple[str, ...] = (),
 ) -> dict[str, tuple]:
   """The space of a config with a feed-forward network: its capacity (hidden layers,
   input dropout, hidden dropout), each learning rate, L2 and the feature scaling.
@@ -73,6 +74,8 @@ def network(
       (`base.energy_like_model`, whose parameters a continuing stage carries over from
       the MLP): its `energy.feature_hidden`, `energy.input_dropout` and `energy.dropout`
       are tied to the model's.
+    l2_copies: config keys the config copies `loss.l2` into when it is built (e.g.
+      `infnet.net_l2`), searched as one key with it so that a trial's L2 reaches them.
 
   Returns:
     config key -> candidate values.
@@ -84,7 +87,7 @@ def network(
     tie(f"{group}.dropout", "dropout"): DROPOUTS,
   }
   space.update(learning_rates or {"optimizer.learning_rate": LEARNING_RATES})
-  space["loss.l2"] = L2
+  space[TIED.join(("loss.l2", *l2_copies))] = L2
   space["data.feature_scaling"] = FEATURE_SCALINGS
   return space
 
@@ -95,6 +98,7 @@ def staged_network(
   group: str = "model",
   hidden: str = "hidden",
   energy_copy: bool = False,
+  l2_copies: tuple[str, ...] = (),
 ) -> dict[str, tuple]:
   """`network` of a config that pretrains its network in a `pretrain` stage and then
   trains `stage`: the pretrain stage's learning rate over `LEARNING_RATES` and
@@ -103,7 +107,7 @@ def staged_network(
     "stages.pretrain.optimizer.learning_rate": LEARNING_RATES,
     f"stages.{stage}.optimizer.learning_rate": tuple(stage_learning_rates),
   }
-  return network(group, hidden, learning_rates, energy_copy)
+  return network(group, hidden, learning_rates, energy_copy, l2_copies)
 
 
 def config_keys(key: str) -> list[str]:

@@ -11,6 +11,8 @@ import types
 import numpy as np
 import pytest
 
+from benchmarks import fingerprint
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULT_KEYS = ("example_f1", "example_f1@0.5", "micro_f1", "macro_f1", "hamming")
 
@@ -588,21 +590,8 @@ def test_every_sequence_config_trains_and_writes_token_metrics(method, tmp_path,
   from experiments import configuration
   from experiments import train
 
-  config = configuration.get_config(
-    method,
-    "twitter_pos",
-    [
-      "train.steps=4",
-      "train.eval_every=2",
-      "train.log_every=2",
-      "train.tensorboard=False",
-      "train.batch_size=8",
-      "model.hidden=8",
-      "model.word_dim=8",
-      "model.char_filters=4",
-      f"data.data_dir={data_dir}",
-    ],
-  )
+  dataset, overrides = fingerprint.RUNS["sequence"]  # a few steps of a tiny tagger
+  config = configuration.get_config(method, dataset, [*overrides, f"data.data_dir={data_dir}"])
   for name in config.stages.keys():
     config.stages[name].train.steps = 4
   if "energy" in config and "tlm_hidden" in config.energy:
@@ -622,23 +611,8 @@ def test_every_denoising_config_trains_and_writes_psnr(method, tmp_path):
   from experiments import configuration
   from experiments import train
 
-  config = configuration.get_config(
-    method,
-    "depth_scenes",
-    [
-      "train.steps=4",
-      "train.eval_every=2",
-      "train.log_every=2",
-      "train.tensorboard=False",
-      "train.batch_size=4",
-      "train.eval_batch_size=4",
-      "data.num_train=8",
-      "data.num_validation=4",
-      "data.num_test=4",
-      "data.height=16",
-      "data.width=16",
-    ],
-  )
+  dataset, overrides = fingerprint.RUNS["denoising"]  # a few steps on 16 x 16 scenes
+  config = configuration.get_config(method, dataset, overrides)
   for name in config.stages.keys():
     config.stages[name].train.steps = 4
   results = train.train_and_evaluate(config, str(tmp_path))

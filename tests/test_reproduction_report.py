@@ -595,7 +595,8 @@ def _regions(path: pathlib.Path) -> dict[str, list[str]]:
 
 def test_the_status_sentences_of_readme_and_methods_are_up_to_date(committed_report):
   expected = {name: [text] for name, text in committed_report.regions.items()}
-  assert expected and len(expected) == len(pt.STATUS)
+  assert expected and len(expected) == len(pt.STATUS) + 1  # and the verdict's sentence
+  assert reproduction.VERDICT_REGION in expected
   for doc in ("REPRODUCTION.md", *reproduction.STATUS_DOCS):
     assert _regions(REPO_ROOT / doc) == expected, (
       f"{doc}: a status sentence differs from results/paper_tables.json's `status` and "
@@ -623,7 +624,20 @@ def test_readme_methods_and_report_carry_the_same_sentence_per_method():
     assert all(s is not None and len(s) == 1 for s in sentences.values()), (name, sentences)
     assert len({s[0] for s in sentences.values()}) == 1, (name, sentences)
   for doc, regions in files.items():  # no marker that nothing writes
-    assert set(regions) == {reproduction.status_name(s) for s in pt.STATUS}, doc
+    names = {reproduction.status_name(s) for s in pt.STATUS} | {reproduction.VERDICT_REGION}
+    assert set(regions) == names, doc
+    assert len(regions[reproduction.VERDICT_REGION]) == 1, doc
+  assert len({r[reproduction.VERDICT_REGION][0] for r in files.values()}) == 1
+
+
+def test_the_verdict_sentence_is_the_committed_verdicts_or_says_it_has_not_run(tmp_path):
+  from benchmarks import verdict
+
+  with open(RESULTS_DIR / reproduction.VERDICT_FILE, encoding="utf-8") as f:
+    committed = verdict.finding(json.load(f))
+  assert reproduction.verdict_sentence(reproduction.Results(str(RESULTS_DIR))) == committed
+  empty = reproduction.Results(str(tmp_path), folders=())
+  assert reproduction.verdict_sentence(empty).startswith("not run yet")
 
 
 def test_the_status_sentences_take_their_numbers_from_the_results():

@@ -575,28 +575,31 @@ class OptionValuesTest(parameterized.TestCase):
   """Each value that replaced a name computes that name's formula (float64 numpy)."""
 
   @parameterized.named_parameters(
-    ("energy", False, 0.7, 0.3),
-    ("neg_value", True, 0.7, 0.3),
-    ("neg_value_unit_weights", True, 1.0, 1.0),
+    ("energy", False, 0.7, 0.3, 0.0),
+    ("neg_value", True, 0.7, 0.3, 0.0),
+    ("neg_value_unit_weights", True, 1.0, 1.0, 0.0),
+    ("energy_and_soft_f1", False, 0.7, 0.3, 2.5),
   )
-  def test_the_task_net_loss_is_eq_1_with_the_chosen_energy_term(self, neg_value, w1, w2):
+  def test_the_task_net_loss_is_eq_1_with_the_chosen_energy_term(self, neg_value, w1, w2, w3):
     with jax.enable_x64(True):
       task_net, loss_net = _nets()
       batch = _batch(16, np.float64)
       task_params, loss_params = _init_params(batch["x"])
-      losses = seal.seal_losses(
-        loss_net,
-        task_net,
-        options=seal.SealOptions(neg_value_term=neg_value, energy_weight=w1, bce_weight=w2),
+      options = seal.SealOptions(
+        neg_value_term=neg_value, energy_weight=w1, bce_weight=w2, score_weight=w3
       )
+      losses = seal.seal_losses(loss_net, task_net, options=options)
       value, metrics = jax.jit(losses.task_net)(task_params, loss_params, batch, jax.random.key(0))
       q = _sigmoid(task_net.apply({"params": task_params}, batch["x"]))
       y = np.asarray(batch["y"])
       energy = np.asarray(loss_net.apply({"params": loss_params}, batch["x"], q))
       term = -1 / (1 + np.exp(energy)) if neg_value else energy  # −σ(−E) or E
       bce = np.mean(np.sum(-(y * np.log(q) + (1 - y) * np.log(1 - q)), -1))
-      np.testing.assert_allclose(float(value), w1 * np.mean(term) + w2 * bce, rtol=1e-12)
+      soft_f1 = np.mean(2 * np.sum(q * y, -1) / (np.sum(q, -1) + np.sum(y, -1)))
+      expected = w1 * np.mean(term) + w2 * bce - w3 * soft_f1
+      np.testing.assert_allclose(float(value), expected, rtol=1e-12)
       np.testing.assert_allclose(float(metrics["energy"]), np.mean(energy), rtol=1e-12)
+      assert ("score" in metrics) == bool(w3)
 
   @parameterized.named_parameters(
     ("l1", task_losses.L1(), scores.soft_f1, lambda q, y: np.sum(np.abs(q - y), -1)),

@@ -156,6 +156,18 @@ def test_capacity_is_in_every_network_space():
       ), name
 
 
+@pytest.mark.parametrize("name", ["infnet", "implicit"])
+def test_a_searched_l2_reaches_the_nets_that_copy_it(name):
+  # These configs copy `loss.l2` into the inference nets' L2 when built; a trial's L2
+  # overrides the built config, so the copy must be searched with it.
+  config = configuration.get_config(name, "mulan", ["data.path=x"])
+  space = search_spaces.for_config(name, "mulan")
+  (key,) = [k for k in space if "loss.l2" in search_spaces.config_keys(k)]
+  for l2 in space[key]:
+    trial = configuration.with_overrides(config, search_spaces.overrides({key: l2}))
+    assert trial.loss.l2 == trial[name].net_l2 == l2, (name, l2)
+
+
 @pytest.mark.slow
 def test_folds_trained_apart_give_the_record_of_the_folds_trained_together(toy):
   config = configuration.get_config(

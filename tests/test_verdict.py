@@ -120,6 +120,22 @@ def test_report_and_figure_from_records(tmp_path):
   assert os.path.getsize(tmp_path / "verdict.png") > 1000
 
 
+def test_the_finding_names_what_ran_and_each_side():
+  records = _fake_records()
+  text = verdict.finding(verdict.summary(records, verdict.budget([]), True))
+  assert text.startswith("At equal search budget on 4 (dataset, size) pairs (genbase 250, ")
+  assert "seeds 0, 1, 2" in text and "dmf +3." in text and "e2e -19." in text
+  assert "above it at 95 %: dmf; below it: e2e" in text
+  assert "the tuned MLP against the tuned LogisticRegression: +1." in text
+  # One pair: the interval is that pair's, over its seeds.
+  one = [r for r in records if (r["dataset"], r["size"]) == ("yeast", 250)]
+  summary = verdict.summary(one, verdict.budget([]), True)
+  (pair,) = [d for d in summary["differences"] if (d["method"], d["reference"]) == ("dmf", "mlp")]
+  text = verdict.finding(summary)
+  assert "on 1 (dataset, size) pair (yeast 250;" in text
+  assert f"dmf +{100 * pair['mean']:.2f} ± {100 * pair['half_width']:.2f}" in text
+
+
 def test_every_method_gets_the_one_budget(tmp_path):
   overrides = ["tune.trials=2", "train.steps=7", "dmf:train.eval_every=5"]
   tune_budget = verdict.budget(overrides)

@@ -15,7 +15,7 @@ from `block()`: `SealOptions()`' and the loss-net objectives' defaults, by name)
   (`'soft_f1'`, `'soft_iou'`), `predict` (`PREDICTIONS`: `'task_net'`, or `'gbi'` with
   config.predict_gbi), `predict_init` (`PREDICT_INITS`: `'uniform'`, `'task_net'`),
   `task_net_init` (`TASK_NET_INITS`: `'carry'`, `'fresh'`), and `energy_weight`,
-  `bce_weight`, `train_mode`, `loss_net_steps`, `rounds` as they are.
+  `bce_weight`, `score_weight`, `train_mode`, `loss_net_steps`, `rounds` as they are.
 """
 
 from collections.abc import Mapping
@@ -127,6 +127,7 @@ def _defaults() -> dict[str, Any]:
     "phase": name_of("SEAL phase", PHASES, phase),
     "energy_weight": o.energy_weight,
     "bce_weight": o.bce_weight,
+    "score_weight": o.score_weight,
     "energy_term": name_of("SEAL energy_term", ENERGY_TERMS, o.neg_value_term),
     "score": name_of("score", objective_choices.SCORES, o.score),
     "train_mode": o.train_mode,
@@ -264,6 +265,7 @@ def seal_options_from_config(
     **lookup("SEAL phase", PHASES, values["phase"]),
     energy_weight=values["energy_weight"],
     bce_weight=values["bce_weight"],
+    score_weight=values["score_weight"],
     neg_value_term=lookup("SEAL energy_term", ENERGY_TERMS, values["energy_term"]),
     score=objective_choices.score(values["score"]),
     train_mode=values["train_mode"],

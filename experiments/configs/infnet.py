@@ -91,8 +91,10 @@ def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
 
 def get_search_space(dataset: str = "synthetic"):
   """What `python -m experiments.tune` selects for InfNet: the pretrained MLP's capacity and
-  learning rate (mlp.py's space), the `infnet` stage's learning rate, L2 and the feature
-  scaling (`search_spaces.staged_network`); each stage selects its checkpoint on the
-  held-out rows."""
+  learning rate (mlp.py's space), the `infnet` stage's learning rate, L2 (with its copy
+  `infnet.net_l2`) and the feature scaling (`search_spaces.staged_network`); each stage
+  selects its checkpoint on the held-out rows."""
   del dataset  # the same space everywhere
-  return search_spaces.staged_network("infnet", (1e-4, 1e-3), energy_copy=True)
+  return search_spaces.staged_network(
+    "infnet", (1e-4, 1e-3), energy_copy=True, l2_copies=("infnet.net_l2",)
+  )

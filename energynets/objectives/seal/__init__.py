@@ -19,8 +19,10 @@ a dropped-out task-net, and the loss-net's dropout is on inside L_F.
 `neg_value_term=True` replaces E by `−σ(−E)`, the predicted score of a regression
 loss-net (what SEAL's public code does for its DVN loss-nets); the default is the
 paper's Eq. 1.
+`score_weight=w` also subtracts `w · mean s(σ(F_Φ(x)), y)`, the task score the
+loss-net is meant to stand for, used directly (w = 0, the default: Eq. 1 alone).
 
-The family's options are one value, `SealOptions` (which networks train, λ1, λ2,
+The family's options are one value, `SealOptions` (which networks train, λ1, λ2, w,
 `neg_value_term`, score, `train_mode`, prediction, `fresh_task_net`, the schedule
 `loss_net_steps` / `rounds`); the loss-net objective L_E is another
 (`loss_net_objective=`), a small frozen dataclass carrying its own options whose

@@ -19,6 +19,8 @@ class SealOptions:
       alone: stage 2, against a frozen, trained loss-net.
     energy_weight: λ1 of Eq. 1.
     bce_weight: λ2 of Eq. 1.
+    score_weight: w ≥ 0; the task-net's loss also subtracts `w · mean score(ȳ, y)`, the
+      task score used directly beside the loss-net (0, the default: Eq. 1 alone).
     neg_value_term: the task-net's loss-net term is λ1·(−σ(−E)), the loss-net's predicted
       value (SEAL's public code for regression loss-nets), instead of Eq. 1's λ1·E.
     score: the task score `(ȳ, y) -> [B]` (e.g. `scores.soft_f1`, `scores.soft_iou`) of the
@@ -44,6 +46,7 @@ class SealOptions:
   train_task_net: bool = True
   energy_weight: float = 1.0
   bce_weight: float = 1.0
+  score_weight: float = 0.0
   neg_value_term: bool = False
   score: scores_lib.Score = scores_lib.soft_f1
   train_mode: bool = False
@@ -63,10 +66,10 @@ class SealOptions:
       raise TypeError(
         f"score is a function (ȳ, y) -> [B] such as scores.soft_f1; got {self.score!r}"
       )
-    if self.energy_weight < 0 or self.bce_weight < 0:
+    if min(self.energy_weight, self.bce_weight, self.score_weight) < 0:
       raise ValueError(
-        f"energy_weight and bce_weight must be non-negative; got "
-        f"{self.energy_weight}, {self.bce_weight}"
+        f"energy_weight, bce_weight and score_weight must be non-negative; got "
+        f"{self.energy_weight}, {self.bce_weight}, {self.score_weight}"
       )
     if self.loss_net_steps < 1 or self.rounds < 1:
       raise ValueError(

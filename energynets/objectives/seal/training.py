@@ -88,6 +88,7 @@ def seal_losses(
   objective = SealNCE() if loss_net_objective is None else loss_net_objective
   dynamic, train_mode = options.dynamic, options.train_mode
   energy_weight, bce_weight = options.energy_weight, options.bce_weight
+  score_weight = options.score_weight
   neg_value_term, score_fn = options.neg_value_term, options.score
   model = protocol.as_energy(loss_net)
   structure = outputs.for_domain(model.domain)
@@ -144,11 +145,16 @@ def seal_losses(
     loss = energy_weight * term_sum / energy.shape[0] + bce_weight * bce
     y = jnp.asarray(batch["y"], fixed.dtype)
     score_grad = jax.grad(lambda v: -jnp.sum(real_score(v, y)))(fixed)
-    return loss, {
+    metrics = {
       "energy": jnp.mean(energy),
       "bce": bce,
       "score_grad_cosine": gradient_cosine(term_grad, score_grad),
     }
+    if score_weight:
+      score = jnp.mean(real_score(y_hat, y))
+      loss = loss - score_weight * score
+      metrics["score"] = score
+    return loss, metrics
 
   return SealLosses(loss_net_loss, task_net_loss)
 
