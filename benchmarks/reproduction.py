@@ -1041,14 +1041,10 @@ VERDICT_REGION = "verdict"
 def verdict_sentence(results: Results) -> str:
   """The verdict at equal budget in one sentence (`benchmarks.verdict.finding` of
   `VERDICT_FILE`), or that it has not run."""
-  path = results.path(VERDICT_FILE)
-  if not os.path.exists(path):
+  folder = os.path.dirname(VERDICT_FILE)  # not a paper's folder: read on its own
+  data = Results(results.directory, folders=(folder,)).json(VERDICT_FILE)
+  if data is None:
     return "not run yet (`python -m benchmarks.verdict`, docs/verdict.md)"
-  with open(path, encoding="utf-8") as f:
-    try:
-      data = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}: malformed JSON ({e})") from e
   from benchmarks import verdict  # pylint: disable=g-import-not-at-top (scipy, experiments)
 
   return verdict.finding(data)
