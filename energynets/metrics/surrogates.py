@@ -36,6 +36,36 @@ def _check_eps(eps, allow_zero: bool = False) -> None:
     )
 
 
+def _overlap_ratio(y_soft, y, eps, axis, terms):
+  """`(num + eps) / (den + eps)` per example, `(num, den) = terms(Σŷ·y, Σŷ + Σy)`.
+
+  At `eps = 0` (a concrete zero) the exact ratio in the inputs' dtype, 1 where the
+  denominator vanishes (empty gold and prediction); otherwise the smoothed ratio in at
+  least float32.
+  """
+  _check_eps(eps, allow_zero=True)
+  if axis is None:
+    axis = tuple(range(1, jnp.ndim(y_soft))) if jnp.ndim(y_soft) > 1 else -1
+  if isinstance(eps, (int, float)) and eps == 0:
+    if jnp.shape(y_soft) != jnp.shape(y):
+      raise ValueError(
+        f"shape mismatch: y_soft has shape {jnp.shape(y_soft)} but y has shape {jnp.shape(y)}"
+      )
+    num, den = terms(
+      jnp.sum(y_soft * y, axis=axis), jnp.sum(y_soft, axis=axis) + jnp.sum(y, axis=axis)
+    )
+    empty = den <= 0.0
+    # The double `where` keeps the unselected branch finite, so its (masked) gradient
+    # cannot turn into NaN at the empty point.
+    ratio = num / jnp.where(empty, 1.0, den)
+    return jnp.where(empty, jnp.ones_like(ratio), ratio)
+  y, y_soft = _soft_inputs(y, y_soft)
+  num, den = terms(
+    jnp.sum(y * y_soft, axis=axis), jnp.sum(y, axis=axis) + jnp.sum(y_soft, axis=axis)
+  )
+  return (num + eps) / (den + eps)
+
+
 def soft_f1(
   y_soft: ArrayLike, y: ArrayLike, eps: float = 0.0, axis: int | tuple[int, ...] | None = None
 ) -> jnp.ndarray:
@@ -71,25 +101,7 @@ def soft_f1(
   Raises:
     ValueError: shapes that differ, or a negative eps.
   """
-  _check_eps(eps, allow_zero=True)
-  if axis is None:
-    axis = tuple(range(1, jnp.ndim(y_soft))) if jnp.ndim(y_soft) > 1 else -1
-  if isinstance(eps, (int, float)) and eps == 0:
-    if jnp.shape(y_soft) != jnp.shape(y):
-      raise ValueError(
-        f"shape mismatch: y_soft has shape {jnp.shape(y_soft)} but y has shape {jnp.shape(y)}"
-      )
-    intersection = jnp.sum(y_soft * y, axis=axis)
-    total = jnp.sum(y_soft, axis=axis) + jnp.sum(y, axis=axis)
-    empty = total <= 0.0
-    # The double `where` keeps the unselected branch finite, so its (masked) gradient
-    # cannot turn into NaN at the empty point.
-    ratio = 2.0 * intersection / jnp.where(empty, 1.0, total)
-    return jnp.where(empty, jnp.ones_like(ratio), ratio)
-  y, y_soft = _soft_inputs(y, y_soft)
-  inter = jnp.sum(y * y_soft, axis=axis)
-  total = jnp.sum(y, axis=axis) + jnp.sum(y_soft, axis=axis)
-  return (2.0 * inter + eps) / (total + eps)
+  return _overlap_ratio(y_soft, y, eps, axis, lambda inter, total: (2.0 * inter, total))
 
 
 def soft_iou(
@@ -127,21 +139,4 @@ def soft_iou(
   Raises:
     ValueError: shapes that differ, or a negative eps.
   """
-  _check_eps(eps, allow_zero=True)
-  if axis is None:
-    axis = tuple(range(1, jnp.ndim(y_soft))) if jnp.ndim(y_soft) > 1 else -1
-  if isinstance(eps, (int, float)) and eps == 0:
-    if jnp.shape(y_soft) != jnp.shape(y):
-      raise ValueError(
-        f"shape mismatch: y_soft has shape {jnp.shape(y_soft)} but y has shape {jnp.shape(y)}"
-      )
-    intersection = jnp.sum(y_soft * y, axis=axis)
-    union = jnp.sum(y_soft, axis=axis) + jnp.sum(y, axis=axis) - intersection
-    empty = union <= 0.0
-    # The double `where` keeps the unselected branch finite (see `soft_f1`).
-    ratio = intersection / jnp.where(empty, 1.0, union)
-    return jnp.where(empty, jnp.ones_like(ratio), ratio)
-  y, y_soft = _soft_inputs(y, y_soft)
-  inter = jnp.sum(y * y_soft, axis=axis)
-  union = jnp.sum(y, axis=axis) + jnp.sum(y_soft, axis=axis) - inter
-  return (inter + eps) / (union + eps)
+  return _overlap_ratio(y_soft, y, eps, axis, lambda inter, total: (inter, total - inter))
