@@ -335,6 +335,11 @@ def _order(method: str, dataset: str = "", size: int = 0):
   return (rank.index(method) if method in rank else len(rank), method, dataset, size or 10**9)
 
 
+def _count(n: int, noun: str) -> str:
+  """`1 set`, `2 sets`."""
+  return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def _points(d: dict[str, Any]) -> str:
   """`+1.23 ± 0.45` in points (the interval's half-width; `(no interval)` with one
   pair), bold where the interval leaves out 0."""
@@ -408,7 +413,7 @@ def pooled_table(pools: list[dict[str, Any]]) -> str:
       + " | ".join(
         "—"
         if p is None
-        else f"{_points(p)}; {len(p['datasets'])} sets, {p['at_least_one_point']} ≥ +1"
+        else f"{_points(p)}; {_count(len(p['datasets']), 'set')}, {p['at_least_one_point']} ≥ +1"
         for p in cells_
       )
       + " |"
@@ -429,10 +434,20 @@ def sentences(pools: list[dict[str, Any]], reference: str) -> list[str]:
       side = f" (its {100 * CONFIDENCE:.0f} % interval holds 0)"
     lines.append(
       f"- {_label(p['method'])} − {_label(reference)}: {_points(p)} points over "
-      f"{p['n']} (dataset, size) pair{'s' * (p['n'] != 1)}{side}; at least +1 point on "
+      f"{_count(p['n'], '(dataset, size) pair')}{side}; at least +1 point on "
       f"{p['at_least_one_point']} of them."
     )
   return lines
+
+
+def _pair_order(pair: tuple[str, int]) -> tuple[int, str]:
+  """Sizes ascending (all rows last), then datasets by name."""
+  return (pair[1] or 10**9, pair[0])
+
+
+def _pair_name(dataset: str, size: int) -> str:
+  """`yeast 500`, `genbase all`."""
+  return f"{dataset} {size or 'all'}"
 
 
 def finding(verdict_summary: dict[str, Any]) -> str:
@@ -444,8 +459,22 @@ def finding(verdict_summary: dict[str, Any]) -> str:
   records = verdict_summary["records"]
   diffs = verdict_summary["differences"]
   pools = [p for p in verdict_summary["pooled"] if p["size"] is None]
-  pairs = sorted({(r["dataset"], r["size"]) for r in records}, key=lambda p: (p[1] or 10**9, p[0]))
-  where = ", ".join(f"{d} {s or 'all'}" for d, s in pairs)
+  pairs = sorted({(r["dataset"], r["size"]) for r in records}, key=_pair_order)
+  where = ", ".join(_pair_name(*p) for p in pairs)
+
+  def scope(method: str, reference: str) -> str:
+    """` (yeast 500 only)` where the method ran on fewer pairs than the report holds."""
+    mine = sorted(
+      {
+        (d["dataset"], d["size"])
+        for d in diffs
+        if (d["method"], d["reference"]) == (method, reference)
+      },
+      key=_pair_order,
+    )
+    if len(mine) == len(pairs):
+      return ""
+    return f" ({', '.join(_pair_name(*p) for p in mine)} only)"
 
   def over_every_size(method: str, reference: str) -> dict[str, Any] | None:
     pool = next((p for p in pools if (p["method"], p["reference"]) == (method, reference)), None)
@@ -460,7 +489,7 @@ def finding(verdict_summary: dict[str, Any]) -> str:
     d = over_every_size(method, MLP)
     if d is None:
       continue
-    shown.append(f"{_label(method)} {_points(d).replace('**', '')}")
+    shown.append(f"{_label(method)} {_points(d).replace('**', '')}{scope(method, MLP)}")
     if d["half_width"] is not None and d["low"] > 0:
       above.append(_label(method))
     elif d["half_width"] is not None and d["high"] < 0:
@@ -468,14 +497,14 @@ def finding(verdict_summary: dict[str, Any]) -> str:
   mlp_vs_linear = over_every_size(MLP, LINEAR)
   linear = (
     f"; the tuned MLP against the tuned LogisticRegression: "
-    f"{_points(mlp_vs_linear).replace('**', '')}"
+    f"{_points(mlp_vs_linear).replace('**', '')}{scope(MLP, LINEAR)}"
     if mlp_vs_linear
     else ""
   )
   seeds = sorted({r["seed"] for r in records})
   return (
-    f"At equal search budget on {len(pairs)} (dataset, size) "
-    f"pair{'s' * (len(pairs) != 1)} ({where}; seeds {', '.join(map(str, seeds))}), "
+    f"At equal search budget on {_count(len(pairs), '(dataset, size) pair')} "
+    f"({where}; seeds {', '.join(map(str, seeds))}), "
     "test example-F1 against the tuned MLP in points (mean ± 95 % half-width, over "
     "datasets, or over seeds for one pair): "
     f"{'; '.join(shown) or 'no method'}; above it at 95 %: {', '.join(above) or 'none'}; "

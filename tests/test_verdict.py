@@ -127,6 +127,16 @@ def test_the_finding_names_what_ran_and_each_side():
   assert "seeds 0, 1, 2" in text and "dmf +3." in text and "e2e -19." in text
   assert "above it at 95 %: dmf; below it: e2e" in text
   assert "the tuned MLP against the tuned LogisticRegression: +1." in text
+  assert "only" not in text
+  # A method that ran on some pairs only says which.
+  partial = records + [
+    _record(dataset, 0, "seal_f1", seed, 0.61)
+    for dataset in ("yeast", "genbase")
+    for seed in (0, 1)
+  ]
+  text = verdict.finding(verdict.summary(partial, verdict.budget([]), True))
+  assert "seal_f1 +" in text and "(genbase all, yeast all only)" in text
+  assert text.count(" only)") == 1
   # One pair: the interval is that pair's, over its seeds.
   one = [r for r in records if (r["dataset"], r["size"]) == ("yeast", 250)]
   summary = verdict.summary(one, verdict.budget([]), True)
