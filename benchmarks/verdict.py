@@ -597,7 +597,11 @@ def plot(records: list[dict[str, Any]], path: str) -> None:
       )
     ax.axhline(0, color="black", lw=0.8)
     ax.axhline(1, color="gray", lw=0.6, ls=":")
-    ax.set_xticks(range(len(datasets)), datasets, rotation=45, ha="right", fontsize=7)
+    # Every panel spans every dataset, so a dataset sits at the same place in each.
+    ax.set_xlim(-0.5, len(datasets) - 0.5)
+    ax.set_xticks(
+      range(len(datasets)), datasets, rotation=30, ha="right", rotation_mode="anchor", fontsize=7
+    )
     ax.set_title(f"{_label(method)} − mlp")
   for ax in axes.flat[len(methods) :]:
     ax.set_visible(False)
