@@ -107,8 +107,11 @@ def parse_closing_line(output: str) -> dict:
   raise ValueError("no pytest closing line in the suite's output")
 
 
-def _run(command: list[str], env: dict | None = None) -> tuple[str, float, float | None]:
-  """Runs `command` from the repository root; `(output, wall seconds, other CPU share)`."""
+def _run(
+  command: list[str], env: dict | None = None, log: str | None = None
+) -> tuple[str, float, float | None]:
+  """Runs `command` from the repository root; `(output, wall seconds, other CPU share)`.
+  With `log`, the whole output goes there as well, failed or not."""
   load = common.OtherLoad()
   start = time.perf_counter()
   proc = subprocess.run(
@@ -121,6 +124,10 @@ def _run(command: list[str], env: dict | None = None) -> tuple[str, float, float
     check=False,
   )
   seconds = time.perf_counter() - start
+  if log is not None:
+    with open(log, "w") as f:
+      f.write(proc.stdout)
+    print(f"the output: {log}", file=sys.stderr)
   if proc.returncode != 0:
     tail = "\n".join(proc.stdout.splitlines()[-30:])
     raise RuntimeError(f"{' '.join(command)} exited with {proc.returncode}:\n{tail}")
@@ -148,11 +155,8 @@ def measure_demo() -> dict:
 def measure_suite() -> dict:
   """Runs the test suite as CI does; its counts and time."""
   env = {**os.environ, "CI": "true"}
-  output, seconds, other = _run(SUITE_COMMAND, env=env)
   log = os.path.join(tempfile.gettempdir(), "energynets_readme_suite.log")
-  with open(log, "w") as f:
-    f.write(output)
-  print(f"the suite's output: {log}", file=sys.stderr)
+  output, seconds, other = _run(SUITE_COMMAND, env=env, log=log)
   counts = parse_closing_line(output)
   return {
     "command": " ".join(SUITE_COMMAND),
