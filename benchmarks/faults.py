@@ -176,6 +176,17 @@ class Outcome:
     )
 
 
+def as_from_a_terminal() -> None:
+  """In the launcher's child before exec: SIGINT and SIGTERM at their defaults and
+  unblocked, as a shell starts a command. A blocked or ignored signal survives exec, and
+  bash then never runs its trap (a launcher started with SIGINT blocked ignores Ctrl-C
+  and exits 0 when its workers finish); the calling process may hold either, left there
+  by a library or by whatever ran in it before."""
+  for sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(sig, signal.SIG_DFL)
+  signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def start_pod(
   n: int, flags: tuple[str, ...], workdir: pathlib.Path, env: dict[str, str] | None = None
 ) -> Pod:
@@ -189,6 +200,7 @@ def start_pod(
       env=env or pod_env(),
       stdout=subprocess.DEVNULL,
       stderr=err,
+      preexec_fn=as_from_a_terminal,
     )
   return Pod(n, workdir, proc, stderr_path, time.monotonic())
 

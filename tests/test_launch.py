@@ -19,6 +19,8 @@ from multiprocess import _subprocess_env
 import numpy as np
 import pytest
 
+from benchmarks import faults as faults_bench
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAUNCH = REPO_ROOT / "launch"
 CONFIG = "--config=experiments/configs/mlp.py:bibtex"
@@ -670,6 +672,14 @@ def _running(pid):
     return False
 
 
+def _sigint_blocked_or_ignored(pid):
+  """Whether process `pid` has SIGINT blocked or ignored (its /proc status masks)."""
+  status = pathlib.Path(f"/proc/{pid}/status").read_text()
+  bit = 1 << (signal.SIGINT - 1)
+  masks = dict(re.findall(r"^(SigBlk|SigIgn):\s*([0-9a-f]+)$", status, re.M))
+  return {name for name, mask in masks.items() if int(mask, 16) & bit}
+
+
 class _Pod:
   """`launch/local_pod.sh N POD_FLAGS --workdir=WORKDIR` in the background."""
 
@@ -682,9 +692,12 @@ class _Pod:
         env=_subprocess_env(1),
         stdout=subprocess.DEVNULL,
         stderr=err,
+        preexec_fn=faults_bench.as_from_a_terminal,
       )
     self.deadline = time.monotonic() + POD_TIMEOUT_S
     self.seen = set()  # every process of the pod seen by `tree`
+    # What `as_from_a_terminal` undid in the launcher, for the report.
+    self.test_process_sigint = _sigint_blocked_or_ignored(os.getpid())
 
   def tree(self):
     """The launcher's processes now: its workers, their python processes."""
@@ -696,7 +709,8 @@ class _Pod:
     logs = sorted((self.workdir / "logs").glob("worker_*.log"))
     return "\n".join(
       [
-        f"--- launcher\n{self.stderr_path.read_text()}",
+        f"--- launcher (SIGINT blocked/ignored in the test process at its start: "
+        f"{sorted(self.test_process_sigint) or 'neither'})\n{self.stderr_path.read_text()}",
         *(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in logs),
       ]
     )
@@ -755,6 +769,7 @@ def test_local_pod_interrupted_stops_every_worker(tmp_path):
     pod.wait_for(_workers_started(pod, 2), "both workers' python started")
     tree = pod.tree()
     assert {pod.python_pid(0), pod.python_pid(1)} <= set(tree)
+    assert not _sigint_blocked_or_ignored(pod.proc.pid), _sigint_blocked_or_ignored(pod.proc.pid)
     pod.proc.send_signal(signal.SIGINT)  # Ctrl-C reaches the launcher alone
     status, seconds = pod.finish()
     assert status == 130, pod.report()
