@@ -132,6 +132,11 @@ def cell_overrides(
   )
 
 
+def _size_order(size: int) -> int:
+  """Sorts training sizes ascending with all rows (0) last."""
+  return size or 10**9
+
+
 def cells(
   datasets: Sequence[str],
   sizes: Sequence[int],
@@ -142,7 +147,7 @@ def cells(
   """Every cell, tuned: by size (all rows last), dataset and seed, the linear model and
   then each method, so that a (dataset, size) is complete before the next starts."""
   out = []
-  for size in sorted(sizes, key=lambda s: s or 10**9):
+  for size in sorted(sizes, key=_size_order):
     for dataset in datasets:
       for seed in seeds:
         out += [
@@ -313,7 +318,7 @@ def pooled(diffs: list[dict[str, Any]], confidence: float = CONFIDENCE) -> list[
   out = []
   for method in sorted({d["method"] for d in diffs}, key=lambda m: _order(m)):
     mine = [d for d in diffs if d["method"] == method]
-    sizes = sorted({d["size"] for d in mine}, key=lambda s: s or 10**9)
+    sizes = sorted({d["size"] for d in mine}, key=_size_order)
     for size in [*sizes, None]:
       means = [d["mean"] for d in mine if size is None or d["size"] == size]
       interval = paired_difference(means, [0.0] * len(means), confidence)
@@ -332,7 +337,7 @@ def pooled(diffs: list[dict[str, Any]], confidence: float = CONFIDENCE) -> list[
 
 def _order(method: str, dataset: str = "", size: int = 0):
   rank = (LINEAR, *METHODS)
-  return (rank.index(method) if method in rank else len(rank), method, dataset, size or 10**9)
+  return (rank.index(method) if method in rank else len(rank), method, dataset, _size_order(size))
 
 
 def _count(n: int, noun: str) -> str:
@@ -365,7 +370,9 @@ def _grid(records, entries, text) -> str:
   (dicts with method, dataset, size), each cell `text(entry)`."""
   methods = sorted({e["method"] for e in entries}, key=_order)
   by_key = {(e["method"], e["dataset"], e["size"]): e for e in entries}
-  rows = sorted({(r["dataset"], r["size"]) for r in records}, key=lambda k: (k[0], k[1] or 10**9))
+  rows = sorted(
+    {(r["dataset"], r["size"]) for r in records}, key=lambda k: (k[0], _size_order(k[1]))
+  )
   head = ["dataset", "train rows", *(_label(m) for m in methods)]
   lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
   for dataset, size in rows:
@@ -402,7 +409,7 @@ def scores_table(records: list[dict[str, Any]]) -> str:
 def pooled_table(pools: list[dict[str, Any]]) -> str:
   """Markdown: a row per method, a column per size (and every size), each the pooled
   difference with its interval, the datasets pooled and how many are ≥ +1 point."""
-  sizes = sorted({p["size"] for p in pools if p["size"] is not None}, key=lambda s: s or 10**9)
+  sizes = sorted({p["size"] for p in pools if p["size"] is not None}, key=_size_order)
   head = ["method", *(f"n={s or 'all'}" for s in sizes), "every size"]
   lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
   by_key = {(p["method"], p["size"]): p for p in pools}
@@ -442,7 +449,7 @@ def sentences(pools: list[dict[str, Any]], reference: str) -> list[str]:
 
 def _pair_order(pair: tuple[str, int]) -> tuple[int, str]:
   """Sizes ascending (all rows last), then datasets by name."""
-  return (pair[1] or 10**9, pair[0])
+  return (_size_order(pair[1]), pair[0])
 
 
 def _pair_name(dataset: str, size: int) -> str:
@@ -580,7 +587,7 @@ def plot(records: list[dict[str, Any]], path: str) -> None:
   diffs = differences(records, MLP)
   methods = sorted({d["method"] for d in diffs}, key=_order) or [LINEAR]
   datasets = sorted({d["dataset"] for d in diffs})
-  sizes = sorted({d["size"] for d in diffs}, key=lambda s: s or 10**9)
+  sizes = sorted({d["size"] for d in diffs}, key=_size_order)
   columns = min(4, len(methods))
   rows = -(-len(methods) // columns)
   fig, axes = plt.subplots(
