@@ -245,6 +245,19 @@ def test_tuner_with_two_jobs_records_what_one_job_does(toy, tmp_path):
   assert one.chosen == two.chosen
 
 
+def test_pool_processes_run_host_linear_algebra_on_one_thread(monkeypatch):
+  threadpoolctl = pytest.importorskip("threadpoolctl")
+  monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+  monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+  with trials.single_threaded_processes(1, initializer=__import__, initargs=("numpy",)) as pool:
+    libraries = pool.submit(threadpoolctl.threadpool_info).result()
+  # numpy's BLAS is loaded in the worker, and every thread pool there has one thread.
+  assert any(library["user_api"] == "blas" for library in libraries), libraries
+  assert {library["num_threads"] for library in libraries} == {1}, libraries
+  assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
+  assert "OMP_NUM_THREADS" not in os.environ
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED_YEAST.is_dir(), reason="needs shared/data/yeast")
 def test_tuned_br_matches_tuned_sklearn_logistic_regression(tmp_path):
