@@ -204,9 +204,9 @@ def _best_stage(folds: list[dict], selectable: list[bool]) -> dict:
   }
 
 
-# Thread-count variables the BLAS and OpenMP runtimes read when they load: a process
-# that shares the cores with others must not start a thread per core in each of them
-# (two 2-thread OpenBLAS processes on 2 cores fit a LogisticRegression 3-4x slower).
+# Thread-count variables the BLAS and OpenMP runtimes read when they load: processes
+# that share the cores must not each start a thread per core, or their threads wait on
+# one another (scikit-learn's fits in the verdict's linear-model cells slowed severalfold).
 HOST_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
