@@ -769,7 +769,8 @@ def test_local_pod_interrupted_stops_every_worker(tmp_path):
     pod.wait_for(_workers_started(pod, 2), "both workers' python started")
     tree = pod.tree()
     assert {pod.python_pid(0), pod.python_pid(1)} <= set(tree)
-    assert not _sigint_blocked_or_ignored(pod.proc.pid), _sigint_blocked_or_ignored(pod.proc.pid)
+    launcher_sigint = _sigint_blocked_or_ignored(pod.proc.pid)
+    assert not launcher_sigint, launcher_sigint
     pod.proc.send_signal(signal.SIGINT)  # Ctrl-C reaches the launcher alone
     status, seconds = pod.finish()
     assert status == 130, pod.report()
