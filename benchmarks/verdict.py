@@ -21,11 +21,12 @@ Methods at one seed share all of them, so each difference is paired by seed.
 Cells (seed, dataset, size, method) run cheapest size first, `--jobs` at once, each in its
 own single-threaded process; a cell's results.json under --workdir makes it finished, so
 an interrupted run, or a slice (`--only`, `--max_cells`), continues where it stopped.
-`--records` adds an earlier report's .json for cells --workdir lacks. The report: test
-example-F1 per cell (mean over seeds), the paired difference against the tuned MLP and
-against the linear model per (method, dataset, size) with its t-interval over seeds, a
-pooled interval per method and size across datasets (the unit: a dataset's mean paired
-difference), and a figure of the differences against the MLP.
+`--records` adds an earlier report's .json for cells --workdir lacks; `--refit_from`
+refits an earlier report's k-fold choices without searching again (`refit_from`). The
+report: test example-F1 per cell (mean over seeds), the paired difference against the
+tuned MLP and against the linear model per (method, dataset, size) with its t-interval
+over seeds, a pooled interval per method and size across datasets (the unit: a
+dataset's mean paired difference), and a figure of the differences against the MLP.
 """
 
 from collections.abc import Sequence
@@ -47,7 +48,10 @@ from benchmarks import common
 from benchmarks import small_data
 from energynets.data import registry
 from experiments import configuration
+from experiments import search
 from experiments import trials
+from experiments import tune
+from experiments.refit import CHOSEN_FILE
 
 DATASETS = ("bibtex", "delicious", "genbase", "yeast", "expr_fun", "spo_fun", "cal500")
 SIZES = (250, 500, 1000, 0)
@@ -232,6 +236,72 @@ def run(
   return [records[i] for i in range(len(chosen)) if isinstance(records[i], dict)]
 
 
+def record_key(record: dict[str, Any]) -> tuple:
+  """What identifies a record's cell: (dataset, size, method, seed)."""
+  return (record["dataset"], record["size"], record["method"], record["seed"])
+
+
+def refit_from(
+  chosen: list[SeededCell],
+  earlier: list[dict[str, Any]],
+  workdir: str,
+  data_dir: str,
+  tune_budget: dict[str, Any],
+  overrides: Sequence[str] = (),
+  vary_data: bool = True,
+) -> list[SeededCell]:
+  """Gives each unstarted cell of `chosen` that `earlier` holds with a k-fold choice (its
+  `chosen` has the refit's `train.steps`) that choice as its chosen.json, so that the
+  cell refits it instead of searching again (the tuner resumes from a chosen.json). The
+  refit's overrides are rebuilt for today's code (`search.refit_overrides`): this is
+  for a change to the refit alone, the search being what produced `earlier`.
+
+  Returns:
+    The cells given a choice.
+  """
+  by_key = {record_key(r): r for r in earlier}
+  seeded = []
+  for c in chosen:
+    record = by_key.get((c.cell.dataset, c.cell.size, c.cell.method, c.seed))
+    directory = os.path.join(workdir, c.name)
+    if (
+      c.cell.method == LINEAR
+      or record is None
+      or "train.steps" not in (record.get("chosen") or {})
+      or os.path.exists(directory)
+    ):
+      continue
+    config = small_data.cell_config(
+      c.cell, data_dir, cell_overrides(c, tune_budget, overrides, vary_data)
+    )
+    selecting = search.selection_overrides(config)
+    trial_config = configuration.with_overrides(
+      config,
+      {
+        **selecting,
+        **tune.trial_overrides(
+          tune_budget.get("trial_eval_every", 0), tune_budget.get("trial_patience", 0)
+        ),
+      },
+    )
+    params = {
+      k: v for k, v in record["chosen"].items() if k not in ("train.steps", "train.schedule_steps")
+    }
+    evidence = {
+      "overrides": search.refit_overrides(trial_config, params, record["chosen"]["train.steps"]),
+      "selection_overrides": selecting,
+      "folds": tune_budget["folds"],
+      "value": None,
+      "metric": search.REPORTED_METRIC,
+      "searched_earlier": record,
+    }
+    os.makedirs(directory)
+    with open(os.path.join(directory, CHOSEN_FILE), "w") as f:
+      json.dump(evidence, f, indent=1, default=configuration.json_default)
+    seeded.append(c)
+  return seeded
+
+
 def _attempt(cell: SeededCell, workdir, data_dir, overrides, linear_jobs=1):
   """`small_data.run_cell`'s record with the seed; the reason, for a size the dataset
   does not have."""
@@ -241,6 +311,12 @@ def _attempt(cell: SeededCell, workdir, data_dir, overrides, linear_jobs=1):
     )
   except registry.TooFewTrainingRows as e:
     return f"skipped ({e})"
+  chosen_path = os.path.join(workdir, cell.name, CHOSEN_FILE)
+  if os.path.exists(chosen_path):
+    with open(chosen_path) as f:
+      earlier = json.load(f).get("searched_earlier")
+    if earlier:  # refit alone here (`refit_from`): the time of its search and first refit
+      record = {**record, "seconds": earlier["seconds"], "refit_of_earlier_search": True}
   return {**record, "seed": cell.seed}
 
 
@@ -252,9 +328,8 @@ def _line(record) -> str:
 
 def merge(records: list[dict[str, Any]], earlier: list[dict[str, Any]]) -> list[dict[str, Any]]:
   """`earlier`'s records of cells that `records` lacks, then `records`."""
-  key = lambda r: (r["dataset"], r["size"], r["method"], r["seed"])
-  finished = {key(r) for r in records}
-  return [r for r in earlier if key(r) not in finished] + list(records)
+  finished = {record_key(r) for r in records}
+  return [r for r in earlier if record_key(r) not in finished] + list(records)
 
 
 def paired_difference(
@@ -286,7 +361,7 @@ def differences(records: list[dict[str, Any]], reference: str) -> list[dict[str,
   score = {(r["method"], r["dataset"], r["size"], r["seed"]): r[METRIC] for r in records}
   out = []
   for method, dataset, size in sorted(
-    {k[:3] for k in score if k[0] != reference}, key=lambda k: _order(k[0], k[1], k[2])
+    {k[:3] for k in score if k[0] != reference}, key=lambda k: report_order(k[0], k[1], k[2])
   ):
     seeds = sorted(
       s
@@ -316,7 +391,7 @@ def pooled(diffs: list[dict[str, Any]], confidence: float = CONFIDENCE) -> list[
   unit is a dataset, its seeds' noise inside its mean. Over every size a dataset counts
   once per size (nested subsets of one dataset, so not independent units)."""
   out = []
-  for method in sorted({d["method"] for d in diffs}, key=lambda m: _order(m)):
+  for method in sorted({d["method"] for d in diffs}, key=lambda m: report_order(m)):
     mine = [d for d in diffs if d["method"] == method]
     sizes = sorted({d["size"] for d in mine}, key=_size_order)
     for size in [*sizes, None]:
@@ -335,7 +410,8 @@ def pooled(diffs: list[dict[str, Any]], confidence: float = CONFIDENCE) -> list[
   return out
 
 
-def _order(method: str, dataset: str = "", size: int = 0):
+def report_order(method: str, dataset: str = "", size: int = 0):
+  """The report's order: the linear model, the MLP, the energy methods as listed, others."""
   rank = (LINEAR, *METHODS)
   return (rank.index(method) if method in rank else len(rank), method, dataset, _size_order(size))
 
@@ -368,7 +444,7 @@ def _num_train(records, dataset, size) -> int:
 def _grid(records, entries, text) -> str:
   """Markdown: a row per (dataset, size) of `records`, a column per method of `entries`
   (dicts with method, dataset, size), each cell `text(entry)`."""
-  methods = sorted({e["method"] for e in entries}, key=_order)
+  methods = sorted({e["method"] for e in entries}, key=report_order)
   by_key = {(e["method"], e["dataset"], e["size"]): e for e in entries}
   rows = sorted(
     {(r["dataset"], r["size"]) for r in records}, key=lambda k: (k[0], _size_order(k[1]))
@@ -413,7 +489,7 @@ def pooled_table(pools: list[dict[str, Any]]) -> str:
   head = ["method", *(f"n={s or 'all'}" for s in sizes), "every size"]
   lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
   by_key = {(p["method"], p["size"]): p for p in pools}
-  for method in sorted({p["method"] for p in pools}, key=_order):
+  for method in sorted({p["method"] for p in pools}, key=report_order):
     cells_ = [by_key.get((method, s)) for s in [*sizes, None]]
     lines.append(
       f"| {_label(method)} | "
@@ -489,7 +565,7 @@ def finding(verdict_summary: dict[str, Any]) -> str:
       return next(d for d in diffs if (d["method"], d["reference"]) == (method, reference))
     return pool
 
-  methods = sorted({p["method"] for p in pools if p["reference"] == MLP}, key=_order)
+  methods = sorted({p["method"] for p in pools if p["reference"] == MLP}, key=report_order)
   methods = [m for m in methods if m not in (MLP, LINEAR)]
   shown, above, below = [], [], []
   for method in methods:
@@ -585,7 +661,7 @@ def plot(records: list[dict[str, Any]], path: str) -> None:
 
   plt = plots.pyplot()
   diffs = differences(records, MLP)
-  methods = sorted({d["method"] for d in diffs}, key=_order) or [LINEAR]
+  methods = sorted({d["method"] for d in diffs}, key=report_order) or [LINEAR]
   datasets = sorted({d["dataset"] for d in diffs})
   sizes = sorted({d["size"] for d in diffs}, key=_size_order)
   columns = min(4, len(methods))
@@ -670,7 +746,27 @@ def _define_flags():
       [],
       "earlier reports' .json files: their cells are reported unless --workdir has them",
     ),
+    "refit_from": flags.DEFINE_string(
+      "refit_from",
+      "",
+      "an earlier report's .json: each unstarted k-fold cell it holds refits its recorded "
+      "choice instead of searching (after a change to the refit alone); the wall time "
+      "reported is the earlier cell's",
+    ),
   }
+
+
+def _earlier_records(path: str, tune_budget: dict[str, Any], vary_data: bool) -> list[dict]:
+  """The records of an earlier report's .json.
+
+  Raises:
+    app.UsageError: it was run with another budget or seed rule.
+  """
+  with open(path) as f:
+    earlier = json.load(f)
+  if earlier["budget"] != json.loads(json.dumps({"tune": tune_budget, "vary_data": vary_data})):
+    raise app.UsageError(f"{path} was run with {earlier['budget']}, not this budget")
+  return earlier["records"]
 
 
 def main(argv):
@@ -699,15 +795,21 @@ def main(argv):
     check_budget(value("workdir"), {"tune": tune_budget, "vary_data": vary_data})
   except ValueError as e:
     raise app.UsageError(str(e)) from None
+  if value("refit_from"):
+    refit_from(
+      chosen,
+      _earlier_records(value("refit_from"), tune_budget, vary_data),
+      value("workdir"),
+      value("data_dir"),
+      tune_budget,
+      value("set"),
+      vary_data,
+    )
   records = run(
     chosen, value("workdir"), value("data_dir"), tune_budget, value("jobs"), value("set"), vary_data
   )
   for path in value("records"):
-    with open(path) as f:
-      earlier = json.load(f)
-    if earlier["budget"] != json.loads(json.dumps({"tune": tune_budget, "vary_data": vary_data})):
-      raise app.UsageError(f"{path} was run with {earlier['budget']}, not this budget")
-    records = merge(records, earlier["records"])
+    records = merge(records, _earlier_records(path, tune_budget, vary_data))
   body = report(records, tune_budget, vary_data)
   print(body)
   if value("out"):

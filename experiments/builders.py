@@ -136,7 +136,7 @@ def _build_seal(config, dataset, optimizer) -> objectives.Objective:
     loss_aug_gbi=gbi_choices.gbi_config(config.gbi),
     predict_gbi=gbi_choices.gbi_config(config.predict_gbi),
   )
-  task_steps = config.train.steps * options.rounds
+  task_steps = schedule_steps(config) * options.rounds
   return objectives.seal_objective(
     energy_module(config, dataset),
     feed_forward_net(config, dataset),
@@ -184,7 +184,7 @@ def _build_infnet(config, dataset, optimizer) -> objectives.Objective:
   options, energy_objective = infnet_choices.infnet_options_from_config(
     config.infnet, l2=config.loss.l2
   )
-  net_steps = config.train.steps * options.num_inner_steps
+  net_steps = schedule_steps(config) * options.num_inner_steps
   return objectives.inference_network(
     energy_module(config, dataset),
     feed_forward_net(config, dataset),
@@ -211,7 +211,7 @@ def _build_e2e(config, dataset, optimizer) -> objectives.Objective:
     energy_module(config, dataset),
     optimizer,
     options=options,
-    step_size_optimizer=make_optimizer(config.step_size_optimizer, config.train.steps),
+    step_size_optimizer=make_optimizer(config.step_size_optimizer, schedule_steps(config)),
   )
 
 
@@ -228,7 +228,7 @@ def _build_implicit(config, dataset, optimizer) -> objectives.Objective:
     energy_module(config, dataset),
     feed_forward_net(config, dataset),
     optimizer,
-    make_optimizer(config.inner_optimizer, config.train.steps * options.inner_steps),
+    make_optimizer(config.inner_optimizer, schedule_steps(config) * options.inner_steps),
     options=options,
     primary=primary,
   )
@@ -264,7 +264,7 @@ def build_objective(config: ml_collections.ConfigDict, dataset) -> objectives.Ob
   Returns:
     `OBJECTIVE_BUILDERS[config.method](config, dataset, optimizer)`, or, when
     `config.method` is an import path `"package.module:function"`, that function called
-    the same way; `optimizer` is `config.optimizer` over `config.train.steps`.
+    the same way; `optimizer` is `config.optimizer` over `schedule_steps(config)`.
   """
   builder = method_builder(config.method)
   if config.method != "local" and config.get("loss", {}).get("score", ""):
@@ -272,8 +272,14 @@ def build_objective(config: ml_collections.ConfigDict, dataset) -> objectives.Ob
       f"loss.score={config.loss.score!r} trains the feed-forward baselines "
       f"(method 'local': mlp.py, fcn.py), not method {config.method!r}"
     )
-  optimizer = make_optimizer(config.optimizer, config.train.steps)
+  optimizer = make_optimizer(config.optimizer, schedule_steps(config))
   return builder(config, dataset, optimizer)
+
+
+def schedule_steps(config: ml_collections.ConfigDict) -> int:
+  """The steps the learning-rate schedules span (one optimizer step per update):
+  `train.schedule_steps`, or `train.steps` where it is 0 or absent."""
+  return config.train.get("schedule_steps", 0) or config.train.steps
 
 
 def method_builder(method: str) -> Callable[..., objectives.Objective]:

@@ -29,8 +29,9 @@ class TuneResult:
   """What `tune` returns.
 
   Attributes:
-    chosen: the chosen trial's overrides (`key -> value`), the refit's step count
-      (`train.steps`) included under k-fold selection.
+    chosen: the chosen trial's overrides (`key -> value`), under k-fold selection with
+      the refit's step count (`train.steps`) and its schedule's span
+      (`train.schedule_steps`).
     value: the chosen trial's held-out score (`metric`, mean over folds).
     metric: the selection metric (`search.REPORTED_METRIC`).
     folds: the number of folds (1: the validation split).

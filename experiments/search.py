@@ -164,11 +164,13 @@ def tune(
   finally:
     progress.close()
   best = select(records)
-  chosen = dict(best["params"])
   staged = is_staged(config)
   refit_steps = folds > 1 and not staged
-  if refit_steps:
-    chosen["train.steps"] = best["selected_step"]
+  chosen = (
+    refit_overrides(trial_config, best["params"], best["selected_step"])
+    if refit_steps
+    else dict(best["params"])
+  )
   pruned = [r for r in records if r["pruned"]]
   evidence = {
     "overrides": chosen,
@@ -213,6 +215,25 @@ def tune(
     json.dumps(evidence, indent=2, default=configuration.json_default)
   )
   return refit(config, evidence, records, search_dir, refit_dir, started)
+
+
+def refit_overrides(
+  trial_config: ml_collections.ConfigDict, params: dict[str, Any], selected_step: int
+) -> dict[str, Any]:
+  """The overrides of a k-fold refit: the chosen trial's `params`, its selected step count
+  (`train.steps`) and the span of the learning-rate schedule its trials were scored on
+  (`train.schedule_steps`: the trials' own, else their `train.steps`).
+
+  A schedule spanning only the selected steps would decay the learning rate long before
+  the step that was selected (a cosine over 200 steps instead of the first 200 of 3,000),
+  so the refit would not retrace the trajectory whose held-out score chose it.
+  """
+  chosen = dict(params)
+  if "schedule_steps" in trial_config.train:
+    span = chosen.get("train.schedule_steps", trial_config.train.schedule_steps)
+    chosen["train.schedule_steps"] = span or chosen.get("train.steps", trial_config.train.steps)
+  chosen["train.steps"] = selected_step
+  return chosen
 
 
 def selection_overrides(config: ml_collections.ConfigDict) -> dict[str, str]:

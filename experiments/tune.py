@@ -15,7 +15,8 @@ the run reports (every selecting stage of the final run selects on it too):
   is its step count (early stopping on the held-out folds). A trial trains its folds in
   rungs (1, 3, 9, ... folds) and stops after one where its score is outside the top
   third (successive halving; `--noprune`: never). The chosen setting is refit on all
-  training rows for its step count, without checkpoint selection.
+  training rows for its step count, on the trials' learning-rate schedule
+  (`train.schedule_steps`), without checkpoint selection.
 - otherwise: the dataset's validation split, as a single run selects; the chosen
   setting is rerun as is (selecting its checkpoint on validation).
 

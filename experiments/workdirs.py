@@ -268,7 +268,7 @@ RESUMABLE_CHANGES = (
 
 # Keys added to the configs after runs were recorded, with the value every run recorded
 # without them trained with: such a run resumes under that value as unchanged.
-ADDED_KEY_DEFAULTS = {"train.compute_dtype": "float32"}
+ADDED_KEY_DEFAULTS = {"train.compute_dtype": "float32", "train.schedule_steps": 0}
 
 
 def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

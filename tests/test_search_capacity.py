@@ -56,7 +56,11 @@ def test_the_default_is_trial_0_and_a_bad_trial_stops_after_one_fold(toy, tmp_pa
   assert default["trial"] == 0 and default["params"] == {"optimizer.learning_rate": 1e-2}
   assert crippled["value"] < default["value"]
   # Chosen: the config's own setting, never something its held-out score says is worse.
-  assert result.chosen == {"optimizer.learning_rate": 1e-2, "train.steps": default["selected_step"]}
+  assert result.chosen == {
+    "optimizer.learning_rate": 1e-2,
+    "train.schedule_steps": 200,
+    "train.steps": default["selected_step"],
+  }
   assert result.value == default["value"]
   # Successive halving: the bad setting stopped after its first fold (of 3).
   assert not default["pruned"] and default["folds_trained"] == 3

@@ -12,12 +12,14 @@ from sklearn import preprocessing
 
 from energynets import data
 from energynets.data import splits
+from experiments import builders
 from experiments import cli
 from experiments import configuration
 from experiments import search_spaces
 from experiments import tasks
 from experiments import trials
 from experiments import tune
+from experiments import workdirs
 from experiments.configs import base
 
 SHARED_YEAST = pathlib.Path(os.environ.get("ENERGYNETS_DATA_DIR", "")) / "yeast"
@@ -174,12 +176,51 @@ def test_tuner_selects_on_held_out_training_rows_only(toy, tmp_path, monkeypatch
   best = max(records, key=lambda r: r["value"])
   chosen = json.loads((tmp_path / "chosen.json").read_text())
   assert chosen["trial"] == best["trial"] == max(range(2), key=lambda i: (records[i]["value"], -i))
-  assert chosen["overrides"] == {**best["params"], "train.steps": best["selected_step"]}
+  # The refit stops at the selected step of the 40-step schedule the trials were scored on.
+  assert chosen["overrides"] == {
+    **best["params"],
+    "train.schedule_steps": 40,
+    "train.steps": best["selected_step"],
+  }
   results = json.loads((tmp_path / "results.json").read_text())
   assert results["meta"]["config"]["train"]["steps"] == best["selected_step"]
+  assert results["meta"]["config"]["train"]["schedule_steps"] == 40
   assert results["meta"]["config"]["loss"]["l2_c"] == best["params"]["loss.l2_c"]
   assert results["meta"]["tuning"]["trial"] == best["trial"]
   assert 0 <= results["test/example_f1"] <= 1 and result.chosen == chosen["overrides"]
+
+
+def test_a_refit_stops_on_the_schedule_its_trials_were_scored_on(toy):
+  """5 steps with `train.schedule_steps=50` are the first 5 steps of a 50-step run;
+  5 steps of a 5-step cosine schedule are not."""
+
+  def state_after_5_steps(*overrides):
+    config = configuration.get_config(
+      "mlp",
+      "mulan",
+      [f"data.path={toy}", "optimizer.learning_rate=0.01", "model.hidden=(8,)", *overrides],
+    )
+    dataset = tasks.task_for(config).load(config)
+    objective = builders.build_objective(config, dataset)
+    batch = {"x": dataset.train.x[:16], "y": dataset.train.y[:16]}
+    state = objective.init(jax.random.key(0), batch)
+    for i in range(5):
+      state, _ = objective.update(state, batch, jax.random.key(i))
+    return jax.tree_util.tree_leaves(state)
+
+  fifty = state_after_5_steps("train.steps=50")
+  stopped = state_after_5_steps("train.steps=5", "train.schedule_steps=50")
+  compressed = state_after_5_steps("train.steps=5")
+  for a, b in zip(fifty, stopped, strict=True):
+    np.testing.assert_array_equal(a, b)
+  assert not all(np.array_equal(a, b) for a, b in zip(fifty, compressed, strict=True))
+
+
+def test_a_run_recorded_before_schedule_steps_resumes_on_its_own_schedule_only():
+  recorded = {"train": {"steps": 10}}
+  now = lambda span: {"train": {"steps": 10, "schedule_steps": span}}
+  assert workdirs.config_changes(recorded, now(0)) == []
+  assert workdirs.config_changes(recorded, now(50)) == ["train.schedule_steps (0 -> 50)"]
 
 
 def test_validation_split_selection_reruns_the_chosen_setting(toy, tmp_path):
@@ -297,7 +338,15 @@ def test_command_line_tunes_and_reports_user_errors_in_one_line(toy, tmp_path):
     check=True,
   )
   chosen = json.loads((tmp_path / "ok" / "chosen.json").read_text())
-  assert set(chosen["overrides"]) == {"loss.l2_c", "data.feature_scaling", "train.steps"}
+  assert set(chosen["overrides"]) == {
+    "loss.l2_c",
+    "data.feature_scaling",
+    "train.steps",
+    "train.schedule_steps",
+  }
+  # The refit's schedule spans the chosen trial's steps (6000: the config's own, or 40).
+  trial = [json.loads(line) for line in (tmp_path / "ok" / "trials.jsonl").open()][chosen["trial"]]
+  assert chosen["overrides"]["train.schedule_steps"] == trial["params"]["train.steps"]
   assert chosen["budget"]["trial_overrides"] == {"train.eval_every": 10}
   # The config's own setting (l2_c 1, 6000 steps, 'auto' scaling) and the 2 grid points.
   assert chosen["num_trials"] == 3 and "\ntest/example_f1 " in done.stdout

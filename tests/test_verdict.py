@@ -12,6 +12,7 @@ from scipy import stats
 
 from benchmarks import small_data
 from benchmarks import verdict
+from benchmarks import verdict_changes
 from experiments import configuration
 
 
@@ -242,3 +243,44 @@ def test_a_tiny_real_slice_runs_and_resumes(data_dir, tmp_path):
   )
   body = verdict.report(records, tune_budget, True)
   assert "| yeast | 60 |" in body and "With n=2 seeds" in body
+
+
+def test_refit_from_an_earlier_search_is_the_cell_it_refits(data_dir, tmp_path):
+  overrides = ["train.steps=6", "train.eval_every=2", "tune.trials=1", "tune.folds=2"]
+  overrides.append("tune.trial_eval_every=2")
+  tune_budget = verdict.budget(overrides)
+  mlp, staged = (
+    verdict.SeededCell(small_data.Cell("yeast", 60, m, "tuned"), 0) for m in ("mlp", "dmf")
+  )
+  (searched,) = verdict.run([mlp], str(tmp_path / "a"), str(data_dir), tune_budget, 1, overrides)
+  assert searched["chosen"]["train.schedule_steps"] == 6  # the trials' schedule
+  earlier = [searched, {**_record("yeast", 60, "dmf", 0, 0.5), "chosen": {"model.hidden": [8]}}]
+  workdir = str(tmp_path / "b")
+  given = verdict.refit_from([mlp, staged], earlier, workdir, str(data_dir), tune_budget, overrides)
+  # A staged cell's choice has no refit step count: it is searched again, not seeded.
+  assert given == [mlp]
+  (refit,) = verdict.run([mlp], workdir, str(data_dir), tune_budget, 1, overrides)
+  assert not os.path.exists(os.path.join(workdir, mlp.name, "trials.jsonl"))  # no search
+  assert refit[verdict.METRIC] == searched[verdict.METRIC]
+  assert refit["chosen"] == searched["chosen"]
+  assert refit["seconds"] == searched["seconds"] and refit["refit_of_earlier_search"]
+  # A started cell is left as it is.
+  assert verdict.refit_from([mlp], earlier, workdir, str(data_dir), tune_budget, overrides) == []
+
+
+def test_changes_between_two_reports_by_hand():
+  before = [_record("yeast", 500, "mlp", s, f) for s, f in enumerate((0.50, 0.60, 0.70))]
+  before.append(_record("cal500", 0, "mlp", 0, 0.40))
+  after = [_record("yeast", 500, "mlp", s, f) for s, f in enumerate((0.52, 0.59, 0.70))]
+  after[1]["refit_of_earlier_search"] = True
+  after.append(_record("yeast", 500, "dmf", 0, 0.9))  # only after: not compared
+  (cell, method) = verdict_changes.changes(before, after)
+  assert cell == {**method, "dataset": "yeast", "size": 500}
+  assert (cell["n"], cell["rose"], cell["fell"]) == (3, 1, 1)
+  assert cell["mean"] == pytest.approx((2 - 1 + 0) / 3)
+  assert (cell["min"], cell["max"]) == (pytest.approx(-1), pytest.approx(2))
+  (only,) = verdict_changes.changes(before, after, only_refit=True)[1:]
+  assert only["n"] == 1 and only["mean"] == pytest.approx(-1)
+  assert "| mlp | **all** |  | 3 | +0.33 | -1.00 | +2.00 | 1 | 1 |" in verdict_changes.report(
+    [cell, method], 3, 1, 1
+  )

@@ -169,8 +169,9 @@ def options_from_config(
 
 
 # Keys of `config.train` that the experiment runner reads itself (devices, precision,
-# dtype, evaluation batches): every other key is a `LoopOptions` field.
+# dtype, evaluation batches, the schedules' span): every other key is a `LoopOptions` field.
 RUNNER_TRAIN_KEYS = (
+  "schedule_steps",
   "eval_batch_size",
   "num_devices",
   "model_parallelism",

@@ -72,6 +72,9 @@ def train_block(
   return ml_collections.ConfigDict(
     dict(
       steps=steps,
+      # The steps the learning-rate schedules span (0: `steps`): the tuner's k-fold refit
+      # trains the selected step count on the schedule its trials were scored on.
+      schedule_steps=0,
       batch_size=batch_size,
       eval_batch_size=eval_batch_size,
       seed=0,
