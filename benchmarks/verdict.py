@@ -796,7 +796,7 @@ def main(argv):
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   if value("refit_from"):
-    refit_from(
+    given = refit_from(
       chosen,
       _earlier_records(value("refit_from"), tune_budget, vary_data),
       value("workdir"),
@@ -804,6 +804,12 @@ def main(argv):
       tune_budget,
       value("set"),
       vary_data,
+    )
+    unstarted = [c for c in chosen if not os.path.exists(os.path.join(value("workdir"), c.name))]
+    print(
+      f"--refit_from: {len(given)} cells refit a recorded choice; "
+      f"{len(unstarted)} unstarted cells without one search",
+      flush=True,
     )
   records = run(
     chosen, value("workdir"), value("data_dir"), tune_budget, value("jobs"), value("set"), vary_data
