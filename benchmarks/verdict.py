@@ -274,22 +274,18 @@ def refit_from(
     config = small_data.cell_config(
       c.cell, data_dir, cell_overrides(c, tune_budget, overrides, vary_data)
     )
-    selecting = search.selection_overrides(config)
-    trial_config = configuration.with_overrides(
+    trial_config = search.trials_config(
       config,
-      {
-        **selecting,
-        **tune.trial_overrides(
-          tune_budget.get("trial_eval_every", 0), tune_budget.get("trial_patience", 0)
-        ),
-      },
+      tune.trial_overrides(
+        tune_budget.get("trial_eval_every", 0), tune_budget.get("trial_patience", 0)
+      ),
     )
     params = {
       k: v for k, v in record["chosen"].items() if k not in ("train.steps", "train.schedule_steps")
     }
     evidence = {
       "overrides": search.refit_overrides(trial_config, params, record["chosen"]["train.steps"]),
-      "selection_overrides": selecting,
+      "selection_overrides": search.selection_overrides(config),
       "folds": tune_budget["folds"],
       "value": None,
       "metric": search.REPORTED_METRIC,

@@ -145,7 +145,7 @@ def tune(
   trials_path.write_text("")
   records, lines = [], []
   selecting = selection_overrides(config)
-  trial_config = configuration.with_overrides(config, {**selecting, **(trial_overrides or {})})
+  trial_config = trials_config(config, trial_overrides)
   progress = console.Items(search.num_trials, "trial", echo=echo)
   try:
     settings = search.settings()
@@ -215,6 +215,17 @@ def tune(
     json.dumps(evidence, indent=2, default=configuration.json_default)
   )
   return refit(config, evidence, records, search_dir, refit_dir, started)
+
+
+def trials_config(
+  config: ml_collections.ConfigDict, trial_overrides: dict[str, Any] | None = None
+) -> ml_collections.ConfigDict:
+  """The config every trial of a search of `config` trains: it selects on
+  `REPORTED_METRIC` (`selection_overrides`), with `trial_overrides` (e.g. the trials' own
+  evaluation interval and patience, `tune.trial_overrides`)."""
+  return configuration.with_overrides(
+    config, {**selection_overrides(config), **(trial_overrides or {})}
+  )
 
 
 def refit_overrides(
