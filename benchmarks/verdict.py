@@ -752,14 +752,20 @@ def _define_flags():
   }
 
 
-def _earlier_records(path: str, tune_budget: dict[str, Any], vary_data: bool) -> list[dict]:
+def read_records(path: str, tune_budget: dict[str, Any], vary_data: bool) -> list[dict]:
   """The records of an earlier report's .json.
 
   Raises:
-    app.UsageError: it was run with another budget or seed rule.
+    app.UsageError: it cannot be read as a report's .json, or was run with another
+      budget or seed rule.
   """
-  with open(path) as f:
-    earlier = json.load(f)
+  try:
+    with open(path) as f:
+      earlier = json.load(f)
+  except (OSError, ValueError) as e:
+    raise app.UsageError(f"{path} is not a verdict report's .json: {e!r}") from None
+  if not isinstance(earlier, dict) or not {"budget", "records"} <= earlier.keys():
+    raise app.UsageError(f"{path} is not a verdict report's .json: no budget and records")
   if earlier["budget"] != json.loads(json.dumps({"tune": tune_budget, "vary_data": vary_data})):
     raise app.UsageError(f"{path} was run with {earlier['budget']}, not this budget")
   return earlier["records"]
@@ -794,7 +800,7 @@ def main(argv):
   if value("refit_from"):
     given = refit_from(
       chosen,
-      _earlier_records(value("refit_from"), tune_budget, vary_data),
+      read_records(value("refit_from"), tune_budget, vary_data),
       value("workdir"),
       value("data_dir"),
       tune_budget,
@@ -811,7 +817,7 @@ def main(argv):
     chosen, value("workdir"), value("data_dir"), tune_budget, value("jobs"), value("set"), vary_data
   )
   for path in value("records"):
-    records = merge(records, _earlier_records(path, tune_budget, vary_data))
+    records = merge(records, read_records(path, tune_budget, vary_data))
   body = report(records, tune_budget, vary_data)
   print(body)
   if value("out"):

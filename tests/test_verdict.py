@@ -284,3 +284,17 @@ def test_changes_between_two_reports_by_hand():
   assert "| mlp | **all** |  | 3 | +0.33 | -1.00 | +2.00 | 1 | 1 |" in verdict_changes.report(
     [cell, method], 3, 1, 1
   )
+
+
+def test_an_unreadable_earlier_report_is_a_one_line_usage_error(tmp_path):
+  budget = verdict.budget()
+  bad = tmp_path / "bad.json"
+  for text in ("{}", "not json", "[]"):
+    bad.write_text(text)
+    with pytest.raises(verdict.app.UsageError, match="is not a verdict report's .json"):
+      verdict.read_records(str(bad), budget, True)
+  with pytest.raises(verdict.app.UsageError, match="No such file"):
+    verdict.read_records(str(tmp_path / "missing.json"), budget, True)
+  bad.write_text(json.dumps({"budget": {"tune": {"trials": 99}}, "records": []}))
+  with pytest.raises(verdict.app.UsageError, match="not this budget"):
+    verdict.read_records(str(bad), budget, True)
