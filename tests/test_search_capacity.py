@@ -152,6 +152,10 @@ def test_capacity_is_in_every_network_space():
     assert () in space[hidden] and (1024, 1024) in space[hidden], name
     group = hidden.split(".")[0]
     assert any(k.startswith(f"{group}.input_dropout") for k in space), name
+    # L2 reaches what a linear model's folds choose at 250 rows (scikit-learn's C of
+    # 0.01-0.04 on yeast and cal500; the loss's l2 is 1 / (C · rows)) and none.
+    (l2_key,) = [k for k in space if "loss.l2" in search_spaces.config_keys(k)]
+    assert 0.0 in space[l2_key] and max(space[l2_key]) >= 1 / (0.04 * 250), name
     # A staged method searches its first stage's learning rate: the MLP's own setting.
     config = configuration.get_config(name, "mulan", ["data.path=x"])
     if configuration.name_list(config.get("stage_order", "")):
