@@ -262,7 +262,7 @@ def refit_from(
   by_key = {record_key(r): r for r in earlier}
   seeded = []
   for c in chosen:
-    record = by_key.get((c.cell.dataset, c.cell.size, c.cell.method, c.seed))
+    record = by_key.get(record_key({**dataclasses.asdict(c.cell), "seed": c.seed}))
     directory = os.path.join(workdir, c.name)
     if (
       c.cell.method == LINEAR
