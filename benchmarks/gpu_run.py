@@ -23,11 +23,24 @@ finishes, so a cut-off run still leaves the sections it completed.
   python -m benchmarks.gpu_run                                  # on the accelerator
   python -m benchmarks.gpu_run --quick --out_dir=/tmp/gpu_run   # CPU smoke test, minutes
   python -m benchmarks.gpu_run --dry_run                        # check the commands' flags
+
+With `--verdict=FLAG` (repeated) it runs cells of `benchmarks.verdict` instead, with
+those flags, `--verdict_jobs` at once on the one GPU, until `--time_limit_s`; their
+workdir (`--verdict_workdir`, checkpoints included) stays on the machine, and every
+cell's JSON files (records, choices, configs) are packed into
+`<out_dir>/verdict_cells.tgz`, which `tar xzf ... -C W` turns back into a workdir that
+`benchmarks.verdict --report_only --workdir=W` reports:
+
+  python -m benchmarks.gpu_run --out_dir=/tmp/out --verdict=--data_dir=DATA \
+      --verdict=--datasets=bibtex --verdict=--sizes=500 --verdict=--nolinear \
+      --verdict=--methods=mlp,dmf,seal_dynamic,spen_ssvm
 """
 
 import os
+import signal
 import subprocess
 import sys
+import tarfile
 import time
 
 from absl import app
@@ -49,6 +62,17 @@ _DRY_RUN = flags.DEFINE_bool(
 )
 _TIME_LIMIT_S = flags.DEFINE_integer(
   "time_limit_s", 570, "wall-clock budget of the whole run; each command is stopped at what is left"
+)
+_VERDICT = flags.DEFINE_multi_string(
+  "verdict",
+  [],
+  "a flag of benchmarks.verdict (repeat for each): run its cells instead of the benchmarks",
+)
+_VERDICT_WORKDIR = flags.DEFINE_string(
+  "verdict_workdir", "/tmp/verdict_gpu", "the verdict's workdir (with its checkpoints)"
+)
+_VERDICT_JOBS = flags.DEFINE_integer(
+  "verdict_jobs", 0, "verdict cells at once, each in its own process (0: the CPUs less 3)"
 )
 _SUITE_ARGS = flags.DEFINE_list(
   "suite_args", [], "extra flags for benchmarks.suite (e.g. --torch_compile_mode=max-autotune)"
@@ -96,6 +120,62 @@ def commands(
     ("benchmarks.scaling", scaling),
     ("benchmarks.suite", suite),
   ]
+
+
+# With XLA's GEMM autotuning and Triton GEMM fusions, a dozen processes compiling at once
+# on one H200 held one compile for over two minutes; the verdict's cells ran without both.
+VERDICT_XLA_FLAGS = "--xla_gpu_autotune_level=0 --xla_gpu_enable_triton_gemm=false"
+CELLS_ARCHIVE = "verdict_cells.tgz"
+
+
+def verdict_command(
+  out_dir: str, workdir: str, jobs: int, verdict_flags=()
+) -> tuple[str, list[str]]:
+  """`(module, args)` of the verdict's cells: `verdict_flags` into `workdir`, `jobs` at
+  once, the report at `<out_dir>/verdict.md`."""
+  return (
+    "benchmarks.verdict",
+    [
+      f"--workdir={workdir}",
+      f"--jobs={jobs}",
+      f"--out={os.path.join(out_dir, 'verdict.md')}",
+      *verdict_flags,
+    ],
+  )
+
+
+def pack_cells(workdir: str, path: str) -> int:
+  """Writes every JSON file under `workdir` (each cell's results, choice, configs and
+  trials; not its checkpoints) into the .tgz `path`, named relative to `workdir`.
+
+  Returns:
+    How many cells (results.json files) it holds.
+  """
+  cells = 0
+  with tarfile.open(path, "w:gz") as tar:
+    for root, _, files in sorted(os.walk(workdir)):
+      for name in sorted(files):
+        if name.endswith((".json", ".jsonl")):
+          full = os.path.join(root, name)
+          tar.add(full, arcname=os.path.relpath(full, workdir))
+          cells += name == "results.json"
+  return cells
+
+
+def run_within(command: list[str], seconds: float, env=None) -> int | str:
+  """Runs `command` for at most `seconds`; its exit status, or a note that it was stopped.
+  At the limit its whole process group is ended (the verdict's pool workers included)."""
+  proc = subprocess.Popen(command, env=env, start_new_session=True)
+  try:
+    return proc.wait(timeout=max(seconds, 1))
+  except subprocess.TimeoutExpired:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+      proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait()
+    return "stopped at the time limit"
 
 
 def check_flags(module: str, arg_lists: list[list[str]]) -> subprocess.CompletedProcess:
@@ -147,7 +227,14 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   out_dir = _OUT_DIR.value
-  planned = commands(out_dir, _QUICK.value, _SUITE_ARGS.value, _local_device_count())
+  env = None
+  if _VERDICT.value:
+    jobs = _VERDICT_JOBS.value or max(1, (os.cpu_count() or 4) - 3)
+    planned = [verdict_command(out_dir, _VERDICT_WORKDIR.value, jobs, _VERDICT.value)]
+    xla_flags = f"{os.environ.get('XLA_FLAGS', '')} {VERDICT_XLA_FLAGS}".strip()
+    env = dict(os.environ, XLA_FLAGS=xla_flags)
+  else:
+    planned = commands(out_dir, _QUICK.value, _SUITE_ARGS.value, _local_device_count())
   if _DRY_RUN.value:
     failed = []
     for module, args in planned:
@@ -171,14 +258,16 @@ def main(argv):
     left = _TIME_LIMIT_S.value - (time.perf_counter() - started)
     command = [sys.executable, "-m", module, *args]
     began = time.perf_counter()
-    try:
-      rc = subprocess.run(command, timeout=max(left, 1)).returncode
-    except subprocess.TimeoutExpired:
-      rc = "stopped at the time limit"
+    rc = run_within(command, left, env)
     seconds = time.perf_counter() - began
     status = status or (rc != 0)
     lines.append(f"| `python -m {module} {' '.join(args)}` | {seconds:.0f} | {rc} |")
     print(f"{module}: {seconds:.0f} s, exit status {rc}", flush=True)
+  if _VERDICT.value and os.path.isdir(_VERDICT_WORKDIR.value):
+    archive = os.path.join(out_dir, CELLS_ARCHIVE)
+    cells = pack_cells(_VERDICT_WORKDIR.value, archive)
+    lines += ["", f"{archive}: the JSON files of {cells} finished cells"]
+    print(lines[-1], flush=True)
   common.write_report(
     os.path.join(out_dir, "gpu_run.md"), "benchmarks.gpu_run", "\n".join(lines) + "\n"
   )

@@ -30,6 +30,7 @@ from typing import Any
 
 from absl import app
 from absl import flags
+import jax
 import ml_collections
 import numpy as np
 
@@ -112,6 +113,8 @@ def run_cell(
       config = cell_config(cell, data_dir, overrides)
       results = tune.run_experiment(config, directory, config_file=cell.method)
     results["seconds"] = time.time() - started
+    # Seconds on a GPU and on one CPU core are not one measure: the report keeps them apart.
+    results["platform"] = "cpu" if cell.method == LINEAR else jax.default_backend()
     os.makedirs(directory, exist_ok=True)
     with open(path + ".tmp", "w") as f:
       json.dump(results, f, default=configuration.json_default)
@@ -129,6 +132,8 @@ def run_cell(
     ),
     "chosen": tuning.get("overrides") or results.get("chosen"),
     "seconds": results.get("seconds"),
+    # Cells run before the platform was recorded all ran on CPU.
+    "platform": results.get("platform", "cpu"),
   }
 
 
@@ -308,17 +313,18 @@ def plot(records: list[dict[str, Any]], path: str) -> None:
 
 
 def durations(records: list[dict[str, Any]]) -> list[str]:
-  """A line per method and mode: the wall seconds of its cells (search and final run)."""
+  """A line per method, mode and platform: the wall seconds of its cells (search and final
+  run); the platform is named when it is not the CPU."""
+  key = lambda r: (r["method"], r["mode"], r.get("platform", "cpu"))
   lines = []
-  for method, mode in sorted({(r["method"], r["mode"]) for r in records}):
+  for method, mode, platform in sorted(set(map(key, records))):
     seconds = [
-      r["seconds"]
-      for r in records
-      if (r["method"], r["mode"]) == (method, mode) and r.get("seconds")
+      r["seconds"] for r in records if key(r) == (method, mode, platform) and r.get("seconds")
     ]
     if seconds:
+      where = "" if platform == "cpu" else f" on {platform}"
       lines.append(
-        f"- {method} {mode}: {len(seconds)} cells, {min(seconds):.0f}–"
+        f"- {method} {mode}{where}: {len(seconds)} cells, {min(seconds):.0f}–"
         f"{max(seconds):.0f} s (median {np.median(seconds):.0f} s)"
       )
   return lines

@@ -51,6 +51,7 @@ from experiments import cli
 from experiments import configuration
 from experiments import console
 from experiments import train
+from experiments import trials
 from experiments.comparison_tables import format_pivot
 from experiments.comparison_tables import format_table
 from experiments.comparison_tables import write_outputs
@@ -181,7 +182,12 @@ def _train_phases(
         )
         with local_log.open("w") as log:
           running[index] = (
-            subprocess.Popen(command(index), stdout=log, stderr=subprocess.STDOUT),
+            subprocess.Popen(
+              command(index),
+              stdout=log,
+              stderr=subprocess.STDOUT,
+              env={**os.environ, **trials.SHARED_ACCELERATOR},
+            ),
             log_path,
             local_log,
           )

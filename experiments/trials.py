@@ -208,19 +208,23 @@ def _best_stage(folds: list[dict], selectable: list[bool]) -> dict:
 # that share the cores must not each start a thread per core, or their threads wait on
 # one another (scikit-learn's fits in the verdict's linear-model cells slowed severalfold).
 HOST_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+# For processes that share one accelerator: each takes device memory as it needs it, not
+# JAX's default of 75 % of the device at start, which leaves the second process none.
+SHARED_ACCELERATOR = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
 @contextlib.contextmanager
 def single_threaded_processes(jobs: int, initializer=None, initargs=()):
   """A pool of `jobs` spawned processes, each running its XLA computations and its BLAS /
-  OpenMP calls on one thread so that the processes share the cores; the environment is
-  restored on exit."""
+  OpenMP calls on one thread so that the processes share the cores, and taking accelerator
+  memory as it needs it (`SHARED_ACCELERATOR`); the environment is restored on exit."""
   settings = {
     "XLA_FLAGS": (
       os.environ.get("XLA_FLAGS", "")
       + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
     ).strip(),
     **{name: "1" for name in HOST_THREAD_VARIABLES},
+    **SHARED_ACCELERATOR,
   }
   before = {name: os.environ.get(name) for name in settings}
   os.environ.update(settings)

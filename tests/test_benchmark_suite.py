@@ -6,6 +6,8 @@ import os
 import pathlib
 import subprocess
 import sys
+import tarfile
+import time
 
 import jax
 import jax.numpy as jnp
@@ -480,6 +482,67 @@ def test_gpu_run_runs_a_data_parallel_step_on_all_local_devices():
     assert "--out_dir=/tmp/out/scaling" in planned["benchmarks.scaling"]
   # The suite runs every section (the bf16 rows among them) unless told otherwise.
   assert not any(a.startswith("--sections") for a in planned["benchmarks.suite"])
+
+
+def test_gpu_run_verdict_cells_come_back_without_their_checkpoints(tmp_path):
+  from benchmarks import gpu_run  # pylint: disable=g-import-not-at-top
+
+  workdir = tmp_path / "w"
+  cell = workdir / "seed0" / "yeast" / "n250" / "mlp_tuned"
+  (cell / "checkpoints" / "1000").mkdir(parents=True)
+  (cell / "checkpoints" / "1000" / "params.msgpack").write_bytes(b"\0" * 4096)
+  for name in ("results.json", "chosen.json", "trials.jsonl"):
+    (cell / name).write_text("{}")
+  (workdir / "budget.json").write_text("{}")
+  (workdir / "seed1" / "yeast" / "n250" / "dmf_tuned").mkdir(parents=True)  # unfinished
+  archive = str(tmp_path / "cells.tgz")
+  assert gpu_run.pack_cells(str(workdir), archive) == 1
+  with tarfile.open(archive) as tar:
+    names = sorted(tar.getnames())
+  assert names == [
+    "budget.json",
+    "seed0/yeast/n250/mlp_tuned/chosen.json",
+    "seed0/yeast/n250/mlp_tuned/results.json",
+    "seed0/yeast/n250/mlp_tuned/trials.jsonl",
+  ]
+  module, args = gpu_run.verdict_command("/tmp/out", str(workdir), 13, ["--datasets=yeast"])
+  assert module == "benchmarks.verdict"
+  assert args == [
+    f"--workdir={workdir}",
+    "--jobs=13",
+    "--out=/tmp/out/verdict.md",
+    "--datasets=yeast",
+  ]
+  proc = gpu_run.check_flags(module, [args])
+  assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_gpu_run_ends_a_command_and_its_children_at_the_time_limit(tmp_path):
+  from benchmarks import gpu_run  # pylint: disable=g-import-not-at-top
+
+  child_pid = tmp_path / "child.pid"
+  code = (
+    "import subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+    f"open({str(child_pid)!r}, 'w').write(str(child.pid))\n"
+    "time.sleep(120)"
+  )
+  assert gpu_run.run_within([sys.executable, "-c", code], 3) == "stopped at the time limit"
+  pid = int(child_pid.read_text())
+  # The grandchild (as a verdict's pool worker) is gone too, or a zombie awaiting its reaper.
+  deadline = time.time() + 10
+  while time.time() < deadline and _alive(pid):
+    time.sleep(0.1)
+  assert not _alive(pid)
+  assert gpu_run.run_within([sys.executable, "-c", "import sys; sys.exit(3)"], 30) == 3
+
+
+def _alive(pid: int) -> bool:
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      return f.read().split(")")[-1].split()[0] != "Z"
+  except FileNotFoundError:
+    return False
 
 
 @pytest.mark.slow  # four subprocesses that import jax and the library

@@ -191,6 +191,18 @@ def test_compare_jobs_names_a_failed_run_and_stops_after_its_phase(tmp_path):
   assert not (tmp_path / "c").exists()  # the next phase never started
 
 
+def test_compare_jobs_share_an_accelerator(tmp_path, monkeypatch):
+  from experiments import compare
+
+  monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+  script = "import os; print(os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE'))"
+  compare.train_in_workers(
+    [str(tmp_path / "a")], [[0]], jobs=1, command=lambda i: [sys.executable, "-c", script]
+  )
+  # Each worker takes device memory as it needs it, so several fit on one GPU.
+  assert (tmp_path / "a" / "worker.log").read_text() == "false\n"
+
+
 def test_compare_refuses_a_reuse_plan_before_training(tmp_path):
   proc = _run(
     [

@@ -67,6 +67,19 @@ def test_table_has_a_row_per_dataset_and_size_and_marks_missing_cells():
   assert lines[3] == "| d | 4000 | — | 70.00 | — |"
 
 
+def test_wall_times_keep_platforms_apart():
+  cells = [
+    {**_record("d", 500, "mlp", "tuned", 0.5), "seconds": s, "platform": p}
+    for s, p in ((100.0, "cpu"), (300.0, "cpu"), (20.0, "gpu"), (40.0, "gpu"))
+  ]
+  # A record from before platforms were recorded counts as the CPU's.
+  cells.append({**_record("d", 500, "mlp", "tuned", 0.5), "seconds": 200.0})
+  assert small_data.durations(cells) == [
+    "- mlp tuned: 3 cells, 100–300 s (median 200 s)",
+    "- mlp tuned on gpu: 2 cells, 20–40 s (median 30 s)",
+  ]
+
+
 def test_merge_keeps_earlier_cells_that_were_not_run_again():
   earlier = [_record("d", 250, "mlp", "tuned", 0.5), _record("d", 500, "mlp", "tuned", 0.6)]
   again = [_record("d", 500, "mlp", "tuned", 0.7), _record("d", 500, "dmf", "tuned", 0.8)]
@@ -150,6 +163,7 @@ def test_smoke_run_writes_every_cell_and_resumes(data_dir, tmp_path, modes):
     (60, small_data.LINEAR, "tuned")
   ] + [(60, "mlp", mode) for mode in modes]
   assert all(r["num_train"] == 60 for r in records)
+  assert {r["platform"] for r in records} == {"cpu"}
   if "tuned" in modes:
     with open(os.path.join(workdir, "yeast", "n60", "mlp_tuned", "results.json")) as f:
       tuned = json.load(f)

@@ -299,6 +299,15 @@ def test_pool_processes_run_host_linear_algebra_on_one_thread(monkeypatch):
   assert "OMP_NUM_THREADS" not in os.environ
 
 
+def test_pool_processes_share_an_accelerator(monkeypatch):
+  monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+  with trials.single_threaded_processes(1) as pool:
+    seen = pool.submit(os.getenv, "XLA_PYTHON_CLIENT_PREALLOCATE").result()
+  # Each process takes device memory as it needs it, so several fit on one GPU.
+  assert seen == "false"
+  assert "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED_YEAST.is_dir(), reason="needs shared/data/yeast")
 def test_tuned_br_matches_tuned_sklearn_logistic_regression(tmp_path):
