@@ -1,10 +1,13 @@
 """benchmarks/verdict.py: the paired differences and their intervals (against scipy and a
 hand computation), the one budget every method gets, the report and figure from made-up
-records, and a resumable run of a tiny real slice."""
+records, a resumable run of a tiny real slice, and one process per cell."""
 
 import json
 import math
 import os
+import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -298,3 +301,31 @@ def test_an_unreadable_earlier_report_is_a_one_line_usage_error(tmp_path):
   bad.write_text(json.dumps({"budget": {"tune": {"trials": 99}}, "records": []}))
   with pytest.raises(verdict.app.UsageError, match="not this budget"):
     verdict.read_records(str(bad), budget, True)
+
+
+def test_a_cell_is_trained_by_one_process_at_a_time(tmp_path):
+  cell = verdict.cells(["yeast"], [60], ["mlp"], [0])[0]
+  directory = str(tmp_path / cell.name)
+  assert verdict.claim(directory) is None
+  claim_path = os.path.join(directory, verdict.CLAIM_FILE)
+  with open(claim_path) as f:
+    assert json.load(f) == {"pid": os.getpid(), "host": socket.gethostname()}
+  # Held by a live process (this one): a second run skips the cell, trains nothing and
+  # leaves the claim in place.
+  line = verdict._attempt(cell, str(tmp_path), "unused", [])
+  assert line.startswith(f"skipped (being trained by process {os.getpid()} on ")
+  assert os.listdir(directory) == [verdict.CLAIM_FILE]
+  # A claim whose process has ended is taken over.
+  ended = subprocess.run(
+    [sys.executable, "-c", "import os; print(os.getpid())"],
+    check=True,
+    capture_output=True,
+    text=True,
+  )
+  with open(claim_path, "w") as f:
+    json.dump({"pid": int(ended.stdout), "host": socket.gethostname()}, f)
+  assert verdict.claim(directory) is None
+  # One from another host cannot be checked: it stands.
+  with open(claim_path, "w") as f:
+    json.dump({"pid": os.getpid(), "host": "elsewhere"}, f)
+  assert "on elsewhere (remove " in verdict.claim(directory)
