@@ -332,7 +332,9 @@ def claim(directory: str) -> str | None:
           holder = json.load(f)
       except (OSError, ValueError):  # being written, or gone: the other process wins
         return f"claimed by another process ({path})"
-      if holder.get("host") != me["host"] or _process_alive(int(holder.get("pid", -1))):
+      pid = holder.get("pid")
+      # os.kill(-1, 0) would ask about every process: an unreadable pid is a live claim.
+      if holder.get("host") != me["host"] or not isinstance(pid, int) or _process_alive(pid):
         return (
           f"being trained by process {holder.get('pid')} on {holder.get('host')} "
           f"(remove {path} if that process has ended)"
@@ -362,7 +364,7 @@ def _attempt(cell: SeededCell, workdir, data_dir, overrides, linear_jobs=1):
     os.remove(os.path.join(directory, CLAIM_FILE))
     if not os.listdir(directory):  # a skipped size leaves no cell behind
       os.rmdir(directory)
-  chosen_path = os.path.join(workdir, cell.name, CHOSEN_FILE)
+  chosen_path = os.path.join(directory, CHOSEN_FILE)
   if os.path.exists(chosen_path):
     with open(chosen_path) as f:
       earlier = json.load(f).get("searched_earlier")
