@@ -35,7 +35,6 @@ import dataclasses
 import fnmatch
 import json
 import os
-import socket
 import time
 from typing import Any
 
@@ -52,6 +51,7 @@ from experiments import configuration
 from experiments import search
 from experiments import trials
 from experiments import tune
+from experiments import workdirs
 from experiments.refit import CHOSEN_FILE
 
 DATASETS = ("bibtex", "delicious", "genbase", "yeast", "expr_fun", "spo_fun", "cal500")
@@ -73,8 +73,6 @@ METRIC = small_data.METRIC
 SEEDS = (0, 1, 2)
 CONFIDENCE = 0.95
 BUDGET_FILE = "budget.json"
-# A cell's claim while a process trains it: two runs over one workdir never train one cell.
-CLAIM_FILE = "running.json"
 # Keys a seed sets; `--set` may not set them.
 SEED_KEYS = ("train.seed", "tune.seed", "data.split_seed")
 
@@ -301,69 +299,22 @@ def refit_from(
   return seeded
 
 
-def _process_alive(pid: int) -> bool:
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:  # another user's process
-    return True
-  return True
-
-
-def claim(directory: str) -> str | None:
-  """Claims the cell in `directory` for this process (its `running.json`: pid, host).
-
-  A claim left by a process of this host that has ended is taken over; one on another
-  host, which cannot be checked, stands until its file is removed.
-
-  Returns:
-    None when claimed; else why not (which process holds it).
-  """
-  os.makedirs(directory, exist_ok=True)
-  path = os.path.join(directory, CLAIM_FILE)
-  me = {"pid": os.getpid(), "host": socket.gethostname()}
-  for _ in range(2):
-    try:
-      fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-      try:
-        with open(path) as f:
-          holder = json.load(f)
-      except (OSError, ValueError):  # being written, or gone: the other process wins
-        return f"claimed by another process ({path})"
-      pid = holder.get("pid")
-      # os.kill(-1, 0) would ask about every process: an unreadable pid is a live claim.
-      if holder.get("host") != me["host"] or not isinstance(pid, int) or _process_alive(pid):
-        return (
-          f"being trained by process {holder.get('pid')} on {holder.get('host')} "
-          f"(remove {path} if that process has ended)"
-        )
-      os.remove(path)  # its process ended without releasing it
-      continue
-    with os.fdopen(fd, "w") as f:
-      json.dump(me, f)
-    return None
-  return f"claimed by another process ({path})"
-
-
 def _attempt(cell: SeededCell, workdir, data_dir, overrides, linear_jobs=1):
   """`small_data.run_cell`'s record with the seed; the reason, for a size the dataset
-  does not have or a cell another process is training."""
+  does not have or a cell another process is training (its workdir lock)."""
   directory = os.path.join(workdir, cell.name)
-  held = claim(directory)
-  if held is not None:
-    return f"skipped ({held})"
   try:
-    record = small_data.run_cell(
-      cell.cell, os.path.join(workdir, f"seed{cell.seed}"), data_dir, overrides, linear_jobs
-    )
-  except registry.TooFewTrainingRows as e:
+    with workdirs.workdir_lock(directory):
+      record = small_data.run_cell(
+        cell.cell, os.path.join(workdir, f"seed{cell.seed}"), data_dir, overrides, linear_jobs
+      )
+  except workdirs.WorkdirInUse as e:
     return f"skipped ({e})"
-  finally:
-    os.remove(os.path.join(directory, CLAIM_FILE))
-    if not os.listdir(directory):  # a skipped size leaves no cell behind
+  except registry.TooFewTrainingRows as e:
+    if os.listdir(directory) == [workdirs.LOCK_FILE]:  # a skipped size leaves no cell behind
+      os.remove(os.path.join(directory, workdirs.LOCK_FILE))
       os.rmdir(directory)
+    return f"skipped ({e})"
   chosen_path = os.path.join(directory, CHOSEN_FILE)
   if os.path.exists(chosen_path):
     with open(chosen_path) as f:

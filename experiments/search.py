@@ -18,6 +18,7 @@ from typing import Any
 from typing import TextIO
 
 from absl import logging
+from etils import epath
 import ml_collections
 import numpy as np
 import optuna
@@ -28,6 +29,7 @@ from experiments import configuration
 from experiments import console
 from experiments import search_spaces
 from experiments import tasks
+from experiments import workdirs
 from experiments.refit import CHOSEN_FILE
 from experiments.refit import TRIALS_FILE
 from experiments.refit import TuneResult
@@ -105,6 +107,7 @@ def tune(
       a chosen.json from another config (with `resume`).
     storage.StorageUnavailableError: a `gs://` workdir without gcsfs installed (before
       any data loads).
+    workdirs.WorkdirInUse: another process holds `workdir` (`workdirs.workdir_lock`).
   """
   started = time.time()
   search_dir = storage.workdir_path(workdir)
@@ -115,8 +118,44 @@ def tune(
       f"the tuner selects multi-label configs; {config.data.name!r} is "
       f"a {tasks.task_for(config).name} dataset"
     )
-  if resume and (search_dir / CHOSEN_FILE).exists():
-    return rerun_chosen(config, search_dir, refit_dir, started)
+  # Held over the search and the refit (which trains in `search_dir` or below it).
+  with workdirs.workdir_lock(search_dir):
+    if resume and (search_dir / CHOSEN_FILE).exists():
+      return rerun_chosen(config, search_dir, refit_dir, started)
+    evidence, records = _search(
+      config,
+      search_dir,
+      space=space,
+      trials=trials,
+      folds=folds,
+      jobs=jobs,
+      seed=seed,
+      small_folds=small_folds,
+      trial_overrides=trial_overrides,
+      echo=echo,
+      prune=prune,
+      started=started,
+    )
+    return refit(config, evidence, records, search_dir, refit_dir, started)
+
+
+def _search(
+  config: ml_collections.ConfigDict,
+  search_dir: epath.Path,
+  *,
+  space: dict[str, tuple],
+  trials: int,
+  folds: int | None,
+  jobs: int,
+  seed: int,
+  small_folds: int,
+  trial_overrides: dict[str, Any] | None,
+  echo: TextIO | None,
+  prune: bool,
+  started: float,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+  """`tune`'s search in `search_dir` (its trials.jsonl and chosen.json); the choice's
+  evidence (chosen.json) and the trials' records."""
   scaled_per_trial = "data.feature_scaling" in space
   load_config = configuration.with_overrides(
     config, {"data.feature_scaling": "none"} if scaled_per_trial else {}
@@ -214,7 +253,7 @@ def tune(
   (search_dir / CHOSEN_FILE).write_text(
     json.dumps(evidence, indent=2, default=configuration.json_default)
   )
-  return refit(config, evidence, records, search_dir, refit_dir, started)
+  return evidence, records
 
 
 def trials_config(

@@ -50,6 +50,10 @@ def code_revision() -> str:
     return "unknown"
 
 
+class WorkdirInUse(RuntimeError):
+  """Another process holds the workdir's lock (`workdir_lock`)."""
+
+
 # Held (flock) by the process that runs in a local workdir; the OS drops it when that
 # process ends, however it ends, so a killed run leaves no stale lock.
 LOCK_FILE = ".lock"
@@ -59,7 +63,8 @@ LOCK_FILE = ".lock"
 def workdir_lock(workdir: str | os.PathLike):
   """Refuses a workdir that another process is training in: two runs in one directory
   would overwrite each other's checkpoints and results. Process 0 alone locks in a
-  multi-process run (its processes share the workdir).
+  multi-process run (its processes share the workdir). Re-entrant within a process: a
+  search holds its workdir while its refit trains there.
 
   A local (or mounted) workdir is locked by `fcntl.flock` on `LOCK_FILE`. A workdir
   on an object store (`gs://...`) has no lock that its holder's death releases, and a
@@ -81,22 +86,32 @@ def workdir_lock(workdir: str | os.PathLike):
     yield
     return
   path.mkdir(parents=True, exist_ok=True)
+  held = os.path.realpath(path)
+  if held in _held:
+    yield
+    return
   lock = path / LOCK_FILE
   handle = lock.open("w")
   try:
     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
   except BlockingIOError:
     handle.close()
-    raise RuntimeError(
+    raise WorkdirInUse(
       f"{workdir} is in use by another process (it holds {lock}): wait "
       "for that run to end or pick another workdir"
     ) from None
+  _held.add(held)
   try:
     yield
   finally:
+    _held.discard(held)
     fcntl.flock(handle, fcntl.LOCK_UN)
     handle.close()
 
+
+# The workdirs whose lock this process holds: a second `flock` on a new handle of the
+# same file conflicts with the first even within one process.
+_held: set[str] = set()
 
 # Non-empty once this process has warned that a non-local workdir is not locked.
 _warned_unlocked: list[epath.Path] = []

@@ -111,6 +111,40 @@ def _xla_optimizations(request, monkeypatch):
     jax.config.update("jax_disable_most_optimizations", before)
 
 
+@pytest.fixture
+def hold_workdir():
+  """`hold_workdir(directory)` starts a process that holds `directory`'s workdir lock
+  (as a run in progress does) and returns it; it is killed after the test."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+
+  from experiments import workdirs  # pylint: disable=g-import-not-at-top
+
+  holders = []
+
+  def hold(directory: os.PathLike | str) -> subprocess.Popen:
+    os.makedirs(directory, exist_ok=True)
+    holder = subprocess.Popen(
+      [
+        sys.executable,
+        "-c",
+        "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+        "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(120)",
+        os.path.join(directory, workdirs.LOCK_FILE),
+      ],
+      stdout=subprocess.PIPE,
+      text=True,
+    )
+    holders.append(holder)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+  yield hold
+  for holder in holders:
+    holder.kill()
+    holder.wait()
+
+
 def _missing_data(reason: str):
   if in_ci():
     pytest.fail(f"{reason} (CI runs every test on the real data)", pytrace=False)

@@ -305,37 +305,41 @@ def test_pivot_table_puts_methods_in_rows_and_datasets_in_columns():
   assert lines[3] == "| seal | 25.00 | – |"  # not run there
 
 
-def test_a_workdir_in_use_is_refused(tmp_path):
-  import subprocess
-  import sys
-
+def test_a_workdir_in_use_is_refused(tmp_path, hold_workdir):
   from experiments import configuration
+  from experiments import search
+  from experiments import search_spaces
   from experiments import train
   from experiments import workdirs
 
   config = configuration.get_config("br", "synthetic", ["train.steps=2", "train.tensorboard=False"])
-  # Another process holds the workdir's lock (as a run in progress does).
-  holder = subprocess.Popen(
-    [
-      sys.executable,
-      "-c",
-      "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
-      "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
-      str(tmp_path / workdirs.LOCK_FILE),
-    ],
-    stdout=subprocess.PIPE,
-    text=True,
-  )
-  try:
-    assert holder.stdout.readline().strip() == "held"
-    with pytest.raises(RuntimeError, match="in use by another process"):
-      train.train_and_evaluate(config, str(tmp_path))
-    assert not (tmp_path / "results.json").exists()
-  finally:
-    holder.kill()
-    holder.wait()
+  holder = hold_workdir(tmp_path)
+  with pytest.raises(workdirs.WorkdirInUse, match="in use by another process"):
+    train.train_and_evaluate(config, str(tmp_path))
+  # A search is refused before its first trial, not only at its refit.
+  space = search_spaces.parse(["loss.l2=0,0.01"])
+  with pytest.raises(workdirs.WorkdirInUse, match="in use by another process"):
+    search.tune(config, str(tmp_path), space=space, refit_dir=str(tmp_path))
+  assert sorted(os.listdir(tmp_path)) == [workdirs.LOCK_FILE]
+  holder.kill()
+  holder.wait()
   # The lock goes with its process: the run now proceeds, and releases it when done.
   train.train_and_evaluate(config, str(tmp_path))
+  with workdirs.workdir_lock(str(tmp_path)):
+    # Re-entrant within a process (a search holds its workdir while its refit trains
+    # there), and still refused to another process meanwhile.
+    with workdirs.workdir_lock(str(tmp_path)):
+      pass
+    hold = subprocess.run(
+      [
+        sys.executable,
+        "-c",
+        f"from experiments import workdirs\nwith workdirs.workdir_lock({str(tmp_path)!r}): pass",
+      ],
+      capture_output=True,
+      text=True,
+    )
+    assert hold.returncode != 0 and "WorkdirInUse" in hold.stderr, hold.stderr
   with workdirs.workdir_lock(str(tmp_path)):
     pass
 

@@ -5,9 +5,6 @@ records, a resumable run of a tiny real slice, and one process per cell."""
 import json
 import math
 import os
-import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +14,7 @@ from benchmarks import small_data
 from benchmarks import verdict
 from benchmarks import verdict_changes
 from experiments import configuration
+from experiments import workdirs
 
 
 def _record(dataset, size, method, seed, f1):
@@ -303,29 +301,24 @@ def test_an_unreadable_earlier_report_is_a_one_line_usage_error(tmp_path):
     verdict.read_records(str(bad), budget, True)
 
 
-def test_a_cell_is_trained_by_one_process_at_a_time(tmp_path):
+def test_a_cell_is_trained_by_one_process_at_a_time(tmp_path, hold_workdir, monkeypatch):
   cell = verdict.cells(["yeast"], [60], ["mlp"], [0])[0]
   directory = str(tmp_path / cell.name)
-  assert verdict.claim(directory) is None
-  claim_path = os.path.join(directory, verdict.CLAIM_FILE)
-  with open(claim_path) as f:
-    assert json.load(f) == {"pid": os.getpid(), "host": socket.gethostname()}
-  # Held by a live process (this one): a second run skips the cell, trains nothing and
-  # leaves the claim in place.
+  trained = []
+
+  def run_cell(c, workdir, *_):
+    trained.append(os.path.join(workdir, c.name))
+    return {"dataset": c.dataset, "size": c.size, "method": c.method, verdict.METRIC: 0.5}
+
+  monkeypatch.setattr(small_data, "run_cell", run_cell)
+  # Held by a live process: a second run skips the cell, trains nothing and leaves the
+  # holder's lock in place.
+  holder = hold_workdir(directory)
   line = verdict._attempt(cell, str(tmp_path), "unused", [])
-  assert line.startswith(f"skipped (being trained by process {os.getpid()} on ")
-  assert os.listdir(directory) == [verdict.CLAIM_FILE]
-  # A claim whose process has ended is taken over.
-  ended = subprocess.run(
-    [sys.executable, "-c", "import os; print(os.getpid())"],
-    check=True,
-    capture_output=True,
-    text=True,
-  )
-  with open(claim_path, "w") as f:
-    json.dump({"pid": int(ended.stdout), "host": socket.gethostname()}, f)
-  assert verdict.claim(directory) is None
-  # One from another host cannot be checked: it stands.
-  with open(claim_path, "w") as f:
-    json.dump({"pid": os.getpid(), "host": "elsewhere"}, f)
-  assert "on elsewhere (remove " in verdict.claim(directory)
+  assert line.startswith("skipped (") and "in use by another process" in line, line
+  assert trained == [] and os.listdir(directory) == [workdirs.LOCK_FILE]
+  # The lock goes with its process: the cell is then trained.
+  holder.kill()
+  holder.wait()
+  record = verdict._attempt(cell, str(tmp_path), "unused", [])
+  assert trained == [directory] and record["seed"] == 0 and record[verdict.METRIC] == 0.5
