@@ -50,8 +50,9 @@ def code_revision() -> str:
     return "unknown"
 
 
-class WorkdirInUse(RuntimeError):
-  """Another process holds the workdir's lock (`workdir_lock`)."""
+class WorkdirInUse(cli.UserError):
+  """Another process holds the workdir's lock (`workdir_lock`): the binaries say so in
+  one line."""
 
 
 # Held (flock) by the process that runs in a local workdir; the OS drops it when that

@@ -122,6 +122,15 @@ def test_predict_names_a_workdir_without_a_run(tmp_path):
   )
 
 
+def test_a_workdir_another_run_holds_is_one_line(tmp_path, hold_workdir):
+  hold_workdir(tmp_path)
+  proc = _run("experiments.main", *TINY, f"--workdir={tmp_path}")
+  assert _error(proc) == (
+    f"{tmp_path} is in use by another process (it holds {tmp_path / '.lock'}): wait for "
+    "that run to end or pick another workdir"
+  )
+
+
 def test_running_the_training_library_names_the_binary():
   message = _error(_run("experiments.train"), "experiments.train")
   assert "python -m experiments.main --config=" in message
