@@ -330,7 +330,7 @@ def test_a_workdir_in_use_is_refused(tmp_path, hold_workdir):
     # there), and still refused to another process meanwhile.
     with workdirs.workdir_lock(str(tmp_path)):
       pass
-    hold = subprocess.run(
+    elsewhere = subprocess.run(
       [
         sys.executable,
         "-c",
@@ -339,7 +339,7 @@ def test_a_workdir_in_use_is_refused(tmp_path, hold_workdir):
       capture_output=True,
       text=True,
     )
-    assert hold.returncode != 0 and "WorkdirInUse" in hold.stderr, hold.stderr
+    assert elsewhere.returncode != 0 and "WorkdirInUse" in elsewhere.stderr, elsewhere.stderr
   with workdirs.workdir_lock(str(tmp_path)):
     pass
 
