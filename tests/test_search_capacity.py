@@ -12,6 +12,7 @@ from test_tune import write_mulan_arrays
 
 from experiments import builders
 from experiments import configuration
+from experiments import sampler
 from experiments import search
 from experiments import search_spaces
 from experiments import tasks
@@ -114,7 +115,7 @@ def test_staged_selection_overrides_every_selecting_stage():
 
 def _searched(seed, trials=8):
   space = {"a": (1, 2, 3), "b": ("x", "y", "z"), "c": ((), (4,), (4, 4))}
-  found = search.Search(space, {"a": 1, "b": "w", "c": (4,)}, trials, seed)
+  found = sampler.Search(space, {"a": 1, "b": "w", "c": (4,)}, trials, seed)
   settings = []
   for i, setting in enumerate(found.settings()):
     record = {"trial": i, "value": setting["a"] / 3, "folds": [0], "pruned": False}
