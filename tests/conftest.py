@@ -6,8 +6,11 @@ them and names the fetch command; in CI ($CI set) missing data fails them instea
 Tests never download: $ENERGYNETS_AUTO_FETCH is off for the whole run.
 """
 
+import atexit
 import os
 import pathlib
+import shutil
+import tempfile
 
 from absl import flags
 import pytest
@@ -39,6 +42,20 @@ _TEST_XLA_FLAGS = {"xla_backend_optimization_level": "1", "xla_cpu_use_fusion_em
 for _flag, _value in _TEST_XLA_FLAGS.items():
   if _flag not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --{_flag}={_value}").strip()
+
+
+# Many tests compile the same programs in separate processes: a run and its resumed
+# rerun, the processes of a local pod, the command-line tests' subprocesses. One persistent
+# compilation cache for the whole run lets the later ones load those programs instead of
+# compiling them again. Compilations under 0.2 s are not written: writing the hundreds of
+# tiny ones costs more than compiling them again. The first process makes the directory
+# (xdist workers and subprocesses inherit the variable) and removes it at exit; a cache
+# directory already set is used as it is.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  _xla_cache = tempfile.mkdtemp(prefix="energynets-tests-xla-cache-")
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = _xla_cache
+  atexit.register(shutil.rmtree, _xla_cache, ignore_errors=True)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 
 
 # The oracle tests compare float32 computations at tolerances near float32's. On GPUs and
