@@ -36,6 +36,7 @@ import numpy as np
 
 from benchmarks import br_tuned_vs_sklearn
 from benchmarks import common
+from energynets import metrics
 from energynets.data import registry
 from energynets.train import quiet_library_logs
 from experiments import configuration
@@ -49,17 +50,21 @@ SIZES = (250, 500, 1000, 0)
 METHODS = ("br", "mlp", "spen_ssvm", "dmf", "seal_dynamic", "infnet")
 ENERGY_METHODS = ("spen_ssvm", "dmf", "seal_dynamic", "infnet")
 LINEAR = "sklearn_lr"
+# The floor: every row gets the training rows' label frequencies, thresholded on
+# validation. A model that does not pass it has learned nothing from the features.
+PRIOR = "label_prior"
+HOST_SIDE = (LINEAR, PRIOR)
 METRIC = "test/example_f1"
 
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
-  """One run: `method` (or `LINEAR`) on `dataset` cut to `size` training rows."""
+  """One run: `method` (or `LINEAR`, `PRIOR`) on `dataset` cut to `size` training rows."""
 
   dataset: str
   size: int
   method: str
-  mode: str  # 'default' | 'tuned' ('tuned' for LINEAR)
+  mode: str  # 'default' | 'tuned' ('tuned' for LINEAR and PRIOR)
 
   @property
   def name(self) -> str:
@@ -109,12 +114,14 @@ def run_cell(
     started = time.time()
     if cell.method == LINEAR:
       results = _linear(cell, data_dir, overrides, linear_jobs)
+    elif cell.method == PRIOR:
+      results = _label_prior(cell, data_dir, overrides)
     else:
       config = cell_config(cell, data_dir, overrides)
       results = tune.run_experiment(config, directory, config_file=cell.method)
     results["seconds"] = time.time() - started
     # Seconds on a GPU and on one CPU core are not one measure: the report keeps them apart.
-    results["platform"] = "cpu" if cell.method == LINEAR else jax.default_backend()
+    results["platform"] = "cpu" if cell.method in HOST_SIDE else jax.default_backend()
     os.makedirs(directory, exist_ok=True)
     with open(path + ".tmp", "w") as f:
       json.dump(results, f, default=configuration.json_default)
@@ -137,16 +144,34 @@ def run_cell(
   }
 
 
-def _linear(cell: Cell, data_dir: str, overrides=(), jobs: int = 1) -> dict[str, Any]:
-  """scikit-learn's tuned LogisticRegression on the cell's rows: br's space and budget,
-  the same folds as br's selection (the validation split from 2,000 rows); its labels
-  fitted by `jobs` processes."""
+def _host_side_data(cell: Cell, data_dir: str, overrides=()):
+  """(br's config, the cell's rows unscaled): what the host-side models fit."""
   config = cell_config(
     Cell(cell.dataset, cell.size, "br", "tuned"),
     data_dir,
     ["data.feature_scaling=none", *overrides],
   )
-  dataset = tasks.task_for(config).load(config)
+  return config, tasks.task_for(config).load(config)
+
+
+def _label_prior(cell: Cell, data_dir: str, overrides=()) -> dict[str, Any]:
+  """The cell's label prior: each label's frequency in the kept training rows as every
+  row's prediction, the threshold tuned on validation as every run's is."""
+  _, dataset = _host_side_data(cell, data_dir, overrides)
+  prior = np.asarray(dataset.train.y, np.float32).mean(axis=0)
+  every_row = lambda split: np.broadcast_to(prior, np.shape(split.y))
+  results = metrics.evaluate_multilabel(
+    val=(dataset.validation.y, every_row(dataset.validation)),
+    test=(dataset.test.y, every_row(dataset.test)),
+  )
+  return {**{k: float(v) for k, v in results.items()}, "num_train": dataset.train.num_examples}
+
+
+def _linear(cell: Cell, data_dir: str, overrides=(), jobs: int = 1) -> dict[str, Any]:
+  """scikit-learn's tuned LogisticRegression on the cell's rows: br's space and budget,
+  the same folds as br's selection (the validation split from 2,000 rows); its labels
+  fitted by `jobs` processes."""
+  config, dataset = _host_side_data(cell, data_dir, overrides)
   num_train = dataset.train.num_examples
   folds = config.tune.folds or tune.DEFAULT_FOLDS
   held_out = (

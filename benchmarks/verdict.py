@@ -11,7 +11,8 @@ of `mlp`'s `:mulan` variant, changed only by `--set=tune.KEY=VALUE`, recorded in
 report and in `--workdir`'s `budget.json` (a workdir holds cells of one budget only).
 Beside them, scikit-learn's one-vs-rest LogisticRegression (`small_data.LINEAR`) with C
 and feature scaling chosen on the same folds; its grid (br's search space) is evaluated
-whole, whatever the budget's trial count.
+whole, whatever the budget's trial count. And the floor, the label prior
+(`small_data.PRIOR`): the training rows' label frequencies as every row's prediction.
 
 Seed s sets `train.seed`, `tune.seed` (folds and trial draws) and, unless
 `--novary_data`, `data.split_seed`: the training subset of each size, the validation
@@ -69,6 +70,7 @@ ENERGY_METHODS = (
 )
 METHODS = (MLP, *ENERGY_METHODS)
 LINEAR = small_data.LINEAR
+PRIOR = small_data.PRIOR
 METRIC = small_data.METRIC
 SEEDS = (0, 1, 2)
 CONFIDENCE = 0.95
@@ -149,12 +151,15 @@ def cells(
   seeds: Sequence[int],
   linear: bool = True,
 ) -> list[SeededCell]:
-  """Every cell, tuned: by size (all rows last), dataset and seed, the linear model and
-  then each method, so that a (dataset, size) is complete before the next starts."""
+  """Every cell, tuned: by size (all rows last), dataset and seed, the label prior and
+  the linear model (`linear`), then each method, so that a (dataset, size) is complete
+  before the next starts."""
   out = []
   for size in sorted(sizes, key=_size_order):
     for dataset in datasets:
       for seed in seeds:
+        if linear:
+          out.append(SeededCell(small_data.Cell(dataset, size, PRIOR, "tuned"), seed))
         out += [
           SeededCell(c, seed)
           for c in small_data.cells([dataset], [size], methods, ["tuned"], linear)
@@ -266,7 +271,7 @@ def refit_from(
     record = by_key.get(record_key({**dataclasses.asdict(c.cell), "seed": c.seed}))
     directory = os.path.join(workdir, c.name)
     if (
-      c.cell.method == LINEAR
+      c.cell.method in small_data.HOST_SIDE
       or record is None
       or "train.steps" not in (record.get("chosen") or {})
       or os.path.exists(directory)
@@ -415,8 +420,9 @@ def pooled(diffs: list[dict[str, Any]], confidence: float = CONFIDENCE) -> list[
 
 
 def report_order(method: str, dataset: str = "", size: int = 0):
-  """The report's order: the linear model, the MLP, the energy methods as listed, others."""
-  rank = (LINEAR, *METHODS)
+  """The report's order: the label prior, the linear model, the MLP, the energy methods as
+  listed, others."""
+  rank = (PRIOR, LINEAR, *METHODS)
   return (rank.index(method) if method in rank else len(rank), method, dataset, _size_order(size))
 
 
@@ -466,7 +472,7 @@ def _grid(records, entries, text) -> str:
 
 
 def _label(method: str) -> str:
-  return "LR (sklearn)" if method == LINEAR else method
+  return {LINEAR: "LR (sklearn)", PRIOR: "label prior"}.get(method, method)
 
 
 def scores_table(records: list[dict[str, Any]]) -> str:
@@ -570,7 +576,7 @@ def finding(verdict_summary: dict[str, Any]) -> str:
     return pool
 
   methods = sorted({p["method"] for p in pools if p["reference"] == MLP}, key=report_order)
-  methods = [m for m in methods if m not in (MLP, LINEAR)]
+  methods = [m for m in methods if m not in (MLP, LINEAR, PRIOR)]
   shown, above, below = [], [], []
   for method in methods:
     d = over_every_size(method, MLP)
@@ -664,7 +670,9 @@ def plot(records: list[dict[str, Any]], path: str) -> None:
   from experiments import plots  # pylint: disable=g-import-not-at-top
 
   plt = plots.pyplot()
-  diffs = differences(records, MLP)
+  # The label prior is tens of points below on some sets: on the shared axis it would
+  # flatten every other panel.
+  diffs = [d for d in differences(records, MLP) if d["method"] != PRIOR]
   methods = sorted({d["method"] for d in diffs}, key=report_order) or [LINEAR]
   datasets = sorted({d["dataset"] for d in diffs})
   sizes = sorted({d["size"] for d in diffs}, key=_size_order)
@@ -725,7 +733,9 @@ def _define_flags():
     "seeds": flags.DEFINE_list(
       "seeds", [str(s) for s in SEEDS], "seeds (at least 2 for intervals)"
     ),
-    "linear": flags.DEFINE_bool("linear", True, "run scikit-learn's tuned LogisticRegression"),
+    "linear": flags.DEFINE_bool(
+      "linear", True, "run scikit-learn's tuned LogisticRegression and the label prior"
+    ),
     "vary_data": flags.DEFINE_bool(
       "vary_data", True, "data.split_seed follows the seed (training subset, validation holdout)"
     ),

@@ -133,6 +133,40 @@ def test_linear_model_on_the_validation_split_picks_the_best_validation_setting(
   assert br_tuned_vs_sklearn.sklearn_tuned_br(ds, None, space, jobs=2) == result
 
 
+def _example_f1_by_hand(y, predicted):
+  """Mean over rows of 2|y ∧ ŷ| / (|y| + |ŷ|), an empty gold and prediction scoring 1."""
+  both, sizes = (y * predicted).sum(1), y.sum(1) + predicted.sum(1)
+  return float(np.mean([1.0 if n == 0 else 2 * b / n for b, n in zip(both, sizes)]))
+
+
+def test_label_prior_is_the_training_frequencies_thresholded_on_validation(data_dir, tmp_path):
+  from sklearn.dummy import DummyClassifier  # pylint: disable=g-import-not-at-top
+
+  cell = small_data.Cell("yeast", 60, small_data.PRIOR, "tuned")
+  record = small_data.run_cell(cell, str(tmp_path), str(data_dir))
+  with open(tmp_path / cell.name / "results.json") as f:
+    results = json.load(f)
+  ds = data.load_dataset("yeast", data_dir=data_dir, feature_scaling="none", num_train=60)
+  assert record["num_train"] == 60 and record["platform"] == "cpu"
+  # scikit-learn's prior: each label's frequency in the 60 rows, whatever the features.
+  dummy = DummyClassifier(strategy="prior").fit(ds.train.x, ds.train.y)
+  prior = np.array(
+    [
+      dict(zip(classes, p[0])).get(1, 0.0)  # a label no kept row has: one class only
+      for classes, p in zip(dummy.classes_, dummy.predict_proba(ds.test.x[:1]))
+    ]
+  )
+  assert 0 < (prior == 0).sum() < len(prior)  # the rare labels no row of the 60 has
+  # The threshold that is best on validation over the grid (ties: the one nearest 0.5),
+  # the one label set it selects scored on every test row.
+  grid = np.round(np.arange(0.05, 0.951, 0.05), 2)
+  value = lambda y, t: _example_f1_by_hand(y, np.broadcast_to(prior >= t, y.shape))
+  best = max(grid, key=lambda t: (round(value(ds.validation.y, t), 9), -abs(t - 0.5)))
+  assert results["threshold"] == pytest.approx(best)
+  assert record[small_data.METRIC] == pytest.approx(value(ds.test.y, best), abs=1e-6)
+  assert record["validation/example_f1"] == pytest.approx(value(ds.validation.y, best), abs=1e-6)
+
+
 def test_cell_config_is_the_committed_config_with_the_by_path_budget(data_dir):
   tuned = small_data.cell_config(
     small_data.Cell("yeast", 500, "mlp", "tuned"), str(data_dir), ["train.steps=7", "tune.trials=2"]

@@ -92,7 +92,8 @@ def _fake_records():
       for seed in (0, 1, 2):
         for method, shift in ((verdict.LINEAR, -0.01), ("mlp", 0.0), ("dmf", 0.03), ("e2e", -0.2)):
           records.append(_record(dataset, size, method, seed, 0.6 + shift + rng.normal(0, 0.002)))
-  return records
+  floor = [(r["dataset"], r["size"], r["seed"]) for r in records if r["method"] == "mlp"]
+  return records + [_record(*key[:2], verdict.PRIOR, key[2], 0.5) for key in floor]
 
 
 def test_report_and_figure_from_records(tmp_path):
@@ -102,21 +103,22 @@ def test_report_and_figure_from_records(tmp_path):
   assert '"trials": 2' in body and "data.split_seed" in body and "seeds [0, 1, 2]" in body
   assert "With n=3 seeds" in body and "t = 4.30" in body
   lines = body.splitlines()
-  # Every table: a row per (dataset, size), the linear model first.
+  # Every table: a row per (dataset, size), the label prior and the linear model first.
   header = next(line for line in lines if line.startswith("| dataset"))
-  assert header.split(" | ")[2:4] == ["LR (sklearn)", "mlp"]
+  assert header.split(" | ")[2:5] == ["label prior", "LR (sklearn)", "mlp"]
   vs_mlp = lines[lines.index("Paired difference against the tuned MLP:") + 2 :]
   yeast_250 = next(line for line in vs_mlp if line.startswith("| yeast | 250 |"))
   # dmf is 3 points above, e2e 20 below, with tight intervals: both bold.
   columns = yeast_250.strip("| ").split(" | ")
-  assert columns[3].startswith("**+3.") and columns[4].startswith("**-")
-  assert float(columns[4].strip("*").split()[0]) == pytest.approx(-20, abs=1)
+  assert columns[4].startswith("**+3.") and columns[5].startswith("**-")
+  assert float(columns[5].strip("*").split()[0]) == pytest.approx(-20, abs=1)
+  assert float(columns[2].strip("*").split()[0]) == pytest.approx(-10, abs=1)  # the prior
   assert any(line.startswith("- dmf − mlp: **+3.") and "above it at 95 %" in line for line in lines)
   assert any(line.startswith("- e2e − mlp:") and "below it at 95 %" in line for line in lines)
   assert any(line.startswith("| dmf |") and "; 2 sets, 2 ≥ +1" in line for line in lines)
   summary = verdict.summary(records, tune_budget, True)
   assert summary["budget"] == {"tune": tune_budget, "vary_data": True}
-  assert len(summary["differences"]) == 2 * 2 * (3 + 3)  # vs mlp: 3 methods, vs LR: 3
+  assert len(summary["differences"]) == 2 * 2 * (4 + 4)  # vs mlp: 4 methods, vs LR: 4
   json.dumps(summary)
   verdict.plot(records, str(tmp_path / "verdict.png"))
   assert os.path.getsize(tmp_path / "verdict.png") > 1000
@@ -128,6 +130,7 @@ def test_the_finding_names_what_ran_and_each_side():
   assert text.startswith("At equal search budget on 4 (dataset, size) pairs (genbase 250, ")
   assert "seeds 0, 1, 2" in text and "dmf +3." in text and "e2e -19." in text
   assert "above it at 95 %: dmf; below it: e2e" in text
+  assert "prior" not in text  # the floor, not a method
   assert "the tuned MLP against the tuned LogisticRegression: +1." in text
   assert "only" not in text
   # A method that ran on some pairs only says which.
@@ -173,12 +176,14 @@ def test_every_method_gets_the_one_budget(tmp_path):
 def test_cells_slices_and_the_workdir_budget(tmp_path):
   all_cells = verdict.cells(["yeast", "genbase"], [0, 250], ["mlp", "dmf"], [0, 1])
   names = [c.name for c in all_cells]
-  assert names[:3] == [
+  assert names[:4] == [
+    "seed0/yeast/n250/label_prior_tuned",
     "seed0/yeast/n250/sklearn_lr_tuned",
     "seed0/yeast/n250/mlp_tuned",
     "seed0/yeast/n250/dmf_tuned",
   ]
-  assert len(names) == 2 * 2 * 2 * 3 and names[-1] == "seed1/genbase/nall/dmf_tuned"
+  assert len(names) == 2 * 2 * 2 * 4 and names[-1] == "seed1/genbase/nall/dmf_tuned"
+  assert len(verdict.cells(["yeast"], [250], ["mlp"], [0], linear=False)) == 1
   workdir = str(tmp_path)
   finished = os.path.join(workdir, "seed1", "genbase", "n250", "mlp_tuned")
   os.makedirs(finished)
@@ -186,8 +191,8 @@ def test_cells_slices_and_the_workdir_budget(tmp_path):
   only = verdict.select(all_cells, workdir, ["*/genbase/n250/*"], max_cells=2)
   # Two unfinished cells, and the finished one in the slice.
   assert [c.name for c in only] == [
+    "seed0/genbase/n250/label_prior_tuned",
     "seed0/genbase/n250/sklearn_lr_tuned",
-    "seed0/genbase/n250/mlp_tuned",
     "seed1/genbase/n250/mlp_tuned",
   ]
   assert [c.name for c in verdict.select(all_cells, workdir, report_only=True)] == [
@@ -228,7 +233,7 @@ def test_a_tiny_real_slice_runs_and_resumes(data_dir, tmp_path):
   all_cells = verdict.cells(["yeast"], [60], ["mlp", "dmf"], [0, 1])
   records = verdict.run(all_cells, workdir, str(data_dir), tune_budget, 1, overrides)
   assert [(r["seed"], r["method"]) for r in records] == [
-    (seed, method) for seed in (0, 1) for method in (verdict.LINEAR, "mlp", "dmf")
+    (seed, method) for seed in (0, 1) for method in (verdict.PRIOR, verdict.LINEAR, "mlp", "dmf")
   ]
   assert all(r["num_train"] == 60 for r in records)
   with open(os.path.join(workdir, "seed1", "yeast", "n60", "dmf_tuned", "results.json")) as f:
