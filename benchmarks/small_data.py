@@ -144,7 +144,9 @@ def run_cell(
   }
 
 
-def _host_side_data(cell: Cell, data_dir: str, overrides=()):
+def _host_side_data(
+  cell: Cell, data_dir: str, overrides=()
+) -> tuple[ml_collections.ConfigDict, Any]:
   """(br's config, the cell's rows unscaled): what the host-side models fit."""
   config = cell_config(
     Cell(cell.dataset, cell.size, "br", "tuned"),
