@@ -36,6 +36,7 @@ import numpy as np
 
 from benchmarks import br_tuned_vs_sklearn
 from benchmarks import common
+from benchmarks import label_prior
 from energynets import metrics
 from energynets.data import registry
 from energynets.train import quiet_library_logs
@@ -157,14 +158,15 @@ def _host_side_data(
 
 
 def _label_prior(cell: Cell, data_dir: str, overrides=()) -> dict[str, Any]:
-  """The cell's label prior: each label's frequency in the kept training rows as every
-  row's prediction, the threshold tuned on validation as every run's is."""
+  """The cell's label prior (`benchmarks.label_prior`): each label's frequency in the kept
+  training rows as every row's prediction, the threshold tuned on validation as every
+  run's is."""
   _, dataset = _host_side_data(cell, data_dir, overrides)
-  prior = np.asarray(dataset.train.y, np.float32).mean(axis=0)
-  every_row = lambda split: np.broadcast_to(prior, np.shape(split.y))
+  frequencies = label_prior.label_frequencies(dataset.train.y)
+  y_val, y_test = np.asarray(dataset.validation.y), np.asarray(dataset.test.y)
   results = metrics.evaluate_multilabel(
-    val=(dataset.validation.y, every_row(dataset.validation)),
-    test=(dataset.test.y, every_row(dataset.test)),
+    val=(y_val, label_prior.prior_probs(frequencies, len(y_val))),
+    test=(y_test, label_prior.prior_probs(frequencies, len(y_test))),
   )
   return {**{k: float(v) for k, v in results.items()}, "num_train": dataset.train.num_examples}
 
