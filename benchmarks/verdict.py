@@ -440,6 +440,11 @@ def _points(d: dict[str, Any]) -> str:
   return f"**{text}**" if d["low"] > 0 or d["high"] < 0 else text
 
 
+def _t_quantile(n: int) -> float:
+  """The two-sided `CONFIDENCE` quantile of Student's t with n−1 degrees of freedom."""
+  return float(stats.t.ppf((1 + CONFIDENCE) / 2, n - 1))
+
+
 def _num_train(records, dataset, size) -> int:
   return next(
     (
@@ -613,15 +618,25 @@ def seed_counts(records: list[dict[str, Any]]) -> str:
 def report(records: list[dict[str, Any]], tune_budget: dict[str, Any], vary_data: bool) -> str:
   """The markdown report of `records` run with `tune_budget`."""
   vs_mlp, vs_linear = differences(records, MLP), differences(records, LINEAR)
-  n = min((d["n"] for d in vs_mlp + vs_linear if d["n"] >= 2), default=0)
+  counts = [d["n"] for d in vs_mlp + vs_linear if d["n"] >= 2]
+  # The usual seed count goes in the header; a difference over another count says so.
+  n = max(sorted(set(counts)), key=counts.count, default=0)
+  others = "".join(
+    f"; n={k}: t = {_t_quantile(k):.2f}, its differences marked (n={k})"
+    for k in sorted(set(counts) - {n})
+  )
   small_n = (
     f" With n={n} seeds the half-width is t·sd/√n with t the {(1 + CONFIDENCE) / 2:.3f} "
     f"quantile of Student's t with n−1 degrees of freedom, "
-    f"t = {stats.t.ppf((1 + CONFIDENCE) / 2, n - 1):.2f}: wide, and only "
+    f"t = {_t_quantile(n):.2f}{others}: wide, and only "
     "as good as the normality of so few differences."
     if 2 <= n <= 5
     else ""
   )
+
+  def points(d: dict[str, Any]) -> str:
+    return _points(d) + (f" (n={d['n']})" if d["n"] >= 2 and d["n"] != n else "")
+
   return "\n".join(
     [
       f"Test example-F1, every method tuned with one budget: `tune` = "
@@ -638,11 +653,11 @@ def report(records: list[dict[str, Any]], tune_budget: dict[str, Any], vary_data
       "",
       "Paired difference against the tuned MLP:",
       "",
-      _grid(records, vs_mlp, _points),
+      _grid(records, vs_mlp, points),
       "",
       "Paired difference against the tuned linear model (scikit-learn LogisticRegression):",
       "",
-      _grid(records, vs_linear, _points),
+      _grid(records, vs_linear, points),
       "",
       "Pooled across datasets (the unit: a dataset's mean paired difference; t-interval "
       "over datasets; `≥ +1`: datasets whose mean difference is at least +1 point), "

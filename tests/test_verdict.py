@@ -124,6 +124,25 @@ def test_report_and_figure_from_records(tmp_path):
   assert os.path.getsize(tmp_path / "verdict.png") > 1000
 
 
+def test_a_difference_over_more_seeds_than_most_says_its_count():
+  records = _fake_records()
+  for seed in (3, 4):  # yeast at 250 rows gets two more seeds of the MLP and dmf only
+    for method, shift in (("mlp", 0.0), ("dmf", 0.03)):
+      records.append(_record("yeast", 250, method, seed, 0.6 + shift + 0.001 * seed))
+  body = verdict.report(records, verdict.budget([]), vary_data=True)
+  t5 = stats.t.ppf(0.975, 4)
+  assert "With n=3 seeds" in body and "t = 4.30" in body
+  assert f"n=5: t = {t5:.2f}, its differences marked (n=5)" in body
+  lines = body.splitlines()
+  vs_mlp = lines[lines.index("Paired difference against the tuned MLP:") + 2 :]
+  yeast, genbase = (
+    next(line for line in vs_mlp if line.startswith(f"| {name} | 250 |")).split(" | ")
+    for name in ("yeast", "genbase")
+  )
+  assert yeast[4].endswith("(n=5)") and not yeast[5].endswith(")")  # e2e: 3 seeds
+  assert not any(cell.endswith("(n=5)") for cell in genbase)
+
+
 def test_the_finding_names_what_ran_and_each_side():
   records = _fake_records()
   text = verdict.finding(verdict.summary(records, verdict.budget([]), True))
