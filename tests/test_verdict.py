@@ -141,6 +141,9 @@ def test_a_difference_over_more_seeds_than_most_says_its_count():
   )
   assert yeast[4].endswith("(n=5)") and not yeast[5].endswith(")")  # e2e: 3 seeds
   assert not any(cell.endswith("(n=5)") for cell in genbase)
+  # The finding names the seeds most pairs ran and the pair that ran more.
+  text = verdict.finding(verdict.summary(records, verdict.budget([]), True))
+  assert "; seeds 0, 1, 2 (0, 1, 2, 3, 4 on yeast 250))" in text
 
 
 def test_the_finding_names_what_ran_and_each_side():
