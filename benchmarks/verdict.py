@@ -341,6 +341,12 @@ def merge(records: list[dict[str, Any]], earlier: list[dict[str, Any]]) -> list[
   return [r for r in earlier if record_key(r) not in finished] + list(records)
 
 
+def _t_quantile(n: int, confidence: float = CONFIDENCE) -> float:
+  """The t of a two-sided `confidence` interval over n values: the (1 + confidence) / 2
+  quantile of Student's t with n−1 degrees of freedom."""
+  return float(stats.t.ppf((1 + confidence) / 2, n - 1))
+
+
 def paired_difference(
   values: Sequence[float], reference: Sequence[float], confidence: float = CONFIDENCE
 ) -> dict[str, Any]:
@@ -354,7 +360,7 @@ def paired_difference(
   n, mean = len(d), float(np.mean(d))
   half = None
   if n >= 2:
-    half = float(stats.t.ppf((1 + confidence) / 2, n - 1) * np.std(d, ddof=1) / np.sqrt(n))
+    half = _t_quantile(n, confidence) * float(np.std(d, ddof=1)) / float(np.sqrt(n))
   return {
     "n": n,
     "mean": mean,
@@ -440,9 +446,9 @@ def _points(d: dict[str, Any]) -> str:
   return f"**{text}**" if d["low"] > 0 or d["high"] < 0 else text
 
 
-def _t_quantile(n: int) -> float:
-  """The two-sided `CONFIDENCE` quantile of Student's t with n−1 degrees of freedom."""
-  return float(stats.t.ppf((1 + CONFIDENCE) / 2, n - 1))
+def _most_common(values: list, default):
+  """The value `values` hold most often (the smallest of a tie); `default` when empty."""
+  return max(sorted(set(values)), key=values.count, default=default)
 
 
 def _num_train(records, dataset, size) -> int:
@@ -616,7 +622,7 @@ def _seeds_of_pairs(records: list[dict[str, Any]]) -> str:
   for r in records:
     seeds.setdefault((r["dataset"], r["size"]), set()).add(r["seed"])
   runs = [tuple(sorted(s)) for s in seeds.values()]
-  usual = max(sorted(set(runs)), key=runs.count, default=())
+  usual = _most_common(runs, ())
   others = [
     f"{', '.join(map(str, run))} on "
     + ", ".join(_pair_name(*p) for p in sorted(seeds, key=_pair_order) if seeds[p] == set(run))
@@ -635,7 +641,7 @@ def report(records: list[dict[str, Any]], tune_budget: dict[str, Any], vary_data
   vs_mlp, vs_linear = differences(records, MLP), differences(records, LINEAR)
   counts = [d["n"] for d in vs_mlp + vs_linear if d["n"] >= 2]
   # The usual seed count goes in the header; a difference over another count says so.
-  n = max(sorted(set(counts)), key=counts.count, default=0)
+  n = _most_common(counts, 0)
   others = "".join(
     f"; n={k}: t = {_t_quantile(k):.2f}, its differences marked (n={k})"
     for k in sorted(set(counts) - {n})
