@@ -40,6 +40,7 @@ from benchmarks import label_prior
 from energynets import metrics
 from energynets.data import registry
 from energynets.train import quiet_library_logs
+from experiments import cli
 from experiments import configuration
 from experiments import search_spaces
 from experiments import tasks
@@ -447,4 +448,4 @@ def main(argv):
 
 if __name__ == "__main__":
   _FLAGS = _define_flags()
-  app.run(main)
+  cli.run(main)

@@ -48,6 +48,7 @@ from scipy import stats
 from benchmarks import common
 from benchmarks import small_data
 from energynets.data import registry
+from experiments import cli
 from experiments import configuration
 from experiments import search
 from experiments import trials
@@ -886,4 +887,4 @@ def main(argv):
 
 if __name__ == "__main__":
   _FLAGS = _define_flags()
-  app.run(main)
+  cli.run(main)

@@ -110,6 +110,16 @@ def test_compare_names_an_unknown_method(tmp_path):
   assert not list(tmp_path.iterdir())  # refused before anything trained
 
 
+@pytest.mark.parametrize("program", ["benchmarks.verdict", "benchmarks.small_data"])
+def test_the_verdict_binaries_name_a_missing_data_directory(tmp_path, program):
+  missing = tmp_path / "no_data"
+  proc = _run(
+    program, f"--data_dir={missing}", f"--workdir={tmp_path / 'work'}", "--datasets=yeast"
+  )
+  message = _error(proc, program)
+  assert message.startswith(f"{missing}: data directory (from --data_dir) does not exist")
+
+
 def test_predict_names_a_workdir_without_a_run(tmp_path):
   proc = _run(
     "experiments.predict",
