@@ -20,6 +20,7 @@ import numpy as np
 from benchmarks import common
 from energynets import metrics
 from energynets.train import quiet_library_logs
+from experiments import cli
 from experiments import configuration
 from experiments import tasks
 from experiments import tune
@@ -215,4 +216,4 @@ def main(argv):
 if __name__ == "__main__":
   _FLAGS.update(_define_flags())
   flags.mark_flags_as_required(["path", "workdir"])
-  app.run(main)
+  cli.run(main)

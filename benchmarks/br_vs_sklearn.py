@@ -16,6 +16,7 @@ from absl import flags
 from benchmarks import common
 from energynets.train import quiet_library_logs
 from experiments import builders
+from experiments import cli
 from experiments import configuration
 from experiments import train
 
@@ -77,4 +78,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

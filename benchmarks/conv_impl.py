@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 from benchmarks import common
 from experiments import builders
+from experiments import cli
 from experiments import configuration
 from experiments import tasks
 
@@ -114,4 +115,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -23,6 +23,7 @@ from benchmarks import common
 from energynets import metrics
 from energynets.baselines import denoising as baselines
 from energynets.data import denoising
+from experiments import cli
 from experiments.choices import lookup
 
 _NUM_VALIDATION = flags.DEFINE_integer(
@@ -134,4 +135,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -38,6 +38,7 @@ from benchmarks import common
 from energynets.energies import SPENEnergy
 from energynets.objectives import e2e
 from energynets.train import quiet_library_logs
+from experiments import cli
 from experiments.choices import gbi as gbi_choices
 from experiments.choices import networks as network_choices
 from experiments.choices import objectives as objective_choices
@@ -187,4 +188,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -44,6 +44,7 @@ import time
 
 from energynets.data import datadir
 from energynets.train import faults as faults_lib
+from experiments import cli
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LOCAL_POD = REPO_ROOT / "launch" / "local_pod.sh"
@@ -444,7 +445,6 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-  from absl import app  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
 
   flags.DEFINE_string("out", "results/faults/faults.md", "the table (and its .json beside it)")
@@ -455,4 +455,4 @@ if __name__ == "__main__":
     "the data directory (default: $ENERGYNETS_DATA_DIR, "
     "else the per-user default of energynets.data.datadir)",
   )
-  app.run(main)
+  cli.run(main)

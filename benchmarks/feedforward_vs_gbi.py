@@ -34,6 +34,7 @@ from energynets.energies import protocol
 from energynets.inference import gbi as gbi_lib
 from energynets.train import quiet_library_logs
 from experiments import builders
+from experiments import cli
 from experiments import configuration
 from experiments.choices import gbi as gbi_choices
 
@@ -137,4 +138,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

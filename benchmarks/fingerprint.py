@@ -25,8 +25,9 @@ import pkgutil
 import tempfile
 from typing import Any
 
-from absl import app
 from absl import flags
+
+from experiments import cli
 
 # The modules of experiments/configs that are not configs.
 NOT_CONFIGS = ("base", "blocks", "task_bases")
@@ -189,4 +190,4 @@ def define_flags() -> None:
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

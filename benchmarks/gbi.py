@@ -50,6 +50,7 @@ from energynets.inference import gbi as gbi_lib
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
 from experiments import builders
+from experiments import cli
 from experiments import configuration
 from experiments.choices import gbi as gbi_choices
 
@@ -287,4 +288,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -25,6 +25,7 @@ from energynets import metrics
 from energynets.inference import GBIConfig
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
+from experiments import cli
 from experiments.choices import gbi as gbi_choices
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "a trained SPEN run of experiments.main")
@@ -133,4 +134,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -37,6 +37,7 @@ from energynets.energies import protocol
 from energynets.inference import gbi as gbi_lib
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
+from experiments import cli
 from experiments import workdirs
 from experiments.choices import gbi as gbi_choices
 
@@ -175,4 +176,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

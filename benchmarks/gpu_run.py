@@ -48,6 +48,7 @@ from absl import flags
 
 from benchmarks import RESULTS_DIR
 from benchmarks import common
+from experiments import cli
 
 _OUT_DIR = flags.DEFINE_string(
   "out_dir",
@@ -276,4 +277,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -12,13 +12,13 @@ selection by result), each panel titled with the image's IoU.
 
 import os
 
-from absl import app
 from absl import flags
 import numpy as np
 
 from benchmarks import RESULTS_DIR
 from energynets import metrics
 from energynets.data import segmentation
+from experiments import cli
 from experiments import plots
 from experiments import train
 
@@ -96,4 +96,4 @@ def main(argv):
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  cli.run(main)

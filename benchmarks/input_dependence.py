@@ -37,6 +37,7 @@ from energynets import metrics
 from energynets.energies import protocol
 from energynets.train import quiet_library_logs
 from experiments import builders
+from experiments import cli
 from experiments import configuration
 from experiments import train
 
@@ -196,4 +197,4 @@ def main(argv):
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  cli.run(main)

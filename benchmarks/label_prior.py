@@ -32,6 +32,7 @@ from benchmarks import common
 from energynets import metrics
 from energynets.train import quiet_library_logs
 from experiments import builders
+from experiments import cli
 from experiments import configuration
 from experiments import specs
 from experiments import workdirs
@@ -175,4 +176,4 @@ def main(argv):
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  cli.run(main)

@@ -50,6 +50,7 @@ import optax
 from benchmarks import common
 import energynets as en
 from energynets import train as train_lib
+from experiments import cli
 
 _NUM_LABELS = flags.DEFINE_list(
   "num_labels", ["1000", "10000", "30000", "100000"], "label counts L"
@@ -238,4 +239,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -34,6 +34,7 @@ from absl import flags
 from benchmarks import REPO_ROOT
 from benchmarks import RESULTS_DIR
 from benchmarks import common
+from experiments import cli
 
 
 def _define_flags() -> None:
@@ -242,4 +243,4 @@ def main(argv):
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  cli.run(main)

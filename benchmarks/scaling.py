@@ -57,7 +57,6 @@ import time
 from typing import Any
 from typing import NamedTuple
 
-from absl import app
 from absl import flags
 import jax
 import jax.numpy as jnp
@@ -68,6 +67,7 @@ from benchmarks import common
 from energynets.objectives import base as objectives_base
 from energynets.train import quiet_library_logs
 from energynets.train import step as step_lib
+from experiments import cli
 from experiments import configuration
 from experiments import workdirs
 
@@ -635,4 +635,4 @@ def main(argv):
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  cli.run(main)

@@ -19,6 +19,7 @@ from absl import app
 
 from benchmarks import paper_tables as pt
 from benchmarks import reproduction
+from experiments import cli
 
 BASELINE = "bilstm"
 
@@ -82,4 +83,4 @@ def main(argv: Sequence[str]) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -27,6 +27,7 @@ import numpy as np
 from benchmarks import common
 from energynets.train import quiet_library_logs
 from experiments import builders
+from experiments import cli
 from experiments import configuration
 from experiments import tasks
 
@@ -120,4 +121,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -22,6 +22,8 @@ so an interrupted run continues; --out and --plot report every finished cell, wi
 records of `--records` files (an earlier report's .json) for cells not in --workdir.
 """
 
+from collections.abc import Iterable
+from collections.abc import Sequence
 import dataclasses
 import json
 import os
@@ -102,6 +104,27 @@ def cell_config(cell: Cell, data_dir: str, overrides=()) -> ml_collections.Confi
   with config.unlocked():
     config.tune = ml_collections.ConfigDict(budget)
   return configuration.apply_overrides(config, budget_overrides)
+
+
+def check_configs(cells_and_overrides: Iterable[tuple[Cell, Sequence[str]]], data_dir: str) -> None:
+  """Builds the config of each (dataset, method) of `cells_and_overrides` (reading no
+  data), so that a misspelled method or dataset or a bad override stops the command
+  before its first cell trains, not when that cell's turn comes.
+
+  Args:
+    cells_and_overrides: each cell with the overrides it runs with; a host-side cell's
+      are checked against the br config it reads.
+    data_dir: the data directory the cells name.
+
+  Raises:
+    cli.UserError: the first config that does not build, in one line.
+  """
+  seen = set()
+  for cell, overrides in cells_and_overrides:
+    method = "br" if cell.method in HOST_SIDE else cell.method
+    if (cell.dataset, method) not in seen:
+      seen.add((cell.dataset, method))
+      cell_config(dataclasses.replace(cell, method=method), data_dir, overrides)
 
 
 def run_cell(
@@ -425,6 +448,7 @@ def main(argv):
     value("modes"),
     value("linear"),
   )
+  check_configs(((c, value("set")) for c in all_cells), value("data_dir"))
   records = run(
     all_cells,
     value("workdir"),

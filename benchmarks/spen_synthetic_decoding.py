@@ -33,6 +33,7 @@ from energynets.energies import SPENEnergy
 from energynets.energies import protocol
 from energynets.objectives import ssvm as ssvm_lib
 from energynets.train import quiet_library_logs
+from experiments import cli
 from experiments.choices import gbi as gbi_choices
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "experiments.main run of spen_ssvm:synthetic")
@@ -117,4 +118,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -74,6 +74,7 @@ from benchmarks import suite_torch
 from benchmarks.suite_measure import Sizes
 from benchmarks.suite_measure import write_csv
 from energynets.train import quiet_library_logs
+from experiments import cli
 
 DEFAULT_METHODS = (
   "br",
@@ -280,4 +281,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

@@ -16,6 +16,7 @@ from absl import flags
 
 from benchmarks.reproduction_plots import read_metrics_jsonl
 from benchmarks.reproduction_plots import record_means
+from experiments import cli
 
 _RUN_DIR = flags.DEFINE_string("run_dir", None, "a run directory of experiments.main/compare")
 _STAGE = flags.DEFINE_string("stage", "", "the stage whose records to read (staged runs)")
@@ -41,4 +42,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["run_dir"])
-  app.run(main)
+  cli.run(main)

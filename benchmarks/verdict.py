@@ -848,6 +848,10 @@ def main(argv):
     value("max_cells"),
     value("report_only"),
   )
+  small_data.check_configs(
+    ((c.cell, cell_overrides(c, tune_budget, value("set"), vary_data)) for c in chosen),
+    value("data_dir"),
+  )
   try:
     check_budget(value("workdir"), {"tune": tune_budget, "vary_data": vary_data})
   except ValueError as e:

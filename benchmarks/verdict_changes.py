@@ -20,6 +20,7 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks import verdict
+from experiments import cli
 
 
 def changes(
@@ -117,4 +118,4 @@ if __name__ == "__main__":
     ),
     "out": flags.DEFINE_string("out", "", "markdown report"),
   }
-  app.run(main)
+  cli.run(main)

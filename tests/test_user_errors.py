@@ -1,6 +1,7 @@
 """A user's mistake on the command line is one line on stderr and exit status 2; a bug
 keeps its traceback; a diverging run stops early; a changed config does not resume."""
 
+import ast
 import json
 import os
 import pathlib
@@ -118,6 +119,52 @@ def test_the_verdict_binaries_name_a_missing_data_directory(tmp_path, program):
   )
   message = _error(proc, program)
   assert message.startswith(f"{missing}: data directory (from --data_dir) does not exist")
+
+
+@pytest.mark.parametrize("program", ["benchmarks.verdict", "benchmarks.small_data"])
+@pytest.mark.parametrize(
+  "flag, expected",
+  [
+    ("--methods=mlp,dmff", "unknown config 'dmff'; known: "),
+    ("--datasets=yeast,yeastt", "config br:yeastt: unknown dataset variant 'yeastt'"),
+  ],
+)
+def test_the_verdict_binaries_check_every_name_before_training(tmp_path, program, flag, expected):
+  work = tmp_path / "work"
+  proc = _run(program, f"--data_dir={tmp_path}", f"--workdir={work}", "--datasets=yeast", flag)
+  assert _error(proc, program).startswith(expected)
+  assert not work.exists()  # nothing trained, not even the label prior
+
+
+def _calls_absl_run(path: pathlib.Path) -> bool:
+  """Whether the module at `path` calls `app.run(...)` (absl's, not `cli.run`)."""
+  tree = ast.parse(path.read_text())
+  return any(
+    isinstance(node, ast.Call)
+    and isinstance(node.func, ast.Attribute)
+    and node.func.attr == "run"
+    and isinstance(node.func.value, ast.Name)
+    and node.func.value.id == "app"
+    for node in ast.walk(tree)
+  )
+
+
+def test_every_binary_runs_under_cli_run():
+  binaries = sorted(REPO_ROOT.glob("benchmarks/*.py")) + sorted(REPO_ROOT.glob("experiments/*.py"))
+  assert len(binaries) > 20
+  # experiments/cli.py is the one place that wraps absl's app.run.
+  direct = [
+    str(p.relative_to(REPO_ROOT)) for p in binaries if p.name != "cli.py" and _calls_absl_run(p)
+  ]
+  assert not direct, f"these call absl's app.run, not experiments.cli.run: {direct}"
+
+
+@pytest.mark.parametrize(
+  "program", ["benchmarks.gpu_run", "benchmarks.faults", "benchmarks.scaling"]
+)
+def test_a_benchmark_binary_answers_an_unknown_flag_in_one_line(program):
+  proc = _run(program, "--no_such_flag=1")
+  assert _error(proc, program) == "Unknown command line flag 'no_such_flag'"
 
 
 def test_predict_names_a_workdir_without_a_run(tmp_path):
