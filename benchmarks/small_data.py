@@ -58,6 +58,8 @@ LINEAR = "sklearn_lr"
 # validation. A model that does not pass it has learned nothing from the features.
 PRIOR = "label_prior"
 HOST_SIDE = (LINEAR, PRIOR)
+# The config whose data and search space the host-side cells read.
+HOST_SIDE_CONFIG = "br"
 METRIC = "test/example_f1"
 
 
@@ -121,7 +123,7 @@ def check_configs(cells_and_overrides: Iterable[tuple[Cell, Sequence[str]]], dat
   """
   seen = set()
   for cell, overrides in cells_and_overrides:
-    method = "br" if cell.method in HOST_SIDE else cell.method
+    method = HOST_SIDE_CONFIG if cell.method in HOST_SIDE else cell.method
     if (cell.dataset, method) not in seen:
       seen.add((cell.dataset, method))
       cell_config(dataclasses.replace(cell, method=method), data_dir, overrides)
@@ -174,7 +176,7 @@ def _host_side_data(
 ) -> tuple[ml_collections.ConfigDict, Any]:
   """(br's config, the cell's rows unscaled): what the host-side models fit."""
   config = cell_config(
-    Cell(cell.dataset, cell.size, "br", "tuned"),
+    Cell(cell.dataset, cell.size, HOST_SIDE_CONFIG, "tuned"),
     data_dir,
     ["data.feature_scaling=none", *overrides],
   )
@@ -205,7 +207,7 @@ def _linear(cell: Cell, data_dir: str, overrides=(), jobs: int = 1) -> dict[str,
   held_out = (
     tune.fold_indices(num_train, folds, config.tune.seed) if num_train < tune.SMALL_TRAIN else None
   )
-  space = search_spaces.for_config("br", cell.dataset)
+  space = search_spaces.for_config(HOST_SIDE_CONFIG, cell.dataset)
   results = br_tuned_vs_sklearn.sklearn_tuned_br(dataset, held_out, space, jobs)
   results["num_train"] = num_train
   return results
