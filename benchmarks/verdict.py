@@ -23,7 +23,7 @@ Cells (seed, dataset, size, method) run cheapest size first, `--jobs` at once, e
 own single-threaded process; a cell's results.json under --workdir makes it finished, so
 an interrupted run, or a slice (`--only`, `--max_cells`), continues where it stopped.
 `--records` adds an earlier report's .json for cells --workdir lacks; `--refit_from`
-refits an earlier report's k-fold choices without searching again (`refit_from`). The
+reruns an earlier report's choices' final runs without searching again (`refit_from`). The
 report: test example-F1 per cell (mean over seeds), the paired difference against the
 tuned MLP and against the linear model per (method, dataset, size) with its t-interval
 over seeds, a pooled interval per method and size across datasets (the unit: a
@@ -52,7 +52,6 @@ from experiments import cli
 from experiments import configuration
 from experiments import search
 from experiments import trials
-from experiments import tune
 from experiments import workdirs
 from experiments.refit import CHOSEN_FILE
 
@@ -78,6 +77,8 @@ CONFIDENCE = 0.95
 BUDGET_FILE = "budget.json"
 # Keys a seed sets; `--set` may not set them.
 SEED_KEYS = ("train.seed", "tune.seed", "data.split_seed")
+# What a k-fold final run of earlier code trained for: a recorded step count, not a choice.
+REFIT_STEP_KEYS = ("train.steps", "train.schedule_steps")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,11 +258,12 @@ def refit_from(
   overrides: Sequence[str] = (),
   vary_data: bool = True,
 ) -> list[SeededCell]:
-  """Gives each unstarted cell of `chosen` that `earlier` holds with a k-fold choice (its
-  `chosen` has the refit's `train.steps`) that choice as its chosen.json, so that the
-  cell refits it instead of searching again (the tuner resumes from a chosen.json). The
-  refit's overrides are rebuilt for today's code (`search.refit_overrides`): this is
-  for a change to the refit alone, the search being what produced `earlier`.
+  """Gives each unstarted tuned cell of `chosen` that `earlier` holds its recorded choice
+  as chosen.json, so that the cell reruns that choice's final run instead of searching
+  again (the tuner resumes from a chosen.json): for a change to the final run alone, the
+  search being what produced `earlier`. The step count an earlier k-fold final run
+  trained (`train.steps`, `train.schedule_steps` in its `chosen`) is not part of the
+  choice: today's final run selects its own step on validation.
 
   Returns:
     The cells given a choice.
@@ -274,24 +276,15 @@ def refit_from(
     if (
       c.cell.method in small_data.HOST_SIDE
       or record is None
-      or "train.steps" not in (record.get("chosen") or {})
+      or not record.get("chosen")
       or os.path.exists(directory)
     ):
       continue
     config = small_data.cell_config(
       c.cell, data_dir, cell_overrides(c, tune_budget, overrides, vary_data)
     )
-    trial_config = search.trials_config(
-      config,
-      tune.trial_overrides(
-        tune_budget.get("trial_eval_every", 0), tune_budget.get("trial_patience", 0)
-      ),
-    )
-    params = {
-      k: v for k, v in record["chosen"].items() if k not in ("train.steps", "train.schedule_steps")
-    }
     evidence = {
-      "overrides": search.refit_overrides(trial_config, params, record["chosen"]["train.steps"]),
+      "overrides": {k: v for k, v in record["chosen"].items() if k not in REFIT_STEP_KEYS},
       "selection_overrides": search.selection_overrides(config),
       "folds": tune_budget["folds"],
       "value": None,
@@ -800,9 +793,9 @@ def _define_flags():
     "refit_from": flags.DEFINE_string(
       "refit_from",
       "",
-      "an earlier report's .json: each unstarted k-fold cell it holds refits its recorded "
-      "choice instead of searching (after a change to the refit alone); the wall time "
-      "reported is the earlier cell's",
+      "an earlier report's .json: each unstarted tuned cell it holds reruns its recorded "
+      "choice's final run instead of searching (after a change to the final run alone); "
+      "the wall time reported is the earlier cell's",
     ),
   }
 

@@ -18,7 +18,6 @@ from experiments import cli
 from experiments import configuration
 from experiments import train
 from experiments import workdirs
-from experiments.trials import is_staged
 
 TRIALS_FILE = "trials.jsonl"
 CHOSEN_FILE = "chosen.json"
@@ -29,9 +28,7 @@ class TuneResult:
   """What `tune` returns.
 
   Attributes:
-    chosen: the chosen trial's overrides (`key -> value`), under k-fold selection with
-      the refit's step count (`train.steps`) and its schedule's span
-      (`train.schedule_steps`).
+    chosen: the chosen trial's overrides (`key -> value`).
     value: the chosen trial's held-out score (`metric`, mean over folds).
     metric: the selection metric (`search.REPORTED_METRIC`).
     folds: the number of folds (1: the validation split).
@@ -51,18 +48,17 @@ class TuneResult:
 
 def final_config(config: ml_collections.ConfigDict, evidence: dict) -> ml_collections.ConfigDict:
   """`config` with the chosen overrides and the search's selection metric
-  (`selection_overrides`: every selecting stage selects its checkpoint on the metric
-  the trials were scored by); a k-fold refit of one stage trains for the selected step
-  count and keeps its last step (no checkpoint selection)."""
-  final = configuration.with_overrides(
+  (`selection_overrides`: every selecting stage selects its checkpoint on validation by
+  the metric the trials were scored by).
+
+  The final run is a normal run, whatever held out the trials' rows: a step count chosen
+  on k-fold folds of the training rows is too short for a run on all of them (more rows
+  keep improving for longer), so the run selects its own step on validation up to
+  `train.steps`, as an untuned run of the same setting does.
+  """
+  return configuration.with_overrides(
     config, {**evidence.get("selection_overrides", {}), **evidence["overrides"]}
   )
-  if evidence["folds"] > 1 and not is_staged(config):
-    steps = evidence["overrides"]["train.steps"]
-    final = configuration.with_overrides(
-      final, {"train.eval_every": steps, "train.checkpoint_every": steps}
-    )
-  return final
 
 
 def refit(config, evidence, records, workdir, refit_dir, started) -> TuneResult:

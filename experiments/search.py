@@ -35,7 +35,6 @@ from experiments.refit import rerun_chosen
 from experiments.sampler import PRUNE_FACTOR
 from experiments.sampler import Search
 from experiments.trials import fold_indices
-from experiments.trials import is_staged
 from experiments.trials import run_trials
 from experiments.trials import selection_data
 from experiments.trials import selection_metric
@@ -199,16 +198,9 @@ def _search(
   finally:
     progress.close()
   best = select(records)
-  staged = is_staged(config)
-  refit_steps = folds > 1 and not staged
-  chosen = (
-    refit_overrides(trial_config, best["params"], best["selected_step"])
-    if refit_steps
-    else dict(best["params"])
-  )
   pruned = [r for r in records if r["pruned"]]
   evidence = {
-    "overrides": chosen,
+    "overrides": dict(best["params"]),
     "selection_overrides": selecting,
     "trial": best["trial"],
     "value": best["value"],
@@ -222,15 +214,12 @@ def _search(
     "pruned": {r["trial"]: r["folds_trained"] for r in pruned},
     "steps_trained": sum(r["steps_trained"] for r in records),
     "selection": (
-      f"{folds}-fold cross-validation on the {num_train} training rows; "
-      "refit on all of them for the selected step count"
-      if refit_steps
-      else f"{folds}-fold cross-validation on the {num_train} training rows, "
-      "each stage selecting on the held-out rows; the chosen setting rerun, "
-      "each stage selecting its checkpoint on validation"
+      f"{folds}-fold cross-validation on the {num_train} training rows"
       if folds > 1
-      else "validation split; the chosen setting rerun, its checkpoint selected on validation"
-    ),
+      else "the validation split"
+    )
+    + "; the chosen setting rerun on all training rows, its checkpoint (each stage's) "
+    "selected on validation",
     "search_space": space,
     "budget": {
       "trials": trials,
@@ -261,25 +250,6 @@ def trials_config(
   return configuration.with_overrides(
     config, {**selection_overrides(config), **(trial_overrides or {})}
   )
-
-
-def refit_overrides(
-  trial_config: ml_collections.ConfigDict, params: dict[str, Any], selected_step: int
-) -> dict[str, Any]:
-  """The overrides of a k-fold refit: the chosen trial's `params`, its selected step count
-  (`train.steps`) and the span of the learning-rate schedule its trials were scored on
-  (`train.schedule_steps`: the trials' own, else their `train.steps`).
-
-  A schedule spanning only the selected steps would decay the learning rate long before
-  the step that was selected (a cosine over 200 steps instead of the first 200 of 3,000),
-  so the refit would not retrace the trajectory whose held-out score chose it.
-  """
-  chosen = dict(params)
-  if "schedule_steps" in trial_config.train:
-    span = chosen.get("train.schedule_steps", trial_config.train.schedule_steps)
-    chosen["train.schedule_steps"] = span or chosen.get("train.steps", trial_config.train.steps)
-  chosen["train.steps"] = selected_step
-  return chosen
 
 
 def selection_overrides(config: ml_collections.ConfigDict) -> dict[str, str]:

@@ -10,9 +10,9 @@ which take the same value (`overrides`): a network and its copy searched togethe
 
 Capacity is searched with the rest: the hidden layers of the network (none is a linear
 head), its input and hidden dropout. The step count is not a key: every trial
-evaluates its held-out rows every `train.eval_every` steps and stops early, and the best
-step is selected with the other settings (under k-fold selection the chosen setting is
-refit for that many steps), so `train.steps` is the cap of that search.
+evaluates its held-out rows every `train.eval_every` steps and stops early, and its best
+step scores the setting; the final run selects its own step on validation the same way,
+so `train.steps` is the cap of both.
 """
 
 import ast

@@ -14,19 +14,19 @@ the run reports (every selecting stage of the final run selects on it too):
   best, over evaluation steps, of the mean held-out metric across folds, and that step
   is its step count (early stopping on the held-out folds). A trial trains its folds in
   rungs (1, 3, 9, ... folds) and stops after one where its score is outside the top
-  third (successive halving; `--noprune`: never). The chosen setting is refit on all
-  training rows for its step count, on the trials' learning-rate schedule
-  (`train.schedule_steps`), without checkpoint selection.
-- otherwise: the dataset's validation split, as a single run selects; the chosen
-  setting is rerun as is (selecting its checkpoint on validation).
+  third (successive halving; `--noprune`: never).
+- otherwise: the dataset's validation split, as a single run selects.
+
+Either way the chosen setting is then trained as a normal run on all training rows,
+selecting its checkpoint on the validation split (a step count chosen on folds of the
+training rows is too short for a run on all of them).
 
 Every training run stops early as `fit` does (`train.early_stopping`); a fold that stops
 ends the trial's mean curve there. A staged config (e.g. SPEN: pretrain, energy,
 joint) trains its stages in turn on each fold, each selecting its checkpoint on the
 held-out rows; its score is the best over its stages of each stage's mean held-out curve
-(a continuing stage's starts at its starting state), and the chosen setting is rerun as
-a normal run (every stage selecting on the validation split, the run reporting its best
-stage), since one step count does not describe several stages.
+(a continuing stage's starts at its starting state); its final run's every stage selects
+on the validation split and the run reports its best stage.
 
 Test rows never reach a trial: trials see a dataset whose test split has no rows, and
 only the refit, after every trial is written, evaluates test (once). Feature scaling is

@@ -16,6 +16,7 @@ from experiments import sampler
 from experiments import search
 from experiments import search_spaces
 from experiments import tasks
+from experiments import train
 from experiments import trials
 from experiments import tune
 
@@ -57,11 +58,7 @@ def test_the_default_is_trial_0_and_a_bad_trial_stops_after_one_fold(toy, tmp_pa
   assert default["trial"] == 0 and default["params"] == {"optimizer.learning_rate": 1e-2}
   assert crippled["value"] < default["value"]
   # Chosen: the config's own setting, never something its held-out score says is worse.
-  assert result.chosen == {
-    "optimizer.learning_rate": 1e-2,
-    "train.schedule_steps": 200,
-    "train.steps": default["selected_step"],
-  }
+  assert result.chosen == {"optimizer.learning_rate": 1e-2}
   assert result.value == default["value"]
   # Successive halving: the bad setting stopped after its first fold (of 3).
   assert not default["pruned"] and default["folds_trained"] == 3
@@ -70,6 +67,13 @@ def test_the_default_is_trial_0_and_a_bad_trial_stops_after_one_fold(toy, tmp_pa
   chosen = json.loads((tmp_path / "chosen.json").read_text())
   assert chosen["pruned"] == {"1": 1} and chosen["default"]["value"] == default["value"]
   assert chosen["budget"]["rungs"] == [1]
+  # The default chosen, the tuned run is the untuned run selecting on the reported metric:
+  # same steps, same checkpoint, same test score.
+  untuned = train.train_and_evaluate(
+    configuration.with_overrides(config, search.selection_overrides(config)), tmp_path / "untuned"
+  )
+  assert result.results["meta"]["selected_step"] == untuned["meta"]["selected_step"]
+  assert result.results["test/example_f1"] == untuned["test/example_f1"]
 
 
 def test_tuple_valued_hidden_layers_reach_the_model_and_selection_is_on_the_reported_metric(

@@ -15,6 +15,7 @@ from energynets.data import splits
 from experiments import builders
 from experiments import cli
 from experiments import configuration
+from experiments import search
 from experiments import search_spaces
 from experiments import tasks
 from experiments import trials
@@ -176,21 +177,18 @@ def test_tuner_selects_on_held_out_training_rows_only(toy, tmp_path, monkeypatch
   best = max(records, key=lambda r: r["value"])
   chosen = json.loads((tmp_path / "chosen.json").read_text())
   assert chosen["trial"] == best["trial"] == max(range(2), key=lambda i: (records[i]["value"], -i))
-  # The refit stops at the selected step of the 40-step schedule the trials were scored on.
-  assert chosen["overrides"] == {
-    **best["params"],
-    "train.schedule_steps": 40,
-    "train.steps": best["selected_step"],
-  }
+  # The final run trains the config's 40 steps and selects its own step on validation.
+  assert chosen["overrides"] == best["params"]
   results = json.loads((tmp_path / "results.json").read_text())
-  assert results["meta"]["config"]["train"]["steps"] == best["selected_step"]
-  assert results["meta"]["config"]["train"]["schedule_steps"] == 40
+  assert results["meta"]["config"]["train"]["steps"] == 40
+  assert results["meta"]["config"]["train"]["eval_every"] == 20
+  assert results["meta"]["config"]["train"]["select_metric"] == search.REPORTED_METRIC
   assert results["meta"]["config"]["loss"]["l2_c"] == best["params"]["loss.l2_c"]
   assert results["meta"]["tuning"]["trial"] == best["trial"]
   assert 0 <= results["test/example_f1"] <= 1 and result.chosen == chosen["overrides"]
 
 
-def test_a_refit_stops_on_the_schedule_its_trials_were_scored_on(toy):
+def test_schedule_steps_stops_a_run_partway_through_a_longer_schedule(toy):
   """5 steps with `train.schedule_steps=50` are the first 5 steps of a 50-step run;
   5 steps of a 5-step cosine schedule are not."""
 
@@ -347,15 +345,12 @@ def test_command_line_tunes_and_reports_user_errors_in_one_line(toy, tmp_path):
     check=True,
   )
   chosen = json.loads((tmp_path / "ok" / "chosen.json").read_text())
-  assert set(chosen["overrides"]) == {
-    "loss.l2_c",
-    "data.feature_scaling",
-    "train.steps",
-    "train.schedule_steps",
-  }
-  # The refit's schedule spans the chosen trial's steps (6000: the config's own, or 40).
   trial = [json.loads(line) for line in (tmp_path / "ok" / "trials.jsonl").open()][chosen["trial"]]
-  assert chosen["overrides"]["train.schedule_steps"] == trial["params"]["train.steps"]
+  assert chosen["overrides"] == trial["params"]
+  assert set(trial["params"]) == {"loss.l2_c", "data.feature_scaling", "train.steps"}
+  # The final run trains the chosen trial's step cap (6000: the config's own, or 40).
+  results = json.loads((tmp_path / "ok" / "results.json").read_text())
+  assert results["meta"]["config"]["train"]["steps"] == trial["params"]["train.steps"]
   assert chosen["budget"]["trial_overrides"] == {"train.eval_every": 10}
   # The config's own setting (l2_c 1, 6000 steps, 'auto' scaling) and the 2 grid points.
   assert chosen["num_trials"] == 3 and "\ntest/example_f1 " in done.stdout

@@ -281,14 +281,21 @@ def test_refit_from_an_earlier_search_is_the_cell_it_refits(data_dir, tmp_path):
     verdict.SeededCell(small_data.Cell("yeast", 60, m, "tuned"), 0) for m in ("mlp", "dmf")
   )
   (searched,) = verdict.run([mlp], str(tmp_path / "a"), str(data_dir), tune_budget, 1, overrides)
-  assert searched["chosen"]["train.schedule_steps"] == 6  # the trials' schedule
-  earlier = [searched, {**_record("yeast", 60, "dmf", 0, 0.5), "chosen": {"model.hidden": [8]}}]
+  assert "train.steps" not in searched["chosen"]  # the final run selects its own step
+  # A record of earlier code, whose k-fold final run trained a fixed step count.
+  fixed_steps = {"train.steps": 2, "train.schedule_steps": 6}
+  earlier = [
+    {**searched, "chosen": {**searched["chosen"], **fixed_steps}},
+    {**_record("yeast", 60, "dmf", 0, 0.5), "chosen": {"model.hidden": [8]}},
+  ]
   workdir = str(tmp_path / "b")
   given = verdict.refit_from([mlp, staged], earlier, workdir, str(data_dir), tune_budget, overrides)
-  # A staged cell's choice has no refit step count: it is searched again, not seeded.
-  assert given == [mlp]
+  assert given == [mlp, staged]
+  with open(os.path.join(workdir, staged.name, "chosen.json")) as f:
+    assert json.load(f)["overrides"] == {"model.hidden": [8]}
   (refit,) = verdict.run([mlp], workdir, str(data_dir), tune_budget, 1, overrides)
   assert not os.path.exists(os.path.join(workdir, mlp.name, "trials.jsonl"))  # no search
+  # The recorded step count is dropped: the rerun is the searched cell's final run.
   assert refit[verdict.METRIC] == searched[verdict.METRIC]
   assert refit["chosen"] == searched["chosen"]
   assert refit["seconds"] == searched["seconds"] and refit["refit_of_earlier_search"]

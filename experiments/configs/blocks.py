@@ -72,8 +72,9 @@ def train_block(
   return ml_collections.ConfigDict(
     dict(
       steps=steps,
-      # The steps the learning-rate schedules span (0: `steps`): the tuner's k-fold refit
-      # trains the selected step count on the schedule its trials were scored on.
+      # The steps the learning-rate schedules span (0: `steps`): a run stopped partway
+      # through a longer schedule, as the tuner's k-fold final runs of earlier code were
+      # (their recorded configs rerun as they trained).
       schedule_steps=0,
       batch_size=batch_size,
       eval_batch_size=eval_batch_size,
