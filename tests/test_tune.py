@@ -237,7 +237,7 @@ def test_validation_split_selection_reruns_the_chosen_setting(toy, tmp_path):
   (trial,) = result.trials
   validation = data.load_dataset(toy).validation.num_examples
   assert trial["folds"][0]["num_held_out"] == validation and result.folds == 1
-  assert result.chosen == {"data.feature_scaling": "maxabs"}  # no refit step count
+  assert result.chosen == {"data.feature_scaling": "maxabs"}
   meta = result.results["meta"]
   assert meta["dataset_meta"]["preprocessing"]["feature_scaling"]["applied"] == "maxabs"
   assert meta["config"]["train"]["steps"] == 20
@@ -473,7 +473,7 @@ def test_staged_config_tunes_on_folds_and_reruns_the_chosen_setting(toy, tmp_pat
   }
   result = tune.tune(config, tmp_path, space=space, folds=2)
   assert len(result.trials) == 2 and result.folds == 2
-  assert "train.steps" not in result.chosen  # each stage selects; no refit step count
+  assert "train.steps" not in result.chosen  # every final run selects its own step
   assert result.metric == "validation/example_f1"  # the pairwise stage's
   stages = result.results["meta"]["stages"]
   assert [s["stage"] for s in stages] == ["pretrain", "pairwise"]
