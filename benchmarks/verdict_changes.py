@@ -7,7 +7,8 @@ For the cells both `.json` files hold (same dataset, size, method and seed), the
 after − before in points, per (method, dataset, size) and per method: the mean, the
 range and how many cells rose and fell. Cells only one side holds are counted, not
 compared. `--only_refit` keeps the cells the later report refit from the earlier search
-(`verdict --refit_from`), whose choice is the same on both sides.
+(`verdict --refit_from`), whose choice is the same on both sides (a record the later
+report carried over whole is not one).
 """
 
 from collections.abc import Sequence
@@ -41,7 +42,9 @@ def changes(
   cells: dict[tuple, list[float]] = {}
   for r in after:
     old = earlier.get(verdict.record_key(r))
-    if old is None or (only_refit and not r.get("refit_of_earlier_search")):
+    # A record carried over whole from the earlier report was refit before it, not now.
+    refit_now = r.get("refit_of_earlier_search") and r != old
+    if old is None or (only_refit and not refit_now):
       continue
     change = 100 * (r[verdict.METRIC] - old[verdict.METRIC])
     cells.setdefault((r["method"], r["dataset"], r["size"]), []).append(change)

@@ -316,6 +316,10 @@ def test_changes_between_two_reports_by_hand():
   assert (cell["min"], cell["max"]) == (pytest.approx(-1), pytest.approx(2))
   (only,) = verdict_changes.changes(before, after, only_refit=True)[1:]
   assert only["n"] == 1 and only["mean"] == pytest.approx(-1)
+  # A cell refit for an earlier report, carried over whole, was not refit now.
+  before[2]["refit_of_earlier_search"] = after[2]["refit_of_earlier_search"] = True
+  (only,) = verdict_changes.changes(before, after, only_refit=True)[1:]
+  assert only["n"] == 1 and only["mean"] == pytest.approx(-1)
   assert "| mlp | **all** |  | 3 | +0.33 | -1.00 | +2.00 | 1 | 1 |" in verdict_changes.report(
     [cell, method], 3, 1, 1
   )
