@@ -52,6 +52,7 @@ from experiments import cli
 from experiments import configuration
 from experiments import search
 from experiments import trials
+from experiments import tune
 from experiments import workdirs
 from experiments.refit import CHOSEN_FILE
 
@@ -285,7 +286,12 @@ def refit_from(
     )
     evidence = {
       "overrides": {k: v for k, v in record["chosen"].items() if k not in REFIT_STEP_KEYS},
-      "selection_overrides": search.selection_overrides(config),
+      "selection_overrides": search.final_run_overrides(
+        config,
+        tune.trial_overrides(
+          tune_budget.get("trial_eval_every", 0), tune_budget.get("trial_patience", 0)
+        ),
+      ),
       "folds": tune_budget["folds"],
       "value": None,
       "metric": search.REPORTED_METRIC,

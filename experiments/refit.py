@@ -47,9 +47,9 @@ class TuneResult:
 
 
 def final_config(config: ml_collections.ConfigDict, evidence: dict) -> ml_collections.ConfigDict:
-  """`config` with the chosen overrides and the search's selection metric
-  (`selection_overrides`: every selecting stage selects its checkpoint on validation by
-  the metric the trials were scored by).
+  """`config` with the chosen overrides and the search's `selection_overrides` (every
+  selecting stage selects its checkpoint on validation by the metric the trials were
+  scored by, evaluating as often as they did: `search.final_run_overrides`).
 
   The final run is a normal run, whatever held out the trials' rows: a step count chosen
   on k-fold folds of the training rows is too short for a run on all of them (more rows

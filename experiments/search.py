@@ -178,7 +178,7 @@ def _search(
   trials_path = search_dir / TRIALS_FILE
   trials_path.write_text("")
   records, lines = [], []
-  selecting = selection_overrides(config)
+  selecting = final_run_overrides(config, trial_overrides)
   trial_config = trials_config(config, trial_overrides)
   progress = console.Items(search.num_trials, "trial", echo=echo)
   try:
@@ -250,6 +250,24 @@ def trials_config(
   return configuration.with_overrides(
     config, {**selection_overrides(config), **(trial_overrides or {})}
   )
+
+
+def final_run_overrides(
+  config: ml_collections.ConfigDict, trial_overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
+  """The overrides of a search's final run: it selects on `REPORTED_METRIC`
+  (`selection_overrides`) and, where the trials evaluated more often than the config
+  does (`trial_overrides`' `train.eval_every`), at the trials' interval with its
+  early-stopping patience kept in steps, so that it can select any step a trial could
+  (a setting whose trials peaked at step 100 is lost to a run that first evaluates at
+  step 250)."""
+  overrides: dict[str, Any] = selection_overrides(config)
+  every = (trial_overrides or {}).get("train.eval_every", 0)
+  if every and every < config.train.eval_every:
+    steps = config.train.early_stopping_patience * config.train.eval_every
+    overrides["train.eval_every"] = every
+    overrides["train.early_stopping_patience"] = -(-steps // every)
+  return overrides
 
 
 def selection_overrides(config: ml_collections.ConfigDict) -> dict[str, str]:

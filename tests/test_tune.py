@@ -263,10 +263,30 @@ def test_trial_overrides_apply_to_the_trials_not_to_the_final_run(toy, tmp_path)
   (trial,) = result.trials
   assert trial["folds"][0]["steps"] == [2, 4, 6]
   meta = result.results["meta"]
-  assert meta["config"]["train"]["eval_every"] == 6
-  assert meta["config"]["train"]["early_stopping_patience"] == 20
+  # The final run evaluates as often as the trials did (it may select any step they
+  # could), its own patience kept in steps (20 evaluations 6 steps apart), not theirs.
+  assert meta["config"]["train"]["eval_every"] == 2
+  assert meta["config"]["train"]["early_stopping_patience"] == 60
   assert meta["tuning"]["budget"]["trial_overrides"] == overrides
   assert tune.trial_overrides(0, 0) == {}
+
+
+def test_the_final_run_evaluates_as_often_as_the_trials_did(toy):
+  config = configuration.get_config(
+    "mlp", "mulan", [f"data.path={toy}", "train.eval_every=250", "train.steps=3000"]
+  )
+  selecting = {"train.select_metric": search.REPORTED_METRIC}
+  assert search.final_run_overrides(config, tune.trial_overrides(50, 5)) == {
+    **selecting,
+    "train.eval_every": 50,
+    "train.early_stopping_patience": 100,  # 20 evaluations 250 steps apart
+  }
+  assert search.final_run_overrides(config, tune.trial_overrides(300, 5)) == selecting
+  assert search.final_run_overrides(config) == selecting
+  tuned = configuration.with_overrides(
+    config, search.final_run_overrides(config, {"train.eval_every": 70})
+  )
+  assert (tuned.train.eval_every, tuned.train.early_stopping_patience) == (70, 72)  # ≥ 5,000 steps
 
 
 @pytest.mark.slow
