@@ -92,14 +92,22 @@ class BatchingTest(parameterized.TestCase):
 
 
 class LoopTest(parameterized.TestCase):
-  def test_kill_and_resume_equals_uninterrupted(self):
+  @parameterized.named_parameters(
+    # Killed evaluating step 30: the best state is step 20's, that of the checkpoint.
+    ("before_a_new_best", 30, 60, 20),
+    # Killed evaluating step 40, after step 30's state was saved as the best (and step
+    # 20's deleted): the resumed run replays step 30 and keeps that state.
+    ("after_a_new_best", 40, 60, 30),
+  )
+  def test_kill_and_resume_equals_uninterrupted(self, crash_at, steps, best_at_kill):
     data = _toy_data()
     obj = _objective()
+    options = _options(steps=steps)
     base = self.create_tempdir().full_path
     full = train_lib.fit(
       obj,
       data,
-      _options(),
+      options,
       os.path.join(base, "full"),
       validation=train_lib.Validation(_evaluator(obj, data)),
     )
@@ -108,16 +116,19 @@ class LoopTest(parameterized.TestCase):
       train_lib.fit(
         obj,
         data,
-        _options(),
+        options,
         killed_dir,
-        validation=train_lib.Validation(_evaluator(obj, data, crash_at=30)),
+        validation=train_lib.Validation(_evaluator(obj, data, crash_at=crash_at)),
       )
     # The kill came after the step-20 checkpoint and before the step-40 one.
     self.assertEqual(
       train_lib.Checkpointer(os.path.join(killed_dir, "checkpoints")).latest_step(), 20
     )
+    self.assertEqual(
+      train_lib.Checkpointer(os.path.join(killed_dir, "best")).latest_step(), best_at_kill
+    )
     resumed = train_lib.fit(
-      obj, data, _options(), killed_dir, validation=train_lib.Validation(_evaluator(obj, data))
+      obj, data, options, killed_dir, validation=train_lib.Validation(_evaluator(obj, data))
     )
     for a, b in zip(_leaves(full.state), _leaves(resumed.state)):
       np.testing.assert_array_equal(a, b)
@@ -127,6 +138,18 @@ class LoopTest(parameterized.TestCase):
       _jsonl(os.path.join(base, "full", "metrics.jsonl")),
       _jsonl(os.path.join(killed_dir, "metrics.jsonl")),
     )
+
+  @parameterized.parameters(False, True)
+  def test_a_step_saved_again_replaces_the_earlier_save(self, async_save):
+    # What a resumed run does when it replays a step that a killed run had saved.
+    directory = self.create_tempdir().full_path
+    checkpointer = train_lib.Checkpointer(directory, async_save=async_save)
+    checkpointer.save(3, {"w": np.zeros(2, np.float32)}, {"value": 0.0})
+    checkpointer.save(3, {"w": np.ones(2, np.float32)}, {"value": 1.0})
+    state, meta = checkpointer.restore(3, {"w": np.zeros(2, np.float32)})
+    checkpointer.close()
+    np.testing.assert_array_equal(state["w"], np.ones(2))
+    self.assertEqual((meta, train_lib.Checkpointer(directory).meta(3)), ({"value": 1.0},) * 2)
 
   def test_selects_best_validation_state(self):
     data = _toy_data()

@@ -93,11 +93,14 @@ class Checkpointer:
     """
     # A copy: the background write serializes `meta` after the caller has moved on.
     meta = json.loads(json.dumps(meta))
-    self._manager.save(
-      step,
-      args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)),
-      force=True,
-    )
+    args = ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
+    try:
+      self._manager.save(step, args=args, force=True)
+    except ocp.checkpoint_manager.StepAlreadyExistsError:
+      # A run resumed from an earlier checkpoint replays the steps a killed run had
+      # saved; the replay's state replaces that one.
+      self._manager.delete(step)
+      self._manager.save(step, args=args, force=True)
     if self._async_save:
       with _IN_FLIGHT_LOCK:
         _IN_FLIGHT[str(self.directory)] = self._manager
@@ -122,6 +125,12 @@ class Checkpointer:
       ),
     )
     return restored["state"], dict(restored["meta"])
+
+  def meta(self, step: int) -> dict:
+    """The meta saved with `step`, without restoring its state."""
+    self.wait()
+    restored = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+    return dict(restored["meta"])
 
   def close(self) -> None:
     """Waits for the save in flight, then releases orbax's resources."""

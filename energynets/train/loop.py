@@ -258,7 +258,7 @@ def fit(
     objective, mesh, options, validation, run_dir, writer, sharded=num_shards is not None
   )
   state, meta, resumed = latest.resume(state, writer)
-  selection.meta = meta or selection.meta
+  selection.resume(meta, resumed)
   if resumed is None and previous_state is not None and selection.select_metric is not None:
     # Step 0 is a continuing stage's start, which selection may keep; saved as the latest
     # checkpoint so that a resumed stage finds its record instead of evaluating it again.

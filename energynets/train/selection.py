@@ -160,6 +160,25 @@ class Selection:
     self._patience, self._min_delta = patience, min_delta
     self.meta: dict[str, Any] = {"best_value": None, "best_step": None, "history": []}
 
+  def resume(self, meta: dict | None, step: int | None) -> None:
+    """Takes the bookkeeping of the latest checkpoint (`meta`, saved at `step`; None:
+    a run starting afresh).
+
+    A best state saved after that checkpoint, by a run killed before its next one, is
+    kept as the best: it was reached on the path the resumed run replays, and the best
+    state the bookkeeping names was deleted when it was saved.
+    """
+    if meta is not None:
+      self.meta = meta
+    if self.select_metric is None:
+      return
+    best_step = self.best.latest_step()
+    if best_step is None or best_step == self.meta["best_step"]:
+      return
+    if step is None or best_step > step:
+      self.meta["best_value"] = self.best.meta(best_step)["value"]
+      self.meta["best_step"] = best_step
+
   def due(self, step: int, is_last: bool) -> bool:
     """Whether the state after `step` is evaluated."""
     return self._evaluate is not None and (step % self.eval_every == 0 or is_last)
