@@ -287,10 +287,7 @@ def refit_from(
     evidence = {
       "overrides": {k: v for k, v in record["chosen"].items() if k not in REFIT_STEP_KEYS},
       "selection_overrides": search.final_run_overrides(
-        config,
-        tune.trial_overrides(
-          tune_budget.get("trial_eval_every", 0), tune_budget.get("trial_patience", 0)
-        ),
+        config, tune.block_trial_overrides(tune_budget)
       ),
       "folds": tune_budget["folds"],
       "value": None,

@@ -85,6 +85,7 @@ __all__ = [
   "SMALL_TRAIN",
   "TRIALS_FILE",
   "TuneResult",
+  "block_trial_overrides",
   "check_tunable",
   "fit_held_out",
   "fold_indices",
@@ -153,11 +154,14 @@ def run_experiment(
     small_folds=tuning.folds or DEFAULT_FOLDS,
     refit_dir=run_dir,
     resume=True,
-    trial_overrides=trial_overrides(
-      tuning.get("trial_eval_every", 0), tuning.get("trial_patience", 0)
-    ),
+    trial_overrides=block_trial_overrides(tuning),
   )
   return result.results
+
+
+def block_trial_overrides(tuning: Any) -> dict[str, Any]:
+  """`trial_overrides` of a config's `tune` block (a mapping; absent keys: the config's)."""
+  return trial_overrides(tuning.get("trial_eval_every", 0), tuning.get("trial_patience", 0))
 
 
 def trial_overrides(eval_every: int, patience: int) -> dict[str, Any]:
