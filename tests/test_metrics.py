@@ -1,5 +1,7 @@
 """Tests for energynets.metrics against scikit-learn and hand-built cases."""
 
+import statistics
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -151,6 +153,60 @@ def test_tune_threshold_equidistant_tie_takes_smaller():
   probs = np.array([[0.9, 0.1]])
   assert metrics.tune_threshold(y, probs, grid=(0.55, 0.45)) == 0.45
   assert metrics.tune_threshold(y, probs, grid=(0.2, 0.8)) == 0.2
+
+
+def _rows_gained_below_half(gained, n=46):
+  # n rows with one label each; `gained` of them score 0.2 (right only at t <= 0.2),
+  # the rest 0.9; no negatives: every threshold up to 0.9 gets the others right.
+  y = np.ones((n, 1))
+  probs = np.full((n, 1), 0.9)
+  probs[:gained] = 0.2
+  return y, probs
+
+
+@pytest.mark.parametrize(
+  "gained, standard_errors, expected",
+  [
+    # One row of 46 gained: the difference's mean is exactly one standard error.
+    (1, 0.0, 0.2),
+    (1, 0.9, 0.2),
+    (1, 1.1, 0.5),
+    # Three rows: a mean of 3/46 against a standard error of about sqrt(3)/46.
+    (3, 1.0, 0.2),
+    (3, 1.7, 0.2),
+    (3, 1.8, 0.5),
+  ],
+)
+def test_tune_threshold_standard_errors_keeps_half_within_the_noise(
+  gained, standard_errors, expected
+):
+  y, probs = _rows_gained_below_half(gained)
+  assert metrics.tune_threshold(y, probs, standard_errors=standard_errors) == expected
+
+
+@pytest.mark.parametrize("seed", SEEDS[:3])
+@pytest.mark.parametrize("standard_errors", [0.5, 1.0, 2.0])
+def test_tune_threshold_standard_errors_against_a_direct_computation(seed, standard_errors):
+  y, probs = _random_case(seed, n=60)
+  scores = {}
+  for t in metrics.THRESHOLD_GRID:
+    pred = metrics.binarize(probs, t)
+    scores[t] = [metrics.example_f1(y[i : i + 1], pred[i : i + 1]) for i in range(len(y))]
+  best = max(scores, key=lambda t: statistics.fmean(scores[t]))
+  tied = []
+  for t, per_row in scores.items():
+    differences = [b - a for a, b in zip(per_row, scores[best])]
+    noise = standard_errors * statistics.stdev(differences) / len(y) ** 0.5
+    if statistics.fmean(differences) <= noise + 1e-12:
+      tied.append(t)
+  expected = min(tied, key=lambda t: (round(abs(t - 0.5), 9), t))
+  assert metrics.tune_threshold(y, probs, standard_errors=standard_errors) == expected
+
+
+def test_tune_threshold_negative_standard_errors_is_an_error():
+  y, probs = _random_case(0, n=10)
+  with pytest.raises(ValueError, match="standard_errors must be >= 0; got -1"):
+    metrics.tune_threshold(y, probs, standard_errors=-1)
 
 
 def test_evaluate_multilabel_tunes_on_validation_only():

@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from benchmarks import small_data
+from benchmarks import threshold_rule
 from benchmarks import verdict
 from benchmarks import verdict_changes
 from experiments import configuration
@@ -301,6 +302,34 @@ def test_refit_from_an_earlier_search_is_the_cell_it_refits(data_dir, tmp_path):
   assert refit["seconds"] == searched["seconds"] and refit["refit_of_earlier_search"]
   # A started cell is left as it is.
   assert verdict.refit_from([mlp], earlier, workdir, str(data_dir), tune_budget, overrides) == []
+
+
+def test_threshold_rule_rescores_a_finished_cell_from_its_restored_state(data_dir, tmp_path):
+  overrides = ["train.steps=6", "train.eval_every=2", "tune.trials=1", "tune.folds=2"]
+  tune_budget = verdict.budget(overrides)
+  mlp = verdict.SeededCell(small_data.Cell("yeast", 60, "mlp", "tuned"), 1)
+  workdir = str(tmp_path / "runs")
+  (record,) = verdict.run([mlp], workdir, str(data_dir), tune_budget, 1, overrides)
+  by_threshold = threshold_rule.records(workdir, 0.0, str(data_dir))
+  key = {"dataset": "yeast", "size": 60, "method": "mlp", "seed": 1}
+  # The restored state at the threshold tuned as the run tuned it gives the reported
+  # score (the records raise otherwise), and no extra standard errors change nothing.
+  assert by_threshold["tuned"] == [{**key, verdict.METRIC: record[verdict.METRIC]}]
+  assert by_threshold["rule"] == by_threshold["tuned"]
+  (half,) = by_threshold["half"]
+  with open(os.path.join(workdir, mlp.name, "results.json")) as f:
+    assert half[verdict.METRIC] == pytest.approx(json.load(f)["test/example_f1@0.5"])
+  body = threshold_rule.report(by_threshold, 0.0)
+  assert "| mlp | yeast | 60 | 1 | +0.00 | +0.00 | +0.00 | 0 | 0 |" in body
+  # A run whose restored state does not give what it reported is refused.
+  path = os.path.join(workdir, mlp.name, "results.json")
+  with open(path) as f:
+    results = json.load(f)
+  results["test/example_f1"] += 0.01
+  with open(path, "w") as f:
+    json.dump(results, f)
+  with pytest.raises(ValueError, match="scores .* at the tuned threshold, not the"):
+    threshold_rule.records(workdir, 1.0, str(data_dir))
 
 
 def test_changes_between_two_reports_by_hand():

@@ -177,13 +177,20 @@ def hamming_loss(y_true: ArrayLike, y_pred: ArrayLike) -> float:
 
 
 def tune_threshold(
-  y_val: ArrayLike, probs_val: ArrayLike, grid: Sequence[float] = THRESHOLD_GRID
+  y_val: ArrayLike,
+  probs_val: ArrayLike,
+  grid: Sequence[float] = THRESHOLD_GRID,
+  standard_errors: float = 0.0,
 ) -> float:
   """The grid threshold that maximizes example-F1 on validation data.
 
   Ties (scores within 1e-12) go to the threshold closest to 0.5, the untuned
   default, so tuning moves away from 0.5 only when that strictly helps; if two
-  tied values are equally close (e.g. 0.45 and 0.55) the smaller wins.
+  tied values are equally close (e.g. 0.45 and 0.55) the smaller wins. With
+  `standard_errors` > 0 a threshold counts as tied with the best when its score is
+  within that many standard errors of the best's, the standard error being that of
+  the mean of their per-example F1 difference (1: the one-standard-error rule, which
+  keeps 0.5 unless the validation rows show a gain beyond their noise).
 
   Call this on the validation split only; `evaluate_multilabel` does so and
   then applies the result unchanged to test.
@@ -192,6 +199,8 @@ def tune_threshold(
     y_val: [N, L] binary validation labels.
     probs_val: [N, L] validation probabilities in [0, 1].
     grid: candidate thresholds, by default `THRESHOLD_GRID`.
+    standard_errors: how many standard errors below the best score still count as
+      a tie (0: scores within 1e-12).
 
   Returns:
     The chosen threshold, one of `grid`, as a Python float.
@@ -200,8 +209,15 @@ def tune_threshold(
   probs = check_probs("probs_val", probs_val)
   check_same_shape("y_val", y, "probs_val", probs)
   g = _check_grid(grid)
-  scores = np.array([_example_f1_scores(y, probs >= t).mean() for t in g])
-  tied = scores >= scores.max() - _TIE_ATOL
+  if not standard_errors >= 0:
+    raise ValueError(f"standard_errors must be >= 0; got {standard_errors}")
+  per_example = np.stack([_example_f1_scores(y, probs >= t) for t in g])
+  scores = per_example.mean(axis=1)
+  margin = np.zeros_like(scores)
+  if standard_errors and len(y) > 1:
+    differences = per_example[np.argmax(scores)] - per_example
+    margin = standard_errors * differences.std(axis=1, ddof=1) / np.sqrt(len(y))
+  tied = scores >= scores.max() - margin - _TIE_ATOL
   # Round the distance so 0.45 and 0.55 count as equally close despite float
   # representation error; then lexsort: primary key distance, secondary value.
   dist = np.round(np.abs(g - 0.5), 9)
