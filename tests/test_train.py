@@ -94,12 +94,17 @@ class BatchingTest(parameterized.TestCase):
 class LoopTest(parameterized.TestCase):
   @parameterized.named_parameters(
     # Killed evaluating step 30: the best state is step 20's, that of the checkpoint.
-    ("before_a_new_best", 30, 60, 20),
+    ("before_a_new_best", 30, 60, 20, 20),
     # Killed evaluating step 40, after step 30's state was saved as the best (and step
     # 20's deleted): the resumed run replays step 30 and keeps that state.
-    ("after_a_new_best", 40, 60, 30),
+    ("after_a_new_best", 40, 60, 20, 30),
+    # Killed evaluating step 20, before the first checkpoint: the run starts again and
+    # replays step 10, whose state was saved as the best.
+    ("before_the_first_checkpoint", 20, 60, None, 10),
   )
-  def test_kill_and_resume_equals_uninterrupted(self, crash_at, steps, best_at_kill):
+  def test_kill_and_resume_equals_uninterrupted(
+    self, crash_at, steps, latest_at_kill, best_at_kill
+  ):
     data = _toy_data()
     obj = _objective()
     options = _options(steps=steps)
@@ -120,9 +125,9 @@ class LoopTest(parameterized.TestCase):
         killed_dir,
         validation=train_lib.Validation(_evaluator(obj, data, crash_at=crash_at)),
       )
-    # The kill came after the step-20 checkpoint and before the step-40 one.
     self.assertEqual(
-      train_lib.Checkpointer(os.path.join(killed_dir, "checkpoints")).latest_step(), 20
+      train_lib.Checkpointer(os.path.join(killed_dir, "checkpoints")).latest_step(),
+      latest_at_kill,
     )
     self.assertEqual(
       train_lib.Checkpointer(os.path.join(killed_dir, "best")).latest_step(), best_at_kill

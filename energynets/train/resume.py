@@ -30,9 +30,12 @@ class LatestCheckpoints:
 
   def resume(self, state: Any, writer: MetricWriter) -> tuple[Any, dict | None, int | None]:
     """The newest checkpoint's state (laid out like `state`), its meta and its step, with
-    the metrics after it dropped from `writer`; `(state, None, None)` without one."""
+    the metrics after it dropped from `writer`; `(state, None, None)` without one, every
+    metric dropped (those of a run killed before its first checkpoint, which starts
+    again)."""
     step = self.checkpointer.latest_step()
     if step is None:
+      writer.truncate_after(-1)
       return state, None, None
     state, meta = self.checkpointer.restore(step, state)
     writer.truncate_after(step)
