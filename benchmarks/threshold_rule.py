@@ -116,10 +116,13 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   value = lambda name: _FLAGS[name].value
-  body = report(
-    records(value("workdir"), value("standard_errors"), value("data_dir")),
-    value("standard_errors"),
-  )
+  by_threshold = records(value("workdir"), value("standard_errors"), value("data_dir"))
+  if not by_threshold["tuned"]:
+    raise cli.UserError(
+      f"--workdir={value('workdir')} holds no finished multi-label verdict cell "
+      "(seed<s>/<dataset>/n<size>/<method>_<mode> with results.json and run.json)"
+    )
+  body = report(by_threshold, value("standard_errors"))
   print(body)
   if value("out"):
     common.write_report(value("out"), "benchmarks.threshold_rule", body)

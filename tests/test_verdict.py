@@ -5,6 +5,8 @@ records, a resumable run of a tiny real slice, and one process per cell."""
 import json
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -330,6 +332,21 @@ def test_threshold_rule_rescores_a_finished_cell_from_its_restored_state(data_di
     json.dump(results, f)
   with pytest.raises(ValueError, match="scores .* at the tuned threshold, not the"):
     threshold_rule.records(workdir, 1.0, str(data_dir))
+
+
+def test_threshold_rule_on_a_workdir_without_cells_is_a_one_line_error(tmp_path):
+  (tmp_path / "seed0" / "yeast" / "n60" / "mlp_tuned").mkdir(parents=True)  # unfinished
+  proc = subprocess.run(
+    [sys.executable, "-m", "benchmarks.threshold_rule", f"--workdir={tmp_path}"],
+    capture_output=True,
+    text=True,
+    check=False,
+  )
+  assert proc.returncode != 0
+  assert proc.stderr.strip().splitlines()[-1] == (
+    f"benchmarks.threshold_rule: error: --workdir={tmp_path} holds no finished multi-label "
+    "verdict cell (seed<s>/<dataset>/n<size>/<method>_<mode> with results.json and run.json)"
+  )
 
 
 def test_changes_between_two_reports_by_hand():
