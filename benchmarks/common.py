@@ -1,9 +1,11 @@
 """Shared by the benchmarks: median timing of compiled calls, and the report file."""
 
 from collections.abc import Callable
+import glob
 import json
 import os
 import platform
+import re
 import shlex
 import statistics
 import sys
@@ -17,11 +19,13 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+import energynets as en
 from energynets import metrics
 from energynets.train import Checkpointer
 from experiments import builders
 from experiments import configuration
 from experiments import workdirs
+from experiments.tasks.multilabel import load_multilabel
 
 
 def median_seconds(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
@@ -167,6 +171,62 @@ def finished_run_config(run_dir: str, data_dir: str = "") -> ml_collections.Conf
   if data_dir and "data_dir" in config.data:
     config.data.data_dir = data_dir
   return config
+
+
+_VERDICT_CELL = re.compile(r"seed(\d+)/([^/]+)/n(\d+|all)/(.+)_(tuned|default)$")
+
+
+class VerdictCell(NamedTuple):
+  """A finished cell of a `benchmarks.verdict` workdir."""
+
+  directory: str
+  seed: int
+  dataset: str
+  size: int  # training rows; 0: all of them
+  method: str
+
+
+def verdict_cells(workdir: str) -> list[VerdictCell]:
+  """The finished cells (`seed<s>/<dataset>/n<size>/<method>_<mode>` holding results.json
+  and run.json) under `workdir`, in path order."""
+  found = []
+  for results in sorted(glob.glob(os.path.join(workdir, "seed*", "*", "*", "*", "results.json"))):
+    directory = os.path.dirname(results)
+    match = _VERDICT_CELL.search(os.path.relpath(directory, workdir))
+    if match is None or not os.path.isfile(os.path.join(directory, "run.json")):
+      continue
+    seed, dataset, size, method, _ = match.groups()
+    found.append(VerdictCell(directory, int(seed), dataset, int(size.replace("all", "0")), method))
+  return found
+
+
+def run_predictions(run_dir: str, data_dir: str = "", stage: str = "") -> dict[str, np.ndarray]:
+  """The validation and test labels and probabilities of a finished multi-label run of
+  experiments.main.
+
+  Args:
+    run_dir: the run's directory (results.json, run.json, its checkpoints).
+    data_dir: where its dataset is, when not where the run read it.
+    stage: a stage of the run's config: that stage's selected state (`stages/<stage>`)
+      instead of the state the run reports.
+
+  Returns:
+    `{"y_val", "p_val", "y_test", "p_test"}`.
+  """
+  config = finished_run_config(run_dir, data_dir)
+  data = load_multilabel(config)
+  if stage:
+    stage_config = dict(configuration.stage_configs(config))[stage]
+    objective = builders.build_objective(stage_config, data)
+    predictor = en.load_run(os.path.join(run_dir, "stages", stage), objective=objective)
+  else:
+    predictor = en.load_run(run_dir)
+  return {
+    "y_val": data.validation.y,
+    "p_val": np.asarray(predictor.predict(data.validation.x)),
+    "y_test": data.test.y,
+    "p_test": np.asarray(predictor.predict(data.test.x)),
+  }
 
 
 class NotASpenStage(ValueError):

@@ -11,10 +11,8 @@ its validation and test rows. Its threshold is tuned on validation as the run tu
 dataset, size) and per method, as `verdict_changes` does, and the change of keeping 0.5.
 """
 
-import glob
 import json
 import os
-import re
 from typing import Any
 
 from absl import app
@@ -23,32 +21,8 @@ import numpy as np
 
 from benchmarks import common
 from benchmarks import verdict_changes
-import energynets as en
 from energynets import metrics
 from experiments import cli
-from experiments.tasks.multilabel import load_multilabel
-
-_CELL = re.compile(r"seed(\d+)/([^/]+)/n(\d+|all)/(.+)_(tuned|default)$")
-
-
-def cell_predictions(cell_dir: str, data_dir: str = "") -> dict[str, np.ndarray]:
-  """The validation and test labels and probabilities of a finished multi-label run.
-
-  Args:
-    cell_dir: the run's directory (results.json, run.json, its checkpoints).
-    data_dir: where its dataset is, when not where the run read it.
-
-  Returns:
-    `{"y_val", "p_val", "y_test", "p_test"}`.
-  """
-  data = load_multilabel(common.finished_run_config(cell_dir, data_dir))
-  predictor = en.load_run(cell_dir)
-  return {
-    "y_val": data.validation.y,
-    "p_val": np.asarray(predictor.predict(data.validation.x)),
-    "y_test": data.test.y,
-    "p_test": np.asarray(predictor.predict(data.test.x)),
-  }
 
 
 def scores_at_thresholds(
@@ -73,25 +47,21 @@ def records(workdir: str, standard_errors: float, data_dir: str = "") -> dict[st
     ValueError: a cell's threshold tuned here does not give the score it reported.
   """
   out: dict[str, list[dict]] = {"tuned": [], "rule": [], "half": []}
-  for results in sorted(glob.glob(os.path.join(workdir, "seed*", "*", "*", "*", "results.json"))):
-    cell_dir = os.path.dirname(results)
-    match = _CELL.search(os.path.relpath(cell_dir, workdir))
-    if match is None or not os.path.isfile(os.path.join(cell_dir, "run.json")):
-      continue
-    with open(results) as f:
+  for cell in common.verdict_cells(workdir):
+    with open(os.path.join(cell.directory, "results.json")) as f:
       reported = json.load(f)
     if "threshold" not in reported:
       continue  # not a multi-label run
-    scores = scores_at_thresholds(cell_predictions(cell_dir, data_dir), standard_errors)
+    predictions = common.run_predictions(cell.directory, data_dir)
+    scores = scores_at_thresholds(predictions, standard_errors)
     if abs(scores["tuned"] - reported["test/example_f1"]) > 1e-6:
       raise ValueError(
-        f"{cell_dir}: its restored state scores {scores['tuned']:.6f} at the tuned "
+        f"{cell.directory}: its restored state scores {scores['tuned']:.6f} at the tuned "
         f"threshold, not the {reported['test/example_f1']:.6f} it reported"
       )
-    seed, dataset, size, method, _ = match.groups()
-    key = {"dataset": dataset, "size": 0 if size == "all" else int(size), "method": method}
+    key = {"dataset": cell.dataset, "size": cell.size, "method": cell.method}
     for name, score in scores.items():
-      out[name].append({**key, "seed": int(seed), "test/example_f1": score})
+      out[name].append({**key, "seed": cell.seed, "test/example_f1": score})
   return out
 
 

@@ -434,7 +434,7 @@ def _count(n: int, noun: str) -> str:
   return f"{n} {noun}{'s' * (n != 1)}"
 
 
-def _points(d: dict[str, Any]) -> str:
+def points(d: dict[str, Any]) -> str:
   """`+1.23 ± 0.45` in points (the interval's half-width; `(no interval)` with one
   pair), bold where the interval leaves out 0."""
   if d["half_width"] is None:
@@ -514,7 +514,7 @@ def pooled_table(pools: list[dict[str, Any]]) -> str:
       + " | ".join(
         "—"
         if p is None
-        else f"{_points(p)}; {_count(len(p['datasets']), 'set')}, {p['at_least_one_point']} ≥ +1"
+        else f"{points(p)}; {_count(len(p['datasets']), 'set')}, {p['at_least_one_point']} ≥ +1"
         for p in cells_
       )
       + " |"
@@ -534,7 +534,7 @@ def sentences(pools: list[dict[str, Any]], reference: str) -> list[str]:
     elif p["half_width"] is not None:
       side = f" (its {100 * CONFIDENCE:.0f} % interval holds 0)"
     lines.append(
-      f"- {_label(p['method'])} − {_label(reference)}: {_points(p)} points over "
+      f"- {_label(p['method'])} − {_label(reference)}: {points(p)} points over "
       f"{_count(p['n'], '(dataset, size) pair')}{side}; at least +1 point on "
       f"{p['at_least_one_point']} of them."
     )
@@ -590,7 +590,7 @@ def finding(verdict_summary: dict[str, Any]) -> str:
     d = over_every_size(method, MLP)
     if d is None:
       continue
-    shown.append(f"{_label(method)} {_points(d).replace('**', '')}{scope(method, MLP)}")
+    shown.append(f"{_label(method)} {points(d).replace('**', '')}{scope(method, MLP)}")
     if d["half_width"] is not None and d["low"] > 0:
       above.append(_label(method))
     elif d["half_width"] is not None and d["high"] < 0:
@@ -598,7 +598,7 @@ def finding(verdict_summary: dict[str, Any]) -> str:
   mlp_vs_linear = over_every_size(MLP, LINEAR)
   linear = (
     f"; the tuned MLP against the tuned LogisticRegression: "
-    f"{_points(mlp_vs_linear).replace('**', '')}{scope(MLP, LINEAR)}"
+    f"{points(mlp_vs_linear).replace('**', '')}{scope(MLP, LINEAR)}"
     if mlp_vs_linear
     else ""
   )
@@ -652,8 +652,8 @@ def report(records: list[dict[str, Any]], tune_budget: dict[str, Any], vary_data
     else ""
   )
 
-  def points(d: dict[str, Any]) -> str:
-    return _points(d) + (f" (n={d['n']})" if d["n"] >= 2 and d["n"] != n else "")
+  def with_seeds(d: dict[str, Any]) -> str:
+    return points(d) + (f" (n={d['n']})" if d["n"] >= 2 and d["n"] != n else "")
 
   return "\n".join(
     [
@@ -671,11 +671,11 @@ def report(records: list[dict[str, Any]], tune_budget: dict[str, Any], vary_data
       "",
       "Paired difference against the tuned MLP:",
       "",
-      _grid(records, vs_mlp, points),
+      _grid(records, vs_mlp, with_seeds),
       "",
       "Paired difference against the tuned linear model (scikit-learn LogisticRegression):",
       "",
-      _grid(records, vs_linear, points),
+      _grid(records, vs_linear, with_seeds),
       "",
       "Pooled across datasets (the unit: a dataset's mean paired difference; t-interval "
       "over datasets; `≥ +1`: datasets whose mean difference is at least +1 point), "

@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 
 from benchmarks import small_data
+from benchmarks import stage_gain
 from benchmarks import threshold_rule
 from benchmarks import verdict
 from benchmarks import verdict_changes
@@ -332,6 +333,73 @@ def test_threshold_rule_rescores_a_finished_cell_from_its_restored_state(data_di
     json.dump(results, f)
   with pytest.raises(ValueError, match="scores .* at the tuned threshold, not the"):
     threshold_rule.records(workdir, 1.0, str(data_dir))
+
+
+def test_stage_gain_splits_a_staged_cells_difference_into_energy_and_search_draw(
+  data_dir, tmp_path
+):
+  overrides = [
+    "train.steps=6",
+    "train.eval_every=2",
+    "tune.trials=1",
+    "tune.folds=2",
+    "tune.trial_eval_every=2",
+    *_short(["dmf"], "yeast", 6),
+  ]
+  tune_budget = verdict.budget(overrides)
+  cells = [verdict.SeededCell(small_data.Cell("yeast", 60, m, "tuned"), 0) for m in ("mlp", "dmf")]
+  workdir = str(tmp_path / "runs")
+  mlp, dmf = verdict.run(cells, workdir, str(data_dir), tune_budget, 1, overrides)
+  (record,) = stage_gain.records([workdir], str(data_dir))  # the MLP has one stage
+  assert (record["method"], record["seed"], record["first_stage"]) == ("dmf", 0, "pretrain")
+  assert record["test"] == pytest.approx(dmf[verdict.METRIC], abs=1e-6)
+  assert record["mlp_test"] == mlp[verdict.METRIC]
+  # The restored first stage scores on validation what its training loop selected it on.
+  with open(os.path.join(workdir, cells[1].name, "results.json")) as f:
+    meta = json.load(f)["meta"]
+  assert meta["stages"][0]["stage"] == "pretrain"
+  assert record["first_validation"] == pytest.approx(meta["stages"][0]["best_value"], abs=1e-6)
+  (row,) = stage_gain.summary([record])
+  energy = record["test"] - record["first_test"]
+  assert row["energy"]["mean"] == pytest.approx(energy)
+  assert row["draw"]["mean"] == pytest.approx(record["first_test"] - record["mlp_test"])
+  assert row["total"]["mean"] == pytest.approx(energy + row["draw"]["mean"])
+  assert row["past_start"] == int(stage_gain.past_start(record))
+  assert stage_gain.past_start(record) == (
+    meta["selected_stage"] == "pairwise" and meta["selected_step"] > 0
+  )
+  # Against a report: the MLP is the report's, and a cell the report scores otherwise
+  # is refused.
+  report = [{**mlp, verdict.METRIC: 0.25}, dmf]
+  (against,) = stage_gain.records([workdir], str(data_dir), report)
+  assert against == {**record, "mlp_test": 0.25}
+  with pytest.raises(ValueError, match="not the report's cell"):
+    stage_gain.records([workdir], str(data_dir), [{**dmf, verdict.METRIC: 0.0}])
+  body = stage_gain.report([record])
+  assert f"| dmf | yeast | 60 | 0 | {row['past_start']} of 1 |" in body
+  # Two seeds of made-up records: a paired interval over seeds, and the pool over pairs.
+  other = {**record, "seed": 1, "test": record["test"] + 0.02, "first_test": record["first_test"]}
+  (row,) = stage_gain.summary([record, other])
+  assert row["energy"]["n"] == 2 and row["energy"]["mean"] == pytest.approx(energy + 0.01)
+  (pool,) = stage_gain.pooled([row])
+  assert pool["energy"]["mean"] == pytest.approx(row["energy"]["mean"])
+
+
+def test_stage_gain_on_a_workdir_without_staged_cells_is_a_one_line_error(tmp_path):
+  proc = subprocess.run(
+    [sys.executable, "-m", "benchmarks.stage_gain", f"--workdir={tmp_path}"],
+    capture_output=True,
+    text=True,
+    check=False,
+  )
+  assert proc.returncode != 0
+  assert (
+    proc.stderr.strip()
+    .splitlines()[-1]
+    .startswith(
+      f"benchmarks.stage_gain: error: --workdir={tmp_path} holds no finished multi-stage "
+    )
+  )
 
 
 def test_threshold_rule_on_a_workdir_without_cells_is_a_one_line_error(tmp_path):
