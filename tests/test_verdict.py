@@ -1,6 +1,7 @@
 """benchmarks/verdict.py: the paired differences and their intervals (against scipy and a
 hand computation), the one budget every method gets, the report and figure from made-up
-records, a resumable run of a tiny real slice, and one process per cell."""
+records, a resumable run of a tiny real slice, and one process per cell; the analyses of
+finished cells' restored states (threshold_rule, stage_gain)."""
 
 import json
 import math
@@ -385,35 +386,27 @@ def test_stage_gain_splits_a_staged_cells_difference_into_energy_and_search_draw
   assert pool["energy"]["mean"] == pytest.approx(row["energy"]["mean"])
 
 
-def test_stage_gain_on_a_workdir_without_staged_cells_is_a_one_line_error(tmp_path):
-  proc = subprocess.run(
-    [sys.executable, "-m", "benchmarks.stage_gain", f"--workdir={tmp_path}"],
-    capture_output=True,
-    text=True,
-    check=False,
-  )
-  assert proc.returncode != 0
-  assert (
-    proc.stderr.strip()
-    .splitlines()[-1]
-    .startswith(
-      f"benchmarks.stage_gain: error: --workdir={tmp_path} holds no finished multi-stage "
-    )
-  )
-
-
-def test_threshold_rule_on_a_workdir_without_cells_is_a_one_line_error(tmp_path):
+@pytest.mark.parametrize(
+  "module, cells, contents",
+  [
+    ("threshold_rule", "multi-label verdict cell", "results.json and run.json"),
+    ("stage_gain", "multi-stage multi-label verdict cell", "results.json, run.json and stages/"),
+  ],
+)
+def test_a_verdict_analysis_of_a_workdir_without_cells_is_a_one_line_error(
+  module, cells, contents, tmp_path
+):
   (tmp_path / "seed0" / "yeast" / "n60" / "mlp_tuned").mkdir(parents=True)  # unfinished
   proc = subprocess.run(
-    [sys.executable, "-m", "benchmarks.threshold_rule", f"--workdir={tmp_path}"],
+    [sys.executable, "-m", f"benchmarks.{module}", f"--workdir={tmp_path}"],
     capture_output=True,
     text=True,
     check=False,
   )
   assert proc.returncode != 0
   assert proc.stderr.strip().splitlines()[-1] == (
-    f"benchmarks.threshold_rule: error: --workdir={tmp_path} holds no finished multi-label "
-    "verdict cell (seed<s>/<dataset>/n<size>/<method>_<mode> with results.json and run.json)"
+    f"benchmarks.{module}: error: --workdir={tmp_path} holds no finished {cells} "
+    f"(seed<s>/<dataset>/n<size>/<method>_<mode> with {contents})"
   )
 
 
