@@ -1,4 +1,5 @@
-"""Shared by the benchmarks: median timing of compiled calls, and the report file."""
+"""Shared by the benchmarks: median timing of compiled calls, the report file, and the
+finished runs and verdict cells they restore."""
 
 from collections.abc import Callable
 import glob
