@@ -2,6 +2,7 @@
 finished runs and verdict cells they restore."""
 
 from collections.abc import Callable
+from collections.abc import Sequence
 import glob
 import json
 import os
@@ -201,33 +202,40 @@ def verdict_cells(workdir: str) -> list[VerdictCell]:
   return found
 
 
-def run_predictions(run_dir: str, data_dir: str = "", stage: str = "") -> dict[str, np.ndarray]:
-  """The validation and test labels and probabilities of a finished multi-label run of
-  experiments.main.
+def run_predictions(
+  run_dir: str, data_dir: str = "", stages: Sequence[str] = ("",)
+) -> list[dict[str, np.ndarray]]:
+  """The validation and test labels and probabilities of states of a finished
+  multi-label run of experiments.main, its dataset loaded once.
 
   Args:
     run_dir: the run's directory (results.json, run.json, its checkpoints).
     data_dir: where its dataset is, when not where the run read it.
-    stage: a stage of the run's config: that stage's selected state (`stages/<stage>`)
-      instead of the state the run reports.
+    stages: whose states: "" the state the run reports, a stage of the run's config
+      that stage's selected state (`stages/<stage>`).
 
   Returns:
-    `{"y_val", "p_val", "y_test", "p_test"}`.
+    One `{"y_val", "p_val", "y_test", "p_test"}` per entry of `stages`.
   """
   config = finished_run_config(run_dir, data_dir)
   data = load_multilabel(config)
-  if stage:
-    stage_config = dict(configuration.stage_configs(config))[stage]
-    objective = builders.build_objective(stage_config, data)
-    predictor = en.load_run(os.path.join(run_dir, "stages", stage), objective=objective)
-  else:
-    predictor = en.load_run(run_dir)
-  return {
-    "y_val": data.validation.y,
-    "p_val": np.asarray(predictor.predict(data.validation.x)),
-    "y_test": data.test.y,
-    "p_test": np.asarray(predictor.predict(data.test.x)),
-  }
+  stage_configs = dict(configuration.stage_configs(config))
+  out = []
+  for stage in stages:
+    if stage:
+      objective = builders.build_objective(stage_configs[stage], data)
+      predictor = en.load_run(os.path.join(run_dir, "stages", stage), objective=objective)
+    else:
+      predictor = en.load_run(run_dir)
+    out.append(
+      {
+        "y_val": data.validation.y,
+        "p_val": np.asarray(predictor.predict(data.validation.x)),
+        "y_test": data.test.y,
+        "p_test": np.asarray(predictor.predict(data.test.x)),
+      }
+    )
+  return out
 
 
 class NotASpenStage(ValueError):

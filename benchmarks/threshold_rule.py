@@ -52,7 +52,7 @@ def records(workdir: str, standard_errors: float, data_dir: str = "") -> dict[st
       reported = json.load(f)
     if "threshold" not in reported:
       continue  # not a multi-label run
-    predictions = common.run_predictions(cell.directory, data_dir)
+    (predictions,) = common.run_predictions(cell.directory, data_dir)
     scores = scores_at_thresholds(predictions, standard_errors)
     if abs(scores["tuned"] - reported["test/example_f1"]) > 1e-6:
       raise ValueError(
