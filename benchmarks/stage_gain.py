@@ -246,8 +246,7 @@ def main(argv):
   workdirs = _FLAGS["workdir"].value
   report_records = None
   if _FLAGS["records"].value:
-    with open(_FLAGS["records"].value) as f:
-      report_records = json.load(f)["records"]
+    report_records = verdict.read_report(_FLAGS["records"].value)["records"]
   recs = records(workdirs, _FLAGS["data_dir"].value, report_records)
   if not recs:
     raise cli.UserError(

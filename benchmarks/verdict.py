@@ -803,12 +803,11 @@ def _define_flags():
   }
 
 
-def read_records(path: str, tune_budget: dict[str, Any], vary_data: bool) -> list[dict]:
-  """The records of an earlier report's .json.
+def read_report(path: str) -> dict[str, Any]:
+  """A report's .json (its budget, records, differences).
 
   Raises:
-    app.UsageError: it cannot be read as a report's .json, or was run with another
-      budget or seed rule.
+    app.UsageError: it cannot be read as a report's .json.
   """
   try:
     with open(path) as f:
@@ -817,6 +816,17 @@ def read_records(path: str, tune_budget: dict[str, Any], vary_data: bool) -> lis
     raise app.UsageError(f"{path} is not a verdict report's .json: {e!r}") from None
   if not isinstance(earlier, dict) or not {"budget", "records"} <= earlier.keys():
     raise app.UsageError(f"{path} is not a verdict report's .json: no budget and records")
+  return earlier
+
+
+def read_records(path: str, tune_budget: dict[str, Any], vary_data: bool) -> list[dict]:
+  """The records of an earlier report's .json.
+
+  Raises:
+    app.UsageError: it cannot be read as a report's .json, or was run with another
+      budget or seed rule.
+  """
+  earlier = read_report(path)
   if earlier["budget"] != json.loads(json.dumps({"tune": tune_budget, "vary_data": vary_data})):
     raise app.UsageError(f"{path} was run with {earlier['budget']}, not this budget")
   return earlier["records"]

@@ -410,6 +410,28 @@ def test_a_verdict_analysis_of_a_workdir_without_cells_is_a_one_line_error(
   )
 
 
+def test_stage_gain_with_a_malformed_records_file_is_a_one_line_error(tmp_path):
+  records = tmp_path / "verdict.json"
+  records.write_text('{"records": []}')  # no budget: not a report's .json
+  proc = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "benchmarks.stage_gain",
+      f"--workdir={tmp_path}",
+      f"--records={records}",
+    ],
+    capture_output=True,
+    text=True,
+    check=False,
+  )
+  assert proc.returncode != 0
+  assert proc.stderr.strip().splitlines()[-1] == (
+    f"benchmarks.stage_gain: error: {records} is not a verdict report's .json: no budget "
+    "and records"
+  )
+
+
 def test_changes_between_two_reports_by_hand():
   before = [_record("yeast", 500, "mlp", s, f) for s, f in enumerate((0.50, 0.60, 0.70))]
   before.append(_record("cal500", 0, "mlp", 0, 0.40))
