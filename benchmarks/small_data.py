@@ -60,6 +60,11 @@ PRIOR = "label_prior"
 HOST_SIDE = (LINEAR, PRIOR)
 # The config whose data and search space the host-side cells read.
 HOST_SIDE_CONFIG = "br"
+# `<method>` + ON_MLP (`dmf_on_mlp`): `<method>`'s config, tuned from the finished tuned
+# MLP cell of the same workdir, dataset and size (`tune.start_from`): its first stage is
+# that MLP's run and its search the later stages' keys.
+ON_MLP = "_on_mlp"
+MLP = "mlp"
 METRIC = "test/example_f1"
 
 
@@ -77,6 +82,18 @@ class Cell:
     return os.path.join(self.dataset, f"n{self.size or 'all'}", f"{self.method}_{self.mode}")
 
 
+def config_name(method: str) -> str:
+  """The experiment config a method's cell runs (`dmf` for `dmf_on_mlp`)."""
+  return method.removesuffix(ON_MLP)
+
+
+def start_cell(cell: Cell) -> Cell | None:
+  """The tuned MLP cell that `cell` starts from (an ON_MLP method's); None for others."""
+  if not cell.method.endswith(ON_MLP):
+    return None
+  return Cell(cell.dataset, cell.size, MLP, "tuned")
+
+
 def cells(datasets, sizes, methods, modes, linear: bool = True) -> list[Cell]:
   """Every cell, cheapest first within a size (the linear model, then each method)."""
   out = []
@@ -89,11 +106,12 @@ def cells(datasets, sizes, methods, modes, linear: bool = True) -> list[Cell]:
 
 
 def cell_config(cell: Cell, data_dir: str, overrides=()) -> ml_collections.ConfigDict:
-  """The config a cell runs: `experiments/configs/<method>.py:<dataset>` with the training
-  subset, and (tuned) the `tune` block of the method's `:mulan` variant, enabled."""
+  """The config a cell runs: `experiments/configs/<method>.py:<dataset>` (`config_name`)
+  with the training subset, and (tuned) the `tune` block of the method's `:mulan`
+  variant, enabled."""
   budget_overrides = [o for o in overrides if o.startswith("tune.")]
   config = configuration.get_config(
-    cell.method,
+    config_name(cell.method),
     cell.dataset,
     [
       f"data.data_dir={data_dir}",
@@ -101,7 +119,7 @@ def cell_config(cell: Cell, data_dir: str, overrides=()) -> ml_collections.Confi
       *(o for o in overrides if o not in budget_overrides),
     ],
   )
-  budget = configuration.get_config(cell.method, "mulan").tune.to_dict()
+  budget = configuration.get_config(config_name(cell.method), "mulan").tune.to_dict()
   budget["enabled"] = cell.mode == "tuned"
   with config.unlocked():
     config.tune = ml_collections.ConfigDict(budget)
@@ -133,7 +151,8 @@ def run_cell(
   cell: Cell, workdir: str, data_dir: str, overrides=(), linear_jobs: int = 1
 ) -> dict[str, Any]:
   """Runs `cell` (or reads its results.json); its record for the report. The linear
-  model's labels are fitted by `linear_jobs` processes."""
+  model's labels are fitted by `linear_jobs` processes; an ON_MLP method's cell starts
+  from `start_cell`'s run in `workdir`, which must have finished."""
   directory = os.path.join(workdir, cell.name)
   path = os.path.join(directory, "results.json")
   if not os.path.exists(path):
@@ -144,8 +163,11 @@ def run_cell(
     elif cell.method == PRIOR:
       results = _label_prior(cell, data_dir, overrides)
     else:
+      start = start_cell(cell)
+      if start is not None:
+        overrides = (*overrides, f"tune.start_from={os.path.join(workdir, start.name)}")
       config = cell_config(cell, data_dir, overrides)
-      results = tune.run_experiment(config, directory, config_file=cell.method)
+      results = tune.run_experiment(config, directory, config_file=config_name(cell.method))
     results["seconds"] = time.time() - started
     # Seconds on a GPU and on one CPU core are not one measure: the report keeps them apart.
     results["platform"] = "cpu" if cell.method in HOST_SIDE else jax.default_backend()

@@ -105,7 +105,8 @@ def scoped(override: str) -> tuple[str | None, str]:
 
 def budget(overrides: Sequence[str] = ()) -> dict[str, Any]:
   """The one search budget: mlp's `:mulan` `tune` block with the `tune.*` overrides of
-  `overrides`, enabled, without `seed` (each cell's seed sets it).
+  `overrides`, enabled, without `seed` (each cell's seed sets it) and `start_from` (an
+  ON_MLP method's cell sets it).
 
   Raises:
     ValueError: an override of a key that a seed sets, or a `tune.*` override of one
@@ -120,6 +121,7 @@ def budget(overrides: Sequence[str] = ()) -> dict[str, Any]:
   block = holder.tune.to_dict()
   block["enabled"] = True
   block.pop("seed", None)
+  block.pop("start_from", None)
   return block
 
 
@@ -130,9 +132,13 @@ def cell_overrides(
   vary_data: bool = True,
 ) -> tuple[str, ...]:
   """The overrides of `cell`: those of `overrides` that are not the budget's and apply to
-  its method (`key=value`, or `method:key=value` for that method), the seeds, and every
+  its method (`key=value`, or `method:key=value` for that method or for the config it
+  runs, `dmf:` for `dmf_on_mlp`), the seeds, and every
   key of `tune_budget` (so that each method's own `:mulan` block is replaced)."""
-  mine = [o for m, o in map(scoped, overrides) if m in (None, cell.cell.method)]
+  method = cell.cell.method
+  mine = [
+    o for m, o in map(scoped, overrides) if m in (None, method, small_data.config_name(method))
+  ]
   return (
     *(o for o in mine if not o.startswith("tune.")),
     f"train.seed={cell.seed}",
@@ -156,7 +162,10 @@ def cells(
 ) -> list[SeededCell]:
   """Every cell, tuned: by size (all rows last), dataset and seed, the label prior and
   the linear model (`linear`), then each method, so that a (dataset, size) is complete
-  before the next starts."""
+  before the next starts. A method that starts from the tuned MLP
+  (`small_data.ON_MLP`) brings the MLP's cells, before its own."""
+  if any(m.endswith(small_data.ON_MLP) for m in methods) and MLP not in methods:
+    methods = [MLP, *methods]
   out = []
   for size in sorted(sizes, key=_size_order):
     for dataset in datasets:
@@ -237,12 +246,29 @@ def run(
       records[i] = _attempt(*a, linear_jobs=os.cpu_count() or 1)
       progress(i + 1, chosen[i], _line(records[i]))
   else:
+    # A cell that starts from another (`prerequisite`) is submitted once that one ends.
+    names = {c.name for c in chosen}
+    waiting = {i: prerequisite(c) for i, c in enumerate(chosen)}
+    ended: set[str] = set()
     with trials.single_threaded_processes(jobs) as pool:
-      futures = {pool.submit(_attempt, *a): i for i, a in enumerate(args)}
-      for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
-        records[futures[future]] = future.result()
-        progress(done, chosen[futures[future]], _line(records[futures[future]]))
+      futures: dict[concurrent.futures.Future, int] = {}
+      while waiting or futures:
+        for i in [i for i, p in waiting.items() if p is None or p not in names or p in ended]:
+          futures[pool.submit(_attempt, *args[i])] = i
+          del waiting[i]
+        done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
+        for future in done:
+          i = futures.pop(future)
+          records[i] = future.result()
+          ended.add(chosen[i].name)
+          progress(len(records), chosen[i], _line(records[i]))
   return [records[i] for i in range(len(chosen)) if isinstance(records[i], dict)]
+
+
+def prerequisite(cell: SeededCell) -> str | None:
+  """The name of the cell `cell` starts from (`small_data.start_cell`), else None."""
+  start = small_data.start_cell(cell.cell)
+  return None if start is None else SeededCell(start, cell.seed).name
 
 
 def record_key(record: dict[str, Any]) -> tuple:
@@ -303,8 +329,12 @@ def refit_from(
 
 def _attempt(cell: SeededCell, workdir, data_dir, overrides, linear_jobs=1):
   """`small_data.run_cell`'s record with the seed; the reason, for a size the dataset
-  does not have or a cell another process is training (its workdir lock)."""
+  does not have, a cell another process is training (its workdir lock) or one whose
+  `prerequisite` has not finished."""
   directory = os.path.join(workdir, cell.name)
+  start = prerequisite(cell)
+  if start is not None and not os.path.exists(os.path.join(workdir, start, "results.json")):
+    return f"skipped (it starts from {start}, which has not finished)"
   try:
     with workdirs.workdir_lock(directory):
       record = small_data.run_cell(

@@ -16,6 +16,7 @@ import ml_collections
 from energynets.train import storage
 from experiments import cli
 from experiments import configuration
+from experiments import stage_reuse
 from experiments import train
 from experiments import workdirs
 
@@ -63,8 +64,14 @@ def final_config(config: ml_collections.ConfigDict, evidence: dict) -> ml_collec
 
 def refit(config, evidence, records, workdir, refit_dir, started) -> TuneResult:
   """Trains the chosen setting in `refit_dir`, writes results.json with the selection
-  under `meta.tuning` (in `workdir` and, if elsewhere, in `refit_dir`)."""
-  results = train.train_and_evaluate(final_config(config, evidence), refit_dir)
+  under `meta.tuning` (in `workdir` and, if elsewhere, in `refit_dir`). A search that
+  started from a tuned run (`evidence["start_from"]`) has its first stage's
+  checkpoints copied from that run, so that the stage is not trained again."""
+  final = final_config(config, evidence)
+  if evidence.get("start_from"):
+    source = evidence["start_from"]
+    stage_reuse.reuse_stage(final, refit_dir, stage_reuse.first_stage(final), source)
+  results = train.train_and_evaluate(final, refit_dir)
   seconds = time.time() - started
   results["meta"]["tuning"] = {k: v for k, v in evidence.items() if k != "config"}
   results["meta"]["tuning"]["seconds"] = seconds

@@ -25,6 +25,7 @@ from experiments import cli
 from experiments import configuration
 from experiments import console
 from experiments import search_spaces
+from experiments import stage_reuse
 from experiments import tasks
 from experiments import workdirs
 from experiments.refit import CHOSEN_FILE
@@ -64,6 +65,7 @@ def tune(
   trial_overrides: dict[str, Any] | None = None,
   echo: TextIO | None = None,
   prune: bool = True,
+  start_from: str | os.PathLike | None = None,
 ) -> TuneResult:
   """Selects `config`'s settings from `space` on held-out training rows, refits, tests once.
 
@@ -93,13 +95,17 @@ def tune(
     prune: under k-fold selection, stop a trial after a rung of folds where it is outside
       the top 1/`PRUNE_FACTOR` (the config's own setting is never stopped); False:
       every trial trains every fold.
+    start_from: the workdir of a finished tuned run that `config`'s first stage is
+      (`stage_reuse.start_from_tuned`): its chosen setting is fixed in every trial, and
+      the final run's first stage is its checkpoints; None: the whole space is searched.
 
   Returns:
     The `TuneResult`.
 
   Raises:
     cli.UserError: a non-multi-label config, a key the config lacks, a bad fold count,
-      a chosen.json from another config (with `resume`).
+      a chosen.json from another config (with `resume`), a `start_from` run the first
+      stage is not.
     storage.StorageUnavailableError: a `gs://` workdir without gcsfs installed (before
       any data loads).
     workdirs.WorkdirInUse: another process holds `workdir` (`workdirs.workdir_lock`).
@@ -107,7 +113,14 @@ def tune(
   started = time.time()
   search_dir = storage.workdir_path(workdir)
   refit_dir = search_dir / REFIT_DIR if refit_dir is None else storage.workdir_path(refit_dir)
+  if start_from is not None:
+    config, space = stage_reuse.start_from_tuned(config, space, start_from)
   check_tunable(config, space)
+  if start_from is not None:
+    stage_reuse.check_start(
+      configuration.with_overrides(config, final_run_overrides(config, trial_overrides)),
+      start_from,
+    )
   if tasks.task_for(config) is not tasks.MULTILABEL:
     raise cli.UserError(
       f"the tuner selects multi-label configs; {config.data.name!r} is "
@@ -131,6 +144,9 @@ def tune(
       prune=prune,
       started=started,
     )
+    if start_from is not None:
+      evidence["start_from"] = os.fspath(start_from)
+      _write_evidence(search_dir, evidence)
     return refit(config, evidence, records, search_dir, refit_dir, started)
 
 
@@ -235,10 +251,14 @@ def _search(
     "search_seconds": time.time() - started,
     "config": config.to_dict(),
   }
+  _write_evidence(search_dir, evidence)
+  return evidence, records
+
+
+def _write_evidence(search_dir: epath.Path, evidence: dict[str, Any]) -> None:
   (search_dir / CHOSEN_FILE).write_text(
     json.dumps(evidence, indent=2, default=configuration.json_default)
   )
-  return evidence, records
 
 
 def trials_config(

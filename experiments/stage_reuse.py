@@ -1,11 +1,22 @@
-"""`experiments.compare --reuse_stage=STAGE=METHOD`: a row's training stage starts from the
-checkpoints of another row's finished run, where the stage is that run (same method,
-data, model, optimizer and schedule), checked for the whole plan before anything trains
-(`check_reuse_plan`) and again against the finished run (`reuse_stage`)."""
+"""A training stage that starts from another run's checkpoints, where the stage is that run
+(same method, data, model, optimizer and schedule).
+
+`experiments.compare --reuse_stage=STAGE=METHOD`: a row's stage is another row's finished
+run, checked for the whole plan before anything trains (`check_reuse_plan`) and again
+against the finished run (`reuse_stage`).
+
+`tune.start_from=DIR` (`experiments.tune --start_from`): a staged config's search starts
+from a finished tuned run, e.g. an energy on top of the tuned MLP. Its first stage takes
+that run's chosen setting, fixed in every trial (`start_from_tuned`), is checked to be
+that run (`check_start`), and the final run's first stage is that run's checkpoints
+(`reuse_stage`); the search spends its trials on the later stages' keys alone, and a
+run that reports its best stage never ends, on validation, below the run it started from.
+"""
 
 import json
 import os
 import re
+from typing import Any
 
 from absl import app
 from absl import logging
@@ -13,15 +24,28 @@ from absl import logging
 from energynets.train import storage
 from experiments import cli
 from experiments import configuration
+from experiments import search_spaces
 
-__all__ = ["check_reuse_plan", "is_source", "reuse_stage", "source_spec", "stage_mismatch"]
+__all__ = [
+  "check_reuse_plan",
+  "check_start",
+  "first_stage",
+  "is_source",
+  "reuse_stage",
+  "source_spec",
+  "stage_mismatch",
+  "start_from_tuned",
+]
+
+# Blocks of a run's config that do not change what it trains: a stage may differ there.
+NOT_TRAINED = ("stages", "stage_order", "tune")
 
 
 def stage_mismatch(stage_config, source_config) -> list[str]:
   """`key (stage's value vs source's value)` for every key of `source_config` (a run's
-  config dict, its own stages aside) where the stage's config differs: empty when the
-  stage is the source run."""
-  source = {k: v for k, v in source_config.items() if k not in ("stages", "stage_order")}
+  config dict, its own stages and search budget aside) where the stage's config differs:
+  empty when the stage is the source run."""
+  source = {k: v for k, v in source_config.items() if k not in NOT_TRAINED}
   # Through JSON as results.json is written (tuples become lists).
   have = configuration.flatten_dict(json.loads(json.dumps(stage_config.to_dict(), default=str)))
   want = configuration.flatten_dict(json.loads(json.dumps(source, default=str)))
@@ -116,4 +140,95 @@ def check_reuse_plan(row_configs, stage: str, source: str) -> None:
     raise app.UsageError(
       f"--reuse_stage={stage}={source}: the {stage!r} stage of these rows is not "
       f"{source}'s run (run them in a compare without --reuse_stage): " + "; ".join(bad)
+    )
+
+
+def first_stage(config) -> str:
+  """The name of `config`'s first training stage.
+
+  Raises:
+    cli.UserError: a config of one stage, which has no later stage to start.
+  """
+  order = configuration.name_list(config.get("stage_order", "")) or ()
+  if len(order) < 2:
+    raise cli.UserError(
+      "start_from: the config trains one stage; starting from a tuned run needs a staged "
+      "config (stage_order of two stages or more) whose first stage is that run"
+    )
+  return order[0]
+
+
+def _finished_tuned_run(source_dir) -> tuple[dict, dict]:
+  """The chosen.json and results.json of the tuned run in `source_dir`."""
+  from experiments.refit import CHOSEN_FILE  # pylint: disable=g-import-not-at-top
+
+  path = storage.workdir_path(source_dir)
+  files = [path / CHOSEN_FILE, path / "results.json"]
+  missing = [os.fspath(f) for f in files if not f.exists()]
+  if missing:
+    raise cli.UserError(
+      f"start_from: {path} is not a finished tuned run ({' and '.join(missing)} missing); "
+      "tune it first (its workdir holds chosen.json and results.json when it ends)"
+    )
+  try:
+    return tuple(json.loads(f.read_text()) for f in files)  # type: ignore[return-value]
+  except json.JSONDecodeError as e:
+    raise cli.UserError(f"start_from: a file of {path} is not JSON ({e})") from None
+
+
+def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, dict[str, tuple]]:
+  """`config` and `space` of a search that starts from the tuned run in `source_dir`: its
+  chosen overrides set in `config`'s first stage, and every space key they set pinned to
+  that one value.
+
+  A chosen key goes to `stages.<first>.<key>` where the first stage sets that key
+  itself (e.g. its own learning rate), else to the top level (the network, L2, the
+  feature scaling), with the keys a space key ties to it (`model.hidden|
+  energy.feature_hidden`). Pinned keys stay in the space, so that per-trial work such as
+  the feature scaling fit on each fold's rows is done as the source's search did it.
+
+  Args:
+    config: a staged config.
+    space: its search space (space key -> candidates).
+    source_dir: the workdir of a finished tuned run (chosen.json, results.json).
+
+  Returns:
+    `(config, space)`: a locked copy of `config` with the source's setting, the space
+    with those keys pinned.
+
+  Raises:
+    cli.UserError: a single-stage config, an unfinished or unreadable source, a chosen
+      key `config` lacks.
+  """
+  stage = first_stage(config)
+  chosen, _ = _finished_tuned_run(source_dir)
+  stage_keys = configuration.flatten_dict(config.stages[stage].to_dict())
+  overrides: dict[str, Any] = {}
+  pinned = dict(space)
+  for key, value in chosen["overrides"].items():
+    if problem := cli.unknown_config_key(config, key):
+      raise cli.UserError(f"start_from: {source_dir}'s chosen {key}: {problem}")
+    target = f"stages.{stage}.{key}" if key in stage_keys else key
+    value = configuration.json_to_config(value)
+    tied = [k for k in space if target in search_spaces.config_keys(k)]
+    for space_key in tied:
+      pinned[space_key] = (value,)
+      overrides.update(dict.fromkeys(search_spaces.config_keys(space_key), value))
+    overrides[target] = value
+  return configuration.with_overrides(config, overrides), pinned
+
+
+def check_start(config, source_dir) -> None:
+  """Refuses, with a `cli.UserError` naming the keys, a final-run `config` whose first
+  stage is not the tuned run in `source_dir` (`stage_mismatch` against its results.json)."""
+  stage = first_stage(config)
+  _, results = _finished_tuned_run(source_dir)
+  differ = stage_mismatch(
+    dict(configuration.stage_configs(config))[stage], results["meta"]["config"]
+  )
+  if differ:
+    raise cli.UserError(
+      f"start_from: stage {stage!r} would not be the run in {source_dir}; they differ at "
+      + ", ".join(differ[:6])
+      + (f" and {len(differ) - 6} more" if len(differ) > 6 else "")
     )

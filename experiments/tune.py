@@ -26,7 +26,11 @@ ends the trial's mean curve there. A staged config (e.g. SPEN: pretrain, energy,
 joint) trains its stages in turn on each fold, each selecting its checkpoint on the
 held-out rows; its score is the best over its stages of each stage's mean held-out curve
 (a continuing stage's starts at its starting state); its final run's every stage selects
-on the validation split and the run reports its best stage.
+on the validation split and the run reports its best stage. `--start_from=DIR` (config:
+`tune.start_from`) continues a finished tuned run instead: the first stage takes its
+chosen setting in every trial and its checkpoints in the final run, and the trials
+search the later stages' keys (`experiments.stage_reuse.start_from_tuned`), e.g. dmf's
+pairwise stage on top of the tuned MLP.
 
 Test rows never reach a trial: trials see a dataset whose test split has no rows, and
 only the refit, after every trial is written, evaluates test (once). Feature scaling is
@@ -155,6 +159,7 @@ def run_experiment(
     refit_dir=run_dir,
     resume=True,
     trial_overrides=block_trial_overrides(tuning),
+    start_from=tuning.get("start_from") or None,
   )
   return result.results
 
@@ -223,6 +228,12 @@ def _define_flags() -> dict[str, Any]:
     "search": flags.DEFINE_multi_string(
       "search", [], "key=v1,v2,...: search this key over these values (replaces the config's)"
     ),
+    "start_from": flags.DEFINE_string(
+      "start_from",
+      None,
+      "workdir of a finished tuned run that the config's first stage continues: its "
+      "chosen setting is fixed and its checkpoints start the final run",
+    ),
     "only_search_flags": flags.DEFINE_bool(
       "only_search_flags", False, "search only the --search keys, not the config's space"
     ),
@@ -274,6 +285,7 @@ def _main(value, workdir: epath.Path):
     trial_overrides=trial_overrides(value("trial_eval_every"), value("trial_patience")),
     echo=sys.stdout,
     prune=value("prune"),
+    start_from=value("start_from"),
   )
   held_out = f"{result.folds}-fold" if result.folds > 1 else "validation split"
   print(

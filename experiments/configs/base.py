@@ -98,8 +98,19 @@ DATASETS = (
 # evaluation interval and early-stopping patience (0: the config's), so that a trial
 # stops 250 steps after its held-out best instead of running the config's steps
 # (docs/tuning.md, "Budget", has the measurements). br tries its whole grid (br.py).
+# `start_from`: the workdir of a finished tuned run that a staged config's first stage
+# continues ("": search every stage; `experiments.stage_reuse.start_from_tuned`).
 # `enabled=False` trains the committed settings once.
-TUNE = dict(enabled=True, trials=12, folds=3, jobs=1, seed=0, trial_eval_every=50, trial_patience=5)
+TUNE = dict(
+  enabled=True,
+  trials=12,
+  folds=3,
+  jobs=1,
+  seed=0,
+  trial_eval_every=50,
+  trial_patience=5,
+  start_from="",
+)
 
 
 def get_base_config(dataset: str) -> ml_collections.ConfigDict:
