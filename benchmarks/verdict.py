@@ -22,6 +22,10 @@ Methods at one seed share all of them, so each difference is paired by seed.
 Cells (seed, dataset, size, method) run cheapest size first, `--jobs` at once, each in its
 own single-threaded process; a cell's results.json under --workdir makes it finished, so
 an interrupted run, or a slice (`--only`, `--max_cells`), continues where it stopped.
+A method `<method>_on_mlp` (`--methods=dmf_on_mlp`) is `<method>`'s config started from
+the same seed's tuned MLP cell (`small_data.ON_MLP`, `tune.start_from`): its first stage
+is that MLP's run and its trials search the later stages' keys; its cells wait for the
+MLP's, which `--methods` gains if it lacks it.
 `--records` adds an earlier report's .json for cells --workdir lacks; `--refit_from`
 reruns an earlier report's choices' final runs without searching again (`refit_from`). The
 report: test example-F1 per cell (mean over seeds), the paired difference against the

@@ -17,6 +17,7 @@ from experiments import cli
 from experiments import configuration
 from experiments import search
 from experiments import search_spaces
+from experiments import stage_reuse
 from experiments import tasks
 from experiments import trials
 from experiments import tune
@@ -619,3 +620,89 @@ def test_multi_process_run_refuses_the_search(tmp_path, monkeypatch):
   with pytest.raises(cli.UserError, match="--config.tune.enabled=False"):
     tune.run_experiment(config, tmp_path / "run", config_file=config_file)
   assert not (tmp_path / "run").exists()
+
+
+def _tuned_run(directory: pathlib.Path, overrides: dict, config) -> pathlib.Path:
+  """A finished tuned run's files in `directory`: chosen.json with `overrides`, and
+  results.json recording `config` with them as the run's config."""
+  directory.mkdir(parents=True, exist_ok=True)
+  (directory / tune.CHOSEN_FILE).write_text(json.dumps({"overrides": overrides}))
+  run = configuration.with_overrides(config, configuration.json_to_config(overrides))
+  meta = {"config": json.loads(json.dumps(run.to_dict(), default=str))}
+  (directory / "results.json").write_text(json.dumps({"meta": meta}))
+  return directory
+
+
+def test_a_search_from_a_tuned_run_pins_its_setting_in_the_first_stage(toy, tmp_path):
+  config = _tiny_config("infnet", toy)
+  space = search_spaces.for_config("infnet", "mulan")
+  chosen = {
+    "model.hidden": [8],
+    "optimizer.learning_rate": 0.003,
+    "loss.l2": 0.01,
+    "data.feature_scaling": "maxabs",
+  }
+  source = _tuned_run(tmp_path / "mlp", chosen, _tiny_config("mlp", toy))
+  started, pinned = stage_reuse.start_from_tuned(config, space, source)
+  # The first stage sets its own learning rate: the chosen rate goes there, not to the
+  # top level the later stage inherits; tied copies (the energy's feature network, the
+  # inference network's L2) take the value with the key.
+  assert started.stages.pretrain.optimizer.learning_rate == 0.003
+  assert started.optimizer.learning_rate == config.optimizer.learning_rate
+  assert started.model.hidden == started.energy.feature_hidden == (8,)
+  assert started.loss.l2 == started.infnet.net_l2 == 0.01
+  assert started.data.feature_scaling == "maxabs"
+  assert pinned["model.hidden|energy.feature_hidden"] == ((8,),)
+  assert pinned["stages.pretrain.optimizer.learning_rate"] == (0.003,)
+  assert pinned["loss.l2|infnet.net_l2"] == (0.01,) and pinned["data.feature_scaling"] == ("maxabs",)
+  # What the source did not choose is searched as before: the later stage's rate, the
+  # dropouts the source left at their defaults.
+  for key in ("stages.infnet.optimizer.learning_rate", "model.dropout|energy.dropout"):
+    assert pinned[key] == space[key]
+  assert search_spaces.default_setting(started, pinned)["model.hidden|energy.feature_hidden"] == (8,)
+
+
+def test_a_search_from_a_tuned_run_refuses_what_cannot_continue_it(toy, tmp_path):
+  mlp = _tiny_config("mlp", toy)
+  source = _tuned_run(tmp_path / "mlp", {"optimizer.learning_rate": 0.003}, mlp)
+  space = search_spaces.for_config("dmf", "mulan")
+  with pytest.raises(cli.UserError, match="trains one stage; .* needs a staged config"):
+    stage_reuse.start_from_tuned(mlp, search_spaces.for_config("mlp", "mulan"), source)
+  with pytest.raises(cli.UserError, match="is not a finished tuned run .*chosen.json"):
+    stage_reuse.start_from_tuned(_tiny_config("dmf", toy), space, tmp_path / "nothing")
+  bad = _tuned_run(tmp_path / "bad", {}, mlp)
+  (bad / tune.CHOSEN_FILE).write_text(json.dumps({"overrides": {"model.hiden": [8]}}))
+  with pytest.raises(cli.UserError, match="unknown config key model.hiden; did you mean"):
+    stage_reuse.start_from_tuned(_tiny_config("dmf", toy), space, bad)
+  # The first stage must be the source's run: here the source trained 2 steps and the
+  # stage would train 3.
+  dmf = _tiny_config("dmf", toy, "stages.pretrain.train.steps=3")
+  started, _ = stage_reuse.start_from_tuned(dmf, space, source)
+  with pytest.raises(cli.UserError, match=r"would not be the run in .*train.steps \(3 vs 2\)"):
+    stage_reuse.check_start(started, source)
+  started, _ = stage_reuse.start_from_tuned(_tiny_config("dmf", toy), space, source)
+  stage_reuse.check_start(started, source)
+
+
+def test_command_line_start_from_an_unfinished_run_is_a_one_line_error(toy, tmp_path):
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+
+  bad = subprocess.run(
+    [
+      sys.executable,
+      "-m",
+      "experiments.tune",
+      "--config=experiments/configs/dmf.py:mulan",
+      f"--config.data.path={toy}",
+      f"--workdir={tmp_path / 'dmf'}",
+      f"--start_from={tmp_path / 'mlp'}",
+    ],
+    cwd=pathlib.Path(__file__).resolve().parents[1],
+    capture_output=True,
+    text=True,
+  )
+  assert bad.returncode == 2
+  last = bad.stderr.strip().splitlines()[-1]
+  assert last.startswith(f"experiments.tune: error: start_from: {tmp_path / 'mlp'} is not a")
+  assert not (tmp_path / "dmf" / "trials.jsonl").exists()

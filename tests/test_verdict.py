@@ -386,6 +386,49 @@ def test_stage_gain_splits_a_staged_cells_difference_into_energy_and_search_draw
   assert pool["energy"]["mean"] == pytest.approx(row["energy"]["mean"])
 
 
+def test_an_energy_on_the_tuned_mlp_continues_the_mlp_cell(data_dir, tmp_path):
+  overrides = [
+    "train.steps=6",
+    "train.eval_every=2",
+    "tune.trials=3",
+    "tune.folds=2",
+    "tune.trial_eval_every=2",
+    *_short(["dmf"], "yeast", 6),  # `dmf:` overrides reach dmf_on_mlp's cells too
+  ]
+  tune_budget = verdict.budget(overrides)
+  cells = verdict.cells(["yeast"], [60], ["dmf_on_mlp"], [0], linear=False)
+  assert [c.cell.method for c in cells] == ["mlp", "dmf_on_mlp"]  # the MLP comes first
+  assert verdict.prerequisite(cells[1]) == cells[0].name and verdict.prerequisite(cells[0]) is None
+  workdir = tmp_path / "runs"
+  # Without its MLP cell the cell is skipped, not failed.
+  assert verdict.run(cells[1:], str(workdir), str(data_dir), tune_budget, 1, overrides) == []
+  # Two processes: the dmf cell waits for the MLP cell it starts from.
+  mlp, dmf = verdict.run(cells, str(workdir), str(data_dir), tune_budget, 2, overrides)
+  read = lambda cell, name: json.loads((workdir / cell.name / name).read_text())
+  results, chosen = read(cells[1], "results.json"), read(cells[1], "chosen.json")
+  mlp_chosen = read(cells[0], "chosen.json")
+  assert chosen["start_from"] == str(workdir / cells[0].name)
+  # The MLP's setting is fixed (its learning rate as the pretrain stage's); only the
+  # pairwise stage's rate is searched: a grid of two settings under a budget of three.
+  assert chosen["num_trials"] == 2 and chosen["budget"]["grid_size"] == 2
+  lr = mlp_chosen["overrides"].pop("optimizer.learning_rate")
+  assert chosen["overrides"]["stages.pretrain.optimizer.learning_rate"] == lr
+  assert mlp_chosen["overrides"].items() <= chosen["overrides"].items()
+  # Every trial's first stage is the MLP's chosen trial, fold for fold ...
+  mlp_trial = [
+    json.loads(line) for line in (workdir / cells[0].name / "trials.jsonl").read_text().splitlines()
+  ][mlp_chosen["trial"]]
+  for line in (workdir / cells[1].name / "trials.jsonl").read_text().splitlines():
+    folds = json.loads(line)["folds"]
+    assert [f["stages"][0]["values"] for f in folds] == [f["values"] for f in mlp_trial["folds"]]
+  # ... and the final run's is the MLP cell's run, so the method never ends below it
+  # on validation.
+  first = results["meta"]["stages"][0]
+  assert first["stage"] == "pretrain" and first["best_value"] == mlp["validation/example_f1"]
+  assert dmf["validation/example_f1"] >= mlp["validation/example_f1"]
+  assert not (workdir / cells[1].name / "stages" / "pretrain" / "metrics.jsonl").exists()
+
+
 @pytest.mark.parametrize(
   "module, cells, contents",
   [
