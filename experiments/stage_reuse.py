@@ -171,9 +171,10 @@ def _finished_tuned_run(source_dir) -> tuple[dict, dict]:
       "tune it first (its workdir holds chosen.json and results.json when it ends)"
     )
   try:
-    return tuple(json.loads(f.read_text()) for f in files)  # type: ignore[return-value]
+    chosen, results = (json.loads(f.read_text()) for f in files)
   except json.JSONDecodeError as e:
     raise cli.UserError(f"start_from: a file of {path} is not JSON ({e})") from None
+  return chosen, results
 
 
 def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, dict[str, tuple]]:

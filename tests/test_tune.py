@@ -654,12 +654,14 @@ def test_a_search_from_a_tuned_run_pins_its_setting_in_the_first_stage(toy, tmp_
   assert started.data.feature_scaling == "maxabs"
   assert pinned["model.hidden|energy.feature_hidden"] == ((8,),)
   assert pinned["stages.pretrain.optimizer.learning_rate"] == (0.003,)
-  assert pinned["loss.l2|infnet.net_l2"] == (0.01,) and pinned["data.feature_scaling"] == ("maxabs",)
+  assert pinned["loss.l2|infnet.net_l2"] == (0.01,)
+  assert pinned["data.feature_scaling"] == ("maxabs",)
   # What the source did not choose is searched as before: the later stage's rate, the
   # dropouts the source left at their defaults.
   for key in ("stages.infnet.optimizer.learning_rate", "model.dropout|energy.dropout"):
     assert pinned[key] == space[key]
-  assert search_spaces.default_setting(started, pinned)["model.hidden|energy.feature_hidden"] == (8,)
+  default = search_spaces.default_setting(started, pinned)
+  assert default["model.hidden|energy.feature_hidden"] == (8,)
 
 
 def test_a_search_from_a_tuned_run_refuses_what_cannot_continue_it(toy, tmp_path):
