@@ -143,10 +143,8 @@ def tune(
       echo=echo,
       prune=prune,
       started=started,
+      start_from=start_from,
     )
-    if start_from is not None:
-      evidence["start_from"] = os.fspath(start_from)
-      _write_evidence(search_dir, evidence)
     return refit(config, evidence, records, search_dir, refit_dir, started)
 
 
@@ -164,6 +162,7 @@ def _search(
   echo: TextIO | None,
   prune: bool,
   started: float,
+  start_from: str | os.PathLike | None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
   """`tune`'s search in `search_dir` (its trials.jsonl and chosen.json); the choice's
   evidence (chosen.json) and the trials' records."""
@@ -251,14 +250,12 @@ def _search(
     "search_seconds": time.time() - started,
     "config": config.to_dict(),
   }
-  _write_evidence(search_dir, evidence)
-  return evidence, records
-
-
-def _write_evidence(search_dir: epath.Path, evidence: dict[str, Any]) -> None:
+  if start_from is not None:
+    evidence["start_from"] = os.fspath(start_from)
   (search_dir / CHOSEN_FILE).write_text(
     json.dumps(evidence, indent=2, default=configuration.json_default)
   )
+  return evidence, records
 
 
 def trials_config(
