@@ -727,6 +727,14 @@ def report(records: list[dict[str, Any]], tune_budget: dict[str, Any], vary_data
       "",
       "Wall time of each cell (the search included):",
       *small_data.durations(records),
+      *(
+        [
+          f"A `*{small_data.ON_MLP}` cell's time is its own search and final run, on top "
+          "of the MLP cell's that it starts from."
+        ]
+        if any(r["method"].endswith(small_data.ON_MLP) for r in records)
+        else []
+      ),
     ]
   )
 

@@ -427,6 +427,8 @@ def test_an_energy_on_the_tuned_mlp_continues_the_mlp_cell(data_dir, tmp_path):
   assert first["stage"] == "pretrain" and first["best_value"] == mlp["validation/example_f1"]
   assert dmf["validation/example_f1"] >= mlp["validation/example_f1"]
   assert not (workdir / cells[1].name / "stages" / "pretrain" / "metrics.jsonl").exists()
+  body = verdict.report([mlp, dmf], tune_budget, True)
+  assert "| yeast | 60 | " in body and "on top of the MLP cell's that it starts from" in body
 
 
 @pytest.mark.parametrize(
