@@ -458,9 +458,11 @@ def pooled(diffs: list[dict[str, Any]], confidence: float = CONFIDENCE) -> list[
 
 def report_order(method: str, dataset: str = "", size: int = 0):
   """The report's order: the label prior, the linear model, the MLP, the energy methods as
-  listed, others."""
+  listed (each `_on_mlp` variant after its method), others."""
   rank = (PRIOR, LINEAR, *METHODS)
-  return (rank.index(method) if method in rank else len(rank), method, dataset, _size_order(size))
+  name = small_data.config_name(method)
+  place = rank.index(name) + 0.5 * (name != method) if name in rank else len(rank)
+  return (place, method, dataset, _size_order(size))
 
 
 def _count(n: int, noun: str) -> str:
