@@ -131,11 +131,7 @@ def check_reuse_plan(row_configs, stage: str, source: str) -> None:
       )
     differ = stage_mismatch(stages[stage], configs[dataset, spec].to_dict())
     if differ:
-      bad.append(
-        f"{method} on {dataset}: "
-        + ", ".join(differ[:4])
-        + (f" and {len(differ) - 4} more" if len(differ) > 4 else "")
-      )
+      bad.append(f"{method} on {dataset}: {_first(differ, 4)}")
   if bad:
     raise app.UsageError(
       f"--reuse_stage={stage}={source}: the {stage!r} stage of these rows is not "
@@ -158,23 +154,22 @@ def first_stage(config) -> str:
   return order[0]
 
 
-def _finished_tuned_run(source_dir) -> tuple[dict, dict]:
-  """The chosen.json and results.json of the tuned run in `source_dir`."""
+def _tuned_run_file(source_dir, name: str) -> dict:
+  """The JSON file `name` (chosen.json or results.json) of the tuned run in `source_dir`,
+  which must have finished (both files written)."""
   from experiments.refit import CHOSEN_FILE  # pylint: disable=g-import-not-at-top
 
   path = storage.workdir_path(source_dir)
-  files = [path / CHOSEN_FILE, path / "results.json"]
-  missing = [os.fspath(f) for f in files if not f.exists()]
+  missing = [os.fspath(path / f) for f in (CHOSEN_FILE, "results.json") if not (path / f).exists()]
   if missing:
     raise cli.UserError(
       f"start_from: {path} is not a finished tuned run ({' and '.join(missing)} missing); "
       "tune it first (its workdir holds chosen.json and results.json when it ends)"
     )
   try:
-    chosen, results = (json.loads(f.read_text()) for f in files)
+    return json.loads((path / name).read_text())
   except json.JSONDecodeError as e:
-    raise cli.UserError(f"start_from: a file of {path} is not JSON ({e})") from None
-  return chosen, results
+    raise cli.UserError(f"start_from: {path / name} is not JSON ({e})") from None
 
 
 def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, dict[str, tuple]]:
@@ -201,8 +196,10 @@ def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, 
     cli.UserError: a single-stage config, an unfinished or unreadable source, a chosen
       key `config` lacks.
   """
+  from experiments.refit import CHOSEN_FILE  # pylint: disable=g-import-not-at-top
+
   stage = first_stage(config)
-  chosen, _ = _finished_tuned_run(source_dir)
+  chosen = _tuned_run_file(source_dir, CHOSEN_FILE)
   stage_keys = configuration.flatten_dict(config.stages[stage].to_dict())
   overrides: dict[str, Any] = {}
   pinned = dict(space)
@@ -223,13 +220,18 @@ def check_start(config, source_dir) -> None:
   """Refuses, with a `cli.UserError` naming the keys, a final-run `config` whose first
   stage is not the tuned run in `source_dir` (`stage_mismatch` against its results.json)."""
   stage = first_stage(config)
-  _, results = _finished_tuned_run(source_dir)
+  results = _tuned_run_file(source_dir, "results.json")
   differ = stage_mismatch(
     dict(configuration.stage_configs(config))[stage], results["meta"]["config"]
   )
   if differ:
     raise cli.UserError(
       f"start_from: stage {stage!r} would not be the run in {source_dir}; they differ at "
-      + ", ".join(differ[:6])
-      + (f" and {len(differ) - 6} more" if len(differ) > 6 else "")
+      + _first(differ, 6)
     )
+
+
+def _first(keys: list[str], shown: int) -> str:
+  """The first `shown` of `keys`, joined, and how many more there are."""
+  more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+  return ", ".join(keys[:shown]) + more
