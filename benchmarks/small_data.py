@@ -60,11 +60,10 @@ PRIOR = "label_prior"
 HOST_SIDE = (LINEAR, PRIOR)
 # The config whose data and search space the host-side cells read.
 HOST_SIDE_CONFIG = "br"
-# `<method>` + ON_MLP (`dmf_on_mlp`): `<method>`'s config, tuned from the finished tuned
-# MLP cell of the same workdir, dataset and size (`tune.start_from`): its first stage is
-# that MLP's run and its search the later stages' keys.
-ON_MLP = "_on_mlp"
-MLP = "mlp"
+# `<method>` + ON + `<base>` (`dmf_on_mlp`, `dmf_soft_f1_on_mlp_soft_f1`): `<method>`'s
+# config, tuned from the finished tuned `<base>` cell of the same workdir, dataset and size
+# (`tune.start_from`): its first stage is that run and its search the later stages' keys.
+ON = "_on_"
 METRIC = "test/example_f1"
 
 
@@ -84,14 +83,19 @@ class Cell:
 
 def config_name(method: str) -> str:
   """The experiment config a method's cell runs (`dmf` for `dmf_on_mlp`)."""
-  return method.removesuffix(ON_MLP)
+  return method.partition(ON)[0]
+
+
+def start_method(method: str) -> str | None:
+  """The method whose tuned cell a `<method>_on_<base>` method starts from (`mlp` for
+  `dmf_on_mlp`); None for others."""
+  return method.partition(ON)[2] or None
 
 
 def start_cell(cell: Cell) -> Cell | None:
-  """The tuned MLP cell that `cell` starts from (an ON_MLP method's); None for others."""
-  if not cell.method.endswith(ON_MLP):
-    return None
-  return Cell(cell.dataset, cell.size, MLP, "tuned")
+  """The tuned cell that `cell` starts from (`start_method`'s); None for others."""
+  base = start_method(cell.method)
+  return None if base is None else Cell(cell.dataset, cell.size, base, "tuned")
 
 
 def cells(datasets, sizes, methods, modes, linear: bool = True) -> list[Cell]:
@@ -151,7 +155,7 @@ def run_cell(
   cell: Cell, workdir: str, data_dir: str, overrides=(), linear_jobs: int = 1
 ) -> dict[str, Any]:
   """Runs `cell` (or reads its results.json); its record for the report. The linear
-  model's labels are fitted by `linear_jobs` processes; an ON_MLP method's cell starts
+  model's labels are fitted by `linear_jobs` processes; an `ON` method's cell starts
   from `start_cell`'s run in `workdir`, which must have finished."""
   directory = os.path.join(workdir, cell.name)
   path = os.path.join(directory, "results.json")

@@ -22,10 +22,10 @@ Methods at one seed share all of them, so each difference is paired by seed.
 Cells (seed, dataset, size, method) run cheapest size first, `--jobs` at once, each in its
 own single-threaded process; a cell's results.json under --workdir makes it finished, so
 an interrupted run, or a slice (`--only`, `--max_cells`), continues where it stopped.
-A method `<method>_on_mlp` (`--methods=dmf_on_mlp`) is `<method>`'s config started from
-the same seed's tuned MLP cell (`small_data.ON_MLP`, `tune.start_from`): its first stage
-is that MLP's run and its trials search the later stages' keys; its cells wait for the
-MLP's, which `--methods` gains if it lacks it.
+A method `<method>_on_<base>` (`--methods=dmf_on_mlp`) is `<method>`'s config started
+from the same seed's tuned `<base>` cell (`small_data.ON`, `tune.start_from`): its first
+stage is that run and its trials search the later stages' keys; its cells wait for the
+base's, which `--methods` gains if it lacks it.
 `--records` adds an earlier report's .json for cells --workdir lacks; `--refit_from`
 reruns an earlier report's choices' final runs without searching again (`refit_from`). The
 report: test example-F1 per cell (mean over seeds), the paired difference against the
@@ -110,7 +110,7 @@ def scoped(override: str) -> tuple[str | None, str]:
 def budget(overrides: Sequence[str] = ()) -> dict[str, Any]:
   """The one search budget: mlp's `:mulan` `tune` block with the `tune.*` overrides of
   `overrides`, enabled, without `seed` (each cell's seed sets it) and `start_from` (an
-  ON_MLP method's cell sets it).
+  `_on_<base>` method's cell sets it).
 
   Raises:
     ValueError: an override of a key that a seed sets, or a `tune.*` override of one
@@ -166,10 +166,10 @@ def cells(
 ) -> list[SeededCell]:
   """Every cell, tuned: by size (all rows last), dataset and seed, the label prior and
   the linear model (`linear`), then each method, so that a (dataset, size) is complete
-  before the next starts. A method that starts from the tuned MLP
-  (`small_data.ON_MLP`) brings the MLP's cells, before its own."""
-  if any(m.endswith(small_data.ON_MLP) for m in methods) and MLP not in methods:
-    methods = [MLP, *methods]
+  before the next starts. A method that starts from another's tuned cell
+  (`small_data.start_method`) brings that method's cells, before its own."""
+  bases = [small_data.start_method(m) for m in methods]
+  methods = [*dict.fromkeys(b for b in bases if b and b not in methods), *methods]
   out = []
   for size in sorted(sizes, key=_size_order):
     for dataset in datasets:
@@ -458,7 +458,7 @@ def pooled(diffs: list[dict[str, Any]], confidence: float = CONFIDENCE) -> list[
 
 def report_order(method: str, dataset: str = "", size: int = 0):
   """The report's order: the label prior, the linear model, the MLP, the energy methods as
-  listed (each `_on_mlp` variant after its method), others."""
+  listed (each `_on_<base>` variant after its method), others."""
   rank = (PRIOR, LINEAR, *METHODS)
   name = small_data.config_name(method)
   place = rank.index(name) + 0.5 * (name != method) if name in rank else len(rank)
@@ -731,10 +731,10 @@ def report(records: list[dict[str, Any]], tune_budget: dict[str, Any], vary_data
       *small_data.durations(records),
       *(
         [
-          f"A `*{small_data.ON_MLP}` cell's time is its own search and final run, on top "
-          "of the MLP cell's that it starts from."
+          f"A `<method>{small_data.ON}<base>` cell's time is its own search and final run, "
+          "on top of the base's cell that it starts from."
         ]
-        if any(r["method"].endswith(small_data.ON_MLP) for r in records)
+        if any(small_data.start_method(r["method"]) for r in records)
         else []
       ),
     ]

@@ -7,6 +7,7 @@ builders share come from `experiments.networks`; its public builders (`tagger`, 
 """
 
 from collections.abc import Callable
+from typing import Any
 
 import ml_collections
 
@@ -67,15 +68,21 @@ def _build_local(config, dataset, optimizer) -> objectives.Objective:
   l2 = config.loss.l2
   if config.loss.l2_c > 0:
     l2 = 1.0 / (config.loss.l2_c * tasks.num_examples(dataset, "train"))
-  # `loss.score` (mlp.py, fcn.py): BCE − w·score, the exact score a regression loss-net learns.
+  return objectives.local_bce(net, optimizer, l2=l2, **_loss_score(config))
+
+
+# The methods whose loss takes `loss.score`: BCE − w·score, the exact score a regression
+# loss-net learns (mlp_soft_f1.py, dmf_soft_f1.py).
+SCORED_METHODS = ("local", "dmf")
+
+
+def _loss_score(config) -> dict[str, Any]:
+  """`score` and `score_weight` of `config.loss` as a scored objective takes them."""
   score = config.loss.get("score", "")
-  return objectives.local_bce(
-    net,
-    optimizer,
-    l2=l2,
-    score=objective_choices.score(score) if score else None,
-    score_weight=config.loss.get("score_weight", 0.0),
-  )
+  return {
+    "score": objective_choices.score(score) if score else None,
+    "score_weight": config.loss.get("score_weight", 0.0),
+  }
 
 
 def _build_local_token_ce(config, dataset, optimizer) -> objectives.Objective:
@@ -119,6 +126,7 @@ def _build_dmf(config, dataset, optimizer) -> objectives.Objective:
     train_unary=d.train_unary,
     features=objective_choices.dmf_features(d.features),
     damping=d.damping,
+    **_loss_score(config),
   )
 
 
@@ -267,10 +275,10 @@ def build_objective(config: ml_collections.ConfigDict, dataset) -> objectives.Ob
     the same way; `optimizer` is `config.optimizer` over `schedule_steps(config)`.
   """
   builder = method_builder(config.method)
-  if config.method != "local" and config.get("loss", {}).get("score", ""):
+  if config.method not in SCORED_METHODS and config.get("loss", {}).get("score", ""):
     raise ValueError(
-      f"loss.score={config.loss.score!r} trains the feed-forward baselines "
-      f"(method 'local': mlp.py, fcn.py), not method {config.method!r}"
+      f"loss.score={config.loss.score!r} trains methods {SCORED_METHODS} "
+      f"(mlp.py, fcn.py, dmf.py), not method {config.method!r}"
     )
   optimizer = make_optimizer(config.optimizer, schedule_steps(config))
   return builder(config, dataset, optimizer)

@@ -773,14 +773,14 @@ def test_an_unknown_inference_solver_is_refused():
     builders.build_objective(config, builders.load_data(config))
 
 
-def test_a_task_score_is_refused_outside_the_feed_forward_baselines():
+def test_a_task_score_is_refused_outside_the_methods_that_take_one():
   from experiments import builders
   from experiments import configuration
 
   config = configuration.get_config(
     "infnet", "synthetic", ["loss.score=soft_f1", "loss.score_weight=1.0", "data.num_train=64"]
   )
-  with pytest.raises(ValueError, match="method 'local'.*not method 'infnet'"):
+  with pytest.raises(ValueError, match=r"methods \('local', 'dmf'\).*not method 'infnet'"):
     builders.build_objective(config, builders.load_data(config))
   # On mlp it builds, and the stage the SEAL / infnet configs continue from an mlp run
   # still has mlp's loss keys (so --reuse_stage=pretrain=mlp keeps matching).

@@ -21,6 +21,7 @@ from energynets.inference import meanfield
 from energynets.nets import MLP
 from energynets.objectives import dmf as dmf_lib
 from energynets.objectives import local_bce
+from energynets.objectives import scores
 
 mean_field = jax.jit(meanfield.mean_field, static_argnames=("num_iters", "damping", "sequential"))
 mean_field_logits = jax.jit(
@@ -326,6 +327,42 @@ class DMFTest(parameterized.TestCase):
     )
     within = np.asarray(w)[:, :4, :4][:, ~np.eye(4, dtype=bool)]
     self.assertLess(float(np.mean(within)), 0.0)
+
+  def test_a_task_score_is_subtracted_from_the_mean_field_bce(self):
+    """`score=soft_f1`: the loss is BCE − w·mean soft F1 of σ(η) (an independent numpy
+    recomputation from the mean-field logits), and training raises the soft F1."""
+    obj = self._dmf(rank=2, score=scores.soft_f1, score_weight=5.0)
+    state = jax.jit(obj.init_from)(self.local_state, jax.random.key(5), self.data)
+    # The pairwise parameters away from 0, so η is not the unaries.
+    state["pairwise"] = state["pairwise"]._replace(
+      params=jax.tree.map(
+        lambda p: 0.3 * jax.random.normal(jax.random.key(8), p.shape), state["pairwise"].params
+      )
+    )
+    _, logged = jax.jit(obj.update)(state, self.data, jax.random.key(6))
+    # η from the parts the mean-field tests check: the unaries, the couplings of σ(u).
+    unary = MLP((16,), LABELS).apply({"params": state["net"].params}, self.data["x"])
+    coupling = dmf_lib.PairwiseCouplings(LABELS, 2).apply(
+      {"params": state["pairwise"].params}, jax.nn.sigmoid(unary)
+    )
+    eta = np.asarray(mean_field_logits(unary, coupling, num_iters=5), np.float64)
+    p, y = 1 / (1 + np.exp(-eta)), np.asarray(self.data["y"], np.float64)
+    bce = np.mean(np.sum(np.logaddexp(0, eta) - y * eta, axis=-1))
+    denominator = p.sum(-1) + y.sum(-1)
+    f1 = np.where(denominator > 0, 2 * (p * y).sum(-1) / np.maximum(denominator, 1e-12), 1.0)
+    np.testing.assert_allclose(logged["bce"], bce, rtol=1e-3)
+    np.testing.assert_allclose(logged["score"], f1.mean(), rtol=1e-4)
+    np.testing.assert_allclose(logged["loss"], bce - 5.0 * f1.mean(), rtol=1e-3)
+    soft = lambda s: float(jnp.mean(scores.soft_f1(obj.predict(s, self.data["x"]), self.data["y"])))
+    trained = state
+    update = jax.jit(obj.update)
+    for step in range(40):
+      trained, _ = update(trained, self.data, jax.random.key(100 + step))
+    self.assertGreater(soft(trained), soft(state) + 0.01)
+    with self.assertRaisesRegex(ValueError, "needs a score"):
+      self._dmf(score_weight=1.0)
+    with self.assertRaisesRegex(ValueError, "must be positive"):
+      self._dmf(score=scores.soft_f1)
 
 
 if __name__ == "__main__":

@@ -428,7 +428,7 @@ def test_an_energy_on_the_tuned_mlp_continues_the_mlp_cell(data_dir, tmp_path):
   assert dmf["validation/example_f1"] >= mlp["validation/example_f1"]
   assert not (workdir / cells[1].name / "stages" / "pretrain" / "metrics.jsonl").exists()
   body = verdict.report([mlp, dmf], tune_budget, True)
-  assert "| yeast | 60 | " in body and "on top of the MLP cell's that it starts from" in body
+  assert "| yeast | 60 | " in body and "on top of the base's cell that it starts from" in body
 
 
 @pytest.mark.parametrize(
@@ -534,3 +534,28 @@ def test_a_cell_is_trained_by_one_process_at_a_time(tmp_path, hold_workdir, monk
   holder.wait()
   record = verdict._attempt(cell, str(tmp_path), "unused", [])
   assert trained == [directory] and record["seed"] == 0 and record[verdict.METRIC] == 0.5
+
+
+def test_a_method_on_another_base_waits_for_and_starts_from_that_base():
+  from experiments import search_spaces
+  from experiments import stage_reuse
+
+  method = "dmf_soft_f1_on_mlp_soft_f1"
+  assert small_data.config_name(method) == "dmf_soft_f1"
+  assert small_data.start_method(method) == "mlp_soft_f1" and small_data.start_method("dmf") is None
+  cells = verdict.cells(["bibtex"], [250], [method, "dmf_on_mlp"], [0], linear=False)
+  assert [c.cell.method for c in cells] == ["mlp_soft_f1", "mlp", method, "dmf_on_mlp"]
+  assert verdict.prerequisite(cells[2]) == cells[0].name
+  # The first stage is the base's run up to the keys of the base's search, which
+  # `tune.start_from` sets to the base's choice (`check_start` checks the rest).
+  space = {
+    k
+    for key in search_spaces.for_config("mlp_soft_f1", "yeast")
+    for k in search_spaces.config_keys(key)
+  }
+  for dataset in verdict.DATASETS:
+    stage = dict(configuration.stage_configs(configuration.get_config("dmf_soft_f1", dataset)))
+    base = configuration.get_config("mlp_soft_f1", dataset).to_dict()
+    differ = stage_reuse.stage_mismatch(stage["pretrain"], base)
+    assert {d.split(" ")[0] for d in differ} <= space, (dataset, differ)
+  assert stage["pairwise"].loss.score == "soft_f1"

@@ -63,6 +63,7 @@ import optax
 
 from energynets.inference import meanfield
 from energynets.objectives import base
+from energynets.objectives import scores
 
 __all__ = [
   "COUPLING_METRIC_EXAMPLES",
@@ -206,6 +207,8 @@ def deep_mean_field(
   features: Features = Probs(),
   damping: float = 0.0,
   sequential: bool = False,
+  score: scores.Score | None = None,
+  score_weight: float = 0.0,
 ) -> base.Objective:
   """The DMF objective.
 
@@ -222,6 +225,9 @@ def deep_mean_field(
     features: the coefficients' input, a `Features` value: `Probs()` σ(u), `Logits()` u,
       `Hidden()` (the unary MLP's last hidden layer), `RawInput()` x, or your own.
     damping, sequential: passed to `meanfield.mean_field_logits`.
+    score, score_weight: as `local_bce`'s: the loss is `BCE − score_weight · mean_b
+      score(σ(η), y)` on the mean-field logits η (e.g. `scores.soft_f1`, with unaries
+      pretrained on the same loss).
 
   Returns:
     An `Objective` whose state is `{"net": ParamGroup, "pairwise": ParamGroup}`; the
@@ -233,6 +239,7 @@ def deep_mean_field(
   if rank is not None and rank < 0:
     raise ValueError(f"rank must be >= 0 or None, got {rank}")
   meanfield.validate_options(num_iters=num_iters, damping=damping)
+  scores.check_weight(score, score_weight)
 
   def pairwise_net(num_labels):
     return PairwiseCouplings(num_labels, rank)
@@ -295,10 +302,14 @@ def deep_mean_field(
         penalty = penalty + base.l2_penalty(params["net"])
       loss = loss + l2 * penalty
     sample = coupling._replace(coefficients=coupling.coefficients[:COUPLING_METRIC_EXAMPLES])
-    return loss, {
+    metrics = {
       "bce": bce,
       "mean_abs_coupling": mean_abs_coupling(jax.lax.stop_gradient(sample.dense())),
     }
+    if score is not None:
+      metrics["score"] = jnp.mean(score(jax.nn.sigmoid(eta), batch["y"]))
+      loss = loss - score_weight * metrics["score"]
+    return loss, metrics
 
   def update(state, batch, rng):
     names = ("net", "pairwise") if train_unary else ("pairwise",)

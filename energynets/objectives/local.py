@@ -49,12 +49,9 @@ def local_bce(
   (`[B, ...] x2 -> [B]`, e.g. `scores.soft_iou`) the loss is
   `BCE − score_weight · mean_b score(σ(logits), y)`.
   """
+  scores.check_weight(score, score_weight)
   if score is None:
-    if score_weight:
-      raise ValueError(f"score_weight={score_weight} needs a score to weigh")
     return _local(net, optimizer, "bce", base.multilabel_bce, jax.nn.sigmoid, l2)
-  if score_weight <= 0:
-    raise ValueError(f"score_weight must be positive with a score; got {score_weight}")
 
   def bce_minus_score(logits, labels):
     bce = base.multilabel_bce(logits, labels)

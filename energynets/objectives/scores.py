@@ -30,4 +30,17 @@ from energynets.metrics.surrogates import soft_iou
 
 Score = Callable[[jax.Array, jax.Array], jax.Array]
 
-__all__ = ["Score", "soft_f1", "soft_iou"]
+__all__ = ["Score", "check_weight", "soft_f1", "soft_iou"]
+
+
+def check_weight(score: Score | None, weight: float) -> None:
+  """Refuses a loss term `− weight · mean score(ȳ, y)` that is not one: a weight without
+  a score, or a score without a positive weight.
+
+  Raises:
+    ValueError: naming the weight.
+  """
+  if score is None and weight:
+    raise ValueError(f"score_weight={weight} needs a score to weigh")
+  if score is not None and weight <= 0:
+    raise ValueError(f"score_weight must be positive with a score; got {weight}")
