@@ -180,8 +180,11 @@ def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, 
   A chosen key goes to `stages.<first>.<key>` where the first stage sets that key
   itself (e.g. its own learning rate), else to the top level (the network, L2, the
   feature scaling), with the keys a space key ties to it (`model.hidden|
-  energy.feature_hidden`). Pinned keys stay in the space, so that per-trial work such as
-  the feature scaling fit on each fold's rows is done as the source's search did it.
+  energy.feature_hidden`). A space key `<key>` that the first stage sets itself (a space
+  written for the config's single-stage form, such as seal_dynamic's with
+  `stage_order=pretrain,seal`) becomes `stages.<first>.<key>`. Pinned keys stay in the
+  space, so that per-trial work such as the feature scaling fit on each fold's rows is
+  done as the source's search did it.
 
   Args:
     config: a staged config.
@@ -208,7 +211,12 @@ def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, 
       raise cli.UserError(f"start_from: {source_dir}'s chosen {key}: {problem}")
     target = f"stages.{stage}.{key}" if key in stage_keys else key
     value = configuration.json_to_config(value)
-    tied = [k for k in space if target in search_spaces.config_keys(k)]
+    if target != key and key in pinned:
+      # A space written for the config's single-stage form searches the top-level key,
+      # which every stage of the staged form sets itself: it is the first stage's now.
+      del pinned[key]
+      pinned[target] = (value,)
+    tied = [k for k in pinned if target in search_spaces.config_keys(k)]
     for space_key in tied:
       pinned[space_key] = (value,)
       overrides.update(dict.fromkeys(search_spaces.config_keys(space_key), value))

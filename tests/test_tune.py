@@ -664,6 +664,24 @@ def test_a_search_from_a_tuned_run_pins_its_setting_in_the_first_stage(toy, tmp_
   assert default["model.hidden|energy.feature_hidden"] == (8,)
 
 
+def test_a_single_stage_space_key_the_first_stage_sets_becomes_that_stage_s(toy, tmp_path):
+  # seal_dynamic's space searches the top-level learning rate, which both stages of its
+  # staged form set: the search refuses it, and a start from a tuned MLP moves it.
+  config = _tiny_config("seal_dynamic", toy, "stage_order=pretrain,seal")
+  space = search_spaces.for_config("seal_dynamic", "mulan")
+  with pytest.raises(cli.UserError, match="every stage sets optimizer.learning_rate itself"):
+    search.check_tunable(config, space)
+  chosen = {"optimizer.learning_rate": 0.003, "model.hidden": [8]}
+  source = _tuned_run(tmp_path / "mlp", chosen, _tiny_config("mlp", toy))
+  started, pinned = stage_reuse.start_from_tuned(config, space, source)
+  assert "optimizer.learning_rate" not in pinned
+  assert pinned["stages.pretrain.optimizer.learning_rate"] == (0.003,)
+  assert started.stages.pretrain.optimizer.learning_rate == 0.003
+  assert started.stages.seal.optimizer.learning_rate == config.stages.seal.optimizer.learning_rate
+  search.check_tunable(started, pinned)
+  stage_reuse.check_start(started, source)
+
+
 def test_a_search_from_a_tuned_run_refuses_what_cannot_continue_it(toy, tmp_path):
   mlp = _tiny_config("mlp", toy)
   source = _tuned_run(tmp_path / "mlp", {"optimizer.learning_rate": 0.003}, mlp)
