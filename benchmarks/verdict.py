@@ -458,11 +458,12 @@ def pooled(diffs: list[dict[str, Any]], confidence: float = CONFIDENCE) -> list[
 
 def report_order(method: str, dataset: str = "", size: int = 0):
   """The report's order: the label prior, the linear model, the MLP, the energy methods as
-  listed (each `_on_<base>` variant after its method), others."""
+  listed (each `_on_<base>` variant after its method), others, their `_on_<base>`
+  variants."""
   rank = (PRIOR, LINEAR, *METHODS)
   name = small_data.config_name(method)
-  place = rank.index(name) + 0.5 * (name != method) if name in rank else len(rank)
-  return (place, method, dataset, _size_order(size))
+  place = rank.index(name) if name in rank else len(rank)
+  return (place + 0.5 * (name != method), method, dataset, _size_order(size))
 
 
 def _count(n: int, noun: str) -> str:

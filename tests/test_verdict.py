@@ -546,6 +546,16 @@ def test_a_method_on_another_base_waits_for_and_starts_from_that_base():
   cells = verdict.cells(["bibtex"], [250], [method, "dmf_on_mlp"], [0], linear=False)
   assert [c.cell.method for c in cells] == ["mlp_soft_f1", "mlp", method, "dmf_on_mlp"]
   assert verdict.prerequisite(cells[2]) == cells[0].name
+  # The report puts a variant after its method, or after every other method.
+  listed = ["seal_f1", method, "mlp_soft_f1", "dmf_on_mlp", "dmf", "mlp"]
+  assert sorted(listed, key=verdict.report_order) == [
+    "mlp",
+    "dmf",
+    "dmf_on_mlp",
+    "mlp_soft_f1",
+    "seal_f1",
+    method,
+  ]
   # The first stage is the base's run up to the keys of the base's search, which
   # `tune.start_from` sets to the base's choice (`check_start` checks the rest).
   space = {
