@@ -155,7 +155,7 @@ def run_cell(
   cell: Cell, workdir: str, data_dir: str, overrides=(), linear_jobs: int = 1
 ) -> dict[str, Any]:
   """Runs `cell` (or reads its results.json); its record for the report. The linear
-  model's labels are fitted by `linear_jobs` processes; an `ON` method's cell starts
+  model's labels are fitted by `linear_jobs` processes; an `_on_<base>` method's cell starts
   from `start_cell`'s run in `workdir`, which must have finished."""
   directory = os.path.join(workdir, cell.name)
   path = os.path.join(directory, "results.json")
