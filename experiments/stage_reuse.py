@@ -214,8 +214,7 @@ def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, 
     if target != key and key in pinned:
       # A space written for the config's single-stage form searches the top-level key,
       # which every stage of the staged form sets itself: it is the first stage's now.
-      del pinned[key]
-      pinned[target] = (value,)
+      pinned[target] = pinned.pop(key)
     tied = [k for k in pinned if target in search_spaces.config_keys(k)]
     for space_key in tied:
       pinned[space_key] = (value,)
