@@ -30,7 +30,8 @@ class TuneResult:
 
   Attributes:
     chosen: the chosen trial's overrides (`key -> value`).
-    value: the chosen trial's held-out score (`metric`, mean over folds).
+    value: the chosen trial's held-out score (`metric`, mean over folds); None where
+      the space held one setting and no trial trained.
     metric: the selection metric (`search.REPORTED_METRIC`).
     folds: the number of folds (1: the validation split).
     trials: every trial's record, as in trials.jsonl.
@@ -39,7 +40,7 @@ class TuneResult:
   """
 
   chosen: dict[str, Any]
-  value: float
+  value: float | None
   metric: str
   folds: int
   trials: list[dict]

@@ -76,7 +76,8 @@ def tune(
     space: space key -> candidate values (`search_spaces.for_config`).
     trials: how many settings to try, the config's own first: 0 or at least the grid's
       size: every grid point; fewer: the config's setting, then settings drawn by
-      optuna's TPE sampler seeded with `seed` (distinct ones).
+      optuna's TPE sampler seeded with `seed` (distinct ones). A space of one setting
+      (every key pinned, the config's own value) trains no trial: the final run alone.
     folds: k of the k-fold selection on the training split; 1: select on the
       validation split; None: `small_folds` below `SMALL_TRAIN` training rows, else 1.
     jobs: folds trained at once (processes); 1 trains them in this process. The
@@ -195,24 +196,35 @@ def _search(
   records, lines = [], []
   selecting = final_run_overrides(config, trial_overrides)
   trial_config = trials_config(config, trial_overrides)
-  progress = console.Items(search.num_trials, "trial", echo=echo)
-  try:
-    settings = search.settings()
-    for record in run_trials(
-      trial_config, dataset, held_out, settings, jobs, rungs=rungs, keep_going=search.keep_going
-    ):
-      search.tell(record)
-      records.append(record)
-      lines.append(json.dumps(record, default=configuration.json_default) + "\n")
-      # Whole, not appended: an object store cannot append, and a trial takes far longer
-      # than writing every record so far.
-      trials_path.write_text("".join(lines))
-      line = trial_line(records, search.num_trials, time.time() - started)
-      logging.info("%s", line)
-      progress.done(line, postfix=f"best {select(records)['value']:.4f}")
-  finally:
-    progress.close()
-  best = select(records)
+  if search.num_trials == 1:
+    # The space holds the config's own setting alone (a search started from a tuned run
+    # can pin every key): trials would only score the choice already made, so none train.
+    best = {
+      "params": search_spaces.overrides(default),
+      "trial": None,
+      "value": None,
+      "selected_step": None,
+    }
+    logging.info("one setting in the space: no trials, the final run trains it")
+  else:
+    progress = console.Items(search.num_trials, "trial", echo=echo)
+    try:
+      settings = search.settings()
+      for record in run_trials(
+        trial_config, dataset, held_out, settings, jobs, rungs=rungs, keep_going=search.keep_going
+      ):
+        search.tell(record)
+        records.append(record)
+        lines.append(json.dumps(record, default=configuration.json_default) + "\n")
+        # Whole, not appended: an object store cannot append, and a trial takes far longer
+        # than writing every record so far.
+        trials_path.write_text("".join(lines))
+        line = trial_line(records, search.num_trials, time.time() - started)
+        logging.info("%s", line)
+        progress.done(line, postfix=f"best {select(records)['value']:.4f}")
+    finally:
+      progress.close()
+    best = select(records)
   pruned = [r for r in records if r["pruned"]]
   evidence = {
     "overrides": dict(best["params"]),
@@ -222,14 +234,16 @@ def _search(
     "metric": selection_metric(trial_config),
     "selected_step": best["selected_step"],
     "selected_stage": best.get("selected_stage"),
-    "default": {"params": default, "value": records[0]["value"]},
+    "default": {"params": default, "value": records[0]["value"] if records else None},
     "folds": folds,
     "num_train": num_train,
     "num_trials": len(records),
     "pruned": {r["trial"]: r["folds_trained"] for r in pruned},
     "steps_trained": sum(r["steps_trained"] for r in records),
     "selection": (
-      f"{folds}-fold cross-validation on the {num_train} training rows"
+      "the space's one setting, without trials"
+      if not records
+      else f"{folds}-fold cross-validation on the {num_train} training rows"
       if folds > 1
       else "the validation split"
     )

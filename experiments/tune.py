@@ -288,9 +288,12 @@ def _main(value, workdir: epath.Path):
     start_from=value("start_from"),
   )
   held_out = f"{result.folds}-fold" if result.folds > 1 else "validation split"
+  score = (
+    "no trials: one setting" if result.value is None else f"{result.metric} {result.value:.4f}"
+  )
   print(
     f"chosen: {' '.join(f'{k}={v}' for k, v in result.chosen.items())} "
-    f"({result.metric} {result.value:.4f}, {held_out}; {len(result.trials)} trials, "
+    f"({score}, {held_out}; {len(result.trials)} trials, "
     f"{console.format_seconds(result.seconds)})"
   )
   print(console.results_table(result.results, workdir / "results.json"))

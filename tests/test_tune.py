@@ -234,14 +234,53 @@ def test_validation_split_selection_reruns_the_chosen_setting(toy, tmp_path):
       "data.feature_scaling=maxabs",
     ],
   )
-  result = tune.tune(config, tmp_path, space={"data.feature_scaling": ("maxabs",)}, folds=1)
-  (trial,) = result.trials
+  space = {"data.feature_scaling": ("maxabs", "zscore")}
+  result = tune.tune(config, tmp_path, space=space, folds=1)
   validation = data.load_dataset(toy).validation.num_examples
-  assert trial["folds"][0]["num_held_out"] == validation and result.folds == 1
-  assert result.chosen == {"data.feature_scaling": "maxabs"}
+  assert [t["params"] for t in result.trials] == [
+    {"data.feature_scaling": s} for s in space["data.feature_scaling"]
+  ]
+  assert {t["folds"][0]["num_held_out"] for t in result.trials} == {validation}
+  assert result.folds == 1
+  chosen = result.chosen["data.feature_scaling"]
   meta = result.results["meta"]
-  assert meta["dataset_meta"]["preprocessing"]["feature_scaling"]["applied"] == "maxabs"
+  assert meta["dataset_meta"]["preprocessing"]["feature_scaling"]["applied"] == chosen
   assert meta["config"]["train"]["steps"] == 20
+
+
+def test_a_space_of_one_setting_trains_no_trial(toy, tmp_path, monkeypatch):
+  from experiments import train  # pylint: disable=g-import-not-at-top
+
+  config = configuration.get_config(
+    "br",
+    "mulan",
+    [
+      f"data.path={toy}",
+      "train.steps=20",
+      "train.eval_every=10",
+      "train.batch_size=32",
+      "train.tensorboard=False",
+      "data.feature_scaling=maxabs",
+    ],
+  )
+
+  def no_trials(*args, **kwargs):
+    raise AssertionError("a trial trained for a space of one setting")
+
+  monkeypatch.setattr(search, "run_trials", no_trials)
+  result = tune.tune(config, tmp_path / "tuned", space={"data.feature_scaling": ("maxabs",)})
+  assert result.trials == [] and result.value is None
+  assert result.chosen == {"data.feature_scaling": "maxabs"}
+  chosen = json.loads((tmp_path / "tuned" / "chosen.json").read_text())
+  assert chosen["num_trials"] == 0 and chosen["trial"] is None
+  assert chosen["selection"].startswith("the space's one setting, without trials")
+  # The final run is the config's own run, selecting its step on validation as every
+  # tuned run does.
+  alone = train.train_and_evaluate(
+    configuration.with_overrides(config, search.selection_overrides(config)), tmp_path / "alone"
+  )
+  assert result.results["test/example_f1"] == alone["test/example_f1"]
+  assert result.results["meta"]["selected_step"] == alone["meta"]["selected_step"]
 
 
 def test_trial_overrides_apply_to_the_trials_not_to_the_final_run(toy, tmp_path):
@@ -259,10 +298,13 @@ def test_trial_overrides_apply_to_the_trials_not_to_the_final_run(toy, tmp_path)
   overrides = tune.trial_overrides(2, 7)
   assert overrides == {"train.eval_every": 2, "train.early_stopping_patience": 7}
   result = tune.tune(
-    config, tmp_path, space={"data.feature_scaling": ("none",)}, folds=1, trial_overrides=overrides
+    config,
+    tmp_path,
+    space={"data.feature_scaling": ("none", "maxabs")},
+    folds=1,
+    trial_overrides=overrides,
   )
-  (trial,) = result.trials
-  assert trial["folds"][0]["steps"] == [2, 4, 6]
+  assert [trial["folds"][0]["steps"] for trial in result.trials] == [[2, 4, 6]] * 2
   meta = result.results["meta"]
   # The final run evaluates as often as the trials did (it may select any step they
   # could), its own patience kept in steps (20 evaluations 6 steps apart), not theirs.

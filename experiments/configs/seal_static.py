@@ -5,9 +5,9 @@
 
 Stages (one `seal` objective, `seal.phase` switching what is trained):
 1. `pretrain`: the task-net architecture trained with BCE (the cross-entropy baseline,
-   experiments/configs/mlp.py). It is the fixed pretrained feed-forward noise network
-   Ψ of static NCE (and the perturbed net of regression-s); margin and regression do
-   not use it.
+   experiments/configs/mlp.py, unclipped as it is). It is the fixed pretrained
+   feed-forward noise network Ψ of static NCE (and the perturbed net of regression-s);
+   margin and regression do not use it.
 2. `loss_net` (`seal.phase=loss_net`): the loss-net trained alone, the network of stage 1
    frozen. Samples: NCE, Bernoulli draws of Ψ; margin, loss-augmented GBI (SPEN's SSVM);
    regression, DVN's samples (GBI prediction, adversarial sample, gold). Its validation
@@ -26,6 +26,7 @@ Other choices as in seal_dynamic.py.
 import ml_collections
 
 from experiments import search_spaces
+from experiments.configs import mlp
 from experiments.configs import seal_dynamic
 
 TASKS = ("multilabel", "segmentation")  # weizmann_horse: seal_dynamic's horse options
@@ -38,7 +39,14 @@ def get_config(dataset: str = "synthetic"):
   config.stage_order = "pretrain,loss_net,task_net"
   # Its own three stages only: seal_dynamic's fine-tuning stages do not apply here.
   config.stages = ml_collections.ConfigDict()
-  config.stages.pretrain = dict(method="local", train=dict(steps=steps, select_metric=select))
+  # Unclipped, as the MLP trains, so that a finished mlp run can be this stage
+  # (`tune.start_from`, `--reuse_stage=pretrain=mlp`); its learning rate follows the
+  # config's, which the search selects.
+  config.stages.pretrain = dict(
+    method="local",
+    train=dict(steps=steps, select_metric=select),
+    optimizer=dict(clip_norm=mlp.get_config(dataset).optimizer.clip_norm),
+  )
   config.stages.loss_net = dict(
     method="seal",
     seal=dict(phase="loss_net", predict="gbi"),
