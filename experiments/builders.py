@@ -13,6 +13,7 @@ import ml_collections
 
 from energynets import objectives
 from energynets.train import run as run_lib
+from experiments import cli
 from experiments import configuration
 from experiments import tasks
 from experiments.choices import gbi as gbi_choices
@@ -273,15 +274,27 @@ def build_objective(config: ml_collections.ConfigDict, dataset) -> objectives.Ob
     `OBJECTIVE_BUILDERS[config.method](config, dataset, optimizer)`, or, when
     `config.method` is an import path `"package.module:function"`, that function called
     the same way; `optimizer` is `config.optimizer` over `schedule_steps(config)`.
+
+  Raises:
+    cli.UserError: an option of a built-in method that the library refuses (a
+      ValueError of outside code is raised as it is).
   """
   builder = method_builder(config.method)
-  if config.method not in SCORED_METHODS and config.get("loss", {}).get("score", ""):
-    raise ValueError(
-      f"loss.score={config.loss.score!r} trains methods {SCORED_METHODS} "
-      f"(mlp.py, fcn.py, dmf.py), not method {config.method!r}"
-    )
-  optimizer = make_optimizer(config.optimizer, schedule_steps(config))
-  return builder(config, dataset, optimizer)
+  if run_lib.is_import_path(config.method):
+    # Outside code's ValueError may be its bug: it keeps its traceback.
+    return builder(config, dataset, make_optimizer(config.optimizer, schedule_steps(config)))
+  try:
+    if config.method not in SCORED_METHODS and config.get("loss", {}).get("score", ""):
+      raise ValueError(
+        f"loss.score={config.loss.score!r} trains methods {SCORED_METHODS} "
+        f"(mlp.py, fcn.py, dmf.py), not method {config.method!r}"
+      )
+    optimizer = make_optimizer(config.optimizer, schedule_steps(config))
+    return builder(config, dataset, optimizer)
+  except ValueError as e:
+    # These builders hand the config's values to the library, which checks them: its
+    # refusal is a mistake in the options given, one line for the binaries.
+    raise cli.UserError(f"method {config.method!r}: {e}") from None
 
 
 def schedule_steps(config: ml_collections.ConfigDict) -> int:

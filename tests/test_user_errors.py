@@ -193,6 +193,25 @@ def test_running_the_training_library_names_the_binary():
   assert "python -m experiments.main --config=" in message
 
 
+@pytest.mark.parametrize(
+  "options, expected",
+  [
+    (
+      ["--config.loss.score=soft_f1", "--config.loss.score_weight=0"],
+      "method 'local': score_weight must be positive with a score; got 0.0",
+    ),
+    (
+      ["--config.method=spen_pretrain", "--config.loss.score=soft_f1"],
+      "method 'spen_pretrain': loss.score='soft_f1' trains methods ",
+    ),
+  ],
+)
+def test_an_option_the_library_refuses_is_one_line(tmp_path, options, expected):
+  proc = _run("experiments.main", *TINY, f"--workdir={tmp_path}", *options)
+  assert _error(proc).startswith(expected)
+  assert not (tmp_path / "results.json").exists()
+
+
 def test_an_error_inside_training_keeps_its_traceback(tmp_path):
   # A builder that fails while building: a bug, even though it is a ValueError.
   package = tmp_path / "enx_buggy"
