@@ -244,28 +244,45 @@ def run(
   progress = lambda done, c, line: print(
     f"[{done}/{len(chosen)}, {time.time() - started:.0f} s] {c.name}: {line}", flush=True
   )
+  skipped: dict[str, str] = {}  # cell name -> why it was skipped
+
+  def base_skipped(i: int) -> str | None:
+    """Why chosen[i] is skipped with the cell it starts from (a size the dataset lacks)."""
+    start = prerequisite(chosen[i])
+    return f"skipped (it starts from {start}: {skipped[start]})" if start in skipped else None
+
+  def ended(i: int, record) -> None:
+    records[i] = record
+    if isinstance(record, str):
+      skipped[chosen[i].name] = record.removeprefix("skipped (").removesuffix(")")
+    progress(len(records), chosen[i], _line(record))
+
   if jobs <= 1:
     for i, a in enumerate(args):
       # One cell at a time: the linear model's labels are fitted on every CPU.
-      records[i] = _attempt(*a, linear_jobs=os.cpu_count() or 1)
-      progress(i + 1, chosen[i], _line(records[i]))
+      ended(i, base_skipped(i) or _attempt(*a, linear_jobs=os.cpu_count() or 1))
   else:
     # A cell that starts from another (`prerequisite`) is submitted once that one ends.
     names = {c.name for c in chosen}
     waiting = {i: prerequisite(c) for i, c in enumerate(chosen)}
-    ended: set[str] = set()
+    finished: set[str] = set()
     with trials.single_threaded_processes(jobs) as pool:
       futures: dict[concurrent.futures.Future, int] = {}
       while waiting or futures:
-        for i in [i for i, p in waiting.items() if p is None or p not in names or p in ended]:
-          futures[pool.submit(_attempt, *args[i])] = i
+        for i in [i for i, p in waiting.items() if p is None or p not in names or p in finished]:
           del waiting[i]
+          if reason := base_skipped(i):
+            ended(i, reason)
+            finished.add(chosen[i].name)
+          else:
+            futures[pool.submit(_attempt, *args[i])] = i
+        if not futures:
+          continue
         done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
         for future in done:
           i = futures.pop(future)
-          records[i] = future.result()
-          ended.add(chosen[i].name)
-          progress(len(records), chosen[i], _line(records[i]))
+          ended(i, future.result())
+          finished.add(chosen[i].name)
   return [records[i] for i in range(len(chosen)) if isinstance(records[i], dict)]
 
 

@@ -196,10 +196,11 @@ def _search(
   records, lines = [], []
   selecting = final_run_overrides(config, trial_overrides)
   trial_config = trials_config(config, trial_overrides)
-  if search.num_trials == 1:
+  if search_spaces.grid_size(space) == search.num_trials == 1:
     # The space holds the config's own setting alone (a search started from a tuned run
-    # can pin every key): trials would only score the choice already made, so none train.
-    best = {
+    # can pin every key): whatever the budget, there is nothing to choose, so no trial
+    # trains. (A budget of one trial in a larger space still scores its trial.)
+    best: dict[str, Any] = {
       "params": search_spaces.overrides(default),
       "trial": None,
       "value": None,

@@ -536,6 +536,28 @@ def test_a_cell_is_trained_by_one_process_at_a_time(tmp_path, hold_workdir, monk
   assert trained == [directory] and record["seed"] == 0 and record[verdict.METRIC] == 0.5
 
 
+def test_a_method_on_a_base_the_size_skips_is_skipped_naming_why(tmp_path, monkeypatch, capsys):
+  cells = verdict.cells(["genbase"], [500], ["dmf_on_mlp"], [0], linear=False)
+  reason = "skipped (genbase has 463 training rows, fewer than 500)"
+  attempted = []
+
+  def attempt(cell, *args, **kwargs):
+    attempted.append(cell.cell.method)
+    return reason
+
+  monkeypatch.setattr(verdict, "_attempt", attempt)
+  assert verdict.run(cells, str(tmp_path), "unused", verdict.budget([]), 1) == []
+  assert attempted == ["mlp"]  # the method on it is not attempted
+  assert (
+    capsys.readouterr()
+    .out.splitlines()[-1]
+    .endswith(
+      "seed0/genbase/n500/dmf_on_mlp_tuned: skipped (it starts from "
+      "seed0/genbase/n500/mlp_tuned: genbase has 463 training rows, fewer than 500)"
+    )
+  )
+
+
 def test_a_method_on_another_base_waits_for_and_starts_from_that_base():
   from experiments import search_spaces
   from experiments import stage_reuse
