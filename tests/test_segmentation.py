@@ -722,6 +722,17 @@ def test_the_segmentation_configs_are_the_ones_that_declare_the_task():
   assert declared == sorted(SEGMENTATION_CONFIGS)
 
 
+@pytest.mark.parametrize("method", SEGMENTATION_CONFIGS)
+def test_every_segmentation_config_builds_its_stages(method):
+  # The runs below are mostly --runslow: a config that no longer builds for the horses
+  # is caught here, in the default suite, without data.
+  from experiments import configuration
+
+  config = configuration.get_config(method, "weizmann_horse")
+  stages = configuration.stage_configs(config)
+  assert stages and all(stage.data.name == "weizmann_horse" for _, stage in stages)
+
+
 # Each config, and its variants that change the stages.
 SEGMENTATION_RUNS = [(m, ()) for m in SEGMENTATION_CONFIGS] + [
   ("seal_dynamic", ("stage_order=pretrain+seal",))
