@@ -244,6 +244,7 @@ def run(
   progress = lambda done, c, line: print(
     f"[{done}/{len(chosen)}, {time.time() - started:.0f} s] {c.name}: {line}", flush=True
   )
+  finished: set[str] = set()
   skipped: dict[str, str] = {}  # cell name -> why it was skipped
 
   def base_skipped(i: int) -> str | None:
@@ -253,6 +254,7 @@ def run(
 
   def ended(i: int, record) -> None:
     records[i] = record
+    finished.add(chosen[i].name)
     if isinstance(record, str):
       skipped[chosen[i].name] = record.removeprefix("skipped (").removesuffix(")")
     progress(len(records), chosen[i], _line(record))
@@ -265,7 +267,6 @@ def run(
     # A cell that starts from another (`prerequisite`) is submitted once that one ends.
     names = {c.name for c in chosen}
     waiting = {i: prerequisite(c) for i, c in enumerate(chosen)}
-    finished: set[str] = set()
     with trials.single_threaded_processes(jobs) as pool:
       futures: dict[concurrent.futures.Future, int] = {}
       while waiting or futures:
@@ -273,16 +274,12 @@ def run(
           del waiting[i]
           if reason := base_skipped(i):
             ended(i, reason)
-            finished.add(chosen[i].name)
           else:
             futures[pool.submit(_attempt, *args[i])] = i
-        if not futures:
-          continue
         done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
         for future in done:
           i = futures.pop(future)
           ended(i, future.result())
-          finished.add(chosen[i].name)
   return [records[i] for i in range(len(chosen)) if isinstance(records[i], dict)]
 
 

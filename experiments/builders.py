@@ -280,9 +280,7 @@ def build_objective(config: ml_collections.ConfigDict, dataset) -> objectives.Ob
       ValueError of outside code is raised as it is).
   """
   builder = method_builder(config.method)
-  if run_lib.is_import_path(config.method):
-    # Outside code's ValueError may be its bug: it keeps its traceback.
-    return builder(config, dataset, make_optimizer(config.optimizer, schedule_steps(config)))
+  outside = run_lib.is_import_path(config.method)
   try:
     if config.method not in SCORED_METHODS and config.get("loss", {}).get("score", ""):
       raise ValueError(
@@ -292,6 +290,8 @@ def build_objective(config: ml_collections.ConfigDict, dataset) -> objectives.Ob
     optimizer = make_optimizer(config.optimizer, schedule_steps(config))
     return builder(config, dataset, optimizer)
   except ValueError as e:
+    if outside:  # outside code's ValueError may be its bug: it keeps its traceback
+      raise
     # These builders hand the config's values to the library, which checks them: its
     # refusal is a mistake in the options given, one line for the binaries.
     raise cli.UserError(f"method {config.method!r}: {e}") from None
