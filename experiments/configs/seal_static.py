@@ -26,6 +26,7 @@ Other choices as in seal_dynamic.py.
 import ml_collections
 
 from experiments import search_spaces
+from experiments.configs import base
 from experiments.configs import mlp
 from experiments.configs import seal_dynamic
 
@@ -40,7 +41,7 @@ def get_config(dataset: str = "synthetic"):
   # Its own three stages only: seal_dynamic's fine-tuning stages do not apply here.
   config.stages = ml_collections.ConfigDict()
   config.stages.pretrain = dict(method="local", train=dict(steps=steps, select_metric=select))
-  if dataset != "weizmann_horse":
+  if base.task_of(dataset) == "multilabel":
     # Unclipped, as the MLP trains, so that a finished mlp run can be this stage
     # (`tune.start_from`, `--reuse_stage=pretrain=mlp`); its learning rate follows the
     # config's, which the search selects.
