@@ -83,6 +83,7 @@ def test_counts_evaluations_since_the_last_improvement():
 def test_scripted_metric_stops_at_the_eval_that_exhausts_the_patience(tmp_path):
   objective = _objective()
   # Best at the second evaluation (step 20); three without improvement end at step 50.
+  # Step 40 equals it: not an improvement for the patience, but the later state selected.
   values = [0.5, 0.7, 0.6, 0.7, 0.65, 0.9, 0.9, 0.9, 0.9, 0.9]
   result = train_lib.fit(
     objective,
@@ -91,7 +92,7 @@ def test_scripted_metric_stops_at_the_eval_that_exhausts_the_patience(tmp_path):
     tmp_path,
     validation=train_lib.Validation(_scripted(values)),
   )
-  assert result.final_step == 50 and result.selected_step == 20
+  assert result.final_step == 50 and result.selected_step == 40
   assert [r["step"] for r in result.history] == [10, 20, 30, 40, 50]
   assert "patience 3" in result.stop_reason and "at step 20" in result.stop_reason
   run = json.loads((tmp_path / "run.json").read_text())

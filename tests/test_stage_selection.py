@@ -93,6 +93,41 @@ def test_a_continuing_stage_that_only_gets_worse_returns_its_start(first_stage, 
   }
 
 
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_of_evaluations_equal_on_the_metric_the_later_state_is_selected(mode, tmp_path):
+  # A saturated validation set: the metric stops moving while training goes on.
+  data = _toy_data()
+  objective = _objective(0.05)
+  values = iter([0.3, 0.9, 0.9, 0.9] if mode == "max" else [0.9, 0.3, 0.3, 0.3])
+  result = train_lib.fit(
+    objective,
+    data,
+    _options(select_metric="validation/score", select_mode=mode),
+    tmp_path,
+    validation=train_lib.Validation(lambda state: {"validation/score": next(values)}),
+  )
+  assert [r["step"] for r in result.history] == [10, 20, 30, 40]
+  assert result.selected_step == 40 and result.final_step == 40
+  assert json.loads((tmp_path / "run.json").read_text())["checkpoint"]["step"] == 40
+
+
+def test_a_trial_selects_the_later_of_equal_held_out_means(monkeypatch):
+  config = configuration.get_config("mlp", "synthetic", ["train.steps=30"])
+  dataset = trials.selection_data(en.load_dataset("synthetic", num_train=64))
+  metric = trials.selection_metric(config)
+  curves = iter([[(10, 0.5), (20, 0.7), (30, 0.6)], [(10, 0.5), (20, 0.6), (30, 0.7)]])
+
+  def fake_fit(config, dataset, workdir):
+    history = [{"step": s, metric: v} for s, v in next(curves)]
+    return [("", train_lib.FitResult(None, 30, 30, 0.7, history))]
+
+  monkeypatch.setattr(trials, "fit_held_out", fake_fit)
+  record = trials.run_trial(config.to_dict(), dataset, [np.arange(32), np.arange(32, 64)], 0, {})
+  # Mean curve 0.5, 0.65, 0.65: steps 20 and 30 tie; each fold's own peak is its later one.
+  assert record["selected_step"] == 30 and record["value"] == pytest.approx(0.65)
+  assert [f["best_step"] for f in record["folds"]] == [20, 30]
+
+
 def test_a_resumed_continuing_stage_keeps_its_step_zero_record(first_stage, tmp_path):
   data, first = first_stage
   objective = _objective(1e-2)

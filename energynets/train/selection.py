@@ -124,7 +124,8 @@ class Selection:
   """Evaluation, selection and early stopping of one `fit`.
 
   `evaluate(step, state)` writes the evaluation record, appends it to the history and
-  saves the state to `best` when it improves on `select_metric`; `stop_reason()` is
+  saves the state to `best` when it is at least as good on `select_metric` as the best
+  so far (of equal values the later state is kept); `stop_reason()` is
   the early stopping rule on that history; `meta` is the bookkeeping saved with every
   latest checkpoint, so a resumed run selects and stops as an uninterrupted one.
 
@@ -196,8 +197,11 @@ class Selection:
         f"select_metric {self.select_metric!r} not among the evaluation metrics {sorted(record)}"
       )
     value, best_value = record[self.select_metric], self.meta["best_value"]
+    # Of equal values the later state is kept, as between stages: a small validation set
+    # saturates (genbase's reaches its maximum hundreds of steps before training ends), and
+    # the earliest state at that maximum is the least trained of them.
     if best_value is None or (
-      value > best_value if self.select_mode == "max" else value < best_value
+      value >= best_value if self.select_mode == "max" else value <= best_value
     ):
       self.meta["best_value"], self.meta["best_step"] = value, step
       self.best.save(step, state, {"value": value})
