@@ -27,6 +27,7 @@ import numpy as np
 
 from energynets import train as train_lib
 from energynets.data import splits
+from energynets.train import selection
 from experiments import builders
 from experiments import choices
 from experiments import configuration
@@ -176,15 +177,14 @@ def merge_folds(parts: list[dict]) -> dict:
 def _best_stage(folds: list[dict], selectable: list[bool]) -> dict:
   """`{"folds", "stages", "selected_stage", "selected_step", "value"}` of fold records:
   each stage's mean held-out curve over the folds at the steps every fold evaluated, its
-  best step and value (of equal values, the later; None where the stage cannot be
-  selected), and the best stage (of equal values, the later one)."""
+  best step and value as `fit` selects (`selection.replaces_best`; None where the stage
+  cannot be selected), and the best stage (of equal values, the later one)."""
   stages = []
   for i, can_select in enumerate(selectable):
     curves = [dict(zip(f["stages"][i]["steps"], f["stages"][i]["values"])) for f in folds]
     common = sorted(set.intersection(*(set(c) for c in curves)))
     means = [float(np.mean([c[s] for c in curves])) for s in common]
-    # of equal means the later step, as `fit` selects
-    peak = len(means) - 1 - int(np.argmax(means[::-1])) if means and can_select else None
+    peak = selection.selected_index(common, means) if means and can_select else None
     stages.append(
       {
         "stage": folds[0]["stages"][i]["stage"],
@@ -295,7 +295,7 @@ def run_trial(
         fits = fit_held_out(config, data, fit_dir)
     stage_curves = [_curve(fit.history, metric) for _, fit in fits]
     steps, values = list(stage_curves[-1]), list(stage_curves[-1].values())
-    best = len(values) - 1 - int(np.argmax(values[::-1]))
+    best = selection.selected_index(steps, values)
     fold_records.append(
       {
         "fold": k,

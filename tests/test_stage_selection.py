@@ -111,6 +111,33 @@ def test_of_evaluations_equal_on_the_metric_the_later_state_is_selected(mode, tm
   assert json.loads((tmp_path / "run.json").read_text())["checkpoint"]["step"] == 40
 
 
+def test_a_continuing_stage_leaves_its_start_only_for_a_better_state(first_stage, tmp_path):
+  data, first = first_stage
+  objective = _objective(1e-2)
+  value = first.selected_value  # every evaluation equals the start's: none is better
+  result = train_lib.fit(
+    objective,
+    data,
+    _options(),
+    tmp_path,
+    validation=train_lib.Validation(lambda state: {"validation/loss": value}),
+    previous_state=first.state,
+  )
+  assert [r["step"] for r in result.history] == [0, 10, 20, 30, 40]
+  assert result.selected_step == 0
+  for a, b in zip(_leaves(first.state["net"].params), _leaves(result.state["net"].params)):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_the_selected_evaluation_of_a_curve():
+  select = train_lib.selection.selected_index
+  assert select([10, 20, 30], [0.5, 0.7, 0.7]) == 2
+  assert select([0, 10, 20], [0.7, 0.7, 0.7]) == 0  # a continuing stage keeps its start
+  assert select([0, 10, 20], [0.7, 0.8, 0.8]) == 2
+  assert select([10, 20, 30], [0.5, 0.3, 0.3], mode="min") == 2
+  assert select([10, 20, 30], [0.5, 0.7, 0.6]) == 1
+
+
 def test_a_trial_selects_the_later_of_equal_held_out_means(monkeypatch):
   config = configuration.get_config("mlp", "synthetic", ["train.steps=30"])
   dataset = trials.selection_data(en.load_dataset("synthetic", num_train=64))

@@ -88,9 +88,9 @@ class LoopOptions:
     eval_every: evaluate (`fit`'s `validation`) every this many steps (and at the end).
     checkpoint_every: save the latest state every this many steps (and at the end).
     select_metric: the evaluation metric that picks the returned state (of equal values,
-      the later; None: the last state). Left at its default, `'validation/example_f1'`,
-      it selects only when `fit` has validation; named explicitly, `fit` without
-      validation refuses it.
+      the later, but `previous_state` only for a better one; None: the last state).
+      Left at its default, `'validation/example_f1'`, it selects only when `fit` has
+      validation; named explicitly, `fit` without validation refuses it.
     select_mode: `'max'` or `'min'` of `select_metric`.
     tensorboard: also write TensorBoard event files (else `metrics.jsonl` only).
     max_loss: stop with `TrainingDivergedError` once the logged training loss exceeds

@@ -30,7 +30,9 @@ __all__ = [
   "SELECT_METRIC_DEFAULT",
   "Selection",
   "Validation",
+  "replaces_best",
   "rows_evaluator",
+  "selected_index",
   "validation_metrics",
 ]
 
@@ -120,12 +122,36 @@ def rows_evaluator(
   return evaluate
 
 
+def replaces_best(value: float, best_value: float | None, best_step: int | None, mode: str) -> bool:
+  """Whether an evaluation of `value` replaces the best one so far (`best_value` at
+  `best_step`; None: there is none): a better value does, and so does an equal one,
+  unless the best is a continuing stage's starting state (step 0)."""
+  if best_value is None:
+    return True
+  # Of equal values the later state is kept: a small validation set saturates (genbase's
+  # reaches its maximum hundreds of steps before training ends), and the earliest state at
+  # that maximum is the least trained of them. A continuing stage's starting state is left
+  # only for a better one: a new objective must earn its place.
+  better = value > best_value if mode == "max" else value < best_value
+  return better or (value == best_value and best_step != 0)
+
+
+def selected_index(steps: list[int], values: list[float], mode: str = "max") -> int:
+  """The index of the evaluation `replaces_best` ends on, of a curve `values` at `steps`."""
+  best = 0
+  for i in range(1, len(values)):
+    if replaces_best(values[i], values[best], steps[best], mode):
+      best = i
+  return best
+
+
 class Selection:
   """Evaluation, selection and early stopping of one `fit`.
 
   `evaluate(step, state)` writes the evaluation record, appends it to the history and
   saves the state to `best` when it is at least as good on `select_metric` as the best
-  so far (of equal values the later state is kept); `stop_reason()` is
+  so far (of equal values the later state is kept, but a continuing stage's starting
+  state, step 0, only for a better one); `stop_reason()` is
   the early stopping rule on that history; `meta` is the bookkeeping saved with every
   latest checkpoint, so a resumed run selects and stops as an uninterrupted one.
 
@@ -196,13 +222,8 @@ class Selection:
       raise KeyError(
         f"select_metric {self.select_metric!r} not among the evaluation metrics {sorted(record)}"
       )
-    value, best_value = record[self.select_metric], self.meta["best_value"]
-    # Of equal values the later state is kept, as between stages: a small validation set
-    # saturates (genbase's reaches its maximum hundreds of steps before training ends), and
-    # the earliest state at that maximum is the least trained of them.
-    if best_value is None or (
-      value >= best_value if self.select_mode == "max" else value <= best_value
-    ):
+    value = record[self.select_metric]
+    if replaces_best(value, self.meta["best_value"], self.meta["best_step"], self.select_mode):
       self.meta["best_value"], self.meta["best_step"] = value, step
       self.best.save(step, state, {"value": value})
     logging.info("step %d | %s", step, " ".join(f"{k}={v:.4f}" for k, v in sorted(record.items())))
