@@ -267,9 +267,10 @@ def run_trial(
     stage's best mean `value` and its `selected_step` (None for a stage with
     `select_metric=None`, which is never selected). `value` is the best of them (of
     equal ones, the later stage's), `selected_stage` and `selected_step` where it is.
-    A fold's `best_step`, `best_value`, `steps`, `values`, `final_step` and
-    `stop_reason` are its last stage's (where training ended and why: early stopping),
-    its `stages` each stage's fit with its `steps` and `values`.
+    A fold's `best_step`, `best_value` (the state its last stage's fit selected),
+    `steps`, `values`, `final_step` and `stop_reason` are its last stage's (where
+    training ended and why: early stopping), its `stages` each stage's fit with its
+    `steps` and `values`.
   """
   started = time.time()
   config = configuration.with_overrides(ml_collections.ConfigDict(base), params)
@@ -294,19 +295,18 @@ def run_trial(
       with console.titled(f"trial {trial + 1}" + (f" fold {k + 1}" if len(parts) > 1 else "")):
         fits = fit_held_out(config, data, fit_dir)
     stage_curves = [_curve(fit.history, metric) for _, fit in fits]
-    steps, values = list(stage_curves[-1]), list(stage_curves[-1].values())
-    best = selection.selected_index(steps, values)
+    last = fits[-1][1]
     fold_records.append(
       {
         "fold": k,
         "num_fit": fit_rows.num_examples,
         "num_held_out": scored_rows.num_examples,
-        "best_step": steps[best],
-        "best_value": values[best],
-        "steps": steps,
-        "values": values,
-        "final_step": fits[-1][1].final_step,
-        "stop_reason": fits[-1][1].stop_reason,
+        "best_step": last.selected_step,
+        "best_value": last.selected_value,
+        "steps": list(stage_curves[-1]),
+        "values": list(stage_curves[-1].values()),
+        "final_step": last.final_step,
+        "stop_reason": last.stop_reason,
         "stages": [
           {
             "stage": name,

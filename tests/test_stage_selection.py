@@ -145,14 +145,17 @@ def test_a_trial_selects_the_later_of_equal_held_out_means(monkeypatch):
   curves = iter([[(10, 0.5), (20, 0.7), (30, 0.6)], [(10, 0.5), (20, 0.6), (30, 0.7)]])
 
   def fake_fit(config, dataset, workdir):
-    history = [{"step": s, metric: v} for s, v in next(curves)]
-    return [("", train_lib.FitResult(None, 30, 30, 0.7, history))]
+    curve = next(curves)
+    history = [{"step": s, metric: v} for s, v in curve]
+    step, value = max(curve, key=lambda point: point[1])
+    return [("", train_lib.FitResult(None, 30, step, value, history))]
 
   monkeypatch.setattr(trials, "fit_held_out", fake_fit)
   record = trials.run_trial(config.to_dict(), dataset, [np.arange(32), np.arange(32, 64)], 0, {})
-  # Mean curve 0.5, 0.65, 0.65: steps 20 and 30 tie; each fold's own peak is its later one.
+  # Mean curve 0.5, 0.65, 0.65: steps 20 and 30 tie. A fold's best is what its fit selected.
   assert record["selected_step"] == 30 and record["value"] == pytest.approx(0.65)
   assert [f["best_step"] for f in record["folds"]] == [20, 30]
+  assert [f["best_value"] for f in record["folds"]] == pytest.approx([0.7, 0.7])
 
 
 def test_a_resumed_continuing_stage_keeps_its_step_zero_record(first_stage, tmp_path):
