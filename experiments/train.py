@@ -29,6 +29,7 @@ import numpy as np
 
 from energynets import train as train_lib
 from energynets.train import process_rows as process_rows_lib
+from energynets.train import selection
 from energynets.train import storage
 from experiments import builders
 from experiments import choices
@@ -338,12 +339,13 @@ def _selected_stage(trained, last_options) -> tuple[int, list[float | None]]:
     last_options: the last stage's `LoopOptions` (`select_metric`, `select_mode`).
 
   Returns:
-    `(index, values)`: the stage with the best value (of equal ones, the later; the last
-    stage when none has a value) and every stage's value. A stage that selects on another
+    `(index, values)`: the stage with the best value (`selection.selected_stage`: of
+    equal ones, the earlier; the last stage when none has a value) and every stage's
+    value. A stage that selects on another
     metric is compared by the record of its selected step, which holds every validation
     metric, since every stage evaluates the same rows.
   """
-  metric, sign = last_options.select_metric, 1 if last_options.select_mode == "max" else -1
+  metric = last_options.select_metric
   values: list[float | None] = []
   for _, _, result, stage_metric in trained:
     value = None
@@ -351,8 +353,8 @@ def _selected_stage(trained, last_options) -> tuple[int, list[float | None]]:
       record = next(r for r in result.history if r["step"] == result.selected_step)
       value = record.get(metric)
     values.append(value)
-  ranked = [(sign * v, i) for i, v in enumerate(values) if v is not None]
-  return (max(ranked)[1] if ranked else len(trained) - 1), values
+  chosen = selection.selected_stage(values, last_options.select_mode)
+  return (len(trained) - 1 if chosen is None else chosen), values
 
 
 def _load_process_data(task, config):

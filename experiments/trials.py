@@ -178,7 +178,8 @@ def _best_stage(folds: list[dict], selectable: list[bool]) -> dict:
   """`{"folds", "stages", "selected_stage", "selected_step", "value"}` of fold records:
   each stage's mean held-out curve over the folds at the steps every fold evaluated, its
   best step and value as `fit` selects (`selection.replaces_best`; None where the stage
-  cannot be selected), and the best stage (of equal values, the later one)."""
+  cannot be selected), and the best stage (`selection.selected_stage`: of equal values,
+  the earlier)."""
   stages = []
   for i, can_select in enumerate(selectable):
     curves = [dict(zip(f["stages"][i]["steps"], f["stages"][i]["values"])) for f in folds]
@@ -192,10 +193,7 @@ def _best_stage(folds: list[dict], selectable: list[bool]) -> dict:
         "value": means[peak] if peak is not None else None,
       }
     )
-  chosen = max(
-    (i for i, s in enumerate(stages) if s["value"] is not None),
-    key=lambda i: (stages[i]["value"], i),
-  )
+  chosen = selection.selected_stage([s["value"] for s in stages])
   return {
     "folds": folds,
     "stages": stages,
@@ -266,7 +264,7 @@ def run_trial(
     evaluated (a continuing stage's step 0 is its starting state); `stages` holds each
     stage's best mean `value` and its `selected_step` (None for a stage with
     `select_metric=None`, which is never selected). `value` is the best of them (of
-    equal ones, the later stage's), `selected_stage` and `selected_step` where it is.
+    equal ones, the earlier stage's), `selected_stage` and `selected_step` where it is.
     A fold's `best_step`, `best_value` (the state its last stage's fit selected),
     `steps`, `values`, `final_step` and `stop_reason` are its last stage's (where
     training ended and why: early stopping), its `stages` each stage's fit with its

@@ -722,7 +722,25 @@ def test_every_config_trains_and_writes_results(method, tmp_path):
     assert results["meta"]["stages"][1]["selected_step"] == 8
   if method == "infnet":  # pretrained MLP -> joint energy / inference-network stage
     assert [s["method"] for s in results["meta"]["stages"]] == ["local", "infnet"]
-    assert (tmp_path / "measurement_matrix.png").stat().st_size > 0
+    reports_the_energy = results["meta"]["selected_stage"] == stages[-1]
+    assert (tmp_path / "measurement_matrix.png").exists() == reports_the_energy
+
+
+def test_an_infnet_run_writes_its_energy_measurement_matrix(tmp_path):
+  """One infnet stage from scratch: the reported state holds the energy, so its C1 figure
+  is written next to results.json."""
+  from experiments import configuration
+  from experiments import train
+
+  config = configuration.get_config(
+    "infnet",
+    "synthetic",
+    ["stage_order=infnet", "train.steps=8", "train.eval_every=4", "train.tensorboard=False"],
+  )
+  config.stages.infnet.train.steps = 8
+  results = train.train_and_evaluate(config, str(tmp_path))
+  assert results["meta"]["selected_stage"] == "infnet"
+  assert (tmp_path / "measurement_matrix.png").stat().st_size > 0
 
 
 # Slow (18 s): tests/test_exhaustive.py trains SSVM with exact inference in the default

@@ -3,6 +3,7 @@ of its selection, and a staged run (and a staged tuner trial) reports its best s
 
 import json
 import os
+import types
 
 import jax
 import numpy as np
@@ -288,17 +289,13 @@ def test_a_run_whose_selected_stage_is_not_the_last_loads_and_predicts_it(worse_
   np.testing.assert_allclose(predictor.predict(test_x), saved, rtol=1e-5, atol=1e-6)
 
 
-def test_a_staged_trial_scores_its_best_stage(monkeypatch):
+def _staged_trial(monkeypatch, curves):
+  """The record of a dmf trial on two folds whose stages' curves are `curves`' items."""
   config = configuration.get_config("dmf", "synthetic", ["train.steps=20"])
   dataset = trials.selection_data(en.load_dataset("synthetic", num_train=64))
   metric = "validation/example_f1"
   assert trials.selection_metric(config) == metric
-  curves = iter(
-    [
-      {"pretrain": [(10, 0.5), (20, 0.6)], "pairwise": [(0, 0.6), (10, 0.55)]},
-      {"pretrain": [(10, 0.55), (20, 0.64)], "pairwise": [(0, 0.62), (10, 0.5)]},
-    ]
-  )
+  curves = iter(curves)
 
   def fake_fit(config, dataset, workdir):
     fits = []
@@ -312,10 +309,61 @@ def test_a_staged_trial_scores_its_best_stage(monkeypatch):
 
   monkeypatch.setattr(trials, "fit_held_out", fake_fit)
   folds = [np.arange(0, 32), np.arange(32, 64)]
-  record = trials.run_trial(config.to_dict(), dataset, folds, 0, {})
+  return trials.run_trial(config.to_dict(), dataset, folds, 0, {})
+
+
+def test_a_staged_trial_scores_its_best_stage(monkeypatch):
+  record = _staged_trial(
+    monkeypatch,
+    [
+      {"pretrain": [(10, 0.5), (20, 0.6)], "pairwise": [(0, 0.6), (10, 0.55)]},
+      {"pretrain": [(10, 0.55), (20, 0.64)], "pairwise": [(0, 0.62), (10, 0.5)]},
+    ],
+  )
   # Per stage the mean curve over folds: pretrain 0.525, 0.62; pairwise 0.61, 0.525.
   assert [s["stage"] for s in record["stages"]] == ["pretrain", "pairwise"]
   assert [s["value"] for s in record["stages"]] == pytest.approx([0.62, 0.61])
   assert record["selected_stage"] == "pretrain" and record["selected_step"] == 20
   assert record["value"] == pytest.approx(0.62)
   assert record["folds"][1]["stages"][1]["steps"] == [0, 10]
+
+
+def test_a_staged_trial_keeps_the_earlier_of_tied_stages(monkeypatch):
+  record = _staged_trial(
+    monkeypatch,
+    [
+      {"pretrain": [(10, 0.5), (20, 0.6)], "pairwise": [(10, 0.4), (20, 0.6)]},
+      {"pretrain": [(10, 0.5), (20, 0.6)], "pairwise": [(10, 0.5), (20, 0.6)]},
+    ],
+  )
+  # Both stages peak at 0.6 at step 20: the later stage is not better, so it is not chosen.
+  assert [s["value"] for s in record["stages"]] == pytest.approx([0.6, 0.6])
+  assert record["selected_stage"] == "pretrain" and record["selected_step"] == 20
+
+
+def test_a_later_stage_replaces_an_earlier_one_only_when_better():
+  select = train_lib.selection.selected_stage
+  assert select([0.7, None, 0.7]) == 0  # a fresh task-net that ties the pretrained one
+  assert select([0.7, None, 0.71]) == 2
+  assert select([0.6, 0.7, 0.7]) == 1
+  assert select([0.3, 0.3], mode="min") == 0
+  assert select([0.3, 0.2], mode="min") == 1
+  assert select([None, None]) is None
+
+
+def test_a_staged_run_reports_the_earlier_of_tied_stages():
+  metric = "validation/example_f1"
+  options = types.SimpleNamespace(select_metric=metric, select_mode="max")
+
+  def stage(step, value, stage_metric=metric):
+    history = [{"step": step, metric: value}] if value is not None else []
+    fit = train_lib.FitResult(None, step, step, value, history)
+    return (("stage", None), None, fit, stage_metric)
+
+  # pretrain, a loss-net stage that selects nothing, then a fresh task-net that ties.
+  tied = [stage(20, 0.7), stage(30, None, None), stage(40, 0.7)]
+  assert train._selected_stage(tied, options) == (0, [0.7, None, 0.7])
+  better = [stage(20, 0.7), stage(30, None, None), stage(40, 0.75)]
+  assert train._selected_stage(better, options)[0] == 2
+  nothing = [stage(20, None, None), stage(30, None, None)]
+  assert train._selected_stage(nothing, options)[0] == 1

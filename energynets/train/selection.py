@@ -33,6 +33,7 @@ __all__ = [
   "replaces_best",
   "rows_evaluator",
   "selected_index",
+  "selected_stage",
   "validation_metrics",
 ]
 
@@ -132,8 +133,11 @@ def replaces_best(value: float, best_value: float | None, best_step: int | None,
   # reaches its maximum hundreds of steps before training ends), and the earliest state at
   # that maximum is the least trained of them. A continuing stage's starting state is left
   # only for a better one: a new objective must earn its place.
-  better = value > best_value if mode == "max" else value < best_value
-  return better or (value == best_value and best_step != 0)
+  return _better(value, best_value, mode) or (value == best_value and best_step != 0)
+
+
+def _better(value: float, best_value: float, mode: str) -> bool:
+  return value > best_value if mode == "max" else value < best_value
 
 
 def selected_index(steps: list[int], values: list[float], mode: str = "max") -> int:
@@ -141,6 +145,21 @@ def selected_index(steps: list[int], values: list[float], mode: str = "max") -> 
   best = 0
   for i in range(1, len(values)):
     if replaces_best(values[i], values[best], steps[best], mode):
+      best = i
+  return best
+
+
+def selected_stage(values: list[float | None], mode: str = "max") -> int | None:
+  """The index of the stage a staged run reports, of each stage's best validation value
+  (None: a stage that selects nothing; the result is None when none has a value).
+
+  A later stage replaces the best of the stages before it only when it is better: the
+  rule that keeps a continuing stage's starting state on a tie, for a stage that starts
+  afresh (SEAL-static's task-net), since a tie is no evidence for the later objective.
+  """
+  best = None
+  for i, value in enumerate(values):
+    if value is not None and (best is None or _better(value, values[best], mode)):
       best = i
   return best
 
