@@ -194,6 +194,7 @@ def _best_stage(folds: list[dict], selectable: list[bool]) -> dict:
       }
     )
   chosen = selection.selected_stage([s["value"] for s in stages])
+  assert chosen is not None, "the last stage selects, and every fold evaluated it"
   return {
     "folds": folds,
     "stages": stages,

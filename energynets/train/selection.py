@@ -153,14 +153,15 @@ def selected_stage(values: list[float | None], mode: str = "max") -> int | None:
   """The index of the stage a staged run reports, of each stage's best validation value
   (None: a stage that selects nothing; the result is None when none has a value).
 
-  A later stage replaces the best of the stages before it only when it is better: the
-  rule that keeps a continuing stage's starting state on a tie, for a stage that starts
-  afresh (SEAL-static's task-net), since a tie is no evidence for the later objective.
+  A later stage replaces the best of the stages before it only when it is better: it
+  trains another objective (SEAL-static's task-net, a fresh network), and a tie on
+  validation is no evidence for it. The same rule keeps a continuing stage's starting
+  state on a tie (`replaces_best`).
   """
-  best = None
+  best, best_value = None, None
   for i, value in enumerate(values):
-    if value is not None and (best is None or _better(value, values[best], mode)):
-      best = i
+    if value is not None and (best_value is None or _better(value, best_value, mode)):
+      best, best_value = i, value
   return best
 
 
