@@ -36,6 +36,7 @@ import tqdm
 from energynets.train import LoopOptions
 from energynets.train import faults
 from energynets.train import quiet_library_logs
+from energynets.train import selection
 from energynets.train import storage
 from experiments import workdirs
 
@@ -123,10 +124,9 @@ class _TrainingBar:
       return
     self._loss = scalars.get("train/loss", self._loss)
     value = scalars.get(self._metric) if self._metric else None
-    if value is not None and (
-      self._best is None
-      or (value > self._best[0] if self._mode == "max" else value < self._best[0])
-    ):
+    # The state `fit` would select: the same rule (`selection.replaces_best`).
+    best_value, best_step = self._best if self._best is not None else (None, None)
+    if value is not None and selection.replaces_best(value, best_value, best_step, self._mode):
       self._best = (value, step)
     postfix = [] if self._loss is None else [f"loss {self._loss:.4g}"]
     if self._best is not None and self._metric:  # a best needs a metric

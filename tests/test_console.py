@@ -255,3 +255,23 @@ def test_results_table_pairs_each_metric_with_its_fixed_threshold_value():
     "test/psnr      25.5000",
     "natural/psnr   20.2500",
   ]
+
+
+def test_a_training_bar_shows_the_state_fit_selects(capsys):
+  """Of equal evaluations the bar names the later, as selection keeps it."""
+  from energynets.train import LoopOptions  # pylint: disable=g-import-not-at-top
+  from experiments import console  # pylint: disable=g-import-not-at-top
+
+  options = LoopOptions(
+    steps=30, batch_size=8, select_metric="validation/example_f1", select_mode="max"
+  )
+  console.configure("on")
+  try:
+    with console.training_progress(options, "tied") as progress:
+      progress(0, {})
+      for step, value in ((10, 0.5), (20, 0.7), (30, 0.7)):
+        progress(step, {"validation/example_f1": value})
+  finally:
+    console.configure("auto")
+  err = capsys.readouterr().err
+  assert "best example_f1 0.7000 @30" in err, err
