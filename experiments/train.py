@@ -128,8 +128,8 @@ def train_and_evaluate(
   Each stage continues from the previous stage's selected state and may select that
   starting state (`fit`'s step 0); the run then reports the stage whose selected state is
   best on validation by the last stage's `train.select_metric` (of equal ones, the
-  later), recorded as `meta.selected_stage`, with each stage's value as
-  `meta.stages[i].best_value`. A stage with `select_metric=None` is never reported.
+  earlier: `selection.selected_stage`), recorded as `meta.selected_stage`, with each
+  stage's value as `meta.stages[i].best_value`. A stage with `select_metric=None` is never reported.
 
   A run in `workdir` resumes at its last step (a finished one only re-evaluates). A
   workdir another process is using is refused (`workdir_lock`), and so is one whose run

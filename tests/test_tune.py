@@ -19,6 +19,7 @@ from experiments import search
 from experiments import search_spaces
 from experiments import stage_reuse
 from experiments import tasks
+from experiments import train
 from experiments import trials
 from experiments import tune
 from experiments import workdirs
@@ -446,7 +447,7 @@ NETWORK_SPACES = (
 
 def _tiny_config(name, toy, *extra):
   """`name`'s by-path config on the toy folder, every stage 2 steps, evaluated each."""
-  config = configuration.get_config(name, "mulan", [f"data.path={toy}"])
+  config = configuration.get_config(name, "mulan", [f"data.path={toy}", *extra])
   stages = configuration.name_list(config.get("stage_order", "")) or ()
   return configuration.get_config(
     name,
@@ -456,7 +457,8 @@ def _tiny_config(name, toy, *extra):
       "train.steps=2",
       "train.eval_every=1",
       "train.batch_size=16",
-      *(f"stages.{stage}.train.steps=2" for stage in stages),
+      # A stage without its own step count trains the top level's.
+      *(f"stages.{s}.train.steps=2" for s in stages if "steps" in config.stages[s].train),
       *extra,
     ],
   )
@@ -704,6 +706,28 @@ def test_a_search_from_a_tuned_run_pins_its_setting_in_the_first_stage(toy, tmp_
     assert pinned[key] == space[key]
   default = search_spaces.default_setting(started, pinned)
   assert default["model.hidden|energy.feature_hidden"] == (8,)
+
+
+@pytest.mark.parametrize(
+  "name,extra", [("infnet", ()), ("implicit", ()), ("dvn", ("stage_order=pretrain,dvn",))]
+)
+def test_a_start_from_a_tuned_mlp_sizes_the_energy_that_carries_it(toy, tmp_path, name, extra):
+  # These configs' second stage carries the MLP into the energy as its local term, so a
+  # tuned MLP's network must size the energy's feature network too; else the carry fails
+  # at the final run, after the whole search.
+  config = _tiny_config(name, toy, *extra)
+  space = search_spaces.for_config(name, "mulan")
+  chosen = {"model.hidden": [8], "model.dropout": 0.25, "optimizer.learning_rate": 0.003}
+  chosen.update({"loss.l2": 0.01, "data.feature_scaling": "maxabs"})
+  source = _tuned_run(tmp_path / "mlp", chosen, _tiny_config("mlp", toy))
+  started, pinned = stage_reuse.start_from_tuned(config, space, source)
+  assert started.model.hidden == started.energy.feature_hidden == (8,)
+  assert started.model.dropout == started.energy.dropout == 0.25
+  search.check_tunable(started, pinned)
+  stage_reuse.check_start(started, source)
+  results = train.train_and_evaluate(started, tmp_path / "run")
+  names = [stage["stage"] for stage in results["meta"]["stages"]]
+  assert names == list(configuration.name_list(started.stage_order))
 
 
 def test_a_single_stage_space_key_the_first_stage_sets_becomes_that_stage_s(toy, tmp_path):

@@ -565,6 +565,7 @@ ON_BASE = [
   ("implicit_on_mlp", ()),
   ("seal_static_on_mlp", ()),
   ("seal_dynamic_on_mlp", ("stage_order=pretrain,seal",)),
+  ("dvn_on_mlp", ("stage_order=pretrain,dvn",)),
   ("dmf_soft_f1_on_mlp_soft_f1", ()),
 ]
 

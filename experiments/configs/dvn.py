@@ -31,7 +31,8 @@ def _dvn_options(config: ml_collections.ConfigDict, score: str) -> None:
   0.05, 20 steps in training and at most 30 at test, from the uniform start, returning the
   last iterate (`pick='best'`, `loss.init='random'` and `dvn.adversarial_init='random'`
   are SEAL's public configs' choices)."""
-  config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0, init="uniform"))
+  # The base's score keys stay (empty), so that a `pretrain` stage is an mlp run exactly.
+  config.loss = ml_collections.ConfigDict(dict(l2=0.0, l2_c=0.0, init="uniform", **base.NO_SCORE))
   config.dvn = objectives.dvn_block(score=score)
   step = dict(method="projected", optimizer="adam", learning_rate=0.05, pick="last")
   config.gbi = gbi.train_block(**step)
@@ -122,7 +123,9 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
 
 def get_search_space(dataset: str = "synthetic"):
   """What `python -m experiments.tune` selects for DVN: the value network's feature
-  network capacity (`energy.feature_hidden`, its input and hidden dropout), the learning
-  rate, L2 and the feature scaling (`search_spaces.network`)."""
+  network capacity (hidden layers, input and hidden dropout), the learning rate, L2 and
+  the feature scaling (`search_spaces.network`). `model` is searched with the energy's
+  feature network, tied (`energy_copy`): staged, the MLP `model` trains becomes the
+  energy's local term, so the two shapes must stay equal."""
   del dataset  # the same space everywhere
-  return search_spaces.network("energy", "feature_hidden")
+  return search_spaces.network(energy_copy=True)
