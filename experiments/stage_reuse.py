@@ -182,7 +182,9 @@ def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, 
   feature scaling), with the keys a space key ties to it (`model.hidden|
   energy.feature_hidden`). A space key `<key>` that the first stage sets itself (a space
   written for the config's single-stage form, such as seal_dynamic's with
-  `stage_order=pretrain,seal`) becomes `stages.<first>.<key>`. Pinned keys stay in the
+  `stage_order=pretrain,seal`) becomes `stages.<first>.<key>` where every later stage
+  sets it too; where a later stage takes the top-level key (dvn's `dvn` stage its
+  learning rate), the key stays searched for it. Pinned keys stay in the
   space, so that per-trial work such as the feature scaling fit on each fold's rows is
   done as the source's search did it.
 
@@ -204,6 +206,10 @@ def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, 
   stage = first_stage(config)
   chosen = _tuned_run_file(source_dir, CHOSEN_FILE)
   stage_keys = configuration.flatten_dict(config.stages[stage].to_dict())
+  later_keys = [
+    configuration.flatten_dict(config.stages[name].to_dict())
+    for name in configuration.name_list(config.stage_order)[1:]
+  ]
   overrides: dict[str, Any] = {}
   pinned = dict(space)
   for key, value in chosen["overrides"].items():
@@ -211,9 +217,10 @@ def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, 
       raise cli.UserError(f"start_from: {source_dir}'s chosen {key}: {problem}")
     target = f"stages.{stage}.{key}" if key in stage_keys else key
     value = configuration.json_to_config(value)
-    if target != key and key in pinned:
+    if target != key and key in pinned and all(key in keys for keys in later_keys):
       # A space written for the config's single-stage form searches the top-level key,
       # which every stage of the staged form sets itself: it is the first stage's now.
+      # Where a later stage takes the top-level key, it stays searched for that stage.
       pinned[target] = pinned.pop(key)
     tied = [k for k in pinned if target in search_spaces.config_keys(k)]
     for space_key in tied:

@@ -723,6 +723,11 @@ def test_a_start_from_a_tuned_mlp_sizes_the_energy_that_carries_it(toy, tmp_path
   started, pinned = stage_reuse.start_from_tuned(config, space, source)
   assert started.model.hidden == started.energy.feature_hidden == (8,)
   assert started.model.dropout == started.energy.dropout == 0.25
+  # The first stage trains at the MLP's rate; the later stage's rate is left to search
+  # (dvn's stage takes the top-level rate, which must not be pinned to the MLP's).
+  assert started.stages.pretrain.optimizer.learning_rate == 0.003
+  searched = [k for k, values in pinned.items() if len(values) > 1]
+  assert [k for k in searched if k.endswith("learning_rate")], pinned
   search.check_tunable(started, pinned)
   stage_reuse.check_start(started, source)
   results = train.train_and_evaluate(started, tmp_path / "run")
