@@ -208,7 +208,7 @@ def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, 
   stage_keys = configuration.flatten_dict(config.stages[stage].to_dict())
   later_keys = [
     configuration.flatten_dict(config.stages[name].to_dict())
-    for name in configuration.name_list(config.stage_order)[1:]
+    for name in (configuration.name_list(config.stage_order) or ())[1:]
   ]
   overrides: dict[str, Any] = {}
   pinned = dict(space)
