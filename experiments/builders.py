@@ -317,17 +317,35 @@ def method_builder(method: str) -> Callable[..., objectives.Objective]:
   return OBJECTIVE_BUILDERS[method]
 
 
+# Methods whose stage, after a `local` stage, carries that stage's MLP into its energy as
+# the local term (`LocalNetEnergy`'s carry), so the two networks must have one shape.
+CARRY_MLP_INTO_ENERGY = ("dvn", "implicit")
+
+
 def check_builders(config: ml_collections.ConfigDict) -> None:
-  """Resolves every stage's `method`, `energy.module` and `train.compute_dtype` now, so
-  that a misspelled method or dtype or an import path that does not import fails before
-  anything trains.
+  """Resolves every stage's `method`, `energy.module` and `train.compute_dtype` now, and
+  checks that a stage carrying a `local` stage's MLP into its energy has an energy of that
+  MLP's shape, so that a misspelled method or dtype, an import path that does not
+  import, or a network of the wrong size fails before anything trains.
 
   Raises:
-    ValueError: one line naming the method, dtype or path and why it does not resolve.
+    ValueError: one line naming the method, dtype, path or keys and why they do not fit.
   """
-  for _, stage in configuration.stage_configs(config):
+  stages = configuration.stage_configs(config)
+  for _, stage in stages:
     method_builder(stage.method)
     compute_dtype(stage)
     outside = stage.get("energy", {}).get("module", "")
     if outside:
       run_lib.import_path(outside, "config.energy.module")
+  for (previous, before), (name, stage) in zip(stages, stages[1:]):
+    if before.method != "local" or stage.method not in CARRY_MLP_INTO_ENERGY:
+      continue
+    model = before.get("model", {}).get("hidden")
+    energy = stage.get("energy", {}).get("feature_hidden")
+    if model is not None and energy is not None and tuple(model) != tuple(energy):
+      raise ValueError(
+        f"stage {name!r} carries the MLP of stage {previous!r} into its energy as the "
+        f"local term, so model.hidden {tuple(model)} must equal energy.feature_hidden "
+        f"{tuple(energy)}: set both"
+      )

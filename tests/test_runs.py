@@ -621,6 +621,31 @@ def test_a_builder_path_that_does_not_import_fails_before_training(
   assert not (tmp_path / "stages").exists() and not (tmp_path / "checkpoints").exists()
 
 
+@pytest.mark.parametrize(
+  "method,overrides",
+  [("dvn", ["stage_order=pretrain,dvn", "model.hidden=(8,)"]), ("implicit", ["model.hidden=(8,)"])],
+)
+def test_an_energy_not_shaped_as_the_mlp_it_carries_fails_before_training(
+  tmp_path, method, overrides
+):
+  from experiments import builders  # pylint: disable=g-import-not-at-top
+  from experiments import configuration  # pylint: disable=g-import-not-at-top
+  from experiments import train  # pylint: disable=g-import-not-at-top
+
+  config = configuration.get_config(method, "synthetic", overrides)
+  with pytest.raises(ValueError) as excinfo:
+    train.train_and_evaluate(config, str(tmp_path))
+  energy = tuple(config.energy.feature_hidden)
+  assert str(excinfo.value) == (
+    f"stage {method!r} carries the MLP of stage 'pretrain' into its energy as the local "
+    f"term, so model.hidden (8,) must equal energy.feature_hidden {energy}: set both"
+  )
+  assert not (tmp_path / "stages").exists() and not (tmp_path / "checkpoints").exists()
+  # With both set, the check passes.
+  both = configuration.get_config(method, "synthetic", [*overrides, "energy.feature_hidden=(8,)"])
+  builders.check_builders(both)
+
+
 def test_an_outside_config_module_that_does_not_import(outside):
   from experiments import configuration  # pylint: disable=g-import-not-at-top
 

@@ -72,7 +72,8 @@ def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
   # training options, then DVN continues from it (`init_from`: the MLP becomes
   # `local_net`, the global term starts fresh). SPEN pretrains its local term the same
   # way; Gygli et al. and SEAL's DVN start from scratch, as the default single stage
-  # does. `model` is the energy's feature network (override both together).
+  # does. `model` is the energy's feature network (override both together: a run whose
+  # two differ is refused before it trains, `builders.check_builders`).
   e = config.energy
   config.model = ml_collections.ConfigDict(
     dict(
