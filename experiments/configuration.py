@@ -158,6 +158,16 @@ def stage_configs(config: ml_collections.ConfigDict) -> list[tuple[str, ml_colle
   return result
 
 
+def stages_setting(config: ml_collections.ConfigDict, key: str) -> list[str]:
+  """The stages of `config.stage_order`, in order, whose own `stages.<name>` block sets
+  the dotted `key` (for them the top-level value is not the one they train with)."""
+  return [
+    name
+    for name in name_list(config.get("stage_order", "")) or ()
+    if key in flatten_dict(config.stages[name].to_dict())
+  ]
+
+
 def json_to_config(value):
   """A config dict read from JSON with its lists as the tuples the configs hold."""
   if isinstance(value, dict):

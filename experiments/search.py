@@ -362,10 +362,7 @@ def check_tunable(config: ml_collections.ConfigDict, space: dict[str, tuple]) ->
 def _check_key(config: ml_collections.ConfigDict, key: str, stages: tuple[str, ...]) -> None:
   if problem := cli.unknown_config_key(config, key):
     raise cli.ConfigKeyError(f"search space: {problem}")
-  overridden = [
-    name for name in stages if key in configuration.flatten_dict(config.stages[name].to_dict())
-  ]
-  if stages and len(overridden) == len(stages):
+  if stages and len(configuration.stages_setting(config, key)) == len(stages):
     raise cli.UserError(
       f"search space: every stage sets {key} itself, so searching it "
       f"changes nothing; search stages.<stage>.{key} "

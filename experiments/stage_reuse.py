@@ -204,20 +204,17 @@ def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, 
   from experiments.refit import CHOSEN_FILE  # pylint: disable=g-import-not-at-top
 
   stage = first_stage(config)
+  num_stages = len(configuration.name_list(config.stage_order) or ())
   chosen = _tuned_run_file(source_dir, CHOSEN_FILE)
-  stage_keys = configuration.flatten_dict(config.stages[stage].to_dict())
-  later_keys = [
-    configuration.flatten_dict(config.stages[name].to_dict())
-    for name in (configuration.name_list(config.stage_order) or ())[1:]
-  ]
   overrides: dict[str, Any] = {}
   pinned = dict(space)
   for key, value in chosen["overrides"].items():
     if problem := cli.unknown_config_key(config, key):
       raise cli.UserError(f"start_from: {source_dir}'s chosen {key}: {problem}")
-    target = f"stages.{stage}.{key}" if key in stage_keys else key
+    setting = configuration.stages_setting(config, key)
+    target = f"stages.{stage}.{key}" if stage in setting else key
     value = configuration.json_to_config(value)
-    if target != key and key in pinned and all(key in keys for keys in later_keys):
+    if target != key and key in pinned and len(setting) == num_stages:
       # A space written for the config's single-stage form searches the top-level key,
       # which every stage of the staged form sets itself: it is the first stage's now.
       # Where a later stage takes the top-level key, it stays searched for that stage.
