@@ -362,6 +362,11 @@ def check_tunable(config: ml_collections.ConfigDict, space: dict[str, tuple]) ->
 def _check_key(config: ml_collections.ConfigDict, key: str, stages: tuple[str, ...]) -> None:
   if problem := cli.unknown_config_key(config, key):
     raise cli.ConfigKeyError(f"search space: {problem}")
+  if (stage := search_spaces.untrained_stage(key, set(stages))) is not None:
+    raise cli.UserError(
+      f"search space: {key} sets stage {stage!r}, which this run does not train "
+      f"(stage_order {','.join(stages) or 'empty: one stage'})"
+    )
   if stages and len(configuration.stages_setting(config, key)) == len(stages):
     raise cli.UserError(
       f"search space: every stage sets {key} itself, so searching it "

@@ -165,6 +165,31 @@ def for_config(config_name: str, dataset: str) -> dict[str, tuple]:
   return {key: tuple(values) for key, values in space.items()}
 
 
+def for_run(config_name: str, config: ml_collections.ConfigDict) -> dict[str, tuple]:
+  """`for_config` of `config`'s dataset without the keys of stages that `config` does not
+  train (`stages.<name>.…` with `<name>` outside `config.stage_order`): one declared
+  space serves a config's single-stage form and its staged one (`--config.stage_order`).
+  A space key tying several config keys keeps those of trained stages."""
+  from experiments import configuration  # pylint: disable=g-import-not-at-top
+
+  trained = set(configuration.name_list(config.get("stage_order", "")) or ())
+  space = {}
+  for key, values in for_config(config_name, config.data.name).items():
+    kept = [k for k in config_keys(key) if untrained_stage(k, trained) is None]
+    if kept:
+      space[TIED.join(kept)] = values
+  return space
+
+
+def untrained_stage(key: str, trained: set[str]) -> str | None:
+  """The stage a `stages.<name>.…` config key belongs to when `<name>` is not in
+  `trained`; None for any other key."""
+  parts = key.split(".")
+  if len(parts) > 2 and parts[0] == "stages" and parts[1] not in trained:
+    return parts[1]
+  return None
+
+
 def _config_module(config_name: str):
   config_name = config_name.split(":")[0]  # a file's `:dataset` variant
   if config_name.endswith(".py") and os.path.isfile(config_name):

@@ -146,7 +146,7 @@ def run_experiment(
     )
   if allow_config_change:
     raise cli.UserError("--allow_config_change needs --config.tune.enabled=False")
-  space = search_spaces.for_config(config_file, config.data.name)
+  space = search_spaces.for_run(config_file, config)
   result = tune(
     config,
     run_dir,
@@ -270,9 +270,7 @@ def _main(value, workdir: epath.Path):
     given = search_spaces.parse(value("search"))
   except ValueError as e:
     raise cli.UserError(e) from None
-  space = (
-    {} if value("only_search_flags") else search_spaces.for_config(config_file, config.data.name)
-  )
+  space = {} if value("only_search_flags") else search_spaces.for_run(config_file, config)
   space.update(given)
   result = tune(
     config,

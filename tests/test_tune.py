@@ -469,8 +469,8 @@ def test_search_space_settings_apply_and_build(name, toy):
   from experiments import builders  # pylint: disable=g-import-not-at-top
 
   config = _tiny_config(name, toy)
-  space = search_spaces.for_config(f"experiments/configs/{name}.py:mulan", "mulan")
-  assert space == search_spaces.for_config(name, "mulan") != search_spaces.DEFAULT
+  space = search_spaces.for_run(f"experiments/configs/{name}.py:mulan", config)
+  assert space == search_spaces.for_run(name, config) != search_spaces.DEFAULT
   tune.check_tunable(config, space)
   points = search_spaces.grid(space)
   for params in (points[0], points[len(points) // 2], points[-1]):
@@ -481,8 +481,13 @@ def test_search_space_settings_apply_and_build(name, toy):
   last = configuration.with_overrides(config, search_spaces.overrides(points[-1]))
   stages = dict(configuration.stage_configs(last))
   for key in (k for k in space if k.endswith("optimizer.learning_rate")):
-    stage = key.split(".")[1] if key.startswith("stages.") else next(iter(stages))
-    assert stages[stage].optimizer.learning_rate == points[-1][key]
+    if key.startswith("stages."):
+      trains_it = [key.split(".")[1]]
+    else:
+      trains_it = [s for s in stages if s not in configuration.stages_setting(last, key)]
+    assert trains_it and all(
+      stages[s].optimizer.learning_rate == points[-1][key] for s in trains_it
+    ), key
   dataset = tasks.task_for(config).load(config)
   for _, stage_config in stages.items():
     builders.build_objective(stage_config, dataset)
@@ -504,6 +509,33 @@ def test_searched_dropout_comes_with_the_networks_capacity(name):
       assert () in hidden and max(len(h) for h in hidden) >= 2, (name, dataset, key)
 
 
+def test_a_declared_space_leaves_out_the_stages_a_run_does_not_train(toy, monkeypatch):
+  # dvn's space names the pretrain stage's learning rate; run in one stage, that key
+  # would spend trials on a setting nothing trains with.
+  staged = _tiny_config("dvn", toy)
+  single = _tiny_config("dvn", toy, "stage_order=")
+  assert "stages.pretrain.optimizer.learning_rate" in search_spaces.for_run("dvn", staged)
+  space = search_spaces.for_run("dvn", single)
+  declared = search_spaces.for_config("dvn", "mulan")
+  assert space == {k: v for k, v in declared.items() if not k.startswith("stages.")}
+  assert len(space) == len(declared) - 1
+  tune.check_tunable(single, space)
+  # A tie keeps the config keys of the stages the run trains.
+  tied = {
+    "optimizer.learning_rate|stages.pretrain.optimizer.learning_rate": (1e-3,),
+    "stages.dvn.train.steps": (2,),
+  }
+  monkeypatch.setattr(search_spaces, "for_config", lambda name, dataset: tied)
+  assert search_spaces.for_run("dvn", single) == {"optimizer.learning_rate": (1e-3,)}
+  assert search_spaces.for_run("dvn", staged) == tied
+
+
+def test_searching_a_stage_the_run_does_not_train_is_a_user_error(toy):
+  config = _tiny_config("dvn", toy, "stage_order=")
+  with pytest.raises(cli.UserError, match="stage 'pretrain', which this run does not train"):
+    tune.check_tunable(config, {"stages.pretrain.optimizer.learning_rate": (1e-3,)})
+
+
 def test_searching_a_key_every_stage_sets_is_a_user_error(toy):
   config = _tiny_config("spen_ssvm", toy)
   with pytest.raises(cli.UserError, match="stages.<stage>.optimizer.learning_rate"):
@@ -514,7 +546,7 @@ def test_searching_a_key_every_stage_sets_is_a_user_error(toy):
 @pytest.mark.parametrize("name", NETWORK_SPACES)
 def test_search_space_trial_trains_every_stage(name, toy):
   config = _tiny_config(name, toy)
-  space = search_spaces.for_config(name, "mulan")
+  space = search_spaces.for_run(name, config)
   dataset = trials.selection_data(
     tasks.task_for(config).load(
       configuration.with_overrides(config, {"data.feature_scaling": "none"})
