@@ -8,9 +8,11 @@ from the prediction) and the gold output (`dvn.samples`, comma-separated from
 inference, adversarial, gold, random; `dvn.sample_weights` their weights). Test-time
 GBI: Adam + clamp from uniform, at most 30 steps (SEAL's public DVN configs: 20
 training and 30 test steps, Adam learning rate 0.04); convergence tolerances 1e-4 are
-an assumption. The energy is the SEAL loss-net (seal_dynamic.py); trained from scratch
-in one stage, as Gygli et al. and SEAL's DVN baseline do. Selection and the headline
-number: example-F1 at 0.5 (SEAL's protocol).
+an assumption. The energy is the SEAL loss-net (seal_dynamic.py); on a named dataset
+trained from scratch in one stage, as Gygli et al. and SEAL's DVN baseline do; by path
+(`:mulan`) the MLP first (`stage_order=pretrain,dvn`, below; `--config.stage_order=`
+trains from scratch). Selection and the headline number: example-F1 at 0.5 (SEAL's
+protocol).
 """
 
 import ml_collections
@@ -67,13 +69,14 @@ def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
   config.train.select_metric = "validation/example_f1@0.5"
   if dataset == "synthetic":
     config.train.steps = 1500
-  # Optional: `--config.stage_order=pretrain,dvn` (compare: `stage_order=pretrain+dvn`)
-  # first trains the value network's local term alone, as a BCE classifier with mlp.py's
-  # training options, then DVN continues from it (`init_from`: the MLP becomes
-  # `local_net`, the global term starts fresh). SPEN pretrains its local term the same
-  # way; Gygli et al. and SEAL's DVN start from scratch, as the default single stage
-  # does. `model` is the energy's feature network (override both together: a run whose
-  # two differ is refused before it trains, `builders.check_builders`).
+  # `--config.stage_order=pretrain,dvn` (compare: `stage_order=pretrain+dvn`; the
+  # default by path) first trains the value network's local term alone, as a BCE
+  # classifier with mlp.py's training options, then DVN continues from it (`init_from`:
+  # the MLP becomes `local_net`, the global term starts fresh). SPEN pretrains its local
+  # term the same way; Gygli et al. and SEAL's DVN start from scratch, as the single
+  # stage of a named dataset does. `model` is the energy's feature network (override
+  # both together: a run whose two differ is refused before it trains,
+  # `builders.check_builders`).
   e = config.energy
   config.model = ml_collections.ConfigDict(
     dict(
