@@ -26,7 +26,8 @@ A method `<method>_on_<base>` (`--methods=dmf_on_mlp`) is `<method>`'s config st
 from the same seed's tuned `<base>` cell (`small_data.ON`, `tune.start_from`): its first
 stage is that run and its trials search the later stages' keys; its cells wait for the
 base's, which `--methods` gains if it lacks it.
-`--records` adds an earlier report's .json for cells --workdir lacks; `--refit_from`
+`--records` adds an earlier report's .json for cells of the command's slice that
+--workdir lacks; `--refit_from`
 reruns an earlier report's choices' final runs without searching again (`refit_from`). The
 report: test example-F1 per cell (mean over seeds), the paired difference against the
 tuned MLP and against the linear model per (method, dataset, size) with its t-interval
@@ -378,6 +379,13 @@ def _line(record) -> str:
   if isinstance(record, str):
     return record
   return f"{METRIC} {record[METRIC]:.4f} ({record['seconds'] or 0:.0f} s)"
+
+
+def in_slice(records: list[dict[str, Any]], named: Sequence[SeededCell]) -> list[dict[str, Any]]:
+  """The records of `records` whose cell is one of `named` (the command's datasets,
+  sizes, methods and seeds), so that an earlier report's other cells stay out."""
+  keys = {(c.cell.dataset, c.cell.size, c.cell.method, c.seed) for c in named}
+  return [r for r in records if record_key(r) in keys]
 
 
 def merge(records: list[dict[str, Any]], earlier: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -850,7 +858,8 @@ def _define_flags():
     "records": flags.DEFINE_list(
       "records",
       [],
-      "earlier reports' .json files: their cells are reported unless --workdir has them",
+      "earlier reports' .json files: their cells of this command's datasets, sizes, "
+      "methods and seeds are reported unless --workdir has them",
     ),
     "refit_from": flags.DEFINE_string(
       "refit_from",
@@ -900,14 +909,15 @@ def main(argv):
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   vary_data = value("vary_data")
+  named = cells(
+    value("datasets"),
+    [int(s) for s in value("sizes")],
+    value("methods"),
+    [int(s) for s in value("seeds")],
+    value("linear"),
+  )
   chosen = select(
-    cells(
-      value("datasets"),
-      [int(s) for s in value("sizes")],
-      value("methods"),
-      [int(s) for s in value("seeds")],
-      value("linear"),
-    ),
+    named,
     value("workdir"),
     value("only"),
     value("max_cells"),
@@ -941,7 +951,7 @@ def main(argv):
     chosen, value("workdir"), value("data_dir"), tune_budget, value("jobs"), value("set"), vary_data
   )
   for path in value("records"):
-    records = merge(records, read_records(path, tune_budget, vary_data))
+    records = merge(records, in_slice(read_records(path, tune_budget, vary_data), named))
   body = report(records, tune_budget, vary_data)
   print(body)
   if value("out"):

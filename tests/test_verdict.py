@@ -232,6 +232,18 @@ def test_cells_slices_and_the_workdir_budget(tmp_path):
   earlier = [_record("yeast", 250, "mlp", 0, 0.1), _record("yeast", 250, "mlp", 1, 0.2)]
   merged = verdict.merge([_record("yeast", 250, "mlp", 1, 0.3)], earlier)
   assert [(r["seed"], r[verdict.METRIC]) for r in merged] == [(0, 0.1), (1, 0.3)]
+  # An earlier report adds only the cells of the command's slice.
+  other = [
+    _record("genbase", 250, "mlp", 0, 0.4),  # another dataset
+    _record("yeast", 0, "mlp", 0, 0.4),  # another size
+    _record("yeast", 250, "e2e", 0, 0.4),  # another method
+    _record("yeast", 250, "mlp", 2, 0.4),  # another seed
+    _record("yeast", 250, verdict.LINEAR, 0, 0.4),  # the linear model, run by the slice
+  ]
+  named = verdict.cells(["yeast"], [250], ["mlp"], [0, 1])
+  kept = verdict.in_slice(earlier + other, named)
+  assert [(r["method"], r["seed"]) for r in kept] == [("mlp", 0), ("mlp", 1), (verdict.LINEAR, 0)]
+  assert verdict.in_slice(other, verdict.cells(["yeast"], [250], ["mlp"], [0], linear=False)) == []
 
 
 def _short(methods, dataset, steps):
