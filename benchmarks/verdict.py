@@ -98,6 +98,11 @@ class SeededCell:
   def name(self) -> str:
     return os.path.join(f"seed{self.seed}", self.cell.name)
 
+  @property
+  def key(self) -> tuple:
+    """`record_key` of this cell's record."""
+    return record_key({**dataclasses.asdict(self.cell), "seed": self.seed})
+
 
 def scoped(override: str) -> tuple[str | None, str]:
   """`(method, key=value)` of an override `method:key=value`; `(None, override)` for one
@@ -317,7 +322,7 @@ def refit_from(
   by_key = {record_key(r): r for r in earlier}
   seeded = []
   for c in chosen:
-    record = by_key.get(record_key({**dataclasses.asdict(c.cell), "seed": c.seed}))
+    record = by_key.get(c.key)
     directory = os.path.join(workdir, c.name)
     if (
       c.cell.method in small_data.HOST_SIDE
@@ -384,7 +389,7 @@ def _line(record) -> str:
 def in_slice(records: list[dict[str, Any]], named: Sequence[SeededCell]) -> list[dict[str, Any]]:
   """The records of `records` whose cell is one of `named` (the command's datasets,
   sizes, methods and seeds), so that an earlier report's other cells stay out."""
-  keys = {(c.cell.dataset, c.cell.size, c.cell.method, c.seed) for c in named}
+  keys = {c.key for c in named}
   return [r for r in records if record_key(r) in keys]
 
 
