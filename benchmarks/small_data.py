@@ -112,7 +112,7 @@ def cells(datasets, sizes, methods, modes, linear: bool = True) -> list[Cell]:
 def cell_config(cell: Cell, data_dir: str, overrides=()) -> ml_collections.ConfigDict:
   """The config a cell runs: `experiments/configs/<method>.py:<dataset>` (`config_name`)
   with the training subset, and (tuned) the `tune` block of the method's `:mulan`
-  variant, enabled."""
+  variant, enabled, searching every stage at once."""
   budget_overrides = [o for o in overrides if o.startswith("tune.")]
   config = configuration.get_config(
     config_name(cell.method),
@@ -125,6 +125,9 @@ def cell_config(cell: Cell, data_dir: str, overrides=()) -> ml_collections.Confi
   )
   budget = configuration.get_config(config_name(cell.method), "mulan").tune.to_dict()
   budget["enabled"] = cell.mode == "tuned"
+  # A method's cell searches every stage at once; its stagewise form is the cell
+  # `<method>_on_<base>`, started from the base's own cell.
+  budget["stagewise"] = False
   with config.unlocked():
     config.tune = ml_collections.ConfigDict(budget)
   return configuration.apply_overrides(config, budget_overrides)

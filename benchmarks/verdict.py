@@ -115,14 +115,20 @@ def scoped(override: str) -> tuple[str | None, str]:
 
 def budget(overrides: Sequence[str] = ()) -> dict[str, Any]:
   """The one search budget: mlp's `:mulan` `tune` block with the `tune.*` overrides of
-  `overrides`, enabled, without `seed` (each cell's seed sets it) and `start_from` (an
-  `_on_<base>` method's cell sets it).
+  `overrides`, enabled, without `seed` (each cell's seed sets it), `start_from` (an
+  `_on_<base>` method's cell sets it) and `stagewise` (a method's cell searches every
+  stage at once, `small_data.cell_config`; `<method>_on_<base>` is its stagewise form).
 
   Raises:
-    ValueError: an override of a key that a seed sets, or a `tune.*` override of one
-      method's cells.
+    ValueError: an override of a key that a seed sets, of `tune.stagewise`, or a
+      `tune.*` override of one method's cells.
   """
   keys = [(method, o.partition("=")[0]) for method, o in map(scoped, overrides)]
+  if "tune.stagewise" in (k for _, k in keys):
+    raise ValueError(
+      "tune.stagewise: a method's cells search every stage at once; its stagewise form "
+      "is the method <method>_on_<base> (e.g. dmf_on_mlp)"
+    )
   bad = [f"{m}:{k}" if m else k for m, k in keys if k in SEED_KEYS or (m and k.startswith("tune."))]
   if bad:
     raise ValueError(f"{bad}: --seeds sets the seeds and every method has the one tune budget")
@@ -130,8 +136,8 @@ def budget(overrides: Sequence[str] = ()) -> dict[str, Any]:
   configuration.apply_overrides(holder, [o for o in overrides if o.startswith("tune.")])
   block = holder.tune.to_dict()
   block["enabled"] = True
-  block.pop("seed", None)
-  block.pop("start_from", None)
+  for key in ("seed", "start_from", "stagewise"):
+    block.pop(key, None)
   return block
 
 

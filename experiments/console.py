@@ -233,6 +233,13 @@ class Items:
       self._bar.close()
 
 
+def note(line: str, echo: TextIO | None = None) -> None:
+  """Prints `line` between items (no bar open): on `echo` where given, else on stderr
+  unless progress is off."""
+  if echo is not None or _mode() != "off":
+    print(line, file=echo or sys.stderr, flush=True)
+
+
 def format_seconds(seconds: float) -> str:
   """`1:02:03`, `2:03` or `5 s`."""
   seconds = int(max(seconds, 0))

@@ -36,6 +36,7 @@ from experiments.refit import rerun_chosen
 from experiments.sampler import PRUNE_FACTOR
 from experiments.sampler import Search
 from experiments.trials import fold_indices
+from experiments.trials import is_staged
 from experiments.trials import run_trials
 from experiments.trials import selection_data
 from experiments.trials import selection_metric
@@ -66,6 +67,7 @@ def tune(
   echo: TextIO | None = None,
   prune: bool = True,
   start_from: str | os.PathLike | None = None,
+  stagewise: bool = False,
 ) -> TuneResult:
   """Selects `config`'s settings from `space` on held-out training rows, refits, tests once.
 
@@ -99,6 +101,11 @@ def tune(
     start_from: the workdir of a finished tuned run that `config`'s first stage is
       (`stage_reuse.start_from_tuned`): its chosen setting is fixed in every trial, and
       the final run's first stage is its checkpoints; None: the whole space is searched.
+    stagewise: a staged config without `start_from` searches its first stage alone
+      first (the keys of `space` that set it, `stage_reuse.first_stage_space`), as a
+      tuned run of its own in `workdir`/`stage_reuse.FIRST_STAGE_DIR` with this budget,
+      then the later stages' keys starting from it (`start_from` that run). False, or a
+      single-stage config: one search over the whole space.
 
   Returns:
     The `TuneResult`.
@@ -114,6 +121,28 @@ def tune(
   started = time.time()
   search_dir = storage.workdir_path(workdir)
   refit_dir = search_dir / REFIT_DIR if refit_dir is None else storage.workdir_path(refit_dir)
+  if stagewise and start_from is None and is_staged(config):
+    # A bad key is refused before the first stage's search, not after it; a key every
+    # stage sets itself is the first stage's there (`stage_reuse.first_stage_space`).
+    check_tunable(config, space, first_stage_takes_shared=True)
+    start_from = search_dir / stage_reuse.FIRST_STAGE_DIR
+    _tune_first_stage(
+      config,
+      start_from,
+      space,
+      resume=resume,
+      echo=echo,
+      trials=trials,
+      folds=folds,
+      jobs=jobs,
+      seed=seed,
+      small_folds=small_folds,
+      trial_overrides=trial_overrides,
+      prune=prune,
+    )
+    if not (resume and (search_dir / CHOSEN_FILE).exists()):
+      first = stage_reuse.first_stage(config)
+      console.note(f"stagewise search: the stages after {first!r}, from its chosen run", echo)
   if start_from is not None:
     config, space = stage_reuse.start_from_tuned(config, space, start_from)
   check_tunable(config, space)
@@ -147,6 +176,33 @@ def tune(
       start_from=start_from,
     )
     return refit(config, evidence, records, search_dir, refit_dir, started)
+
+
+def _tune_first_stage(
+  config: ml_collections.ConfigDict,
+  first_dir: epath.Path,
+  space: dict[str, tuple],
+  *,
+  resume: bool,
+  echo: TextIO | None,
+  **budget: Any,
+) -> None:
+  """A stagewise search's first step: `config`'s first stage alone, searched over its
+  keys of `space` and run in `first_dir` with `budget` (`tune`'s keyword arguments);
+  with `resume`, a finished run there is kept."""
+  if resume and (first_dir / "results.json").exists():
+    return
+  first = stage_reuse.first_stage(config)
+  console.note(f"stagewise search: stage {first!r} alone first, in {first_dir}", echo)
+  tune(
+    stage_reuse.first_stage_config(config),
+    first_dir,
+    space=stage_reuse.first_stage_space(config, space),
+    refit_dir=first_dir,
+    resume=resume,
+    echo=echo,
+    **budget,
+  )
 
 
 def _search(
@@ -340,10 +396,17 @@ def select(records: list[dict]) -> dict:
   return max(finished, key=lambda r: (r["value"], -r["trial"]))
 
 
-def check_tunable(config: ml_collections.ConfigDict, space: dict[str, tuple]) -> None:
+def check_tunable(
+  config: ml_collections.ConfigDict,
+  space: dict[str, tuple],
+  *,
+  first_stage_takes_shared: bool = False,
+) -> None:
   """Refuses, with a `cli.UserError`, what the tuner cannot search: a last stage without
   a maximized `train.select_metric`, an empty space, a key the config lacks or with no
-  values, or a key every stage sets itself (so searching it changes nothing)."""
+  values, or a key every stage sets itself (so searching it changes nothing), unless
+  `first_stage_takes_shared` (a stagewise search, which searches such a key for the
+  first stage alone)."""
   last = configuration.stage_configs(config)[-1][1]
   if not last.train.select_metric:
     raise cli.UserError("the tuner scores train.select_metric of the last stage; it is unset")
@@ -356,10 +419,12 @@ def check_tunable(config: ml_collections.ConfigDict, space: dict[str, tuple]) ->
     if not values:
       raise cli.UserError(f"search space: {space_key} has no values")
     for key in search_spaces.config_keys(space_key):
-      _check_key(config, key, stages)
+      _check_key(config, key, stages, first_stage_takes_shared)
 
 
-def _check_key(config: ml_collections.ConfigDict, key: str, stages: tuple[str, ...]) -> None:
+def _check_key(
+  config: ml_collections.ConfigDict, key: str, stages: tuple[str, ...], shared_ok: bool
+) -> None:
   if problem := cli.unknown_config_key(config, key):
     raise cli.ConfigKeyError(f"search space: {problem}")
   if (stage := search_spaces.untrained_stage(key, set(stages))) is not None:
@@ -367,7 +432,7 @@ def _check_key(config: ml_collections.ConfigDict, key: str, stages: tuple[str, .
       f"search space: {key} sets stage {stage!r}, which this run does not train "
       f"(stage_order {','.join(stages) or 'empty: one stage'})"
     )
-  if stages and len(configuration.stages_setting(config, key)) == len(stages):
+  if not shared_ok and stages and len(configuration.stages_setting(config, key)) == len(stages):
     raise cli.UserError(
       f"search space: every stage sets {key} itself, so searching it "
       f"changes nothing; search stages.<stage>.{key} "

@@ -11,6 +11,10 @@ that run's chosen setting, fixed in every trial (`start_from_tuned`), is checked
 that run (`check_start`), and the final run's first stage is that run's checkpoints
 (`reuse_stage`); the search spends its trials on the later stages' keys alone, and a
 run that reports its best stage never ends, on validation, below the run it started from.
+
+`tune.stagewise` (`experiments.tune --stagewise`): the same, with the source searched
+first in the run's own workdir: the first stage alone (`first_stage_config`) over the
+space keys that set it (`first_stage_space`), in `FIRST_STAGE_DIR`.
 """
 
 import json
@@ -20,6 +24,7 @@ from typing import Any
 
 from absl import app
 from absl import logging
+import ml_collections
 
 from energynets.train import storage
 from experiments import cli
@@ -27,9 +32,12 @@ from experiments import configuration
 from experiments import search_spaces
 
 __all__ = [
+  "FIRST_STAGE_DIR",
   "check_reuse_plan",
   "check_start",
   "first_stage",
+  "first_stage_config",
+  "first_stage_space",
   "is_source",
   "reuse_stage",
   "source_spec",
@@ -39,6 +47,8 @@ __all__ = [
 
 # Blocks of a run's config that do not change what it trains: a stage may differ there.
 NOT_TRAINED = ("stages", "stage_order", "tune")
+# Where a stagewise search (`tune.stagewise`) tunes its first stage, inside its workdir.
+FIRST_STAGE_DIR = "first_stage"
 
 
 def stage_mismatch(stage_config, source_config) -> list[str]:
@@ -152,6 +162,59 @@ def first_stage(config) -> str:
       "config (stage_order of two stages or more) whose first stage is that run"
     )
   return order[0]
+
+
+def first_stage_config(config) -> ml_collections.ConfigDict:
+  """`config`'s first stage as a run of its own: the config that stage trains, with no
+  stages (what `check_start` compares a first stage against).
+
+  Raises:
+    cli.UserError: a config of one stage.
+  """
+  stage = dict(configuration.stage_configs(config))[first_stage(config)]
+  with stage.unlocked():
+    stage.stage_order = ""
+    stage.stages = ml_collections.ConfigDict()
+  return stage
+
+
+def first_stage_space(config, space: dict[str, tuple]) -> dict[str, tuple]:
+  """The keys of `space` that set `config`'s first stage, as keys of
+  `first_stage_config`: `stages.<first>.<key>` becomes `<key>`; another stage's key is
+  left out, and so is a top-level key the first stage sets itself where a later stage
+  takes the top-level value (dvn's `dvn` stage its learning rate). The rest (the network,
+  L2, the feature scaling) stays, with the keys tied to it.
+
+  Args:
+    config: a staged config.
+    space: its search space (space key -> candidates).
+
+  Returns:
+    The first stage's space, in `space`'s order.
+
+  Raises:
+    cli.UserError: a config of one stage.
+  """
+  stage = first_stage(config)
+  own = f"stages.{stage}."
+  num_stages = len(configuration.name_list(config.stage_order) or ())
+  out: dict[str, tuple] = {}
+  for key, values in space.items():
+    kept = []
+    for name in search_spaces.config_keys(key):
+      if name.startswith(own):
+        kept.append(name[len(own) :])
+      elif name.startswith("stages."):
+        continue
+      elif stage not in (setting := configuration.stages_setting(config, name)):
+        kept.append(name)
+      elif len(setting) == num_stages:
+        # Every stage sets it itself: the single-stage form's key, the first stage's here
+        # as `start_from_tuned` takes it.
+        kept.append(name)
+    if kept:
+      out[search_spaces.TIED.join(kept)] = values
+  return out
 
 
 def _tuned_run_file(source_dir, name: str) -> dict:

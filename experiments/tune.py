@@ -30,7 +30,9 @@ on the validation split and the run reports its best stage. `--start_from=DIR` (
 `tune.start_from`) continues a finished tuned run instead: the first stage takes its
 chosen setting in every trial and its checkpoints in the final run, and the trials
 search the later stages' keys (`experiments.stage_reuse.start_from_tuned`), e.g. dmf's
-pairwise stage on top of the tuned MLP.
+pairwise stage on top of the tuned MLP. `--stagewise` (config: `tune.stagewise`, the
+by-path default) does both in one workdir: the first stage alone is searched and run
+first, in WORKDIR/first_stage, and the later stages start from it.
 
 Test rows never reach a trial: trials see a dataset whose test split has no rows, and
 only the refit, after every trial is written, evaluates test (once). Feature scaling is
@@ -160,6 +162,7 @@ def run_experiment(
     resume=True,
     trial_overrides=block_trial_overrides(tuning),
     start_from=tuning.get("start_from") or None,
+    stagewise=tuning.get("stagewise", False),
   )
   return result.results
 
@@ -234,6 +237,12 @@ def _define_flags() -> dict[str, Any]:
       "workdir of a finished tuned run that the config's first stage continues: its "
       "chosen setting is fixed and its checkpoints start the final run",
     ),
+    "stagewise": flags.DEFINE_bool(
+      "stagewise",
+      False,
+      "a staged config searches its first stage alone first (in WORKDIR/first_stage), "
+      "then its later stages starting from it, as --start_from does",
+    ),
     "only_search_flags": flags.DEFINE_bool(
       "only_search_flags", False, "search only the --search keys, not the config's space"
     ),
@@ -284,6 +293,7 @@ def _main(value, workdir: epath.Path):
     echo=sys.stdout,
     prune=value("prune"),
     start_from=value("start_from"),
+    stagewise=value("stagewise"),
   )
   held_out = f"{result.folds}-fold" if result.folds > 1 else "validation split"
   score = (

@@ -774,6 +774,12 @@ def test_a_single_stage_space_key_the_first_stage_sets_becomes_that_stage_s(toy,
   space = search_spaces.for_config("seal_dynamic", "mulan")
   with pytest.raises(cli.UserError, match="every stage sets optimizer.learning_rate itself"):
     search.check_tunable(config, space)
+  # A stagewise search takes it for the first stage alone.
+  search.check_tunable(config, space, first_stage_takes_shared=True)
+  assert (
+    stage_reuse.first_stage_space(config, space)["optimizer.learning_rate"]
+    == (space["optimizer.learning_rate"])
+  )
   chosen = {"optimizer.learning_rate": 0.003, "model.hidden": [8]}
   source = _tuned_run(tmp_path / "mlp", chosen, _tiny_config("mlp", toy))
   started, pinned = stage_reuse.start_from_tuned(config, space, source)
@@ -805,6 +811,115 @@ def test_a_search_from_a_tuned_run_refuses_what_cannot_continue_it(toy, tmp_path
     stage_reuse.check_start(started, source)
   started, _ = stage_reuse.start_from_tuned(_tiny_config("dmf", toy), space, source)
   stage_reuse.check_start(started, source)
+
+
+@pytest.mark.parametrize(
+  "name,base", [("dmf", "mlp"), ("seal_static", "mlp"), ("dmf_soft_f1", "mlp_soft_f1")]
+)
+def test_the_first_stage_of_an_energy_on_the_mlp_is_the_mlp_s_search(name, base):
+  # What makes a stagewise search of these configs by path the verdict's
+  # `<name>_on_<base>` cell: the first stage alone is the base's config and space.
+  config = configuration.get_config(name, "mulan")
+  mlp = configuration.get_config(base, "mulan")
+  first = stage_reuse.first_stage_config(config)
+  assert stage_reuse.stage_mismatch(first, mlp.to_dict()) == []
+  space = stage_reuse.first_stage_space(config, search_spaces.for_run(name, config))
+  assert list(space.items()) == list(search_spaces.for_run(base, mlp).items())
+
+
+STAGED_BY_PATH = ("dmf_soft_f1", "dvn", "e2e", "implicit", "infnet", "seal_static", "spen_ssvm")
+
+
+def test_a_stagewise_search_refuses_a_bad_key_before_the_first_stage_trains(toy, tmp_path):
+  space = {"model.hidden": ((), (8,)), "stages.pairwise.optimizer.learning_rat": (1e-3, 1e-2)}
+  with pytest.raises(cli.ConfigKeyError, match="did you mean"):
+    search.tune(_tiny_config("dmf", toy), tmp_path / "w", space=space, folds=2, stagewise=True)
+  assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", STAGED_BY_PATH)
+def test_every_staged_config_searches_stagewise_by_path(name, toy, tmp_path):
+  config = _tiny_config(name, toy)
+  assert config.tune.stagewise  # the by-path default
+  space = search_spaces.for_run(name, config)
+  result = search.tune(config, tmp_path, space=space, trials=2, folds=2, stagewise=True)
+  first = json.loads((tmp_path / stage_reuse.FIRST_STAGE_DIR / "results.json").read_text())
+  stages = result.results["meta"]["stages"]
+  assert [s["stage"] for s in stages] == list(configuration.name_list(config.stage_order))
+  assert stages[0]["best_value"] == first["validation/example_f1"]
+
+
+def test_the_first_stage_space_keeps_the_keys_that_set_that_stage():
+  config = configuration.get_config("dvn", "mulan")
+  space = {
+    "model.hidden|energy.feature_hidden": ((), (8,)),
+    "stages.pretrain.optimizer.learning_rate": (1e-3, 3e-3),
+    # dvn's `dvn` stage trains at the top-level rate; the pretrain stage sets its own.
+    "optimizer.learning_rate": (1e-4, 1e-3),
+    "stages.dvn.train.steps": (10, 20),
+    "loss.l2": (0.0, 0.1),
+  }
+  assert stage_reuse.first_stage_space(config, space) == {
+    "model.hidden|energy.feature_hidden": ((), (8,)),
+    "optimizer.learning_rate": (1e-3, 3e-3),
+    "loss.l2": (0.0, 0.1),
+  }
+  # A key every stage sets itself (a single-stage space on the staged form) is the
+  # first stage's, as a start from a tuned run takes it.
+  seal = configuration.get_config("seal_dynamic", "mulan", ["stage_order=pretrain,seal"])
+  assert stage_reuse.first_stage_space(seal, {"optimizer.learning_rate": (1e-3,)}) == {
+    "optimizer.learning_rate": (1e-3,)
+  }
+  with pytest.raises(cli.UserError, match="trains one stage"):
+    stage_reuse.first_stage_space(configuration.get_config("mlp", "mulan"), space)
+
+
+def test_a_stagewise_search_tunes_the_first_stage_then_starts_from_it(toy, tmp_path, monkeypatch):
+  config = _tiny_config("dmf", toy, "model.hidden=()")  # the config's own setting in the grid
+  space = {
+    "model.hidden": ((), (8,)),
+    "stages.pretrain.optimizer.learning_rate": (1e-3, 3e-2),
+    "stages.pairwise.optimizer.learning_rate": (1e-3, 1e-2),
+  }
+  workdir = tmp_path / "dmf"
+  kwargs = dict(space=space, folds=2, refit_dir=workdir, resume=True, stagewise=True)
+  result = search.tune(config, workdir, **kwargs)
+  first_dir = workdir / stage_reuse.FIRST_STAGE_DIR
+  read = lambda path: json.loads(path.read_text())
+  first, chosen = read(first_dir / "chosen.json"), read(workdir / "chosen.json")
+  # The first stage alone over its own keys: the network and its learning rate, all
+  # four settings of that grid, and a run of its own.
+  assert first["search_space"] == {
+    "model.hidden": [[], [8]],
+    "optimizer.learning_rate": [1e-3, 3e-2],
+  }
+  assert first["num_trials"] == 4
+  first_results = read(first_dir / "results.json")
+  assert [s["stage"] for s in first_results["meta"]["stages"]] == [""]  # one stage
+  # Then the later stage's rate alone, from that run: the first stage's choice pinned.
+  assert chosen["start_from"] == str(first_dir) and chosen["num_trials"] == 2
+  pretrain_lr = first["overrides"]["optimizer.learning_rate"]
+  assert chosen["overrides"]["stages.pretrain.optimizer.learning_rate"] == pretrain_lr
+  assert chosen["overrides"]["model.hidden"] == first["overrides"]["model.hidden"]
+  assert chosen["search_space"]["stages.pretrain.optimizer.learning_rate"] == [pretrain_lr]
+  # The final run's first stage is that run's checkpoints: the result never ends below
+  # it on validation.
+  stages = result.results["meta"]["stages"]
+  assert stages[0]["stage"] == "pretrain"
+  assert stages[0]["best_value"] == first_results["validation/example_f1"]
+  assert result.results["validation/example_f1"] >= first_results["validation/example_f1"]
+  # A single-stage config has no first stage to search apart.
+  mlp = _tiny_config("mlp", toy, "model.hidden=()")
+  search.tune(mlp, tmp_path / "mlp", space={"model.hidden": ((), (8,))}, folds=2, stagewise=True)
+  assert not (tmp_path / "mlp" / stage_reuse.FIRST_STAGE_DIR).exists()
+
+  def no_trial(*args, **kwargs):
+    raise AssertionError("a rerun searched again")
+
+  monkeypatch.setattr(trials, "run_trial", no_trial)
+  again = search.tune(config, workdir, **kwargs)
+  assert again.results["test/example_f1"] == result.results["test/example_f1"]
 
 
 def test_command_line_start_from_an_unfinished_run_is_a_one_line_error(toy, tmp_path):

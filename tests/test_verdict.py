@@ -192,7 +192,13 @@ def test_every_method_gets_the_one_budget(tmp_path):
     assert config.train.eval_every == (5 if method == "dmf" else 250)
     blocks[method] = {k: config.tune[k] for k in tune_budget}
     assert config.tune.seed == 2
+    # The by-path default searches a staged method stagewise; its cell, every stage at
+    # once (its stagewise form is `<method>_on_mlp`).
+    assert config.tune.stagewise is False
   assert all(block == {**tune_budget} for block in blocks.values())
+  assert "stagewise" not in tune_budget
+  with pytest.raises(ValueError, match="stagewise form is the method <method>_on_<base>"):
+    verdict.budget(["tune.stagewise=True"])
   fixed = verdict.cell_overrides(cell, tune_budget, overrides, vary_data=False)
   assert not any(o.startswith("data.split_seed") for o in fixed)
   for bad in (["train.seed=3"], ["tune.seed=3"], ["dmf:tune.trials=9"]):
