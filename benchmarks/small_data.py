@@ -64,6 +64,10 @@ HOST_SIDE_CONFIG = "br"
 # config, tuned from the finished tuned `<base>` cell of the same workdir, dataset and size
 # (`tune.start_from`): its first stage is that run and its search the later stages' keys.
 ON = "_on_"
+# `<method>` + STAGEWISE (`spen_ssvm_stagewise`): `<method>`'s config searched stagewise
+# (`tune.stagewise`: its first stage alone, then the later stages from it), as its by-path
+# default runs; `<method>`'s own cell searches every stage at once.
+STAGEWISE = "_stagewise"
 METRIC = "test/example_f1"
 
 
@@ -82,8 +86,14 @@ class Cell:
 
 
 def config_name(method: str) -> str:
-  """The experiment config a method's cell runs (`dmf` for `dmf_on_mlp`)."""
-  return method.partition(ON)[0]
+  """The experiment config a method's cell runs (`dmf` for `dmf_on_mlp` and
+  `dmf_stagewise`)."""
+  return method.partition(ON)[0].removesuffix(STAGEWISE)
+
+
+def is_stagewise(method: str) -> bool:
+  """Whether a method's cell searches stagewise (`<method>_stagewise`)."""
+  return method.partition(ON)[0].endswith(STAGEWISE)
 
 
 def start_method(method: str) -> str | None:
@@ -112,7 +122,7 @@ def cells(datasets, sizes, methods, modes, linear: bool = True) -> list[Cell]:
 def cell_config(cell: Cell, data_dir: str, overrides=()) -> ml_collections.ConfigDict:
   """The config a cell runs: `experiments/configs/<method>.py:<dataset>` (`config_name`)
   with the training subset, and (tuned) the `tune` block of the method's `:mulan`
-  variant, enabled, searching every stage at once."""
+  variant, enabled, searching every stage at once (`STAGEWISE`: stagewise)."""
   budget_overrides = [o for o in overrides if o.startswith("tune.")]
   config = configuration.get_config(
     config_name(cell.method),
@@ -125,9 +135,9 @@ def cell_config(cell: Cell, data_dir: str, overrides=()) -> ml_collections.Confi
   )
   budget = configuration.get_config(config_name(cell.method), "mulan").tune.to_dict()
   budget["enabled"] = cell.mode == "tuned"
-  # A method's cell searches every stage at once; its stagewise form is the cell
-  # `<method>_on_<base>`, started from the base's own cell.
-  budget["stagewise"] = False
+  # A method's cell searches every stage at once; its stagewise forms are
+  # `<method>_stagewise` and `<method>_on_<base>`, started from the base's own cell.
+  budget["stagewise"] = is_stagewise(cell.method)
   with config.unlocked():
     config.tune = ml_collections.ConfigDict(budget)
   return configuration.apply_overrides(config, budget_overrides)

@@ -26,6 +26,9 @@ A method `<method>_on_<base>` (`--methods=dmf_on_mlp`) is `<method>`'s config st
 from the same seed's tuned `<base>` cell (`small_data.ON`, `tune.start_from`): its first
 stage is that run and its trials search the later stages' keys; its cells wait for the
 base's, which `--methods` gains if it lacks it.
+A method `<method>_stagewise` is `<method>`'s config searched stagewise, as its by-path
+default runs (`small_data.STAGEWISE`, `tune.stagewise`); `<method>` searches every stage
+at once.
 `--records` adds an earlier report's .json for cells of the command's slice that
 --workdir lacks; `--refit_from`
 reruns an earlier report's choices' final runs without searching again (`refit_from`). The
@@ -117,7 +120,8 @@ def budget(overrides: Sequence[str] = ()) -> dict[str, Any]:
   """The one search budget: mlp's `:mulan` `tune` block with the `tune.*` overrides of
   `overrides`, enabled, without `seed` (each cell's seed sets it), `start_from` (an
   `_on_<base>` method's cell sets it) and `stagewise` (a method's cell searches every
-  stage at once, `small_data.cell_config`; `<method>_on_<base>` is its stagewise form).
+  stage at once, `small_data.cell_config`; `<method>_stagewise` and `<method>_on_<base>`
+  are its stagewise forms).
 
   Raises:
     ValueError: an override of a key that a seed sets, of `tune.stagewise`, or a
@@ -126,8 +130,8 @@ def budget(overrides: Sequence[str] = ()) -> dict[str, Any]:
   keys = [(method, o.partition("=")[0]) for method, o in map(scoped, overrides)]
   if "tune.stagewise" in (k for _, k in keys):
     raise ValueError(
-      "tune.stagewise: a method's cells search every stage at once; its stagewise form "
-      "is the method <method>_on_<base> (e.g. dmf_on_mlp)"
+      "tune.stagewise: a method's cells search every stage at once; its stagewise forms "
+      "are the methods <method>_stagewise and <method>_on_<base> (e.g. dmf_on_mlp)"
     )
   bad = [f"{m}:{k}" if m else k for m, k in keys if k in SEED_KEYS or (m and k.startswith("tune."))]
   if bad:

@@ -197,8 +197,17 @@ def test_every_method_gets_the_one_budget(tmp_path):
     assert config.tune.stagewise is False
   assert all(block == {**tune_budget} for block in blocks.values())
   assert "stagewise" not in tune_budget
-  with pytest.raises(ValueError, match="stagewise form is the method <method>_on_<base>"):
+  with pytest.raises(ValueError, match="stagewise forms are the methods <method>_stagewise"):
     verdict.budget(["tune.stagewise=True"])
+  # `<method>_stagewise`: the method's config with the one budget, searched stagewise.
+  cell = verdict.SeededCell(small_data.Cell("yeast", 500, "spen_ssvm_stagewise", "tuned"), 2)
+  config = small_data.cell_config(
+    cell.cell, str(tmp_path), verdict.cell_overrides(cell, tune_budget, overrides)
+  )
+  assert config.tune.stagewise is True and config.stages.energy.method == "ssvm"
+  assert {k: config.tune[k] for k in tune_budget} == tune_budget
+  assert verdict.report_order("spen_ssvm") < verdict.report_order("spen_ssvm_stagewise")
+  assert verdict.report_order("spen_ssvm_stagewise") < verdict.report_order("dmf")
   fixed = verdict.cell_overrides(cell, tune_budget, overrides, vary_data=False)
   assert not any(o.startswith("data.split_seed") for o in fixed)
   for bad in (["train.seed=3"], ["tune.seed=3"], ["dmf:tune.trials=9"]):
