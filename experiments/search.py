@@ -121,25 +121,21 @@ def tune(
   started = time.time()
   search_dir = storage.workdir_path(workdir)
   refit_dir = search_dir / REFIT_DIR if refit_dir is None else storage.workdir_path(refit_dir)
+  budget: dict[str, Any] = dict(
+    trials=trials,
+    folds=folds,
+    jobs=jobs,
+    seed=seed,
+    small_folds=small_folds,
+    trial_overrides=trial_overrides,
+    prune=prune,
+  )
   if stagewise and start_from is None and is_staged(config):
     # A bad key is refused before the first stage's search, not after it; a key every
     # stage sets itself is the first stage's there (`stage_reuse.first_stage_space`).
     check_tunable(config, space, first_stage_takes_shared=True)
     start_from = search_dir / stage_reuse.FIRST_STAGE_DIR
-    _tune_first_stage(
-      config,
-      start_from,
-      space,
-      resume=resume,
-      echo=echo,
-      trials=trials,
-      folds=folds,
-      jobs=jobs,
-      seed=seed,
-      small_folds=small_folds,
-      trial_overrides=trial_overrides,
-      prune=prune,
-    )
+    _tune_first_stage(config, start_from, space, resume=resume, echo=echo, **budget)
     if not (resume and (search_dir / CHOSEN_FILE).exists()):
       first = stage_reuse.first_stage(config)
       console.note(f"stagewise search: the stages after {first!r}, from its chosen run", echo)
@@ -164,16 +160,10 @@ def tune(
       config,
       search_dir,
       space=space,
-      trials=trials,
-      folds=folds,
-      jobs=jobs,
-      seed=seed,
-      small_folds=small_folds,
-      trial_overrides=trial_overrides,
       echo=echo,
-      prune=prune,
       started=started,
       start_from=start_from,
+      **budget,
     )
     return refit(config, evidence, records, search_dir, refit_dir, started)
 
