@@ -776,10 +776,8 @@ def test_a_single_stage_space_key_the_first_stage_sets_becomes_that_stage_s(toy,
     search.check_tunable(config, space)
   # A stagewise search takes it for the first stage alone.
   search.check_tunable(config, space, first_stage_takes_shared=True)
-  assert (
-    stage_reuse.first_stage_space(config, space)["optimizer.learning_rate"]
-    == (space["optimizer.learning_rate"])
-  )
+  first_space = stage_reuse.first_stage_space(config, space)
+  assert first_space["optimizer.learning_rate"] == space["optimizer.learning_rate"]
   chosen = {"optimizer.learning_rate": 0.003, "model.hidden": [8]}
   source = _tuned_run(tmp_path / "mlp", chosen, _tiny_config("mlp", toy))
   started, pinned = stage_reuse.start_from_tuned(config, space, source)

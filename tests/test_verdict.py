@@ -193,16 +193,16 @@ def test_every_method_gets_the_one_budget(tmp_path):
     blocks[method] = {k: config.tune[k] for k in tune_budget}
     assert config.tune.seed == 2
     # The by-path default searches a staged method stagewise; its cell, every stage at
-    # once (its stagewise form is `<method>_on_mlp`).
+    # once (its stagewise forms are `<method>_stagewise` and `<method>_on_mlp`).
     assert config.tune.stagewise is False
   assert all(block == {**tune_budget} for block in blocks.values())
   assert "stagewise" not in tune_budget
   with pytest.raises(ValueError, match="stagewise forms are the methods <method>_stagewise"):
     verdict.budget(["tune.stagewise=True"])
   # `<method>_stagewise`: the method's config with the one budget, searched stagewise.
-  cell = verdict.SeededCell(small_data.Cell("yeast", 500, "spen_ssvm_stagewise", "tuned"), 2)
+  stagewise = verdict.SeededCell(small_data.Cell("yeast", 500, "spen_ssvm_stagewise", "tuned"), 2)
   config = small_data.cell_config(
-    cell.cell, str(tmp_path), verdict.cell_overrides(cell, tune_budget, overrides)
+    stagewise.cell, str(tmp_path), verdict.cell_overrides(stagewise, tune_budget, overrides)
   )
   assert config.tune.stagewise is True and config.stages.energy.method == "ssvm"
   assert {k: config.tune[k] for k in tune_budget} == tune_budget
