@@ -17,9 +17,11 @@ method runs twice:
 Beside them, scikit-learn's one-vs-rest LogisticRegression with C and feature scaling
 chosen on the same held-out rows as br's selection (`br_tuned_vs_sklearn`). Validation
 and test are the dataset's own splits at every size; every threshold is tuned on
-validation. Each cell writes results.json under --workdir and is skipped when it exists,
-so an interrupted run continues; --out and --plot report every finished cell, with the
-records of `--records` files (an earlier report's .json) for cells not in --workdir.
+validation. Each cell writes results.json under --workdir (with the overrides it ran
+with) and is skipped when it exists, so an interrupted run continues; a finished cell
+that this command would give other overrides stops it before any cell trains. --out
+and --plot report every finished cell, with the records of `--records` files (an
+earlier report's .json) for cells not in --workdir.
 """
 
 from collections.abc import Iterable
@@ -69,6 +71,8 @@ ON = "_on_"
 # default runs; `<method>`'s own cell searches every stage at once.
 STAGEWISE = "_stagewise"
 METRIC = "test/example_f1"
+# A finished cell's results.json key: the overrides it ran with (`check_finished`).
+OVERRIDES_KEY = "overrides"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,17 +168,45 @@ def check_configs(cells_and_overrides: Iterable[tuple[Cell, Sequence[str]]], dat
       cell_config(dataclasses.replace(cell, method=method), data_dir, overrides)
 
 
+def check_finished(runs: Iterable[tuple[str, Sequence[str]]]) -> None:
+  """Refuses a finished cell that ran with other overrides than this command gives it: its
+  results.json would be read back as this command's result. A cell finished before the
+  overrides were recorded is taken as it is.
+
+  Args:
+    runs: each cell's directory with the overrides it runs with.
+
+  Raises:
+    cli.UserError: the first such cell, in one line.
+  """
+  for directory, overrides in runs:
+    path = os.path.join(directory, "results.json")
+    if not os.path.exists(path):
+      continue
+    with open(path) as f:
+      before = json.load(f).get(OVERRIDES_KEY)
+    if before is not None and list(before) != list(overrides):
+      gone = [o for o in before if o not in overrides]
+      new = [o for o in overrides if o not in before]
+      if not (gone or new):  # the same overrides in another order
+        gone, new = before, list(overrides)
+      raise cli.UserError(
+        f"{directory} finished with overrides {gone}, not {new}: use another --workdir"
+      )
+
+
 def run_cell(
   cell: Cell, workdir: str, data_dir: str, overrides=(), linear_jobs: int = 1
 ) -> dict[str, Any]:
-  """Runs `cell` (or reads its results.json); its record for the report. The linear
-  model's labels are fitted by `linear_jobs` processes; an `_on_<base>` method's cell starts
-  from `start_cell`'s run in `workdir`, which must have finished."""
+  """Runs `cell` (or reads its results.json, `check_finished`); its record for the report.
+  The linear model's labels are fitted by `linear_jobs` processes; an `_on_<base>` method's
+  cell starts from `start_cell`'s run in `workdir`, which must have finished."""
   directory = os.path.join(workdir, cell.name)
   path = os.path.join(directory, "results.json")
   if not os.path.exists(path):
     quiet_library_logs()
     started = time.time()
+    ran_with = list(overrides)
     if cell.method == LINEAR:
       results = _linear(cell, data_dir, overrides, linear_jobs)
     elif cell.method == PRIOR:
@@ -186,6 +218,7 @@ def run_cell(
       config = cell_config(cell, data_dir, overrides)
       results = tune.run_experiment(config, directory, config_file=config_name(cell.method))
     results["seconds"] = time.time() - started
+    results[OVERRIDES_KEY] = ran_with
     # Seconds on a GPU and on one CPU core are not one measure: the report keeps them apart.
     results["platform"] = "cpu" if cell.method in HOST_SIDE else jax.default_backend()
     os.makedirs(directory, exist_ok=True)
@@ -490,6 +523,7 @@ def main(argv):
     value("linear"),
   )
   check_configs(((c, value("set")) for c in all_cells), value("data_dir"))
+  check_finished((os.path.join(value("workdir"), c.name), value("set")) for c in all_cells)
   records = run(
     all_cells,
     value("workdir"),

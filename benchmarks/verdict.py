@@ -938,9 +938,10 @@ def main(argv):
     value("max_cells"),
     value("report_only"),
   )
-  small_data.check_configs(
-    ((c.cell, cell_overrides(c, tune_budget, value("set"), vary_data)) for c in chosen),
-    value("data_dir"),
+  overrides_of = {c: cell_overrides(c, tune_budget, value("set"), vary_data) for c in chosen}
+  small_data.check_configs(((c.cell, o) for c, o in overrides_of.items()), value("data_dir"))
+  small_data.check_finished(
+    (os.path.join(value("workdir"), c.name), o) for c, o in overrides_of.items()
   )
   try:
     check_budget(value("workdir"), {"tune": tune_budget, "vary_data": vary_data})

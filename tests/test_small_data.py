@@ -167,6 +167,32 @@ def test_label_prior_is_the_training_frequencies_thresholded_on_validation(data_
   assert record["validation/example_f1"] == pytest.approx(value(ds.validation.y, best), abs=1e-6)
 
 
+def test_a_finished_cell_is_read_back_only_under_the_overrides_it_ran_with(data_dir, tmp_path):
+  cell = small_data.Cell("yeast", 60, small_data.PRIOR, "tuned")
+  directory = str(tmp_path / cell.name)
+  small_data.run_cell(cell, str(tmp_path), str(data_dir), ("data.split_seed=3",))
+  with open(os.path.join(directory, "results.json")) as f:
+    results = json.load(f)
+  assert results[small_data.OVERRIDES_KEY] == ["data.split_seed=3"]
+  small_data.check_finished([(directory, ["data.split_seed=3"])])
+  small_data.check_finished([(str(tmp_path / "unfinished"), ["data.split_seed=4"])])
+  with pytest.raises(
+    small_data.cli.UserError,
+    match=r"n60/label_prior_tuned finished with overrides \['data.split_seed=3'\], not "
+    r"\['data.split_seed=4'\]: use another --workdir",
+  ):
+    small_data.check_finished([(directory, ["data.split_seed=4"])])
+  with pytest.raises(
+    small_data.cli.UserError, match=r"with overrides \['data.split_seed=3'\], not \[\]"
+  ):
+    small_data.check_finished([(directory, [])])
+  # A cell finished before the overrides were recorded is taken as it is.
+  del results[small_data.OVERRIDES_KEY]
+  with open(os.path.join(directory, "results.json"), "w") as f:
+    json.dump(results, f)
+  small_data.check_finished([(directory, ["data.split_seed=4"])])
+
+
 def test_cell_config_is_the_committed_config_with_the_by_path_budget(data_dir):
   tuned = small_data.cell_config(
     small_data.Cell("yeast", 500, "mlp", "tuned"), str(data_dir), ["train.steps=7", "tune.trials=2"]

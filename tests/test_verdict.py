@@ -482,6 +482,37 @@ def test_a_verdict_analysis_of_a_workdir_without_cells_is_a_one_line_error(
   )
 
 
+def test_a_finished_cell_of_another_set_is_a_one_line_error(data_dir, tmp_path):
+  (cell,) = verdict.cells(["yeast"], [60], ["mlp"], [0], linear=False)
+  directory = tmp_path / cell.name
+  directory.mkdir(parents=True)
+  ran_with = verdict.cell_overrides(cell, verdict.budget(), ["train.steps=4"])
+  (directory / "results.json").write_text(
+    json.dumps({verdict.METRIC: 0.5, small_data.OVERRIDES_KEY: list(ran_with)})
+  )
+  command = [
+    sys.executable,
+    "-m",
+    "benchmarks.verdict",
+    f"--data_dir={data_dir}",
+    f"--workdir={tmp_path}",
+    "--datasets=yeast",
+    "--sizes=60",
+    "--seeds=0",
+    "--methods=mlp",
+    "--nolinear",
+    "--report_only",
+  ]
+  proc = subprocess.run([*command, "--set=train.steps=5"], capture_output=True, text=True)
+  assert proc.returncode != 0
+  assert proc.stderr.strip().splitlines()[-1] == (
+    f"benchmarks.verdict: error: {directory} finished with overrides ['train.steps=4'], "
+    "not ['train.steps=5']: use another --workdir"
+  )
+  proc = subprocess.run([*command, "--set=train.steps=4"], capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr
+
+
 def test_stage_gain_with_a_malformed_records_file_is_a_one_line_error(tmp_path):
   records = tmp_path / "verdict.json"
   records.write_text('{"records": []}')  # no budget: not a report's .json
