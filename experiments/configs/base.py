@@ -103,8 +103,8 @@ DATASETS = (
 # `stagewise`: a staged config without `start_from` searches its first stage alone, then
 # its later stages from that run (`workdir/first_stage`); False: every stage at once.
 # Stagewise because a search of every stage at once draws its first stage anew (two
-# points either way at this budget), while one from the tuned first stage ends within a
-# tenth of a point of it pooled, in less time (docs/tuning.md, "Stagewise search").
+# points either way at this budget), while one from the tuned first stage ends, pooled,
+# no more than a hundredth below it, in less time (docs/tuning.md, "Stagewise search").
 # `enabled=False` trains the committed settings once.
 TUNE = dict(
   enabled=True,
