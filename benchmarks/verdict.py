@@ -533,7 +533,7 @@ def _num_train(records, dataset, size) -> int:
   )
 
 
-def _grid(records, entries, text) -> str:
+def grid(records, entries, text) -> str:
   """Markdown: a row per (dataset, size) of `records`, a column per method of `entries`
   (dicts with method, dataset, size), each cell `text(entry)`."""
   methods = sorted({e["method"] for e in entries}, key=report_order)
@@ -563,7 +563,7 @@ def scores_table(records: list[dict[str, Any]]) -> str:
   for r in records:
     groups.setdefault((r["method"], r["dataset"], r["size"]), []).append(r[METRIC])
   entries = [{"method": m, "dataset": d, "size": s, "values": v} for (m, d, s), v in groups.items()]
-  return _grid(
+  return grid(
     records,
     entries,
     lambda e: (
@@ -745,11 +745,11 @@ def report(records: list[dict[str, Any]], tune_budget: dict[str, Any], vary_data
       "",
       "Paired difference against the tuned MLP:",
       "",
-      _grid(records, vs_mlp, with_seeds),
+      grid(records, vs_mlp, with_seeds),
       "",
       "Paired difference against the tuned linear model (scikit-learn LogisticRegression):",
       "",
-      _grid(records, vs_linear, with_seeds),
+      grid(records, vs_linear, with_seeds),
       "",
       "Pooled across datasets (the unit: a dataset's mean paired difference; t-interval "
       "over datasets; `≥ +1`: datasets whose mean difference is at least +1 point), "
