@@ -198,9 +198,10 @@ def check_finished(runs: Iterable[tuple[str, Sequence[str]]]) -> None:
 def run_cell(
   cell: Cell, workdir: str, data_dir: str, overrides=(), linear_jobs: int = 1
 ) -> dict[str, Any]:
-  """Runs `cell` (or reads its results.json, `check_finished`); its record for the report.
-  The linear model's labels are fitted by `linear_jobs` processes; an `_on_<base>` method's
-  cell starts from `start_cell`'s run in `workdir`, which must have finished."""
+  """Runs `cell` (or reads its results.json, which callers check with `check_finished`);
+  its record for the report. The linear model's labels are fitted by `linear_jobs`
+  processes; an `_on_<base>` method's cell starts from `start_cell`'s run in `workdir`,
+  which must have finished."""
   directory = os.path.join(workdir, cell.name)
   path = os.path.join(directory, "results.json")
   if not os.path.exists(path):
