@@ -119,15 +119,14 @@ def report(records: list[dict[str, Any]]) -> str:
     )
   renamed = by_path_records(records)
   diffs = verdict.differences(renamed, verdict.LINEAR)
-  usual = max(sorted({d["n"] for d in diffs}), key=[d["n"] for d in diffs].count, default=0)
-  text = lambda d: verdict.points(d) + (f" (n={d['n']})" if d["n"] != usual else "")
+  usual = verdict.most_common([d["n"] for d in diffs if d["n"] >= 2], 0)
   lines += [
     "",
     "Against the linear model, per (dataset, size) pair (the mean over the seeds both "
     f"finished, {usual} but where marked, ± the 95 % half-width; bold: the interval "
     "leaves out 0):",
     "",
-    verdict.grid(renamed, diffs, text),
+    verdict.grid(renamed, diffs, verdict.marked_with_seeds(usual)),
   ]
   return "\n".join(lines)
 

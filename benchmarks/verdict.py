@@ -38,6 +38,7 @@ over seeds, a pooled interval per method and size across datasets (the unit: a
 dataset's mean paired difference), and a figure of the differences against the MLP.
 """
 
+from collections.abc import Callable
 from collections.abc import Sequence
 import concurrent.futures
 import dataclasses
@@ -517,9 +518,15 @@ def points(d: dict[str, Any]) -> str:
   return f"**{text}**" if d["low"] > 0 or d["high"] < 0 else text
 
 
-def _most_common(values: list, default):
+def most_common(values: list, default):
   """The value `values` hold most often (the smallest of a tie); `default` when empty."""
   return max(sorted(set(values)), key=values.count, default=default)
+
+
+def marked_with_seeds(usual: int) -> Callable[[dict[str, Any]], str]:
+  """`points` of a difference, with its seed count `(n=k)` where it has an interval over
+  another count than `usual`."""
+  return lambda d: points(d) + (f" (n={d['n']})" if d["n"] >= 2 and d["n"] != usual else "")
 
 
 def _num_train(records, dataset, size) -> int:
@@ -693,7 +700,7 @@ def _seeds_of_pairs(records: list[dict[str, Any]]) -> str:
   for r in records:
     seeds.setdefault((r["dataset"], r["size"]), set()).add(r["seed"])
   runs = [tuple(sorted(s)) for s in seeds.values()]
-  usual = _most_common(runs, ())
+  usual = most_common(runs, ())
   others = [
     f"{', '.join(map(str, run))} on "
     + ", ".join(_pair_name(*p) for p in sorted(seeds, key=_pair_order) if seeds[p] == set(run))
@@ -712,7 +719,7 @@ def report(records: list[dict[str, Any]], tune_budget: dict[str, Any], vary_data
   vs_mlp, vs_linear = differences(records, MLP), differences(records, LINEAR)
   counts = [d["n"] for d in vs_mlp + vs_linear if d["n"] >= 2]
   # The usual seed count goes in the header; a difference over another count says so.
-  n = _most_common(counts, 0)
+  n = most_common(counts, 0)
   others = "".join(
     f"; n={k}: t = {_t_quantile(k):.2f}, its differences marked (n={k})"
     for k in sorted(set(counts) - {n})
@@ -725,9 +732,7 @@ def report(records: list[dict[str, Any]], tune_budget: dict[str, Any], vary_data
     if 2 <= n <= 5
     else ""
   )
-
-  def with_seeds(d: dict[str, Any]) -> str:
-    return points(d) + (f" (n={d['n']})" if d["n"] >= 2 and d["n"] != n else "")
+  with_seeds = marked_with_seeds(n)
 
   return "\n".join(
     [
