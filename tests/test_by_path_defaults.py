@@ -5,6 +5,7 @@ import json
 import os
 
 import pytest
+from verdict_records import record
 
 from benchmarks import by_path_defaults
 from benchmarks import small_data
@@ -40,30 +41,17 @@ def test_every_by_path_config_names_the_cell_it_is():
     assert configs[name].tune.stagewise
 
 
-def _record(method, dataset, size, seed, f1):
-  return {
-    "dataset": dataset,
-    "size": size,
-    "method": method,
-    "mode": "tuned",
-    "seed": seed,
-    verdict.METRIC: f1,
-    "num_train": size,
-    "seconds": 1.0,
-  }
-
-
 def test_the_standing_of_each_default_against_the_linear_model_by_hand():
   records = []
   for seed in (0, 1, 2):
     records += [
-      _record(verdict.LINEAR, "yeast", 250, seed, 0.60),
-      _record(verdict.MLP, "yeast", 250, seed, 0.61),
-      _record("dmf_on_mlp", "yeast", 250, seed, 0.62 + 0.01 * seed),
-      _record(verdict.LINEAR, "bibtex", 250, seed, 0.30),
-      _record(verdict.MLP, "bibtex", 250, seed, 0.29),
-      _record("dmf_on_mlp", "bibtex", 250, seed, 0.285),
-      _record("dmf", "bibtex", 250, seed, 0.50),  # searched whole: not the default
+      record("yeast", 250, verdict.LINEAR, seed, 0.60),
+      record("yeast", 250, verdict.MLP, seed, 0.61),
+      record("yeast", 250, "dmf_on_mlp", seed, 0.62 + 0.01 * seed),
+      record("bibtex", 250, verdict.LINEAR, seed, 0.30),
+      record("bibtex", 250, verdict.MLP, seed, 0.29),
+      record("bibtex", 250, "dmf_on_mlp", seed, 0.285),
+      record("bibtex", 250, "dmf", seed, 0.50),  # searched whole: not the default
     ]
   rows = {r["config"]: r for r in by_path_defaults.summary_rows(records)}
   dmf = rows["dmf"]
@@ -92,8 +80,8 @@ def test_reports_merge_later_over_earlier_and_must_share_a_budget(tmp_path):
   for i, f1 in enumerate((0.5, 0.7)):
     paths.append(tmp_path / f"r{i}.json")
     records = [
-      _record(verdict.MLP, "yeast", 250, 0, f1),
-      _record(verdict.LINEAR, "yeast", i, 0, 0.1),
+      record("yeast", 250, verdict.MLP, 0, f1),
+      record("yeast", i, verdict.LINEAR, 0, 0.1),
     ]
     paths[-1].write_text(json.dumps({"budget": budget, "records": records}))
   merged = by_path_defaults.read_records([str(p) for p in paths])

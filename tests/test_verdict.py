@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 from scipy import stats
+from verdict_records import record
 
 from benchmarks import small_data
 from benchmarks import stage_gain
@@ -20,19 +21,6 @@ from benchmarks import verdict
 from benchmarks import verdict_changes
 from experiments import configuration
 from experiments import workdirs
-
-
-def _record(dataset, size, method, seed, f1):
-  return {
-    "dataset": dataset,
-    "size": size,
-    "method": method,
-    "mode": "tuned",
-    "seed": seed,
-    verdict.METRIC: f1,
-    "num_train": size or 400,
-    "seconds": 10.0 + seed,
-  }
 
 
 def test_paired_difference_by_hand():
@@ -60,16 +48,16 @@ def test_paired_difference_is_scipys_paired_t_interval(n):
 def test_differences_pair_by_seed_and_pool_over_datasets():
   records = [
     # d1 at 250 rows: seeds 0, 1, 2 for mlp; dmf lacks seed 2, so two pairs.
-    _record("d1", 250, "mlp", 0, 0.50),
-    _record("d1", 250, "mlp", 1, 0.60),
-    _record("d1", 250, "mlp", 2, 0.90),
-    _record("d1", 250, "dmf", 0, 0.52),
-    _record("d1", 250, "dmf", 1, 0.61),
-    _record("d2", 250, "mlp", 0, 0.40),
-    _record("d2", 250, "dmf", 0, 0.45),
-    _record("d2", 250, "dmf", 1, 0.99),  # no mlp at seed 1: not paired
-    _record("d1", 0, "mlp", 0, 0.70),
-    _record("d1", 0, "dmf", 0, 0.69),
+    record("d1", 250, "mlp", 0, 0.50),
+    record("d1", 250, "mlp", 1, 0.60),
+    record("d1", 250, "mlp", 2, 0.90),
+    record("d1", 250, "dmf", 0, 0.52),
+    record("d1", 250, "dmf", 1, 0.61),
+    record("d2", 250, "mlp", 0, 0.40),
+    record("d2", 250, "dmf", 0, 0.45),
+    record("d2", 250, "dmf", 1, 0.99),  # no mlp at seed 1: not paired
+    record("d1", 0, "mlp", 0, 0.70),
+    record("d1", 0, "dmf", 0, 0.69),
   ]
   diffs = {(d["dataset"], d["size"]): d for d in verdict.differences(records, "mlp")}
   assert set(diffs) == {("d1", 250), ("d2", 250), ("d1", 0)}
@@ -96,9 +84,9 @@ def _fake_records():
     for size in (250, 0):
       for seed in (0, 1, 2):
         for method, shift in ((verdict.LINEAR, -0.01), ("mlp", 0.0), ("dmf", 0.03), ("e2e", -0.2)):
-          records.append(_record(dataset, size, method, seed, 0.6 + shift + rng.normal(0, 0.002)))
+          records.append(record(dataset, size, method, seed, 0.6 + shift + rng.normal(0, 0.002)))
   floor = [(r["dataset"], r["size"], r["seed"]) for r in records if r["method"] == "mlp"]
-  return records + [_record(*key[:2], verdict.PRIOR, key[2], 0.5) for key in floor]
+  return records + [record(*key[:2], verdict.PRIOR, key[2], 0.5) for key in floor]
 
 
 def test_report_and_figure_from_records(tmp_path):
@@ -133,7 +121,7 @@ def test_a_difference_over_more_seeds_than_most_says_its_count():
   records = _fake_records()
   for seed in (3, 4):  # yeast at 250 rows gets two more seeds of the MLP and dmf only
     for method, shift in (("mlp", 0.0), ("dmf", 0.03)):
-      records.append(_record("yeast", 250, method, seed, 0.6 + shift + 0.001 * seed))
+      records.append(record("yeast", 250, method, seed, 0.6 + shift + 0.001 * seed))
   body = verdict.report(records, verdict.budget([]), vary_data=True)
   t5 = stats.t.ppf(0.975, 4)
   assert "With n=3 seeds" in body and "t = 4.30" in body
@@ -162,9 +150,7 @@ def test_the_finding_names_what_ran_and_each_side():
   assert "only" not in text
   # A method that ran on some pairs only says which.
   partial = records + [
-    _record(dataset, 0, "seal_f1", seed, 0.61)
-    for dataset in ("yeast", "genbase")
-    for seed in (0, 1)
+    record(dataset, 0, "seal_f1", seed, 0.61) for dataset in ("yeast", "genbase") for seed in (0, 1)
   ]
   text = verdict.finding(verdict.summary(partial, verdict.budget([]), True))
   assert "seal_f1 +" in text and "(genbase all, yeast all only)" in text
@@ -244,16 +230,16 @@ def test_cells_slices_and_the_workdir_budget(tmp_path):
   verdict.check_budget(workdir, {"tune": {"trials": 2}, "vary_data": True})
   with pytest.raises(ValueError, match="another --workdir"):
     verdict.check_budget(workdir, {"tune": {"trials": 3}, "vary_data": True})
-  earlier = [_record("yeast", 250, "mlp", 0, 0.1), _record("yeast", 250, "mlp", 1, 0.2)]
-  merged = verdict.merge([_record("yeast", 250, "mlp", 1, 0.3)], earlier)
+  earlier = [record("yeast", 250, "mlp", 0, 0.1), record("yeast", 250, "mlp", 1, 0.2)]
+  merged = verdict.merge([record("yeast", 250, "mlp", 1, 0.3)], earlier)
   assert [(r["seed"], r[verdict.METRIC]) for r in merged] == [(0, 0.1), (1, 0.3)]
   # An earlier report adds only the cells of the command's slice.
   other = [
-    _record("genbase", 250, "mlp", 0, 0.4),  # another dataset
-    _record("yeast", 0, "mlp", 0, 0.4),  # another size
-    _record("yeast", 250, "e2e", 0, 0.4),  # another method
-    _record("yeast", 250, "mlp", 2, 0.4),  # another seed
-    _record("yeast", 250, verdict.LINEAR, 0, 0.4),  # the linear model, run by the slice
+    record("genbase", 250, "mlp", 0, 0.4),  # another dataset
+    record("yeast", 0, "mlp", 0, 0.4),  # another size
+    record("yeast", 250, "e2e", 0, 0.4),  # another method
+    record("yeast", 250, "mlp", 2, 0.4),  # another seed
+    record("yeast", 250, verdict.LINEAR, 0, 0.4),  # the linear model, run by the slice
   ]
   named = verdict.cells(["yeast"], [250], ["mlp"], [0, 1])
   kept = verdict.in_slice(earlier + other, named)
@@ -318,7 +304,7 @@ def test_refit_from_an_earlier_search_is_the_cell_it_refits(data_dir, tmp_path):
   fixed_steps = {"train.steps": 2, "train.schedule_steps": 6}
   earlier = [
     {**searched, "chosen": {**searched["chosen"], **fixed_steps}},
-    {**_record("yeast", 60, "dmf", 0, 0.5), "chosen": {"model.hidden": [8]}},
+    {**record("yeast", 60, "dmf", 0, 0.5), "chosen": {"model.hidden": [8]}},
   ]
   workdir = str(tmp_path / "b")
   given = verdict.refit_from([mlp, staged], earlier, workdir, str(data_dir), tune_budget, overrides)
@@ -536,11 +522,11 @@ def test_stage_gain_with_a_malformed_records_file_is_a_one_line_error(tmp_path):
 
 
 def test_changes_between_two_reports_by_hand():
-  before = [_record("yeast", 500, "mlp", s, f) for s, f in enumerate((0.50, 0.60, 0.70))]
-  before.append(_record("cal500", 0, "mlp", 0, 0.40))
-  after = [_record("yeast", 500, "mlp", s, f) for s, f in enumerate((0.52, 0.59, 0.70))]
+  before = [record("yeast", 500, "mlp", s, f) for s, f in enumerate((0.50, 0.60, 0.70))]
+  before.append(record("cal500", 0, "mlp", 0, 0.40))
+  after = [record("yeast", 500, "mlp", s, f) for s, f in enumerate((0.52, 0.59, 0.70))]
   after[1]["refit_of_earlier_search"] = True
-  after.append(_record("yeast", 500, "dmf", 0, 0.9))  # only after: not compared
+  after.append(record("yeast", 500, "dmf", 0, 0.9))  # only after: not compared
   (cell, method) = verdict_changes.changes(before, after)
   assert cell == {**method, "dataset": "yeast", "size": 500}
   assert (cell["n"], cell["rose"], cell["fell"]) == (3, 1, 1)
