@@ -29,7 +29,9 @@ from experiments import cli
 # Config -> the verdict method whose cells are its by-path default; None: not measured.
 # infnet, implicit and dvn differ from their `_on_mlp` cell in small ways: infnet and
 # implicit tie their inference network's keys to the MLP's under other names, and dvn's
-# first trial takes its config's L2 (0), not the MLP config's (1e-5).
+# first trial takes its config's L2 (0), not the MLP config's (1e-5). br's cell draws
+# the verdict's budget (12 trials, 3 folds, early cuts) from its space where by path it
+# evaluates its 12-setting grid whole on 5 folds.
 BY_PATH_CELL: dict[str, str | None] = {
   "mlp": "mlp",
   "mlp_soft_f1": "mlp_soft_f1",
@@ -44,8 +46,8 @@ BY_PATH_CELL: dict[str, str | None] = {
   "spen_ssvm": "spen_ssvm_stagewise",
   "spen_gbi": "spen_gbi_stagewise",
   "e2e": "e2e_stagewise",
-  "br": None,
-  "seal_ranking": None,
+  "br": "br",
+  "seal_ranking": "seal_ranking",
 }
 # A pair more than this many points below the linear model (as the report rounds it, to
 # hundredths) misses the goal.
@@ -69,7 +71,12 @@ def summary_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
   the pooled difference against it and against the tuned MLP (over every size), the
   worst pair and the pairs below `GOAL`."""
   renamed = by_path_records(records)
-  vs_linear = verdict.differences(renamed, verdict.LINEAR)
+  return _summary_rows(renamed, verdict.differences(renamed, verdict.LINEAR))
+
+
+def _summary_rows(
+  renamed: list[dict[str, Any]], vs_linear: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
   vs_mlp = verdict.differences(renamed, verdict.MLP)
   overall = lambda diffs: {p["method"]: p for p in verdict.pooled(diffs) if p["size"] is None}
   pooled_linear, pooled_mlp = overall(vs_linear), overall(vs_mlp)
@@ -106,7 +113,9 @@ def report(records: list[dict[str, Any]]) -> str:
     "| config | cell | pairs | − LR, pooled | worst pair | pairs below −1 | − MLP, pooled |",
     "|---|---|---|---|---|---|---|",
   ]
-  for row in summary_rows(records):
+  renamed = by_path_records(records)
+  diffs = verdict.differences(renamed, verdict.LINEAR)
+  for row in _summary_rows(renamed, diffs):
     if not row["pairs"]:
       lines.append(f"| {row['config']} | {row['cell'] or '—'} | 0 | not measured | | | |")
       continue
@@ -117,8 +126,6 @@ def report(records: list[dict[str, Any]]) -> str:
       f"{', '.join(_pair(d) for d in row['below_goal']) or 'none'} | "
       f"{verdict.points(row['vs_mlp']) if row['vs_mlp'] else '—'} |"
     )
-  renamed = by_path_records(records)
-  diffs = verdict.differences(renamed, verdict.LINEAR)
   usual = verdict.most_common([d["n"] for d in diffs if d["n"] >= 2], 0)
   lines += [
     "",

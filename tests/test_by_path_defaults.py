@@ -62,7 +62,7 @@ def test_the_standing_of_each_default_against_the_linear_model_by_hand():
   assert [d["dataset"] for d in dmf["below_goal"]] == ["bibtex"]
   assert dmf["vs_mlp"]["mean"] == pytest.approx((0.02 - 0.005) / 2)
   assert rows["mlp"]["below_goal"] == [] and rows["mlp"]["vs_mlp"] is None
-  assert rows["spen_ssvm"]["pairs"] == [] and rows["br"]["cell"] is None
+  assert rows["spen_ssvm"]["pairs"] == [] and rows["br"]["cell"] == "br"
   body = by_path_defaults.report(records)
   # Pooled over two pairs: t(1) = 12.71 times the sd of (+3.00, −1.50) over √2.
   assert (

@@ -686,6 +686,20 @@ def test_denoising_nets_are_standardized_by_the_training_images_only():
 
 
 @pytest.mark.parametrize("method", MULTILABEL_CONFIGS)
+def test_a_single_stage_config_s_staged_form_trains_its_own_method(method):
+  """A config that trains one stage by default but defines stages for a staged form
+  (`stage_order=pretrain,<stage>`) names its own objective in every stage but the MLP's,
+  so the staged form is the method, not the config it derives from."""
+  from experiments import configuration
+
+  config = configuration.get_config(method, "synthetic")
+  if config.get("stage_order", "") or not config.get("stages", {}):
+    pytest.skip("staged by default, or no staged form")
+  later = {name: stage.get("method", config.method) for name, stage in config.stages.items()}
+  assert {m for m in later.values() if m != "local"} == {config.method}, later
+
+
+@pytest.mark.parametrize("method", MULTILABEL_CONFIGS)
 def test_every_config_trains_and_writes_results(method, tmp_path):
   """Each config file runs end to end on the synthetic task (every stage, tiny)."""
   from experiments import configuration
