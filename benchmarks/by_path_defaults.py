@@ -26,13 +26,13 @@ from benchmarks import common
 from benchmarks import verdict
 from experiments import cli
 
-# Config -> the verdict method whose cells are its by-path default; None: not measured.
+# Config -> the verdict method whose cells are its by-path default.
 # infnet, implicit and dvn differ from their `_on_mlp` cell in small ways: infnet and
 # implicit tie their inference network's keys to the MLP's under other names, and dvn's
 # first trial takes its config's L2 (0), not the MLP config's (1e-5). br's cell draws
 # the verdict's budget (12 trials, 3 folds, early cuts) from its space where by path it
 # evaluates its 12-setting grid whole on 5 folds.
-BY_PATH_CELL: dict[str, str | None] = {
+BY_PATH_CELL: dict[str, str] = {
   "mlp": "mlp",
   "mlp_soft_f1": "mlp_soft_f1",
   "seal_dynamic": "seal_dynamic",
@@ -57,7 +57,7 @@ GOAL = -1.0
 def by_path_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
   """The records of `BY_PATH_CELL`'s cells renamed to their config, with the linear
   model's and the MLP's (kept under their own names)."""
-  config_of = {cell: config for config, cell in BY_PATH_CELL.items() if cell}
+  config_of = {cell: config for config, cell in BY_PATH_CELL.items()}
   kept = [r for r in records if r["method"] in (verdict.LINEAR, verdict.MLP)]
   return kept + [
     {**r, "method": config_of[r["method"]], "cell": r["method"]}
@@ -117,7 +117,7 @@ def report(records: list[dict[str, Any]]) -> str:
   diffs = verdict.differences(renamed, verdict.LINEAR)
   for row in _summary_rows(renamed, diffs):
     if not row["pairs"]:
-      lines.append(f"| {row['config']} | {row['cell'] or '—'} | 0 | not measured | | | |")
+      lines.append(f"| {row['config']} | {row['cell']} | 0 | not measured | | | |")
       continue
     worst = row["worst"]
     lines.append(

@@ -695,8 +695,8 @@ def test_a_single_stage_config_s_staged_form_trains_its_own_method(method):
   config = configuration.get_config(method, "synthetic")
   if config.get("stage_order", "") or not config.get("stages", {}):
     pytest.skip("staged by default, or no staged form")
-  later = {name: stage.get("method", config.method) for name, stage in config.stages.items()}
-  assert {m for m in later.values() if m != "local"} == {config.method}, later
+  methods = {name: stage.get("method", config.method) for name, stage in config.stages.items()}
+  assert {m for m in methods.values() if m != "local"} == {config.method}, methods
 
 
 @pytest.mark.parametrize("method", MULTILABEL_CONFIGS)

@@ -121,7 +121,8 @@ def get_segmentation_config(dataset: str = "weizmann_horse"):
   config.stages.pretrain = dict(method="local", train=dict(steps=config.train.steps))
   finetune = base.segmentation_sgd()
   finetune.learning_rate /= 4
-  config.stages.seal = dict(method="seal", train=dict(steps=2000), optimizer=finetune)
+  # No `method`: the stage trains the config's own (seal_ranking's ranking loss there).
+  config.stages.seal = dict(train=dict(steps=2000), optimizer=finetune)
   return config
 
 
@@ -160,7 +161,8 @@ def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
   config.stages.pretrain = mlp.pretrain_stage(config, dataset)
   finetune = config.optimizer.to_dict()
   finetune["learning_rate"] /= 4
-  config.stages.seal = dict(method="seal", train=dict(steps=1000), optimizer=finetune)
+  # No `method`: the stage trains the config's own (seal_ranking's ranking loss there).
+  config.stages.seal = dict(train=dict(steps=1000), optimizer=finetune)
   return config
 
 

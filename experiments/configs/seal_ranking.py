@@ -14,9 +14,6 @@ from experiments.configs import seal_dynamic
 def get_config(dataset: str = "synthetic"):
   config = seal_dynamic.get_config(dataset)
   config.method = "seal_ranking"
-  # The staged form (`--config.stage_order=pretrain,seal`) trains this objective in its
-  # second stage, not the loss-net's that seal_dynamic's stage names.
-  config.stages.seal.method = "seal_ranking"
   return config
 
 
