@@ -166,16 +166,30 @@ def for_config(config_name: str, dataset: str) -> dict[str, tuple]:
 
 
 def for_run(config_name: str, config: ml_collections.ConfigDict) -> dict[str, tuple]:
-  """`for_config` of `config`'s dataset without the keys of stages that `config` does not
-  train (`stages.<name>.…` with `<name>` outside `config.stage_order`): one declared
-  space serves a config's single-stage form and its staged one (`--config.stage_order`).
-  A space key tying several config keys keeps those of trained stages."""
+  """`for_config` of `config`'s dataset without the config keys `config` does not train
+  with: those of stages outside `config.stage_order` (`stages.<name>.…`) and, where the
+  space also names a stage's own key, a top-level key that every trained stage sets
+  itself. One declared space thus serves a config's single-stage form and its staged one
+  (`--config.stage_order`): seal_dynamic's `optimizer.learning_rate` trains its single
+  stage, `stages.pretrain.optimizer.learning_rate` its staged form's MLP. A space key
+  tying several config keys keeps those that are trained."""
   from experiments import configuration  # pylint: disable=g-import-not-at-top
 
   trained = set(configuration.name_list(config.get("stage_order", "")) or ())
+  declared = for_config(config_name, config.data.name)
+  stage_keys = {k for key in declared for k in config_keys(key) if k.startswith("stages.")}
+
+  def shadowed(key: str) -> bool:
+    setting = configuration.stages_setting(config, key)
+    return (
+      bool(trained)
+      and len(setting) == len(trained)
+      and any(f"stages.{stage}.{key}" in stage_keys for stage in setting)
+    )
+
   space = {}
-  for key, values in for_config(config_name, config.data.name).items():
-    kept = [k for k in config_keys(key) if untrained_stage(k, trained) is None]
+  for key, values in declared.items():
+    kept = [k for k in config_keys(key) if untrained_stage(k, trained) is None and not shadowed(k)]
     if kept:
       space[TIED.join(kept)] = values
   return space

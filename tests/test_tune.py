@@ -530,6 +530,22 @@ def test_a_declared_space_leaves_out_the_stages_a_run_does_not_train(toy, monkey
   assert search_spaces.for_run("dvn", staged) == tied
 
 
+def test_a_declared_space_leaves_out_a_key_every_trained_stage_sets_itself(toy, monkeypatch):
+  # seal_dynamic's staged form trains both stages at their own learning rates: the
+  # top-level rate, which its single stage trains with, would change nothing there.
+  rate, pretrain_rate = "optimizer.learning_rate", "stages.pretrain.optimizer.learning_rate"
+  single = _tiny_config("seal_dynamic", toy)
+  staged = _tiny_config("seal_dynamic", toy, "stage_order=pretrain,seal")
+  for config, kept, left_out in ((single, rate, pretrain_rate), (staged, pretrain_rate, rate)):
+    space = search_spaces.for_run("seal_dynamic", config)
+    assert kept in space and left_out not in space
+    tune.check_tunable(config, space)
+  # Without a stage key standing in for it, the top-level key stays (the stagewise search
+  # takes it for the first stage).
+  monkeypatch.setattr(search_spaces, "for_config", lambda name, dataset: {rate: (1e-3,)})
+  assert search_spaces.for_run("seal_dynamic", staged) == {rate: (1e-3,)}
+
+
 def test_searching_a_stage_the_run_does_not_train_is_a_user_error(toy):
   config = _tiny_config("dvn", toy, "stage_order=")
   with pytest.raises(cli.UserError, match="stage 'pretrain', which this run does not train"):
@@ -812,7 +828,8 @@ def test_a_search_from_a_tuned_run_refuses_what_cannot_continue_it(toy, tmp_path
 
 
 @pytest.mark.parametrize(
-  "name,base", [("dmf", "mlp"), ("seal_static", "mlp"), ("dmf_soft_f1", "mlp_soft_f1")]
+  "name,base",
+  [("dmf", "mlp"), ("seal_static", "mlp"), ("seal_ranking", "mlp"), ("dmf_soft_f1", "mlp_soft_f1")],
 )
 def test_the_first_stage_of_an_energy_on_the_mlp_is_the_mlp_s_search(name, base):
   # What makes a stagewise search of these configs by path the verdict's
@@ -825,7 +842,16 @@ def test_the_first_stage_of_an_energy_on_the_mlp_is_the_mlp_s_search(name, base)
   assert list(space.items()) == list(search_spaces.for_run(base, mlp).items())
 
 
-STAGED_BY_PATH = ("dmf_soft_f1", "dvn", "e2e", "implicit", "infnet", "seal_static", "spen_ssvm")
+STAGED_BY_PATH = (
+  "dmf_soft_f1",
+  "dvn",
+  "e2e",
+  "implicit",
+  "infnet",
+  "seal_ranking",
+  "seal_static",
+  "spen_ssvm",
+)
 
 
 def test_a_stagewise_search_refuses_a_bad_key_before_the_first_stage_trains(toy, tmp_path):

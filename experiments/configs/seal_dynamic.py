@@ -169,6 +169,13 @@ def get_multilabel_config(dataset: str) -> ml_collections.ConfigDict:
 def get_search_space(dataset: str = "synthetic"):
   """What `python -m experiments.tune` selects for SEAL-dynamic: the task-net's capacity
   (hidden layers, input and hidden dropout), the learning rate, L2 and the feature
-  scaling (`search_spaces.network`)."""
+  scaling (`search_spaces.network`). Staged (`stage_order=pretrain,seal`), the rate
+  searched is the pretrain stage's, so that the search reaches the MLP's own tuned
+  setting; the `seal` stage fine-tunes at its own (single-stage, the tuner leaves the
+  stage's key out, staged the top-level one: `search_spaces.for_run`)."""
   del dataset  # the same space everywhere
-  return search_spaces.network()
+  learning_rates = {
+    "optimizer.learning_rate": search_spaces.LEARNING_RATES,
+    "stages.pretrain.optimizer.learning_rate": search_spaces.LEARNING_RATES,
+  }
+  return search_spaces.network(learning_rates=learning_rates)
