@@ -181,10 +181,8 @@ def for_run(config_name: str, config: ml_collections.ConfigDict) -> dict[str, tu
 
   def shadowed(key: str) -> bool:
     setting = configuration.stages_setting(config, key)
-    return (
-      bool(trained)
-      and len(setting) == len(trained)
-      and any(f"stages.{stage}.{key}" in stage_keys for stage in setting)
+    return len(setting) == len(trained) and any(
+      f"stages.{stage}.{key}" in stage_keys for stage in setting
     )
 
   space = {}
