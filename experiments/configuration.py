@@ -168,6 +168,13 @@ def stages_setting(config: ml_collections.ConfigDict, key: str) -> list[str]:
   ]
 
 
+def set_by_every_stage(config: ml_collections.ConfigDict, key: str) -> bool:
+  """Whether `config` trains in stages (`stage_order`) and every one of them sets the
+  dotted `key` in its own `stages.<name>` block, so that the top-level value trains none."""
+  stages = name_list(config.get("stage_order", "")) or ()
+  return bool(stages) and len(stages_setting(config, key)) == len(stages)
+
+
 def json_to_config(value):
   """A config dict read from JSON with its lists as the tuples the configs hold."""
   if isinstance(value, dict):

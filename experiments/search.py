@@ -422,7 +422,7 @@ def _check_key(
       f"search space: {key} sets stage {stage!r}, which this run does not train "
       f"(stage_order {','.join(stages) or 'empty: one stage'})"
     )
-  if not shared_ok and stages and len(configuration.stages_setting(config, key)) == len(stages):
+  if not shared_ok and configuration.set_by_every_stage(config, key):
     raise cli.UserError(
       f"search space: every stage sets {key} itself, so searching it "
       f"changes nothing; search stages.<stage>.{key} "

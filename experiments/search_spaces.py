@@ -180,9 +180,8 @@ def for_run(config_name: str, config: ml_collections.ConfigDict) -> dict[str, tu
   stage_keys = {k for key in declared for k in config_keys(key) if k.startswith("stages.")}
 
   def shadowed(key: str) -> bool:
-    setting = configuration.stages_setting(config, key)
-    return len(setting) == len(trained) and any(
-      f"stages.{stage}.{key}" in stage_keys for stage in setting
+    return configuration.set_by_every_stage(config, key) and any(
+      f"stages.{stage}.{key}" in stage_keys for stage in trained
     )
 
   space = {}

@@ -197,7 +197,6 @@ def first_stage_space(config, space: dict[str, tuple]) -> dict[str, tuple]:
   """
   stage = first_stage(config)
   own = f"stages.{stage}."
-  num_stages = len(configuration.name_list(config.stage_order) or ())
   out: dict[str, tuple] = {}
   for key, values in space.items():
     kept = []
@@ -206,9 +205,9 @@ def first_stage_space(config, space: dict[str, tuple]) -> dict[str, tuple]:
         kept.append(name[len(own) :])
       elif name.startswith("stages."):
         continue
-      elif stage not in (setting := configuration.stages_setting(config, name)):
+      elif stage not in configuration.stages_setting(config, name):
         kept.append(name)
-      elif len(setting) == num_stages:
+      elif configuration.set_by_every_stage(config, name):
         # Every stage sets it itself: the single-stage form's key, the first stage's here
         # as `start_from_tuned` takes it.
         kept.append(name)
@@ -267,7 +266,6 @@ def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, 
   from experiments.refit import CHOSEN_FILE  # pylint: disable=g-import-not-at-top
 
   stage = first_stage(config)
-  num_stages = len(configuration.name_list(config.stage_order) or ())
   chosen = _tuned_run_file(source_dir, CHOSEN_FILE)
   overrides: dict[str, Any] = {}
   pinned = dict(space)
@@ -277,7 +275,7 @@ def start_from_tuned(config, space: dict[str, tuple], source_dir) -> tuple[Any, 
     setting = configuration.stages_setting(config, key)
     target = f"stages.{stage}.{key}" if stage in setting else key
     value = configuration.json_to_config(value)
-    if target != key and key in pinned and len(setting) == num_stages:
+    if target != key and key in pinned and configuration.set_by_every_stage(config, key):
       # A space written for the config's single-stage form searches the top-level key,
       # which every stage of the staged form sets itself: it is the first stage's now.
       # Where a later stage takes the top-level key, it stays searched for that stage.

@@ -558,6 +558,18 @@ def test_searching_a_key_every_stage_sets_is_a_user_error(toy):
     tune.check_tunable(config, {"optimizer.learning_rate": (1e-3,)})
 
 
+def test_a_key_is_set_by_every_stage_only_when_each_trained_stage_sets_it(toy):
+  rate = "optimizer.learning_rate"
+  staged = _tiny_config("seal_dynamic", toy, "stage_order=pretrain,seal")
+  assert configuration.set_by_every_stage(staged, rate)
+  assert not configuration.set_by_every_stage(staged, "model.hidden")
+  # One stage trained: its own block does not make the top-level key idle.
+  assert not configuration.set_by_every_stage(_tiny_config("seal_dynamic", toy), rate)
+  # dvn's later stage trains with the top-level rate.
+  dvn = _tiny_config("dvn", toy)
+  assert configuration.stages_setting(dvn, rate) and not configuration.set_by_every_stage(dvn, rate)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NETWORK_SPACES)
 def test_search_space_trial_trains_every_stage(name, toy):
