@@ -15,6 +15,7 @@ import time
 
 from absl import app
 from absl import flags
+from absl import logging
 import numpy as np
 
 from benchmarks import common
@@ -104,14 +105,25 @@ def sklearn_tuned_br(
       for fit in [np.setdiff1d(everything, rows)]
     ]
   trials = []
-  for c in space["loss.l2_c"]:
-    for scaling in space["data.feature_scaling"]:
-      scores = []
-      for fit_x, fit_y, scored_x, scored_y in parts:
-        (probs,) = fit_predict(c, scaling, fit_x, fit_y, scored_x)
-        threshold = metrics.tune_threshold(scored_y, probs)
-        scores.append(metrics.example_f1(scored_y, probs >= threshold))
-      trials.append({"C": c, "scaling": scaling, "value": float(np.mean(scores))})
+  grid = [(c, scaling) for c in space["loss.l2_c"] for scaling in space["data.feature_scaling"]]
+  start = time.time()
+  for c, scaling in grid:
+    scores = []
+    for fit_x, fit_y, scored_x, scored_y in parts:
+      (probs,) = fit_predict(c, scaling, fit_x, fit_y, scored_x)
+      threshold = metrics.tune_threshold(scored_y, probs)
+      scores.append(metrics.example_f1(scored_y, probs >= threshold))
+    trials.append({"C": c, "scaling": scaling, "value": float(np.mean(scores))})
+    # A setting on a large label set takes minutes: say how far the grid is.
+    logging.info(
+      "linear model %d/%d: C=%g, scaling %s: validation example-F1 %.4f | %.0f s elapsed",
+      len(trials),
+      len(grid),
+      c,
+      scaling,
+      trials[-1]["value"],
+      time.time() - start,
+    )
   best = max(trials, key=lambda t: t["value"])
   val_probs, test_probs = fit_predict(
     best["C"], best["scaling"], x, y, dataset.validation.x, dataset.test.x

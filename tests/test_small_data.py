@@ -91,7 +91,7 @@ def test_merge_keeps_earlier_cells_that_were_not_run_again():
   ]
 
 
-def test_linear_model_on_the_validation_split_picks_the_best_validation_setting(data_dir):
+def test_linear_model_on_the_validation_split_picks_the_best_validation_setting(data_dir, caplog):
   # From 2,000 training rows the selection is on the validation split: the oracle fits
   # every (C, scaling) directly and keeps the best validation example-F1.
   from sklearn import preprocessing  # pylint: disable=g-import-not-at-top
@@ -106,7 +106,11 @@ def test_linear_model_on_the_validation_split_picks_the_best_validation_setting(
     }
   )
   space = {"loss.l2_c": (0.01, 1.0), "data.feature_scaling": ("none", "zscore")}
-  result = br_tuned_vs_sklearn.sklearn_tuned_br(ds, None, space)
+  with caplog.at_level("INFO"):
+    result = br_tuned_vs_sklearn.sklearn_tuned_br(ds, None, space)
+  # One progress line a setting, the last naming the whole grid.
+  progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("linear model")]
+  assert len(progress) == 4 and progress[-1].startswith("linear model 4/4: C=1, scaling zscore")
   scores = {}
   for c in space["loss.l2_c"]:
     for scaling in space["data.feature_scaling"]:
