@@ -116,7 +116,7 @@ def sklearn_tuned_br(
     trials.append({"C": c, "scaling": scaling, "value": float(np.mean(scores))})
     # A setting on a large label set takes minutes: say how far the grid is.
     logging.info(
-      "linear model %d/%d: C=%g, scaling %s: validation example-F1 %.4f | %.0f s elapsed",
+      "linear model %d/%d: C=%g, scaling %s: held-out example-F1 %.4f | %.0f s elapsed",
       len(trials),
       len(grid),
       c,
